@@ -1,0 +1,123 @@
+# hybtrace: one entry point. `make`, `make test`, `make demo`, `make install`.
+VERSION := 0.1.0
+
+PREFIX ?= /usr/local
+DESTDIR ?=
+BUILD := build
+BPFTOOL ?= bpftool
+CLANG ?= clang
+CC ?= gcc
+BTF_FILE ?= /sys/kernel/btf/vmlinux
+
+# Debian 12 packages the build, the tests and the demo need.
+DEB_PACKAGES := make gcc clang llvm libbpf-dev bpftool libelf-dev libdw-dev libipt-dev \
+	zlib1g-dev pkg-config protobuf-compiler python3 libclang-rt-14-dev binutils
+
+# `make V=1` shows every command.
+ifeq ($(V),1)
+Q :=
+msg :=
+else
+Q := @
+msg = @printf '  %-8s %s\n' "$(1)" "$(2)";
+endif
+
+CFLAGS ?= -O2 -g
+WARNINGS := -Wall -Wextra -Werror -Wno-missing-field-initializers
+CPPFLAGS_ALL := -D_GNU_SOURCE -DHT_VERSION='"$(VERSION)"' -Iinclude -Iuserspace -I$(BUILD)
+LDLIBS := -lbpf -lelf -lz -lpthread
+
+BPF_SRCS := $(wildcard bpf/*.bpf.c)
+BPF_OBJS := $(patsubst bpf/%.bpf.c,$(BUILD)/%.bpf.o,$(BPF_SRCS))
+SKELS := $(patsubst bpf/%.bpf.c,$(BUILD)/%.skel.h,$(BPF_SRCS))
+
+# Every user-space file but main.c goes into a library the unit tests link too.
+LIB_SRCS := $(filter-out userspace/main.c,$(wildcard userspace/*.c))
+LIB_OBJS := $(patsubst userspace/%.c,$(BUILD)/obj/%.o,$(LIB_SRCS))
+GENERATED := $(BUILD)/syscall_table.h $(SKELS)
+
+UNIT_SRCS := $(wildcard tests/unit/test_*.c)
+UNIT_BINS := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRCS))
+WORKLOAD_SRCS := $(wildcard tests/workloads/*.c)
+WORKLOAD_BINS := $(patsubst tests/workloads/%.c,$(BUILD)/workloads/%,$(WORKLOAD_SRCS))
+
+.SECONDARY: $(BPF_OBJS) $(GENERATED)
+.PHONY: all deps test unit demo install uninstall clean format bench
+
+all: $(BUILD)/hybtrace
+
+deps:
+	@missing=""; for p in $(DEB_PACKAGES); do \
+		dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q '^install ok installed' \
+			|| missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+		echo "installing:$$missing"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
+	fi
+
+$(BUILD) $(BUILD)/obj $(BUILD)/tests $(BUILD)/workloads:
+	mkdir -p $@
+
+$(BUILD)/vmlinux.h: | $(BUILD)
+	@test -r $(BTF_FILE) || { echo "error: $(BTF_FILE) is missing: the kernel needs CONFIG_DEBUG_INFO_BTF=y (or set BTF_FILE=PATH)" >&2; exit 1; }
+	$(call msg,BTF,$@)
+	$(Q)$(BPFTOOL) btf dump file $(BTF_FILE) format c > $@.tmp && mv $@.tmp $@
+
+$(BUILD)/%.bpf.o: bpf/%.bpf.c include/hybtrace/records.h $(BUILD)/vmlinux.h
+	$(call msg,BPF,$@)
+	$(Q)$(CLANG) -g -O2 -target bpf -mcpu=v3 -D__TARGET_ARCH_x86 -Wall -Werror \
+		-Iinclude -I$(BUILD) -c $< -o $@
+	$(Q)llvm-strip -g $@
+
+$(BUILD)/%.skel.h: $(BUILD)/%.bpf.o
+	$(call msg,GEN-SKEL,$@)
+	$(Q)$(BPFTOOL) gen skeleton $< name $*_bpf > $@.tmp && mv $@.tmp $@
+
+# Syscall names from the installed kernel headers, so the table matches the ABI.
+$(BUILD)/syscall_table.h: /usr/include/x86_64-linux-gnu/asm/unistd_64.h | $(BUILD)
+	$(call msg,GEN,$@)
+	$(Q)awk '/^#define __NR_/ { sub("__NR_", "", $$2); printf "\t[%s] = \"%s\",\n", $$3, $$2 }' $< > $@.tmp && mv $@.tmp $@
+
+$(BUILD)/obj/%.o: userspace/%.c $(wildcard userspace/*.h include/hybtrace/*.h) $(GENERATED) | $(BUILD)/obj
+	$(call msg,CC,$@)
+	$(Q)$(CC) $(CPPFLAGS_ALL) $(CFLAGS) $(WARNINGS) -c $< -o $@
+
+$(BUILD)/libhybtrace.a: $(LIB_OBJS)
+	$(call msg,AR,$@)
+	$(Q)rm -f $@ && ar rcs $@ $^
+
+$(BUILD)/hybtrace: $(BUILD)/obj/main.o $(BUILD)/libhybtrace.a
+	$(call msg,LINK,$@)
+	$(Q)$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/tests/%: tests/unit/%.c tests/unit/check.h $(BUILD)/libhybtrace.a | $(BUILD)/tests
+	$(call msg,TEST,$@)
+	$(Q)$(CC) $(CPPFLAGS_ALL) -Itests/unit $(CFLAGS) $(WARNINGS) -o $@ $< $(BUILD)/libhybtrace.a $(LDLIBS)
+
+# Workloads: built without optimisation surprises, with frame pointers.
+$(BUILD)/workloads/%: tests/workloads/%.c tests/workloads/workload.h | $(BUILD)/workloads
+	$(call msg,WORKLOAD,$@)
+	$(Q)$(CC) -D_GNU_SOURCE -O2 -g -fno-omit-frame-pointer -Wall -Wextra -Werror -Iinclude -o $@ $< -lpthread
+
+unit: $(UNIT_BINS)
+
+test: deps
+	$(MAKE) all unit $(WORKLOAD_BINS)
+	tests/run
+
+demo: deps
+	$(MAKE) all $(BUILD)/workloads/demo_service
+	tests/demo.sh
+
+install: $(BUILD)/hybtrace
+	install -D -m 0755 $(BUILD)/hybtrace $(DESTDIR)$(PREFIX)/bin/hybtrace
+
+uninstall:
+	rm -f $(DESTDIR)$(PREFIX)/bin/hybtrace
+
+format:
+	clang-format -i bpf/*.c userspace/*.c userspace/*.h include/hybtrace/*.h tests/unit/*.c tests/workloads/*.c
+
+clean:
+	rm -rf $(BUILD)

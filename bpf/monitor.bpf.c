@@ -1,0 +1,694 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * The kernel half of hybtrace: a flight recorder of every context switch on
+ * every CPU plus the target's wakeups, forks, execs, exits and syscalls, and
+ * breach detection for the target's threads (run-queue delay, off-CPU time,
+ * syscall time), computed when each interval ends.
+ *
+ * sched_switch runs for every task on the machine, so it stays a handful of
+ * plain stores before the target check; everything else filters by tgid
+ * first.
+ */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
+#include "hybtrace/records.h"
+
+char LICENSE[] SEC("license") = "GPL";
+
+/* Knobs, set by user space before load. */
+const volatile __u32 target_tgid = 0;
+const volatile bool prev_state_from_arg = true; /* false: read task_struct (pre-5.18) */
+const volatile __u64 rq_delay_thresh_ns = 0;	/* 0: off */
+const volatile __u64 off_cpu_thresh_ns = 0;
+const volatile __u64 syscall_thresh_ns = 0;
+const volatile bool syscall_filter_on = false;
+const volatile __u64 syscall_filter[HT_MAX_SYSCALLS / 64] = {};
+const volatile __u32 fr_slot_shift = 0; /* log2 of records per CPU */
+
+#define TASK_RUNNING 0
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__type(key, __u32);
+	__type(value, struct ht_flight_record);
+	__uint(max_entries, 1); /* set by user space: CPUs << fr_slot_shift */
+} fr_records SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__type(key, __u32);
+	__type(value, struct ht_fr_head);
+	__uint(max_entries, 1); /* set by user space: possible CPUs */
+} fr_heads SEC(".maps");
+
+/* Per-thread interval state of the target's threads. */
+struct task_state {
+	__u64 runnable_since_ns; /* 0: not waiting for a CPU */
+	__u64 off_cpu_since_ns;	 /* 0: not sleeping */
+	__u64 syscall_since_ns;	 /* 0: not in a syscall */
+	__u64 wake_ns;
+	__s32 syscall_nr;
+	__u32 off_cpu_state;
+	__u32 wake_source;
+	__u32 waker_tid;
+	__u32 waker_tgid;
+	__u32 wake_cpu;
+	char waker_comm[HT_COMM_LEN];
+	__s32 syscall_kstack_bytes; /* stack seen at a switch-in past the threshold */
+	__u32 pad;
+	__u64 syscall_kstack[HT_MAX_KSTACK_DEPTH];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct task_state);
+} task_states SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 1 << 20);
+} breaches SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__type(key, __u32);
+	__type(value, __u64);
+	__uint(max_entries, HT_CNT_MAX);
+} counters SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__type(key, __u32);
+	__type(value, __u64);
+	__uint(max_entries, HT_HIST_ENTRIES);
+} hists SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__type(key, __u32);
+	__type(value, struct ht_comm_entry);
+	__uint(max_entries, 65536);
+} comms SEC(".maps");
+
+/*
+ * Interrupt and timer context on this CPU: each kind stamps its entry and
+ * exit with a per-CPU sequence number, and a kind is active while its entry
+ * is newer than its exit. Hardirq handlers, softirq actions, hrtimer and
+ * timer_list callbacks do not nest within their own kind, so this needs no
+ * depth counter, and an entry or exit missed while attaching heals at the
+ * next one.
+ */
+enum { CTX_HARDIRQ, CTX_SOFTIRQ, CTX_HRTIMER, CTX_TIMER, CTX_KINDS };
+
+struct cpu_context {
+	__u64 seq;
+	__u64 entry[CTX_KINDS];
+	__u64 exit[CTX_KINDS];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__type(key, __u32);
+	__type(value, struct cpu_context);
+	__uint(max_entries, 1);
+} cpu_contexts SEC(".maps");
+
+/* Kernels before 5.14 name the state field "state". */
+struct task_struct___pre514 {
+	long state;
+} __attribute__((preserve_access_index));
+
+static __always_inline void count(__u32 counter)
+{
+	__u64 *c = bpf_map_lookup_elem(&counters, &counter);
+
+	if (c)
+		*c += 1;
+}
+
+static __always_inline __u32 log2_u64(__u64 v)
+{
+	__u32 r = 0, shift;
+
+	shift = (v > 0xffffffffULL) << 5;
+	v >>= shift;
+	r |= shift;
+	shift = (v > 0xffff) << 4;
+	v >>= shift;
+	r |= shift;
+	shift = (v > 0xff) << 3;
+	v >>= shift;
+	r |= shift;
+	shift = (v > 0xf) << 2;
+	v >>= shift;
+	r |= shift;
+	shift = (v > 0x3) << 1;
+	v >>= shift;
+	r |= shift;
+	r |= (v >> 1);
+	return r;
+}
+
+static __always_inline void hist_add(__u32 kind, __u64 delta_ns)
+{
+	__u32 slot = log2_u64(delta_ns / 1000);
+	__u32 idx;
+	__u64 *c;
+
+	if (slot >= HT_HIST_SLOTS)
+		slot = HT_HIST_SLOTS - 1;
+	idx = HT_HIST_INDEX(kind, slot);
+	c = bpf_map_lookup_elem(&hists, &idx);
+	if (c)
+		*c += 1;
+}
+
+static __always_inline bool context_active(struct cpu_context *c, int kind)
+{
+	return c->entry[kind] > c->exit[kind];
+}
+
+/*
+ * Who is waking: a task, or interrupt context as the irq, softirq and timer
+ * tracepoints saw it. preempt_count would say it directly, but its per-CPU
+ * variable cannot be resolved on kernels without CONFIG_KALLSYMS_ALL.
+ */
+static __always_inline __u32 wake_context(void)
+{
+	__u32 zero = 0;
+	struct cpu_context *c = bpf_map_lookup_elem(&cpu_contexts, &zero);
+
+	if (!c)
+		return HT_WAKE_TASK;
+	if (context_active(c, CTX_HRTIMER) || context_active(c, CTX_TIMER))
+		return HT_WAKE_TIMER;
+	if (context_active(c, CTX_HARDIRQ) || context_active(c, CTX_SOFTIRQ))
+		return HT_WAKE_IRQ;
+	return HT_WAKE_TASK;
+}
+
+static __always_inline __u32 task_cpu(struct task_struct *p)
+{
+	if (bpf_core_field_exists(p->thread_info.cpu))
+		return BPF_CORE_READ(p, thread_info.cpu);
+	return BPF_CORE_READ(p, wake_cpu);
+}
+
+/* target_tgid is never 0 (user space refuses it), so idle tasks never match. */
+static __always_inline bool is_target(struct task_struct *p)
+{
+	return p->tgid == target_tgid;
+}
+
+static __always_inline __u32 switch_prev_state(unsigned long long *ctx, struct task_struct *prev)
+{
+	if (prev_state_from_arg)
+		return (__u32)ctx[3];
+	if (bpf_core_field_exists(prev->__state))
+		return BPF_CORE_READ(prev, __state);
+	return BPF_CORE_READ((struct task_struct___pre514 *)prev, state);
+}
+
+/*
+ * Reserve the next record of this CPU's ring; clears its seq so a reader
+ * never takes a half-written record for a whole one.
+ */
+static __always_inline struct ht_flight_record *fr_reserve(__u32 *seq)
+{
+	__u32 cpu = bpf_get_smp_processor_id();
+	struct ht_flight_record *r;
+	struct ht_fr_head *head;
+	__u64 index;
+	__u32 slot;
+
+	head = bpf_map_lookup_elem(&fr_heads, &cpu);
+	if (!head)
+		return NULL;
+	index = __sync_fetch_and_add(&head->next_index, 1);
+	slot = (cpu << fr_slot_shift) | (index & ((1ULL << fr_slot_shift) - 1));
+	r = bpf_map_lookup_elem(&fr_records, &slot);
+	if (!r)
+		return NULL;
+	r->seq = 0;
+	barrier();
+	*seq = (__u32)(index + 1);
+	return r;
+}
+
+static __always_inline void fr_commit(struct ht_flight_record *r, __u32 seq)
+{
+	barrier();
+	*(volatile __u32 *)&r->seq = seq;
+}
+
+static __always_inline void fr_write(__u64 now, __u8 kind, __u8 flags, __u16 aux, __u32 tid_a,
+				     __u32 tid_b, __u64 arg)
+{
+	struct ht_flight_record *r;
+	__u32 seq;
+
+	r = fr_reserve(&seq);
+	if (!r)
+		return;
+	r->ts_ns = now;
+	r->kind = kind;
+	r->flags = flags;
+	r->aux = aux;
+	r->tid_a = tid_a;
+	r->tid_b = tid_b;
+	r->arg = arg;
+	fr_commit(r, seq);
+}
+
+static __always_inline struct task_state *state_of(struct task_struct *p)
+{
+	struct task_state *st;
+
+	st = bpf_task_storage_get(&task_states, p, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (!st)
+		count(HT_CNT_STORAGE_FAILS);
+	return st;
+}
+
+static __always_inline void emit_breach(__u32 kind, struct task_struct *p, struct task_state *st,
+					__u64 start_ns, __u64 end_ns, __u32 state,
+					bool want_stack)
+{
+	struct ht_breach *b;
+
+	count(HT_CNT_BREACHES);
+	b = bpf_ringbuf_reserve(&breaches, sizeof(*b), 0);
+	if (!b) {
+		count(HT_CNT_RB_DROPS);
+		return;
+	}
+	b->kind = kind;
+	b->start_ns = start_ns;
+	b->end_ns = end_ns;
+	b->tid = p->pid;
+	b->tgid = p->tgid;
+	b->cpu = bpf_get_smp_processor_id();
+	b->state = state;
+	b->syscall_nr = st->syscall_since_ns ? st->syscall_nr : -1;
+	b->syscall_ret = 0;
+	b->wake_ns = st->wake_ns;
+	b->wake_source = st->wake_source;
+	b->waker_tid = st->waker_tid;
+	b->waker_tgid = st->waker_tgid;
+	b->wake_cpu = st->wake_cpu;
+	b->pad = 0;
+	bpf_probe_read_kernel_str(b->comm, sizeof(b->comm), p->comm);
+	__builtin_memcpy(b->waker_comm, st->waker_comm, sizeof(b->waker_comm));
+	if (want_stack)
+		b->kstack_bytes = bpf_get_task_stack(p, b->kstack, sizeof(b->kstack), 0);
+	else
+		b->kstack_bytes = 0;
+	bpf_ringbuf_submit(b, BPF_RB_FORCE_WAKEUP);
+}
+
+/* A target thread leaves the CPU: it is either still runnable or going to sleep. */
+static __always_inline void target_switch_out(struct task_struct *prev, __u32 state, bool preempt,
+					      __u64 now)
+{
+	struct task_state *st = state_of(prev);
+
+	if (!st)
+		return;
+	if (preempt || state == TASK_RUNNING) {
+		st->runnable_since_ns = now;
+		st->off_cpu_since_ns = 0;
+		st->wake_source = HT_WAKE_NONE;
+		st->waker_tid = 0;
+		st->waker_tgid = 0;
+		st->wake_ns = 0;
+		st->wake_cpu = bpf_get_smp_processor_id();
+		st->off_cpu_state = TASK_RUNNING;
+	} else {
+		st->runnable_since_ns = 0;
+		st->off_cpu_since_ns = now;
+		st->off_cpu_state = state;
+	}
+}
+
+/* A target thread gets the CPU: the intervals that end here are judged. */
+static __always_inline void target_switch_in(struct task_struct *next, __u64 now)
+{
+	struct task_state *st = state_of(next);
+	__u64 delta;
+
+	if (!st)
+		return;
+	if (st->runnable_since_ns) {
+		delta = now - st->runnable_since_ns;
+		hist_add(HT_BREACH_RQ_DELAY, delta);
+		if (rq_delay_thresh_ns && delta >= rq_delay_thresh_ns)
+			emit_breach(HT_BREACH_RQ_DELAY, next, st, st->runnable_since_ns, now,
+				    st->off_cpu_state, true);
+		st->runnable_since_ns = 0;
+	}
+	if (st->off_cpu_since_ns) {
+		delta = now - st->off_cpu_since_ns;
+		if (off_cpu_thresh_ns) {
+			hist_add(HT_BREACH_OFF_CPU, delta);
+			if (delta >= off_cpu_thresh_ns)
+				emit_breach(HT_BREACH_OFF_CPU, next, st, st->off_cpu_since_ns, now,
+					    st->off_cpu_state, true);
+		}
+		st->off_cpu_since_ns = 0;
+	}
+	/* A syscall already too long: keep the stack it sleeps on for its breach. */
+	if (syscall_thresh_ns && st->syscall_since_ns &&
+	    now - st->syscall_since_ns >= syscall_thresh_ns)
+		st->syscall_kstack_bytes = bpf_get_task_stack(next, st->syscall_kstack,
+							      sizeof(st->syscall_kstack), 0);
+}
+
+SEC("tp_btf/sched_switch")
+int BPF_PROG(handle_sched_switch, bool preempt, struct task_struct *prev, struct task_struct *next)
+{
+	__u32 state = switch_prev_state(ctx, prev);
+	bool prev_target = is_target(prev);
+	bool next_target = is_target(next);
+	__u64 now = bpf_ktime_get_ns();
+	__u8 flags = 0;
+
+	if (preempt)
+		flags |= HT_FRF_PREEMPT;
+	if (prev_target)
+		flags |= HT_FRF_PREV_TARGET;
+	if (next_target)
+		flags |= HT_FRF_NEXT_TARGET;
+	fr_write(now, HT_FR_SWITCH, flags, 0, prev->pid, next->pid, state);
+
+	if (!prev_target && !next_target)
+		return 0;
+	count(HT_CNT_TARGET_SWITCHES);
+	if (prev_target)
+		target_switch_out(prev, state, preempt, now);
+	if (next_target)
+		target_switch_in(next, now);
+	return 0;
+}
+
+/* Who woke the target: runs in the waker's context, before any remote enqueue. */
+SEC("tp_btf/sched_waking")
+int BPF_PROG(handle_sched_waking, struct task_struct *p)
+{
+	struct task_struct *cur;
+	struct task_state *st;
+	__u8 flags = HT_FRF_TARGET;
+	__u32 source;
+	__u64 now;
+
+	if (!is_target(p))
+		return 0;
+	st = state_of(p);
+	if (!st)
+		return 0;
+	now = bpf_ktime_get_ns();
+	cur = bpf_get_current_task_btf();
+	source = wake_context();
+	if (source != HT_WAKE_TASK) {
+		st->wake_source = source;
+		st->waker_tid = 0;
+		st->waker_tgid = 0;
+		__builtin_memset(st->waker_comm, 0, sizeof(st->waker_comm));
+		flags |= st->wake_source == HT_WAKE_TIMER ? HT_FRF_FROM_TIMER : HT_FRF_FROM_IRQ;
+	} else {
+		st->wake_source = HT_WAKE_TASK;
+		st->waker_tid = cur->pid;
+		st->waker_tgid = cur->tgid;
+		bpf_get_current_comm(st->waker_comm, sizeof(st->waker_comm));
+	}
+	st->wake_ns = now;
+	fr_write(now, HT_FR_WAKING, flags, task_cpu(p), p->pid, st->waker_tid, st->wake_source);
+	return 0;
+}
+
+static __always_inline void enqueued(struct task_struct *p, __u8 kind)
+{
+	struct task_state *st;
+	__u64 now;
+	__u32 cpu;
+
+	if (!is_target(p))
+		return;
+	st = state_of(p);
+	if (!st)
+		return;
+	now = bpf_ktime_get_ns();
+	cpu = task_cpu(p);
+	/* A task woken while still queued keeps its older start. */
+	if (!st->runnable_since_ns)
+		st->runnable_since_ns = now;
+	st->wake_cpu = cpu;
+	fr_write(now, kind, HT_FRF_TARGET, cpu, p->pid, 0, 0);
+}
+
+SEC("tp_btf/sched_wakeup")
+int BPF_PROG(handle_sched_wakeup, struct task_struct *p)
+{
+	enqueued(p, HT_FR_WAKEUP);
+	return 0;
+}
+
+SEC("tp_btf/sched_wakeup_new")
+int BPF_PROG(handle_sched_wakeup_new, struct task_struct *p)
+{
+	struct task_struct *cur = bpf_get_current_task_btf();
+	struct task_state *st;
+
+	if (!is_target(p))
+		return 0;
+	st = state_of(p);
+	if (st) {
+		st->wake_source = HT_WAKE_TASK;
+		st->waker_tid = cur->pid;
+		st->waker_tgid = cur->tgid;
+		st->wake_ns = bpf_ktime_get_ns();
+		bpf_get_current_comm(st->waker_comm, sizeof(st->waker_comm));
+	}
+	enqueued(p, HT_FR_WAKEUP_NEW);
+	return 0;
+}
+
+SEC("tp_btf/sched_migrate_task")
+int BPF_PROG(handle_sched_migrate_task, struct task_struct *p, int dest_cpu)
+{
+	if (!is_target(p))
+		return 0;
+	fr_write(bpf_ktime_get_ns(), HT_FR_MIGRATE, HT_FRF_TARGET, dest_cpu, p->pid, 0,
+		 task_cpu(p));
+	return 0;
+}
+
+static __always_inline void comm_update(struct task_struct *p, const char *comm, __u32 exited)
+{
+	struct ht_comm_entry e = {};
+	__u32 pid = p->pid;
+
+	bpf_probe_read_kernel_str(e.comm, sizeof(e.comm), comm);
+	e.tgid = p->tgid;
+	e.exited = exited;
+	if (bpf_map_update_elem(&comms, &pid, &e, BPF_ANY))
+		count(HT_CNT_COMM_UPDATE_FAILS);
+}
+
+SEC("tp_btf/sched_process_fork")
+int BPF_PROG(handle_sched_process_fork, struct task_struct *parent, struct task_struct *child)
+{
+	comm_update(child, child->comm, 0);
+	if (is_target(child))
+		fr_write(bpf_ktime_get_ns(), HT_FR_FORK, HT_FRF_TARGET, 0, parent->pid,
+			 child->pid, child->tgid);
+	return 0;
+}
+
+SEC("tp_btf/sched_process_exec")
+int BPF_PROG(handle_sched_process_exec, struct task_struct *p, pid_t old_pid)
+{
+	comm_update(p, p->comm, 0);
+	if (is_target(p))
+		fr_write(bpf_ktime_get_ns(), HT_FR_EXEC, HT_FRF_TARGET, 0, p->pid, old_pid, 0);
+	return 0;
+}
+
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(handle_sched_process_exit, struct task_struct *p)
+{
+	comm_update(p, p->comm, 1);
+	if (is_target(p))
+		fr_write(bpf_ktime_get_ns(), HT_FR_EXIT, HT_FRF_TARGET, 0, p->pid, 0,
+			 p->exit_code);
+	return 0;
+}
+
+SEC("tp_btf/task_rename")
+int BPF_PROG(handle_task_rename, struct task_struct *task, const char *comm)
+{
+	comm_update(task, comm, 0);
+	return 0;
+}
+
+static __always_inline int context_mark(int kind, bool entry)
+{
+	__u32 zero = 0;
+	struct cpu_context *c = bpf_map_lookup_elem(&cpu_contexts, &zero);
+
+	if (!c || kind < 0 || kind >= CTX_KINDS)
+		return 0;
+	c->seq++;
+	if (entry)
+		c->entry[kind] = c->seq;
+	else
+		c->exit[kind] = c->seq;
+	return 0;
+}
+
+SEC("tp_btf/irq_handler_entry")
+int BPF_PROG(handle_irq_entry)
+{
+	return context_mark(CTX_HARDIRQ, true);
+}
+
+SEC("tp_btf/irq_handler_exit")
+int BPF_PROG(handle_irq_exit)
+{
+	return context_mark(CTX_HARDIRQ, false);
+}
+
+SEC("tp_btf/softirq_entry")
+int BPF_PROG(handle_softirq_entry)
+{
+	return context_mark(CTX_SOFTIRQ, true);
+}
+
+SEC("tp_btf/softirq_exit")
+int BPF_PROG(handle_softirq_exit)
+{
+	return context_mark(CTX_SOFTIRQ, false);
+}
+
+SEC("tp_btf/hrtimer_expire_entry")
+int BPF_PROG(handle_hrtimer_entry)
+{
+	return context_mark(CTX_HRTIMER, true);
+}
+
+SEC("tp_btf/hrtimer_expire_exit")
+int BPF_PROG(handle_hrtimer_exit)
+{
+	return context_mark(CTX_HRTIMER, false);
+}
+
+SEC("tp_btf/timer_expire_entry")
+int BPF_PROG(handle_timer_entry)
+{
+	return context_mark(CTX_TIMER, true);
+}
+
+SEC("tp_btf/timer_expire_exit")
+int BPF_PROG(handle_timer_exit)
+{
+	return context_mark(CTX_TIMER, false);
+}
+
+static __always_inline bool syscall_watched(long nr)
+{
+	__u32 n = nr;
+
+	if (nr < 0 || nr >= HT_MAX_SYSCALLS)
+		return false;
+	if (!syscall_filter_on)
+		return true;
+	return syscall_filter[n / 64] & (1ULL << (n % 64));
+}
+
+SEC("tp_btf/sys_enter")
+int BPF_PROG(handle_sys_enter, struct pt_regs *regs, long nr)
+{
+	struct task_struct *cur;
+	struct task_state *st;
+	__u64 now;
+
+	if ((bpf_get_current_pid_tgid() >> 32) != target_tgid)
+		return 0;
+	cur = bpf_get_current_task_btf();
+	st = state_of(cur);
+	if (!st)
+		return 0;
+	now = bpf_ktime_get_ns();
+	st->syscall_since_ns = now;
+	st->syscall_nr = nr;
+	st->syscall_kstack_bytes = 0;
+	/* What wakes it from here on is what ends this syscall's waits. */
+	st->wake_source = HT_WAKE_NONE;
+	st->waker_tid = 0;
+	st->waker_tgid = 0;
+	st->wake_ns = 0;
+	fr_write(now, HT_FR_SYS_ENTER, HT_FRF_TARGET, nr, cur->pid, 0, regs->di);
+	return 0;
+}
+
+SEC("tp_btf/sys_exit")
+int BPF_PROG(handle_sys_exit, struct pt_regs *regs, long ret)
+{
+	struct task_struct *cur;
+	struct task_state *st;
+	struct ht_breach *b;
+	__u64 now, delta;
+	__s32 bytes;
+
+	if ((bpf_get_current_pid_tgid() >> 32) != target_tgid)
+		return 0;
+	cur = bpf_get_current_task_btf();
+	st = bpf_task_storage_get(&task_states, cur, 0, 0);
+	if (!st || !st->syscall_since_ns)
+		return 0;
+	now = bpf_ktime_get_ns();
+	delta = now - st->syscall_since_ns;
+	fr_write(now, HT_FR_SYS_EXIT, HT_FRF_TARGET, st->syscall_nr, cur->pid, 0, ret);
+	hist_add(HT_BREACH_SYSCALL, delta);
+	if (delta < syscall_thresh_ns || !syscall_watched(st->syscall_nr)) {
+		st->syscall_since_ns = 0;
+		return 0;
+	}
+	count(HT_CNT_BREACHES);
+	b = bpf_ringbuf_reserve(&breaches, sizeof(*b), 0);
+	if (!b) {
+		count(HT_CNT_RB_DROPS);
+		st->syscall_since_ns = 0;
+		return 0;
+	}
+	b->kind = HT_BREACH_SYSCALL;
+	b->start_ns = st->syscall_since_ns;
+	b->end_ns = now;
+	b->tid = cur->pid;
+	b->tgid = cur->tgid;
+	b->cpu = bpf_get_smp_processor_id();
+	b->state = st->off_cpu_state;
+	b->syscall_nr = st->syscall_nr;
+	b->syscall_ret = ret;
+	b->wake_ns = st->wake_ns;
+	b->wake_source = st->wake_source;
+	b->waker_tid = st->waker_tid;
+	b->waker_tgid = st->waker_tgid;
+	b->wake_cpu = st->wake_cpu;
+	b->pad = 0;
+	bpf_get_current_comm(b->comm, sizeof(b->comm));
+	__builtin_memcpy(b->waker_comm, st->waker_comm, sizeof(b->waker_comm));
+	bytes = st->syscall_kstack_bytes;
+	if (bytes < 0 || bytes > (__s32)sizeof(b->kstack))
+		bytes = 0;
+	b->kstack_bytes = bytes;
+	__builtin_memcpy(b->kstack, st->syscall_kstack, sizeof(b->kstack));
+	bpf_ringbuf_submit(b, BPF_RB_FORCE_WAKEUP);
+	st->syscall_since_ns = 0;
+	return 0;
+}

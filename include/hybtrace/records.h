@@ -1,0 +1,126 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * Records shared by bpf/monitor.bpf.c and user space: the flight-recorder
+ * record, the breach event, counters and histogram layout. Both sides
+ * compile this header, so it uses only fixed-width kernel types.
+ */
+#ifndef HYBTRACE_RECORDS_H
+#define HYBTRACE_RECORDS_H
+
+#ifndef __VMLINUX_H__
+#include <linux/types.h>
+#endif
+
+#define HT_COMM_LEN	    16
+#define HT_MAX_KSTACK_DEPTH 32
+#define HT_MAX_SYSCALLS	    512
+#define HT_HIST_SLOTS	    32
+
+/* Kinds of flight-recorder records. */
+enum ht_fr_kind {
+	HT_FR_SWITCH = 1,     /* tid_a = prev, tid_b = next, arg = prev_state */
+	HT_FR_WAKING = 2,     /* in the waker: tid_a = wakee, tid_b = waker (0 from irq),
+			       * aux = wakee's cpu so far, arg = enum ht_wake_source */
+	HT_FR_WAKEUP = 3,     /* enqueued: tid_a = wakee, aux = the CPU it is queued on */
+	HT_FR_WAKEUP_NEW = 4, /* a new task enqueued: as HT_FR_WAKEUP */
+	HT_FR_MIGRATE = 5,    /* tid_a = task, aux = destination cpu, arg = origin cpu */
+	HT_FR_FORK = 6,	      /* tid_a = parent, tid_b = child, arg = child's tgid */
+	HT_FR_EXEC = 7,	      /* tid_a = task, tid_b = tid before exec */
+	HT_FR_EXIT = 8,	      /* tid_a = task, arg = exit code */
+	HT_FR_SYS_ENTER = 9,  /* tid_a = task, aux = syscall nr, arg = first argument */
+	HT_FR_SYS_EXIT = 10,  /* tid_a = task, aux = syscall nr, arg = return value */
+	HT_FR_KIND_MAX,
+};
+
+/* Bits of ht_flight_record::flags. */
+#define HT_FRF_PREEMPT	   0x01 /* switch: prev was preempted (still runnable) */
+#define HT_FRF_PREV_TARGET 0x02 /* switch: prev belongs to the target */
+#define HT_FRF_NEXT_TARGET 0x04 /* switch: next belongs to the target */
+#define HT_FRF_FROM_IRQ	   0x08 /* wakeup: raised in interrupt context */
+#define HT_FRF_FROM_TIMER  0x10 /* wakeup: raised by an expiring timer */
+#define HT_FRF_TARGET	   0x20 /* wakeup, fork, exec, exit: tid_a belongs to the target */
+
+/*
+ * One flight-recorder record: 32 bytes, written with plain stores into a
+ * per-CPU slice of an mmapable array. The writer clears seq, stores the
+ * fields, then stores seq = (ring index + 1) truncated to 32 bits; a reader
+ * that sees the same expected seq before and after copying has a whole
+ * record, anything else is torn or overwritten.
+ */
+struct ht_flight_record {
+	__u64 ts_ns;
+	__u32 seq;
+	__u8 kind;
+	__u8 flags;
+	__u16 aux;
+	__u32 tid_a;
+	__u32 tid_b;
+	__u64 arg;
+};
+
+/* Per-CPU write position, padded to a cache line so CPUs never share one. */
+struct ht_fr_head {
+	__u64 next_index;
+	__u64 pad[7];
+};
+
+enum ht_breach_kind {
+	HT_BREACH_RQ_DELAY = 1,
+	HT_BREACH_OFF_CPU = 2,
+	HT_BREACH_SYSCALL = 3,
+	HT_BREACH_KIND_MAX,
+};
+
+/* What ended a wait. */
+enum ht_wake_source {
+	HT_WAKE_NONE = 0,  /* not woken: preempted, or still running */
+	HT_WAKE_TASK = 1,  /* a task called wake_up */
+	HT_WAKE_IRQ = 2,   /* from interrupt context */
+	HT_WAKE_TIMER = 3, /* from an expiring timer */
+};
+
+/* One latency breach, sent on the BPF ring buffer when its interval ends. */
+struct ht_breach {
+	__u64 start_ns;
+	__u64 end_ns;
+	__u64 wake_ns;	     /* when it was woken (0 if not woken) */
+	__s64 syscall_ret;   /* syscall breaches */
+	__u32 kind;	     /* enum ht_breach_kind */
+	__u32 tid;
+	__u32 tgid;
+	__u32 cpu;	     /* CPU at the end of the interval */
+	__u32 state;	     /* task state it left the CPU in */
+	__s32 syscall_nr;    /* the syscall, or the one it was inside; -1 if none */
+	__u32 wake_source;   /* enum ht_wake_source */
+	__u32 waker_tid;
+	__u32 waker_tgid;
+	__u32 wake_cpu;	     /* CPU it was queued on when woken */
+	__s32 kstack_bytes;  /* bytes in kstack, or a negative errno */
+	__u32 pad;
+	char comm[HT_COMM_LEN];
+	char waker_comm[HT_COMM_LEN];
+	__u64 kstack[HT_MAX_KSTACK_DEPTH];
+};
+
+/* Entry of the pid-to-comm map, kept current at fork, exec, rename, exit. */
+struct ht_comm_entry {
+	char comm[HT_COMM_LEN];
+	__u32 tgid;
+	__u32 exited;
+};
+
+/* Counters in a per-CPU array; nothing is dropped without one of these. */
+enum ht_counter {
+	HT_CNT_RB_DROPS = 0,	   /* breach reservations that failed */
+	HT_CNT_STORAGE_FAILS,	   /* task storage that could not be had */
+	HT_CNT_COMM_UPDATE_FAILS,  /* comm map updates that failed */
+	HT_CNT_BREACHES,	   /* breaches detected (sent or dropped) */
+	HT_CNT_TARGET_SWITCHES,	   /* context switches of target threads */
+	HT_CNT_MAX,
+};
+
+/* Histograms: log2 of microseconds, per kind, in one per-CPU array. */
+#define HT_HIST_INDEX(kind, slot) ((kind) * HT_HIST_SLOTS + (slot))
+#define HT_HIST_ENTRIES		  (HT_BREACH_KIND_MAX * HT_HIST_SLOTS)
+
+#endif /* HYBTRACE_RECORDS_H */

@@ -1,0 +1,174 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+#include <inttypes.h>
+#include "breach_format.h"
+#include "json.h"
+#include "ksyms.h"
+#include "syscalls.h"
+#include "units.h"
+
+static const char *wake_source_name(uint32_t source)
+{
+	switch (source) {
+	case HT_WAKE_TASK:
+		return "task";
+	case HT_WAKE_IRQ:
+		return "irq";
+	case HT_WAKE_TIMER:
+		return "timer";
+	}
+	return "none";
+}
+
+static void print_culprits_text(FILE *f, const struct ht_breach_info *bi)
+{
+	char dur[32];
+
+	if (!bi->have_culprits)
+		return;
+	if (!bi->culprits.count) {
+		fputs(": nothing else ran on its CPU", f);
+		return;
+	}
+	fputs(": ran instead", f);
+	for (unsigned int i = 0; i < bi->culprits.count; i++) {
+		const struct ht_culprit *c = &bi->culprits.top[i];
+
+		fprintf(f, "%s %s[%u] %s", i ? "," : "", bi->culprit_comm[i], c->pid,
+			ht_format_duration(c->ns, dur, sizeof(dur)));
+	}
+	if (bi->culprits.other_ns)
+		fprintf(f, ", others %s", ht_format_duration(bi->culprits.other_ns, dur, sizeof(dur)));
+}
+
+static void print_waker_text(FILE *f, const struct ht_breach *b, bool first)
+{
+	const char *sep = first ? ":" : ";";
+
+	switch (b->wake_source) {
+	case HT_WAKE_TASK:
+		fprintf(f, "%s woken by %u (%.*s)", sep, b->waker_tid, HT_COMM_LEN, b->waker_comm);
+		break;
+	case HT_WAKE_IRQ:
+	case HT_WAKE_TIMER:
+		fprintf(f, "%s woken by %s", sep, wake_source_name(b->wake_source));
+		break;
+	default:
+		if (b->kind == HT_BREACH_RQ_DELAY)
+			fprintf(f, "%s preempted", sep);
+	}
+}
+
+void ht_breach_print_text(FILE *f, const struct ht_breach_info *bi)
+{
+	const struct ht_breach *b = &bi->b;
+	const char *sc = ht_syscall_name(b->syscall_nr);
+	char dur[32];
+
+	fprintf(f, "%.6f %s %s tid %u (%.*s) cpu %u", bi->since_start_s,
+		ht_breach_kind_name(b->kind),
+		ht_format_duration(b->end_ns - b->start_ns, dur, sizeof(dur)), b->tid, HT_COMM_LEN,
+		b->comm, b->cpu);
+	switch (b->kind) {
+	case HT_BREACH_RQ_DELAY:
+		print_culprits_text(f, bi);
+		print_waker_text(f, b, !bi->have_culprits);
+		break;
+	case HT_BREACH_OFF_CPU:
+		fprintf(f, " state %c", ht_task_state_letter(b->state));
+		if (b->syscall_nr >= 0)
+			fprintf(f, " in %s", sc ? sc : "syscall");
+		print_waker_text(f, b, true);
+		break;
+	case HT_BREACH_SYSCALL:
+		if (sc)
+			fprintf(f, ": %s = %" PRId64, sc, (int64_t)b->syscall_ret);
+		else
+			fprintf(f, ": syscall %d = %" PRId64, b->syscall_nr, (int64_t)b->syscall_ret);
+		print_waker_text(f, b, false);
+		break;
+	}
+	fputc('\n', f);
+}
+
+static void print_kstack_json(FILE *f, const struct ht_breach *b, const struct ht_ksyms *ksyms)
+{
+	int frames = b->kstack_bytes > 0 ? b->kstack_bytes / (int)sizeof(uint64_t) : 0;
+	char name[256];
+
+	if (frames > HT_MAX_KSTACK_DEPTH)
+		frames = HT_MAX_KSTACK_DEPTH;
+	fputs(",\"kernel_stack\":[", f);
+	for (int i = 0; i < frames; i++) {
+		if (i)
+			fputc(',', f);
+		ht_json_string(f, ht_ksyms_format(ksyms, b->kstack[i], name, sizeof(name)));
+	}
+	fputc(']', f);
+}
+
+static void print_waker_json(FILE *f, const struct ht_breach *b)
+{
+	char comm[HT_COMM_LEN + 1];
+
+	fprintf(f, ",\"woken_by\":");
+	if (b->wake_source == HT_WAKE_NONE) {
+		fputs("null", f);
+		return;
+	}
+	fprintf(f, "{\"source\":\"%s\",\"at_ns\":%llu", wake_source_name(b->wake_source),
+		(unsigned long long)b->wake_ns);
+	if (b->wake_source == HT_WAKE_TASK) {
+		snprintf(comm, sizeof(comm), "%.*s", HT_COMM_LEN, b->waker_comm);
+		fprintf(f, ",\"tid\":%u,\"pid\":%u,\"comm\":", b->waker_tid, b->waker_tgid);
+		ht_json_string(f, comm);
+	}
+	fputc('}', f);
+}
+
+static void print_culprits_json(FILE *f, const struct ht_breach_info *bi)
+{
+	if (!bi->have_culprits)
+		return;
+	fputs(",\"ran_instead\":[", f);
+	for (unsigned int i = 0; i < bi->culprits.count; i++) {
+		const struct ht_culprit *c = &bi->culprits.top[i];
+
+		fprintf(f, "%s{\"pid\":%u,\"comm\":", i ? "," : "", c->pid);
+		ht_json_string(f, bi->culprit_comm[i]);
+		fprintf(f, ",\"cpu\":%u,\"ns\":%llu}", c->cpu, (unsigned long long)c->ns);
+	}
+	fprintf(f, "],\"ran_instead_other_ns\":%llu,\"ran_instead_unknown_ns\":%llu",
+		(unsigned long long)bi->culprits.other_ns,
+		(unsigned long long)bi->culprits.unknown_ns);
+}
+
+void ht_breach_print_json(FILE *f, const struct ht_breach_info *bi, const struct ht_ksyms *ksyms)
+{
+	const struct ht_breach *b = &bi->b;
+	const char *sc = ht_syscall_name(b->syscall_nr);
+	char comm[HT_COMM_LEN + 1], state[2] = { ht_task_state_letter(b->state), 0 };
+
+	snprintf(comm, sizeof(comm), "%.*s", HT_COMM_LEN, b->comm);
+	fprintf(f,
+		"{\"type\":\"breach\",\"time_s\":%.6f,\"kind\":\"%s\",\"duration_ns\":%llu,"
+		"\"threshold_ns\":%llu,\"start_ns\":%llu,\"end_ns\":%llu,\"pid\":%u,\"tid\":%u,"
+		"\"comm\":",
+		bi->since_start_s, ht_breach_kind_name(b->kind),
+		(unsigned long long)(b->end_ns - b->start_ns), (unsigned long long)bi->threshold_ns,
+		(unsigned long long)b->start_ns, (unsigned long long)b->end_ns, b->tgid, b->tid);
+	ht_json_string(f, comm);
+	fprintf(f, ",\"cpu\":%u,\"state\":\"%s\",\"wake_cpu\":%u", b->cpu, state, b->wake_cpu);
+	if (b->syscall_nr >= 0) {
+		fprintf(f, ",\"syscall_nr\":%d,\"syscall\":", b->syscall_nr);
+		if (sc)
+			ht_json_string(f, sc);
+		else
+			fputs("null", f);
+	}
+	if (b->kind == HT_BREACH_SYSCALL)
+		fprintf(f, ",\"syscall_ret\":%" PRId64, (int64_t)b->syscall_ret);
+	print_waker_json(f, b);
+	print_culprits_json(f, bi);
+	print_kstack_json(f, b, ksyms);
+	fputs("}\n", f);
+}

@@ -1,0 +1,40 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+#include <stdio.h>
+#include <string.h>
+#include "comm_cache.h"
+#include "monitor.h"
+#include "proc.h"
+
+void ht_comm_cache_init(struct ht_comm_cache *c, const struct ht_monitor *m)
+{
+	memset(c, 0, sizeof(*c));
+	c->monitor = m;
+}
+
+const char *ht_comm_lookup(struct ht_comm_cache *c, uint32_t pid, unsigned int cpu, char *buf,
+			   size_t len)
+{
+	struct ht_comm_entry entry;
+	unsigned int slot = pid % HT_COMM_CACHE_SLOTS;
+
+	if (pid == 0) {
+		snprintf(buf, len, "swapper/%u", cpu);
+		return buf;
+	}
+	/* The map knows every rename and exit since attach: it wins over the cache. */
+	if (c->monitor && !ht_monitor_lookup_comm(c->monitor, pid, &entry)) {
+		snprintf(buf, len, "%.*s", HT_COMM_LEN, entry.comm);
+		return buf;
+	}
+	if (c->slots[slot].pid == pid) {
+		snprintf(buf, len, "%s", c->slots[slot].comm);
+		return buf;
+	}
+	if (ht_proc_thread_comm((int)pid, buf, len)) {
+		snprintf(buf, len, "[exited]");
+		return buf;
+	}
+	c->slots[slot].pid = pid;
+	snprintf(c->slots[slot].comm, sizeof(c->slots[slot].comm), "%s", buf);
+	return buf;
+}

@@ -1,0 +1,24 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/* Kernel symbols from /proc/kallsyms, read once while we may still see addresses. */
+#ifndef HT_KSYMS_H
+#define HT_KSYMS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct ht_ksyms;
+
+/* Load PATH (NULL: /proc/kallsyms). Returns NULL with ht_last_error() set. */
+struct ht_ksyms *ht_ksyms_load(const char *path);
+void ht_ksyms_free(struct ht_ksyms *k);
+
+/* Whether addresses were visible (not all zero, as without CAP_SYSLOG). */
+int ht_ksyms_usable(const struct ht_ksyms *k);
+
+/* "function+0xoff" (or "[kernel]+0xADDR" when unknown) into buf. Returns buf. */
+const char *ht_ksyms_format(const struct ht_ksyms *k, uint64_t addr, char *buf, size_t len);
+
+/* The symbol containing ADDR and its start, or NULL. */
+const char *ht_ksyms_find(const struct ht_ksyms *k, uint64_t addr, uint64_t *start);
+
+#endif /* HT_KSYMS_H */

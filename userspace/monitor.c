@@ -1,0 +1,279 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+#include <bpf/bpf.h>
+#include <bpf/btf.h>
+#include "kernel_btf.h"
+#include "log.h"
+#include "monitor.h"
+#include "monitor.skel.h"
+
+/* The last warning libbpf printed: the reason a load failed, shown once. */
+static char libbpf_last_warning[256];
+
+static int libbpf_print(enum libbpf_print_level level, const char *fmt, va_list ap)
+{
+	static int debug = -1;
+
+	if (debug < 0)
+		debug = getenv("HYBTRACE_DEBUG") != NULL;
+	if (debug)
+		return vfprintf(stderr, fmt, ap);
+	if (level == LIBBPF_WARN) {
+		vsnprintf(libbpf_last_warning, sizeof(libbpf_last_warning), fmt, ap);
+		libbpf_last_warning[strcspn(libbpf_last_warning, "\n")] = '\0';
+	}
+	return 0;
+}
+
+unsigned int ht_monitor_slot_shift(uint64_t bytes)
+{
+	uint64_t records = bytes / sizeof(struct ht_flight_record);
+	unsigned int shift = 0;
+
+	while ((1ULL << shift) < records)
+		shift++;
+	return shift;
+}
+
+static uint64_t monotonic_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+/* Programs for tracepoints some kernels lack: skipped there, with what they add lost. */
+static void disable_missing_tracepoints(struct monitor_bpf *skel, const struct btf *btf)
+{
+	static const char *const optional[][2] = {
+		{ "task_rename", "handle_task_rename" },
+		{ "irq_handler_entry", "handle_irq_entry" },
+		{ "irq_handler_exit", "handle_irq_exit" },
+		{ "softirq_entry", "handle_softirq_entry" },
+		{ "softirq_exit", "handle_softirq_exit" },
+		{ "hrtimer_expire_entry", "handle_hrtimer_entry" },
+		{ "hrtimer_expire_exit", "handle_hrtimer_exit" },
+		{ "timer_expire_entry", "handle_timer_entry" },
+		{ "timer_expire_exit", "handle_timer_exit" },
+	};
+
+	for (size_t i = 0; i < sizeof(optional) / sizeof(optional[0]); i++) {
+		struct bpf_program *prog =
+			bpf_object__find_program_by_name(skel->obj, optional[i][1]);
+
+		if (prog && !ht_btf_has_tracepoint(btf, optional[i][0]))
+			bpf_program__set_autoload(prog, false);
+	}
+}
+
+static int configure(struct monitor_bpf *skel, const struct ht_monitor_config *cfg,
+		     unsigned int ncpus, const struct btf *btf)
+{
+	unsigned int shift = ht_monitor_slot_shift(cfg->history_bytes);
+	int err;
+
+	skel->rodata->target_tgid = (__u32)cfg->tgid;
+	skel->rodata->prev_state_from_arg = cfg->prev_state_from_arg;
+	skel->rodata->rq_delay_thresh_ns = cfg->rq_delay_ns;
+	skel->rodata->off_cpu_thresh_ns = cfg->off_cpu_ns;
+	skel->rodata->syscall_thresh_ns = cfg->syscall_ns;
+	skel->rodata->syscall_filter_on = cfg->syscall_filter_on;
+	memcpy((void *)skel->rodata->syscall_filter, cfg->syscall_filter,
+	       sizeof(cfg->syscall_filter));
+	skel->rodata->fr_slot_shift = shift;
+
+	err = bpf_map__set_max_entries(skel->maps.fr_records, ncpus << shift);
+	if (!err)
+		err = bpf_map__set_max_entries(skel->maps.fr_heads, ncpus);
+	if (err)
+		return ht_fail("cannot size the flight recorder: %s", strerror(-err));
+
+	/* Syscall tracepoints slow every task on the machine: attach only when asked. */
+	if (!cfg->syscall_ns) {
+		bpf_program__set_autoload(skel->progs.handle_sys_enter, false);
+		bpf_program__set_autoload(skel->progs.handle_sys_exit, false);
+	}
+	disable_missing_tracepoints(skel, btf);
+	return 0;
+}
+
+static int map_rings(struct ht_monitor *m, unsigned int shift)
+{
+	long page = sysconf(_SC_PAGESIZE);
+
+	m->records_len = ((size_t)m->ncpus << shift) * sizeof(struct ht_flight_record);
+	m->records_len = (m->records_len + (size_t)page - 1) & ~((size_t)page - 1);
+	m->heads_len = m->ncpus * sizeof(struct ht_fr_head);
+	m->heads_len = (m->heads_len + (size_t)page - 1) & ~((size_t)page - 1);
+	m->records_mem = mmap(NULL, m->records_len, PROT_READ, MAP_SHARED,
+			      bpf_map__fd(m->skel->maps.fr_records), 0);
+	if (m->records_mem == MAP_FAILED) {
+		m->records_mem = NULL;
+		return ht_fail("cannot map the flight recorder: %s", strerror(errno));
+	}
+	m->heads_mem = mmap(NULL, m->heads_len, PROT_READ, MAP_SHARED,
+			    bpf_map__fd(m->skel->maps.fr_heads), 0);
+	if (m->heads_mem == MAP_FAILED) {
+		m->heads_mem = NULL;
+		return ht_fail("cannot map the flight recorder heads: %s", strerror(errno));
+	}
+	m->recorder.records = m->records_mem;
+	m->recorder.heads = m->heads_mem;
+	m->recorder.ncpus = m->ncpus;
+	m->recorder.slot_shift = shift;
+	return 0;
+}
+
+static int load_failure(const char *what, int err)
+{
+	if (err == -EPERM || err == -EACCES)
+		return ht_fail("%s: permission denied: run as root, or grant CAP_BPF and CAP_PERFMON",
+			       what);
+	if (libbpf_last_warning[0])
+		return ht_fail("%s: %s (%s; HYBTRACE_DEBUG=1 shows libbpf's log)", what,
+			       strerror(-err), libbpf_last_warning);
+	return ht_fail("%s: %s", what, strerror(-err));
+}
+
+int ht_monitor_open(struct ht_monitor *m, const struct ht_monitor_config *cfg)
+{
+	LIBBPF_OPTS(bpf_object_open_opts, open_opts, .btf_custom_path = cfg->btf_path);
+	struct btf *btf;
+	int ncpus, err;
+
+	memset(m, 0, sizeof(*m));
+	if (cfg->tgid <= 0)
+		return ht_fail("pid 0 is never a target");
+	libbpf_set_print(libbpf_print);
+	btf = ht_btf_open(cfg->btf_path);
+	if (!btf)
+		return -1;
+	ncpus = libbpf_num_possible_cpus();
+	if (ncpus <= 0) {
+		btf__free(btf);
+		return ht_fail("cannot count CPUs: %s", strerror(-ncpus));
+	}
+	m->ncpus = (unsigned int)ncpus;
+	m->skel = monitor_bpf__open_opts(&open_opts);
+	if (!m->skel) {
+		btf__free(btf);
+		return load_failure("cannot open the BPF programs", -errno);
+	}
+	err = configure(m->skel, cfg, m->ncpus, btf);
+	btf__free(btf);
+	if (err)
+		goto fail;
+	err = monitor_bpf__load(m->skel);
+	if (err) {
+		load_failure("cannot load the BPF programs", err);
+		goto fail;
+	}
+	if (map_rings(m, ht_monitor_slot_shift(cfg->history_bytes)))
+		goto fail;
+	m->breach_rb = ring_buffer__new(bpf_map__fd(m->skel->maps.breaches), cfg->on_breach,
+					cfg->on_breach_ctx, NULL);
+	if (!m->breach_rb) {
+		ht_fail("cannot open the breach ring buffer: %s", strerror(errno));
+		goto fail;
+	}
+	err = monitor_bpf__attach(m->skel);
+	if (err) {
+		load_failure("cannot attach the BPF programs", err);
+		goto fail;
+	}
+	m->syscalls_on = cfg->syscall_ns != 0;
+	m->attached_ns = monotonic_ns();
+	return 0;
+fail:
+	ht_monitor_close(m);
+	return -1;
+}
+
+void ht_monitor_close(struct ht_monitor *m)
+{
+	if (m->skel)
+		monitor_bpf__detach(m->skel);
+	ring_buffer__free(m->breach_rb);
+	if (m->records_mem)
+		munmap(m->records_mem, m->records_len);
+	if (m->heads_mem)
+		munmap(m->heads_mem, m->heads_len);
+	monitor_bpf__destroy(m->skel);
+	memset(m, 0, sizeof(*m));
+}
+
+int ht_monitor_breach_fd(const struct ht_monitor *m)
+{
+	return ring_buffer__epoll_fd(m->breach_rb);
+}
+
+int ht_monitor_consume(struct ht_monitor *m)
+{
+	return ring_buffer__consume(m->breach_rb);
+}
+
+/* Sum a per-CPU u64 array entry. */
+static int percpu_sum(int map_fd, unsigned int ncpus, uint32_t key, uint64_t *sum)
+{
+	uint64_t values[ncpus];
+
+	if (bpf_map_lookup_elem(map_fd, &key, values))
+		return -1;
+	*sum = 0;
+	for (unsigned int i = 0; i < ncpus; i++)
+		*sum += values[i];
+	return 0;
+}
+
+static uint64_t recursion_misses(const struct ht_monitor *m)
+{
+	struct bpf_program *prog;
+	uint64_t total = 0;
+
+	bpf_object__for_each_program(prog, m->skel->obj) {
+		struct bpf_prog_info info = {};
+		__u32 len = sizeof(info);
+		int fd = bpf_program__fd(prog);
+
+		if (fd >= 0 && !bpf_obj_get_info_by_fd(fd, &info, &len))
+			total += info.recursion_misses;
+	}
+	return total;
+}
+
+int ht_monitor_read_counters(const struct ht_monitor *m, struct ht_monitor_counters *out)
+{
+	int fd = bpf_map__fd(m->skel->maps.counters);
+
+	memset(out, 0, sizeof(*out));
+	for (uint32_t i = 0; i < HT_CNT_MAX; i++)
+		if (percpu_sum(fd, m->ncpus, i, &out->value[i]))
+			return ht_fail("cannot read counters: %s", strerror(errno));
+	out->recursion_misses = recursion_misses(m);
+	for (unsigned int cpu = 0; cpu < m->ncpus; cpu++)
+		out->records_written += ht_recorder_written(&m->recorder, cpu);
+	return 0;
+}
+
+int ht_monitor_read_hist(const struct ht_monitor *m, unsigned int kind,
+			 uint64_t slots[HT_HIST_SLOTS])
+{
+	int fd = bpf_map__fd(m->skel->maps.hists);
+
+	for (uint32_t s = 0; s < HT_HIST_SLOTS; s++)
+		if (percpu_sum(fd, m->ncpus, HT_HIST_INDEX(kind, s), &slots[s]))
+			return ht_fail("cannot read histograms: %s", strerror(errno));
+	return 0;
+}
+
+int ht_monitor_lookup_comm(const struct ht_monitor *m, uint32_t pid, struct ht_comm_entry *out)
+{
+	return bpf_map_lookup_elem(bpf_map__fd(m->skel->maps.comms), &pid, out) ? -1 : 0;
+}

@@ -1,0 +1,70 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * The BPF monitor's lifecycle: open the skeleton, set its knobs, size the
+ * flight recorder, load, attach, map the rings; then counters, histograms
+ * and comms for the rest of user space; one close that detaches everything.
+ */
+#ifndef HT_MONITOR_H
+#define HT_MONITOR_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <bpf/libbpf.h>
+#include "hybtrace/records.h"
+#include "recorder.h"
+
+struct monitor_bpf;
+
+struct ht_monitor_config {
+	int tgid;
+	uint64_t rq_delay_ns, off_cpu_ns, syscall_ns;
+	bool syscall_filter_on;
+	uint64_t syscall_filter[HT_MAX_SYSCALLS / 64];
+	uint64_t history_bytes;	  /* per CPU */
+	bool prev_state_from_arg; /* false: read task_struct, the pre-5.18 path */
+	const char *btf_path;	  /* NULL: the running kernel's */
+	ring_buffer_sample_fn on_breach;
+	void *on_breach_ctx;
+};
+
+struct ht_monitor {
+	struct monitor_bpf *skel;
+	struct ring_buffer *breach_rb;
+	struct ht_recorder recorder;
+	void *records_mem, *heads_mem;
+	size_t records_len, heads_len;
+	unsigned int ncpus;
+	bool syscalls_on;
+	uint64_t attached_ns; /* CLOCK_MONOTONIC */
+};
+
+/* Everything that was dropped or missed, summed over CPUs and programs. */
+struct ht_monitor_counters {
+	uint64_t value[HT_CNT_MAX];
+	uint64_t recursion_misses;
+	uint64_t records_written; /* flight-recorder records, all CPUs */
+};
+
+/* Load and attach. Returns 0, or -1 with the reason in ht_last_error(). */
+int ht_monitor_open(struct ht_monitor *m, const struct ht_monitor_config *cfg);
+
+/* Detach, unmap, free. Safe on a zeroed or half-opened monitor. */
+void ht_monitor_close(struct ht_monitor *m);
+
+/* The fd to poll for breaches, and the call that delivers them. */
+int ht_monitor_breach_fd(const struct ht_monitor *m);
+int ht_monitor_consume(struct ht_monitor *m);
+
+int ht_monitor_read_counters(const struct ht_monitor *m, struct ht_monitor_counters *out);
+
+/* Histogram of KIND (enum ht_breach_kind): HT_HIST_SLOTS log2(us) buckets. */
+int ht_monitor_read_hist(const struct ht_monitor *m, unsigned int kind,
+			 uint64_t slots[HT_HIST_SLOTS]);
+
+/* The comm map's entry for PID. Returns 0, or -1 if it has none. */
+int ht_monitor_lookup_comm(const struct ht_monitor *m, uint32_t pid, struct ht_comm_entry *out);
+
+/* Log2 of the flight-recorder records per CPU for a ring of BYTES. */
+unsigned int ht_monitor_slot_shift(uint64_t bytes);
+
+#endif /* HT_MONITOR_H */

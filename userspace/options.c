@@ -1,0 +1,321 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+#include <ctype.h>
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "log.h"
+#include "options.h"
+#include "syscalls.h"
+
+void ht_options_init(struct ht_options *o)
+{
+	memset(o, 0, sizeof(*o));
+	o->rq_delay_ns = HT_DEFAULT_RQ_DELAY_NS;
+	o->history_bytes = HT_DEFAULT_HISTORY_BYTES;
+}
+
+/* Parse "INT[.FRAC]" scaled by `scale`; *end gets what follows the number. */
+static int parse_scaled_decimal(const char *s, uint64_t scale_num, uint64_t *out, const char **end)
+{
+	uint64_t whole = 0, frac = 0, frac_div = 1;
+	const char *p = s;
+
+	if (!isdigit((unsigned char)*p))
+		return -1;
+	for (; isdigit((unsigned char)*p); p++) {
+		if (whole > (UINT64_MAX - 9) / 10)
+			return -1;
+		whole = whole * 10 + (uint64_t)(*p - '0');
+	}
+	if (*p == '.') {
+		p++;
+		if (!isdigit((unsigned char)*p))
+			return -1;
+		for (; isdigit((unsigned char)*p); p++) {
+			/* Digits beyond nanosecond or byte precision are ignored. */
+			if (frac_div < 1000000000ULL) {
+				frac = frac * 10 + (uint64_t)(*p - '0');
+				frac_div *= 10;
+			}
+		}
+	}
+	*end = p;
+	if (scale_num && whole > UINT64_MAX / scale_num)
+		return -1;
+	*out = whole * scale_num + frac * scale_num / frac_div;
+	return 0;
+}
+
+int ht_parse_duration(const char *s, uint64_t *ns)
+{
+	static const struct {
+		const char *unit;
+		uint64_t ns;
+	} units[] = { { "ns", 1 }, { "us", 1000 }, { "ms", 1000000 }, { "s", 1000000000 } };
+	const char *unit;
+	uint64_t value;
+
+	if (!s || !*s)
+		return ht_fail("empty duration: give a number with a unit, like 2ms or 500us");
+	if (*s == '-')
+		return ht_fail("duration '%s' is negative", s);
+	/* Probe with scale 1 to find the unit, then parse again with its scale. */
+	if (parse_scaled_decimal(s, 1, &value, &unit))
+		return ht_fail("duration '%s' is not a number with a unit, like 2ms or 500us", s);
+	for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
+		if (strcmp(unit, units[i].unit))
+			continue;
+		if (parse_scaled_decimal(s, units[i].ns, &value, &unit))
+			return ht_fail("duration '%s' is too large", s);
+		*ns = value;
+		return 0;
+	}
+	if (!*unit)
+		return ht_fail("duration '%s' needs a unit: ns, us, ms or s", s);
+	return ht_fail("duration '%s' has an unknown unit '%s': use ns, us, ms or s", s, unit);
+}
+
+int ht_parse_size(const char *s, uint64_t *bytes)
+{
+	static const struct {
+		const char *suffix;
+		uint64_t mult;
+	} units[] = {
+		{ "", 1 },	      { "B", 1 },	     { "k", 1ULL << 10 },  { "K", 1ULL << 10 },
+		{ "KB", 1ULL << 10 }, { "KiB", 1ULL << 10 }, { "M", 1ULL << 20 },  { "MB", 1ULL << 20 },
+		{ "MiB", 1ULL << 20 }, { "G", 1ULL << 30 },  { "GB", 1ULL << 30 }, { "GiB", 1ULL << 30 },
+	};
+	const char *suffix;
+	uint64_t value;
+
+	if (!s || !*s)
+		return ht_fail("empty size: give a number like 4M or 65536");
+	if (*s == '-')
+		return ht_fail("size '%s' is negative", s);
+	if (parse_scaled_decimal(s, 1, &value, &suffix))
+		return ht_fail("size '%s' is not a number like 4M or 65536", s);
+	for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
+		if (strcmp(suffix, units[i].suffix))
+			continue;
+		if (parse_scaled_decimal(s, units[i].mult, &value, &suffix))
+			return ht_fail("size '%s' is too large", s);
+		*bytes = value;
+		return 0;
+	}
+	return ht_fail("size '%s' has an unknown suffix '%s': use k, M or G", s, suffix);
+}
+
+int ht_parse_pid(const char *s, int *pid)
+{
+	char *end;
+	long v;
+
+	if (!s || !*s)
+		return ht_fail("empty pid");
+	errno = 0;
+	v = strtol(s, &end, 10);
+	if (errno || *end || end == s || !isdigit((unsigned char)*s))
+		return ht_fail("pid '%s' is not a number", s);
+	if (v <= 0)
+		return ht_fail("pid %ld is not a process: give a pid above 0", v);
+	if (v > INT_MAX)
+		return ht_fail("pid '%s' is out of range", s);
+	*pid = (int)v;
+	return 0;
+}
+
+int ht_parse_syscall_list(const char *s, uint64_t bitmap[HT_MAX_SYSCALLS / 64])
+{
+	char *copy, *save = NULL, *name;
+	int count = 0, rc = 0;
+
+	memset(bitmap, 0, HT_MAX_SYSCALLS / 8);
+	copy = strdup(s ? s : "");
+	if (!copy)
+		return ht_fail("out of memory");
+	for (name = strtok_r(copy, ",", &save); name; name = strtok_r(NULL, ",", &save)) {
+		int nr = ht_syscall_number(name);
+
+		if (nr < 0 || nr >= HT_MAX_SYSCALLS) {
+			rc = ht_fail("unknown syscall '%s' in --syscalls", name);
+			break;
+		}
+		bitmap[nr / 64] |= 1ULL << (nr % 64);
+		count++;
+	}
+	free(copy);
+	if (!rc && !count)
+		rc = ht_fail("--syscalls needs a comma-separated list of syscall names");
+	return rc;
+}
+
+enum {
+	OPT_RQ_DELAY = 256,
+	OPT_OFF_CPU,
+	OPT_SYSCALL,
+	OPT_SYSCALLS,
+	OPT_HISTORY,
+	OPT_JSON,
+	OPT_BTF,
+	OPT_PREV_STATE,
+	OPT_DURATION,
+	OPT_QUIET,
+};
+
+static const struct option long_options[] = {
+	{ "pid", required_argument, NULL, 'p' },
+	{ "rq-delay", required_argument, NULL, OPT_RQ_DELAY },
+	{ "off-cpu", required_argument, NULL, OPT_OFF_CPU },
+	{ "syscall", required_argument, NULL, OPT_SYSCALL },
+	{ "syscalls", required_argument, NULL, OPT_SYSCALLS },
+	{ "history", required_argument, NULL, OPT_HISTORY },
+	{ "json", no_argument, NULL, OPT_JSON },
+	{ "btf", required_argument, NULL, OPT_BTF },
+	{ "prev-state", required_argument, NULL, OPT_PREV_STATE },
+	{ "duration", required_argument, NULL, OPT_DURATION },
+	{ "quiet", no_argument, NULL, OPT_QUIET },
+	{ "help", no_argument, NULL, 'h' },
+	{ NULL, 0, NULL, 0 },
+};
+
+/* A threshold: a positive duration, or "off". */
+static int parse_threshold(const char *opt, const char *arg, uint64_t *ns)
+{
+	if (arg && !strcmp(arg, "off")) {
+		*ns = 0;
+		return 0;
+	}
+	if (ht_parse_duration(arg, ns))
+		return ht_fail("--%s: %s", opt, ht_last_error());
+	if (*ns == 0)
+		return ht_fail("--%s: a threshold must be above 0 (use 'off' to disable)", opt);
+	return 0;
+}
+
+static int parse_history(const char *arg, uint64_t *bytes)
+{
+	if (ht_parse_size(arg, bytes))
+		return ht_fail("--history: %s", ht_last_error());
+	if (*bytes < HT_MIN_HISTORY_BYTES || *bytes > HT_MAX_HISTORY_BYTES)
+		return ht_fail("--history: %s is outside 64k..1G", arg);
+	return 0;
+}
+
+static int parse_prev_state(const char *arg, enum ht_prev_state_mode *mode)
+{
+	if (!strcmp(arg, "auto"))
+		*mode = HT_PREV_STATE_AUTO;
+	else if (!strcmp(arg, "arg"))
+		*mode = HT_PREV_STATE_ARG;
+	else if (!strcmp(arg, "task"))
+		*mode = HT_PREV_STATE_TASK;
+	else
+		return ht_fail("--prev-state: '%s' is not auto, arg or task", arg);
+	return 0;
+}
+
+static int parse_one(struct ht_options *o, int opt, const char *arg)
+{
+	switch (opt) {
+	case 'p':
+		return ht_parse_pid(arg, &o->pid);
+	case OPT_RQ_DELAY:
+		return parse_threshold("rq-delay", arg, &o->rq_delay_ns);
+	case OPT_OFF_CPU:
+		return parse_threshold("off-cpu", arg, &o->off_cpu_ns);
+	case OPT_SYSCALL:
+		return parse_threshold("syscall", arg, &o->syscall_ns);
+	case OPT_SYSCALLS:
+		o->syscall_filter_on = true;
+		return ht_parse_syscall_list(arg, o->syscall_filter);
+	case OPT_HISTORY:
+		return parse_history(arg, &o->history_bytes);
+	case OPT_JSON:
+		o->json = true;
+		return 0;
+	case OPT_BTF:
+		o->btf_path = arg;
+		return 0;
+	case OPT_PREV_STATE:
+		return parse_prev_state(arg, &o->prev_state_mode);
+	case OPT_DURATION:
+		if (ht_parse_duration(arg, &o->duration_ns) || !o->duration_ns)
+			return ht_fail("--duration: %s",
+				       o->duration_ns ? ht_last_error() : "must be above 0");
+		return 0;
+	case OPT_QUIET:
+		o->quiet = true;
+		return 0;
+	}
+	return ht_fail("unknown option (see hybtrace --help)");
+}
+
+int ht_options_parse(struct ht_options *o, int argc, char **argv, bool run, bool *want_help)
+{
+	int opt;
+
+	*want_help = false;
+	optind = 1;
+	opterr = 0;
+	/* '+': stop at the first non-option, which starts the command of `run`. */
+	while ((opt = getopt_long(argc, argv, "+p:h", long_options, NULL)) != -1) {
+		if (opt == 'h') {
+			*want_help = true;
+			return 0;
+		}
+		if (opt == '?' || opt == ':') {
+			const char *bad = argv[optind - 1];
+
+			if (optopt && optopt < 256 && opt == '?')
+				return ht_fail("unknown option '-%c' (see hybtrace --help)", optopt);
+			return ht_fail("bad option '%s' (unknown, or missing its value; see hybtrace --help)",
+				       bad);
+		}
+		if (parse_one(o, opt, optarg))
+			return -1;
+	}
+	if (o->syscall_filter_on && !o->syscall_ns)
+		return ht_fail("--syscalls needs --syscall DUR, the threshold");
+	if (run) {
+		if (o->pid)
+			return ht_fail("run starts its own target: --pid does not apply");
+		if (optind >= argc)
+			return ht_fail("run needs a command: hybtrace run [options] -- CMD [ARGS...]");
+		o->run_argv = &argv[optind];
+		return 0;
+	}
+	if (optind < argc)
+		return ht_fail("unexpected argument '%s' (see hybtrace --help)", argv[optind]);
+	if (!o->pid)
+		return ht_fail("which process? give --pid N, or use: hybtrace run -- CMD");
+	return 0;
+}
+
+void ht_options_usage(void)
+{
+	printf("usage: hybtrace [record] --pid N [options]\n"
+	       "       hybtrace run [options] -- CMD [ARGS...]\n"
+	       "       hybtrace check\n"
+	       "       hybtrace --version | --help\n"
+	       "\n"
+	       "Watches every thread of one process and reports latency breaches.\n"
+	       "\n"
+	       "  -p, --pid N          the process to watch\n"
+	       "  --rq-delay DUR       run-queue delay threshold (default 1ms; 'off' disables)\n"
+	       "  --off-cpu DUR        off-CPU (sleep) threshold (default off)\n"
+	       "  --syscall DUR        syscall duration threshold (default off)\n"
+	       "  --syscalls LIST      only these syscalls breach, e.g. read,futex\n"
+	       "  --history SIZE       flight-recorder ring per CPU (default 4M)\n"
+	       "  --duration DUR       stop after DUR (default: when the target exits)\n"
+	       "  --json               one JSON object per line on stdout\n"
+	       "  --quiet              no status line on stderr\n"
+	       "  --btf PATH           kernel BTF file (default /sys/kernel/btf/vmlinux)\n"
+	       "  --prev-state MODE    auto, arg (tracepoint argument) or task (task_struct)\n"
+	       "  -h, --help           this text\n"
+	       "\n"
+	       "Durations take a unit: ns, us, ms, s (2ms, 500us, 1.5s).\n"
+	       "Sizes take k, M or G (64k, 4M).\n");
+}

@@ -1,0 +1,63 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/* Command-line options of `hybtrace [record]` and `hybtrace run`, and their parsers. */
+#ifndef HT_OPTIONS_H
+#define HT_OPTIONS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include "hybtrace/records.h"
+
+enum ht_prev_state_mode {
+	HT_PREV_STATE_AUTO = 0, /* from the tracepoint argument when the kernel has it */
+	HT_PREV_STATE_ARG,	/* force the tracepoint argument (5.18+) */
+	HT_PREV_STATE_TASK,	/* force task_struct::__state, the pre-5.18 path */
+};
+
+struct ht_options {
+	int pid;		/* target process; 0 until known */
+	uint64_t rq_delay_ns;	/* 0: off */
+	uint64_t off_cpu_ns;	/* 0: off */
+	uint64_t syscall_ns;	/* 0: off */
+	bool syscall_filter_on;
+	uint64_t syscall_filter[HT_MAX_SYSCALLS / 64];
+	uint64_t history_bytes; /* flight-recorder ring per CPU */
+	uint64_t duration_ns;	/* stop after this long; 0: until the target exits */
+	bool json;
+	bool quiet;		/* no status line */
+	const char *btf_path;	/* NULL: /sys/kernel/btf/vmlinux */
+	enum ht_prev_state_mode prev_state_mode;
+	char **run_argv;	/* `hybtrace run`: the command to start */
+};
+
+/* Defaults: see README.md's option table. */
+#define HT_DEFAULT_RQ_DELAY_NS	 1000000ULL
+/* At least 1 s at 100k switches/s on one CPU, rounded up to a power of two. */
+#define HT_DEFAULT_HISTORY_BYTES (4ULL << 20)
+#define HT_MIN_HISTORY_BYTES	 (64ULL << 10)
+#define HT_MAX_HISTORY_BYTES	 (1ULL << 30)
+
+void ht_options_init(struct ht_options *o);
+
+/*
+ * Parse the arguments of `record` (run = false) or `run` (run = true).
+ * Returns 0, or -1 with the reason in ht_last_error(); sets *want_help
+ * when --help was asked for.
+ */
+int ht_options_parse(struct ht_options *o, int argc, char **argv, bool run, bool *want_help);
+
+/* "2ms", "500us", "1.5s", "250ns" -> nanoseconds; a unit is required. */
+int ht_parse_duration(const char *s, uint64_t *ns);
+
+/* "16M", "4k", "1G", "65536", "2MiB" -> bytes (powers of 1024). */
+int ht_parse_size(const char *s, uint64_t *bytes);
+
+/* A process id: a positive decimal number. */
+int ht_parse_pid(const char *s, int *pid);
+
+/* "read,futex,clock_nanosleep" -> a bitmap of syscall numbers. */
+int ht_parse_syscall_list(const char *s, uint64_t bitmap[HT_MAX_SYSCALLS / 64]);
+
+/* Print the usage text of `record`/`run` to stdout. */
+void ht_options_usage(void);
+
+#endif /* HT_OPTIONS_H */

@@ -1,0 +1,101 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "log.h"
+#include "proc.h"
+
+static int read_small_file(const char *path, char *buf, size_t len)
+{
+	ssize_t n;
+	int fd;
+
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	n = read(fd, buf, len - 1);
+	close(fd);
+	if (n < 0)
+		return -1;
+	buf[n] = '\0';
+	return 0;
+}
+
+int ht_proc_stat_state(int tid, char *state, unsigned long *flags)
+{
+	char path[64], buf[1024], *p;
+	unsigned long f = 0;
+	char s;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", tid);
+	if (read_small_file(path, buf, sizeof(buf)))
+		return -1;
+	/* comm may hold spaces and parentheses: the fields start after the last ')'. */
+	p = strrchr(buf, ')');
+	if (!p || sscanf(p + 1, " %c %*d %*d %*d %*d %*d %lu", &s, &f) != 2)
+		return -1;
+	*state = s;
+	*flags = f;
+	return 0;
+}
+
+static int read_tgid(int pid, int *tgid)
+{
+	char path[64], buf[4096], *line;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", pid);
+	if (read_small_file(path, buf, sizeof(buf)))
+		return -1;
+	line = strstr(buf, "\nTgid:");
+	if (!line || sscanf(line, "\nTgid: %d", tgid) != 1)
+		return -1;
+	return 0;
+}
+
+int ht_proc_resolve_target(int pid, int *tgid)
+{
+	unsigned long flags;
+	char state;
+
+	if (pid <= 0)
+		return ht_fail("pid %d is not a process: give a pid above 0", pid);
+	if (ht_proc_stat_state(pid, &state, &flags)) {
+		if (errno == ENOENT || errno == ESRCH)
+			return ht_fail("no process with pid %d", pid);
+		return ht_fail("cannot read /proc/%d/stat: %s", pid, strerror(errno));
+	}
+	if (flags & HT_PF_KTHREAD)
+		return ht_fail("pid %d is a kernel thread: hybtrace watches user-space processes", pid);
+	if (state == 'Z' || state == 'X')
+		return ht_fail("pid %d has exited", pid);
+	if (read_tgid(pid, tgid))
+		return ht_fail("pid %d has exited", pid);
+	return 0;
+}
+
+int ht_proc_thread_comm(int tid, char *buf, size_t len)
+{
+	char path[64], tmp[64];
+	size_t n;
+
+	snprintf(path, sizeof(path), "/proc/%d/comm", tid);
+	if (read_small_file(path, tmp, sizeof(tmp)))
+		return -1;
+	n = strcspn(tmp, "\n");
+	tmp[n] = '\0';
+	snprintf(buf, len, "%s", tmp);
+	return 0;
+}
+
+bool ht_proc_alive(int tgid)
+{
+	unsigned long flags;
+	char state;
+
+	if (ht_proc_stat_state(tgid, &state, &flags))
+		return false;
+	return state != 'Z' && state != 'X';
+}

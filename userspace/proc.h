@@ -1,0 +1,28 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/* What /proc says about processes and threads. */
+#ifndef HT_PROC_H
+#define HT_PROC_H
+
+#include <stddef.h>
+#include <stdbool.h>
+
+/*
+ * Check that PID names a live user-space process and return its thread-group
+ * id in *tgid (a thread id is accepted and resolved to its process).
+ * Returns 0, or -1 with the reason in ht_last_error().
+ */
+int ht_proc_resolve_target(int pid, int *tgid);
+
+/* Read the comm of thread TID into buf (NUL-terminated). Returns 0 or -1. */
+int ht_proc_thread_comm(int tid, char *buf, size_t len);
+
+/* Fields of /proc/TID/stat: state letter and flags. Returns 0 or -1. */
+int ht_proc_stat_state(int tid, char *state, unsigned long *flags);
+
+/* Whether the process (thread group) TGID still exists and is not a zombie. */
+bool ht_proc_alive(int tgid);
+
+/* The kernel's thread flag for kernel threads (include/linux/sched.h). */
+#define HT_PF_KTHREAD 0x00200000UL
+
+#endif /* HT_PROC_H */

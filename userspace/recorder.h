@@ -1,0 +1,57 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * Reading the flight recorder: per-CPU rings of ht_flight_record that the
+ * BPF programs keep writing while we read. A window [t0, t1] of all CPUs
+ * comes back merged in time order; records torn or overwritten during the
+ * read are skipped and counted, and a window that reaches back past what a
+ * wrapped ring still holds is marked clipped.
+ */
+#ifndef HT_RECORDER_H
+#define HT_RECORDER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "hybtrace/records.h"
+
+/* Rings as mapped from the BPF maps (or built by a test). */
+struct ht_recorder {
+	const struct ht_flight_record *records; /* ncpus << slot_shift records */
+	const struct ht_fr_head *heads;		/* ncpus heads */
+	unsigned int ncpus;
+	unsigned int slot_shift;		/* log2 of records per CPU */
+};
+
+struct ht_fr_event {
+	struct ht_flight_record rec;
+	unsigned int cpu;
+};
+
+struct ht_fr_window {
+	uint64_t t0, t1;
+	/* The window reaches back past a wrapped ring: data before covered_from_ns is gone. */
+	bool clipped;
+	uint64_t covered_from_ns;
+	/* Records that changed under the reader (overwritten or being written). */
+	uint64_t skipped_records;
+	struct ht_fr_event *events; /* time order */
+	size_t count;
+	/* Per CPU: the last context switch before t0, i.e. what ran at t0. */
+	unsigned int ncpus;
+	struct ht_fr_event *entry_switch;
+	bool *entry_valid;
+};
+
+/* Records written on each CPU may be out of order by at most this much. */
+#define HT_FR_REORDER_SLACK_NS 100000ULL
+
+/* Read [t0, t1] into *w (initialised here). Returns 0, or -1 with ht_last_error(). */
+int ht_recorder_read(const struct ht_recorder *r, uint64_t t0, uint64_t t1,
+		     struct ht_fr_window *w);
+
+void ht_fr_window_free(struct ht_fr_window *w);
+
+/* Records ever written on CPU (the head), for rates and loss figures. */
+uint64_t ht_recorder_written(const struct ht_recorder *r, unsigned int cpu);
+
+#endif /* HT_RECORDER_H */

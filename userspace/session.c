@@ -1,0 +1,639 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/signalfd.h>
+#include <sys/syscall.h>
+#include <sys/timerfd.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include "breach_format.h"
+#include "comm_cache.h"
+#include "histogram.h"
+#include "json.h"
+#include "kernel_btf.h"
+#include "ksyms.h"
+#include "log.h"
+#include "monitor.h"
+#include "privileges.h"
+#include "proc.h"
+#include "session.h"
+#include "units.h"
+
+#include <bpf/btf.h>
+
+#define STATUS_TTY_INTERVAL_S  1
+#define STATUS_PLAIN_INTERVAL_S 10
+
+enum { EV_BREACH = 1, EV_SIGNAL, EV_STATUS, EV_TARGET_EXIT, EV_DURATION };
+
+struct kind_stats {
+	uint64_t count;
+	uint64_t max_ns;
+	uint32_t max_tid;
+	char max_comm[HT_COMM_LEN + 1];
+};
+
+struct session {
+	const struct ht_options *opt;
+	int tgid;
+	char target_comm[HT_COMM_BUF];
+	struct ht_monitor monitor;
+	struct ht_comm_cache *comms;
+	struct ht_ksyms *ksyms;
+	uint64_t start_ns;
+	struct kind_stats kinds[HT_BREACH_KIND_MAX];
+	bool status_on_tty;
+	bool status_shown;
+	uint64_t last_status_ns, last_records;
+	int epfd, sigfd, statusfd, pidfd, durationfd;
+	/* `run`: the child we started. */
+	pid_t child;
+	int child_status;
+	bool child_reaped;
+	int stop_signals;
+	bool stop;
+};
+
+static uint64_t monotonic_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+static uint64_t threshold_of(const struct ht_options *o, unsigned int kind)
+{
+	switch (kind) {
+	case HT_BREACH_RQ_DELAY:
+		return o->rq_delay_ns;
+	case HT_BREACH_OFF_CPU:
+		return o->off_cpu_ns;
+	case HT_BREACH_SYSCALL:
+		return o->syscall_ns;
+	}
+	return 0;
+}
+
+static void clear_status_line(struct session *s)
+{
+	if (s->status_on_tty && s->status_shown) {
+		fputs("\r\033[K", stderr);
+		s->status_shown = false;
+	}
+}
+
+static void fill_culprits(struct session *s, struct ht_breach_info *bi)
+{
+	const struct ht_breach *b = &bi->b;
+	struct ht_fr_window w;
+
+	if (ht_recorder_read(&s->monitor.recorder, b->start_ns, b->end_ns, &w))
+		return;
+	ht_culprits_compute(&w, b->tid, b->start_ns, b->end_ns, b->wake_cpu, &bi->culprits);
+	for (unsigned int i = 0; i < bi->culprits.count; i++)
+		ht_comm_lookup(s->comms, bi->culprits.top[i].pid, bi->culprits.top[i].cpu,
+			       bi->culprit_comm[i], sizeof(bi->culprit_comm[i]));
+	bi->have_culprits = true;
+	ht_fr_window_free(&w);
+}
+
+static void note_breach(struct session *s, const struct ht_breach *b)
+{
+	struct kind_stats *k = &s->kinds[b->kind];
+	uint64_t dur = b->end_ns - b->start_ns;
+
+	k->count++;
+	if (dur > k->max_ns) {
+		k->max_ns = dur;
+		k->max_tid = b->tid;
+		snprintf(k->max_comm, sizeof(k->max_comm), "%.*s", HT_COMM_LEN, b->comm);
+	}
+}
+
+static int on_breach(void *ctx, void *data, size_t size)
+{
+	struct session *s = ctx;
+	struct ht_breach_info bi = { 0 };
+
+	if (size < sizeof(bi.b))
+		return 0;
+	memcpy(&bi.b, data, sizeof(bi.b));
+	if (bi.b.kind == 0 || bi.b.kind >= HT_BREACH_KIND_MAX)
+		return 0;
+	bi.threshold_ns = threshold_of(s->opt, bi.b.kind);
+	bi.since_start_s = (double)(int64_t)(bi.b.end_ns - s->start_ns) / 1e9;
+	if (bi.b.kind == HT_BREACH_RQ_DELAY)
+		fill_culprits(s, &bi);
+	note_breach(s, &bi.b);
+	clear_status_line(s);
+	if (s->opt->json)
+		ht_breach_print_json(stdout, &bi, s->ksyms);
+	else
+		ht_breach_print_text(stdout, &bi);
+	return 0;
+}
+
+static uint64_t total_lost(const struct ht_monitor_counters *c)
+{
+	return c->value[HT_CNT_RB_DROPS] + c->value[HT_CNT_STORAGE_FAILS] +
+	       c->value[HT_CNT_COMM_UPDATE_FAILS] + c->recursion_misses;
+}
+
+static uint64_t total_breaches(const struct session *s)
+{
+	uint64_t n = 0;
+
+	for (int k = 1; k < HT_BREACH_KIND_MAX; k++)
+		n += s->kinds[k].count;
+	return n;
+}
+
+static void print_status(struct session *s)
+{
+	struct ht_monitor_counters c;
+	uint64_t now = monotonic_ns();
+	double dt = (double)(now - s->last_status_ns) / 1e9;
+	char rate[32];
+
+	if (ht_monitor_read_counters(&s->monitor, &c))
+		return;
+	ht_format_count(dt > 0 ? (double)(c.records_written - s->last_records) / dt : 0, rate,
+			sizeof(rate));
+	s->last_status_ns = now;
+	s->last_records = c.records_written;
+	fprintf(stderr, "%shybtrace: %.0fs, %s events/s, %llu breaches, %llu lost%s",
+		s->status_on_tty ? "\r\033[K" : "", (double)(now - s->start_ns) / 1e9, rate,
+		(unsigned long long)total_breaches(s), (unsigned long long)total_lost(&c),
+		s->status_on_tty ? "" : "\n");
+	s->status_shown = s->status_on_tty;
+}
+
+static void print_summary_text(struct session *s, const struct ht_monitor_counters *c)
+{
+	char dur[32];
+
+	printf("\nhybtrace: watched pid %d (%s) for %.1fs\n", s->tgid, s->target_comm,
+	       (double)(monotonic_ns() - s->start_ns) / 1e9);
+	for (int k = 1; k < HT_BREACH_KIND_MAX; k++) {
+		const struct kind_stats *ks = &s->kinds[k];
+
+		if (!threshold_of(s->opt, (unsigned int)k))
+			continue;
+		printf("  %-9s %llu breaches", ht_breach_kind_name((unsigned int)k),
+		       (unsigned long long)ks->count);
+		if (ks->count)
+			printf(", largest %s (tid %u %s)",
+			       ht_format_duration(ks->max_ns, dur, sizeof(dur)), ks->max_tid,
+			       ks->max_comm);
+		putchar('\n');
+	}
+	printf("  events: %llu flight-recorder records, %llu context switches of the target\n",
+	       (unsigned long long)c->records_written,
+	       (unsigned long long)c->value[HT_CNT_TARGET_SWITCHES]);
+	printf("  lost: %llu (breach ring buffer %llu, task storage %llu, comm map %llu, "
+	       "recursion %llu)\n",
+	       (unsigned long long)total_lost(c), (unsigned long long)c->value[HT_CNT_RB_DROPS],
+	       (unsigned long long)c->value[HT_CNT_STORAGE_FAILS],
+	       (unsigned long long)c->value[HT_CNT_COMM_UPDATE_FAILS],
+	       (unsigned long long)c->recursion_misses);
+}
+
+static void print_summary_json(struct session *s, const struct ht_monitor_counters *c)
+{
+	printf("{\"type\":\"summary\",\"pid\":%d,\"comm\":", s->tgid);
+	ht_json_string(stdout, s->target_comm);
+	printf(",\"seconds\":%.3f,\"breaches\":{", (double)(monotonic_ns() - s->start_ns) / 1e9);
+	for (int k = 1; k < HT_BREACH_KIND_MAX; k++)
+		printf("%s\"%s\":{\"count\":%llu,\"max_ns\":%llu}", k > 1 ? "," : "",
+		       ht_breach_kind_name((unsigned int)k), (unsigned long long)s->kinds[k].count,
+		       (unsigned long long)s->kinds[k].max_ns);
+	printf("},\"records\":%llu,\"target_switches\":%llu,\"lost\":{\"total\":%llu,"
+	       "\"ring_buffer\":%llu,\"task_storage\":%llu,\"comm_map\":%llu,\"recursion\":%llu}",
+	       (unsigned long long)c->records_written,
+	       (unsigned long long)c->value[HT_CNT_TARGET_SWITCHES],
+	       (unsigned long long)total_lost(c), (unsigned long long)c->value[HT_CNT_RB_DROPS],
+	       (unsigned long long)c->value[HT_CNT_STORAGE_FAILS],
+	       (unsigned long long)c->value[HT_CNT_COMM_UPDATE_FAILS],
+	       (unsigned long long)c->recursion_misses);
+}
+
+static void print_summary(struct session *s)
+{
+	static const char *const titles[HT_BREACH_KIND_MAX] = {
+		[HT_BREACH_RQ_DELAY] = "run-queue delay",
+		[HT_BREACH_OFF_CPU] = "off-CPU time",
+		[HT_BREACH_SYSCALL] = "syscall time",
+	};
+	struct ht_monitor_counters c;
+	uint64_t slots[HT_HIST_SLOTS];
+	char title[128];
+
+	clear_status_line(s);
+	/* `run` read the name before exec; what it is called now is what counts. */
+	ht_comm_lookup(s->comms, (uint32_t)s->tgid, 0, s->target_comm, sizeof(s->target_comm));
+	if (ht_monitor_read_counters(&s->monitor, &c)) {
+		ht_warn("%s", ht_last_error());
+		return;
+	}
+	if (s->opt->json)
+		print_summary_json(s, &c);
+	else
+		print_summary_text(s, &c);
+	if (s->opt->json)
+		fputs(",\"histograms\":{", stdout);
+	for (unsigned int k = 1, n = 0; k < HT_BREACH_KIND_MAX; k++) {
+		/* Run-queue delays are always measured; the others when their breach is on. */
+		if (k != HT_BREACH_RQ_DELAY && !threshold_of(s->opt, k))
+			continue;
+		if (ht_monitor_read_hist(&s->monitor, k, slots))
+			continue;
+		if (s->opt->json) {
+			printf("%s\"%s\":", n++ ? "," : "", ht_breach_kind_name(k));
+			ht_hist_print_json(stdout, slots, HT_HIST_SLOTS);
+		} else {
+			snprintf(title, sizeof(title), "%s of pid %d (%s), log2 buckets:", titles[k],
+				 s->tgid, s->target_comm);
+			ht_hist_print(stdout, title, slots, HT_HIST_SLOTS);
+		}
+	}
+	if (s->opt->json)
+		fputs("}}\n", stdout);
+	fflush(stdout);
+}
+
+static int add_fd(struct session *s, int fd, uint64_t tag)
+{
+	struct epoll_event ev = { .events = EPOLLIN, .data.u64 = tag };
+
+	if (epoll_ctl(s->epfd, EPOLL_CTL_ADD, fd, &ev))
+		return ht_fail("epoll: %s", strerror(errno));
+	return 0;
+}
+
+static int arm_timer(int fd, uint64_t first_ns, uint64_t interval_ns)
+{
+	struct itimerspec its = {
+		.it_value = { (time_t)(first_ns / 1000000000ULL), (long)(first_ns % 1000000000ULL) },
+		.it_interval = { (time_t)(interval_ns / 1000000000ULL),
+				 (long)(interval_ns % 1000000000ULL) },
+	};
+
+	return timerfd_settime(fd, 0, &its, NULL);
+}
+
+static int open_loop_fds(struct session *s)
+{
+	sigset_t mask;
+	uint64_t interval;
+
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGINT);
+	sigaddset(&mask, SIGTERM);
+	sigaddset(&mask, SIGUSR2);
+	s->epfd = epoll_create1(EPOLL_CLOEXEC);
+	s->sigfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+	s->statusfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+	s->durationfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+	if (s->epfd < 0 || s->sigfd < 0 || s->statusfd < 0 || s->durationfd < 0)
+		return ht_fail("cannot set up the event loop: %s", strerror(errno));
+	interval = (s->status_on_tty ? STATUS_TTY_INTERVAL_S : STATUS_PLAIN_INTERVAL_S) *
+		   1000000000ULL;
+	if (!s->opt->quiet && arm_timer(s->statusfd, interval, interval))
+		return ht_fail("timerfd: %s", strerror(errno));
+	if (s->opt->duration_ns && arm_timer(s->durationfd, s->opt->duration_ns, 0))
+		return ht_fail("timerfd: %s", strerror(errno));
+	if (add_fd(s, ht_monitor_breach_fd(&s->monitor), EV_BREACH) ||
+	    add_fd(s, s->sigfd, EV_SIGNAL) || add_fd(s, s->statusfd, EV_STATUS) ||
+	    add_fd(s, s->pidfd, EV_TARGET_EXIT) || add_fd(s, s->durationfd, EV_DURATION))
+		return -1;
+	return 0;
+}
+
+static void handle_signal(struct session *s)
+{
+	struct signalfd_siginfo si;
+
+	while (read(s->sigfd, &si, sizeof(si)) == sizeof(si)) {
+		if (si.ssi_signo == SIGUSR2) {
+			clear_status_line(s);
+			fprintf(stderr, "hybtrace: SIGUSR2: manual snapshot requested\n");
+			continue;
+		}
+		/* `run`: a terminal's signal reached the child too; a kill(1) did not. */
+		if (s->child && !s->child_reaped && s->stop_signals++ == 0) {
+			if (si.ssi_signo == SIGTERM)
+				kill(s->child, SIGTERM);
+			continue;
+		}
+		s->stop = true;
+	}
+}
+
+static void drain_timer(int fd)
+{
+	uint64_t expirations;
+
+	while (read(fd, &expirations, sizeof(expirations)) == sizeof(expirations))
+		;
+}
+
+static int run_loop(struct session *s)
+{
+	struct epoll_event events[8];
+
+	while (!s->stop) {
+		int n = epoll_wait(s->epfd, events, 8, -1);
+
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return ht_fail("epoll_wait: %s", strerror(errno));
+		}
+		for (int i = 0; i < n; i++) {
+			switch (events[i].data.u64) {
+			case EV_BREACH:
+				ht_monitor_consume(&s->monitor);
+				break;
+			case EV_SIGNAL:
+				handle_signal(s);
+				break;
+			case EV_STATUS:
+				drain_timer(s->statusfd);
+				print_status(s);
+				break;
+			case EV_DURATION:
+			case EV_TARGET_EXIT:
+				s->stop = true;
+				break;
+			}
+		}
+	}
+	/* Breaches the last events raised are still in the ring. */
+	ht_monitor_consume(&s->monitor);
+	return 0;
+}
+
+static void close_session(struct session *s)
+{
+	ht_monitor_close(&s->monitor);
+	ht_ksyms_free(s->ksyms);
+	free(s->comms);
+	for (int *fd = &s->epfd; fd <= &s->durationfd; fd++)
+		if (*fd >= 0)
+			close(*fd);
+}
+
+static void block_loop_signals(void)
+{
+	sigset_t mask;
+
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGINT);
+	sigaddset(&mask, SIGTERM);
+	sigaddset(&mask, SIGUSR2);
+	sigprocmask(SIG_BLOCK, &mask, NULL);
+}
+
+static bool resolve_prev_state_arg(const struct ht_options *o)
+{
+	struct btf *btf;
+	bool has_arg;
+
+	if (o->prev_state_mode != HT_PREV_STATE_AUTO)
+		return o->prev_state_mode == HT_PREV_STATE_ARG;
+	btf = ht_btf_open(o->btf_path);
+	if (!btf)
+		return false;
+	has_arg = ht_btf_switch_has_prev_state_arg(btf);
+	btf__free(btf);
+	return has_arg;
+}
+
+/*
+ * Everything between "we know the target" and "the loop runs". Returns 0, or
+ * the exit status to fail with (the reason in ht_last_error()).
+ */
+static int start_session(struct session *s, const struct ht_options *o, int tgid)
+{
+	struct ht_monitor_config cfg = {
+		.tgid = tgid,
+		.rq_delay_ns = o->rq_delay_ns,
+		.off_cpu_ns = o->off_cpu_ns,
+		.syscall_ns = o->syscall_ns,
+		.syscall_filter_on = o->syscall_filter_on,
+		.history_bytes = o->history_bytes,
+		.btf_path = o->btf_path,
+		.on_breach = on_breach,
+		.on_breach_ctx = s,
+	};
+	struct btf *btf;
+
+	s->opt = o;
+	s->tgid = tgid;
+	s->status_on_tty = isatty(STDERR_FILENO);
+	if (ht_proc_thread_comm(tgid, s->target_comm, sizeof(s->target_comm)))
+		snprintf(s->target_comm, sizeof(s->target_comm), "?");
+	/* A missing or bad BTF file is the user's to fix: say so before anything loads. */
+	btf = ht_btf_open(o->btf_path);
+	if (!btf)
+		return HT_EXIT_USAGE;
+	btf__free(btf);
+	cfg.prev_state_from_arg = resolve_prev_state_arg(o);
+	memcpy(cfg.syscall_filter, o->syscall_filter, sizeof(cfg.syscall_filter));
+	s->comms = malloc(sizeof(*s->comms));
+	if (!s->comms) {
+		ht_fail("out of memory");
+		return HT_EXIT_FAILURE;
+	}
+	/* Kernel addresses are readable now, while we are privileged. */
+	s->ksyms = ht_ksyms_load(NULL);
+	if (ht_monitor_open(&s->monitor, &cfg))
+		return HT_EXIT_FAILURE;
+	ht_comm_cache_init(s->comms, &s->monitor);
+	s->start_ns = s->monitor.attached_ns;
+	s->last_status_ns = s->start_ns;
+	return open_loop_fds(s) ? HT_EXIT_FAILURE : 0;
+}
+
+static void init_session(struct session *s)
+{
+	memset(s, 0, sizeof(*s));
+	s->epfd = s->sigfd = s->statusfd = s->pidfd = s->durationfd = -1;
+}
+
+static int pidfd_open_target(int pid)
+{
+	int fd = (int)syscall(SYS_pidfd_open, pid, 0);
+
+	if (fd < 0)
+		ht_fail(errno == ESRCH ? "pid %d exited" : "cannot watch pid %d: %s", pid,
+			strerror(errno));
+	return fd;
+}
+
+static void announce(const struct session *s)
+{
+	char buf[64];
+
+	if (s->opt->quiet || s->opt->json)
+		return;
+	fprintf(stderr, "hybtrace: watching pid %d (%s): rq-delay %s", s->tgid, s->target_comm,
+		s->opt->rq_delay_ns ? ht_format_duration(s->opt->rq_delay_ns, buf, sizeof(buf))
+				    : "off");
+	fprintf(stderr, ", off-cpu %s",
+		s->opt->off_cpu_ns ? ht_format_duration(s->opt->off_cpu_ns, buf, sizeof(buf))
+				   : "off");
+	fprintf(stderr, ", syscall %s; Ctrl-C to stop\n",
+		s->opt->syscall_ns ? ht_format_duration(s->opt->syscall_ns, buf, sizeof(buf))
+				   : "off");
+}
+
+int ht_session_record(const struct ht_options *o)
+{
+	struct session s;
+	int tgid, status;
+
+	init_session(&s);
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	status = HT_EXIT_USAGE;
+	if (ht_proc_resolve_target(o->pid, &tgid) || ht_check_monitor_privileges())
+		goto fail;
+	s.pidfd = pidfd_open_target(tgid);
+	if (s.pidfd < 0)
+		goto fail;
+	block_loop_signals();
+	status = start_session(&s, o, tgid);
+	if (status)
+		goto fail;
+	announce(&s);
+	status = HT_EXIT_FAILURE;
+	if (run_loop(&s))
+		goto fail;
+	print_summary(&s);
+	status = 0;
+	goto out;
+fail:
+	ht_error("%s", ht_last_error());
+out:
+	close_session(&s);
+	return status;
+}
+
+/*
+ * Fork a child that waits on GO_FD before exec, so the monitor is attached
+ * before CMD's first instruction. exec errors come back on a close-on-exec pipe.
+ */
+static pid_t spawn_held(char **argv, int *go_fd, int *err_fd)
+{
+	int go[2], err[2];
+	pid_t pid;
+
+	if (pipe2(go, O_CLOEXEC) || pipe2(err, O_CLOEXEC))
+		return ht_fail("pipe: %s", strerror(errno));
+	pid = fork();
+	if (pid < 0)
+		return ht_fail("fork: %s", strerror(errno));
+	if (pid == 0) {
+		char byte;
+		int e;
+
+		close(go[1]);
+		close(err[0]);
+		if (read(go[0], &byte, 1) != 1)
+			_exit(127);
+		execvp(argv[0], argv);
+		e = errno;
+		if (write(err[1], &e, sizeof(e)) < 0)
+			_exit(127);
+		_exit(127);
+	}
+	close(go[0]);
+	close(err[1]);
+	*go_fd = go[1];
+	*err_fd = err[0];
+	return pid;
+}
+
+static int child_exit_status(int wstatus)
+{
+	if (WIFEXITED(wstatus))
+		return WEXITSTATUS(wstatus);
+	if (WIFSIGNALED(wstatus))
+		return 128 + WTERMSIG(wstatus);
+	return HT_EXIT_FAILURE;
+}
+
+/* Release the held child; returns 0, or -1 if its exec failed. */
+static int release_child(char **argv, int go_fd, int err_fd)
+{
+	int exec_errno;
+
+	ssize_t n;
+
+	if (write(go_fd, "g", 1) != 1)
+		return ht_fail("cannot start '%s': %s", argv[0], strerror(errno));
+	close(go_fd);
+	n = read(err_fd, &exec_errno, sizeof(exec_errno));
+	close(err_fd);
+	if (n == sizeof(exec_errno))
+		return ht_fail("cannot run '%s': %s", argv[0], strerror(exec_errno));
+	return 0;
+}
+
+int ht_session_run(const struct ht_options *o)
+{
+	int go_fd = -1, err_fd = -1, status, rc;
+	struct session s;
+
+	init_session(&s);
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	status = HT_EXIT_USAGE;
+	if (ht_check_monitor_privileges())
+		goto fail;
+	status = HT_EXIT_FAILURE;
+	s.child = spawn_held(o->run_argv, &go_fd, &err_fd);
+	if (s.child < 0) {
+		s.child = 0;
+		goto fail;
+	}
+	s.pidfd = pidfd_open_target(s.child);
+	if (s.pidfd < 0)
+		goto fail;
+	block_loop_signals();
+	status = start_session(&s, o, s.child);
+	if (status)
+		goto fail;
+	status = 127; /* as a shell says "command not found" */
+	rc = release_child(o->run_argv, go_fd, err_fd);
+	go_fd = err_fd = -1;
+	if (rc)
+		goto fail;
+	announce(&s);
+	status = HT_EXIT_FAILURE;
+	if (run_loop(&s))
+		goto fail;
+	print_summary(&s);
+	if (waitpid(s.child, &s.child_status, 0) == s.child) {
+		s.child_reaped = true;
+		status = child_exit_status(s.child_status);
+	}
+	goto out;
+fail:
+	ht_error("%s", ht_last_error());
+out:
+	if (go_fd >= 0)
+		close(go_fd); /* a child still held reads EOF and exits */
+	if (err_fd >= 0)
+		close(err_fd);
+	if (s.child && !s.child_reaped)
+		waitpid(s.child, NULL, 0);
+	close_session(&s);
+	return status;
+}
