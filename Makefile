@@ -38,6 +38,11 @@ GENERATED := $(BUILD)/syscall_table.h $(SKELS)
 
 UNIT_SRCS := $(wildcard tests/unit/test_*.c)
 UNIT_BINS := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRCS))
+# The same unit tests under AddressSanitizer and UndefinedBehaviorSanitizer.
+ASAN := $(BUILD)/asan
+ASAN_CFLAGS := -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+ASAN_LIB_OBJS := $(patsubst userspace/%.c,$(ASAN)/obj/%.o,$(LIB_SRCS))
+ASAN_UNIT_BINS := $(patsubst tests/unit/%.c,$(ASAN)/tests/%,$(UNIT_SRCS))
 WORKLOAD_SRCS := $(wildcard tests/workloads/*.c)
 WORKLOAD_BINS := $(patsubst tests/workloads/%.c,$(BUILD)/workloads/%,$(WORKLOAD_SRCS))
 
@@ -56,7 +61,7 @@ deps:
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
 	fi
 
-$(BUILD) $(BUILD)/obj $(BUILD)/tests $(BUILD)/workloads:
+$(BUILD) $(BUILD)/obj $(BUILD)/tests $(BUILD)/workloads $(ASAN)/obj $(ASAN)/tests:
 	mkdir -p $@
 
 $(BUILD)/vmlinux.h: | $(BUILD)
@@ -95,12 +100,24 @@ $(BUILD)/tests/%: tests/unit/%.c tests/unit/check.h $(BUILD)/libhybtrace.a | $(B
 	$(call msg,TEST,$@)
 	$(Q)$(CC) $(CPPFLAGS_ALL) -Itests/unit $(CFLAGS) $(WARNINGS) -o $@ $< $(BUILD)/libhybtrace.a $(LDLIBS)
 
+$(ASAN)/obj/%.o: userspace/%.c $(wildcard userspace/*.h include/hybtrace/*.h) $(GENERATED) | $(ASAN)/obj
+	$(call msg,CC-ASAN,$@)
+	$(Q)$(CC) $(CPPFLAGS_ALL) $(ASAN_CFLAGS) $(WARNINGS) -c $< -o $@
+
+$(ASAN)/libhybtrace.a: $(ASAN_LIB_OBJS)
+	$(call msg,AR,$@)
+	$(Q)rm -f $@ && ar rcs $@ $^
+
+$(ASAN)/tests/%: tests/unit/%.c tests/unit/check.h $(ASAN)/libhybtrace.a | $(ASAN)/tests
+	$(call msg,TEST-ASAN,$@)
+	$(Q)$(CC) $(CPPFLAGS_ALL) -Itests/unit $(ASAN_CFLAGS) $(WARNINGS) -o $@ $< $(ASAN)/libhybtrace.a $(LDLIBS)
+
 # Workloads: built without optimisation surprises, with frame pointers.
 $(BUILD)/workloads/%: tests/workloads/%.c tests/workloads/workload.h | $(BUILD)/workloads
 	$(call msg,WORKLOAD,$@)
 	$(Q)$(CC) -D_GNU_SOURCE -O2 -g -fno-omit-frame-pointer -Wall -Wextra -Werror -Iinclude -o $@ $< -lpthread
 
-unit: $(UNIT_BINS)
+unit: $(UNIT_BINS) $(ASAN_UNIT_BINS)
 
 test: deps
 	$(MAKE) all unit $(WORKLOAD_BINS)

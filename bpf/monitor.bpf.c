@@ -193,14 +193,24 @@ static __always_inline __u32 wake_context(void)
 	return HT_WAKE_TASK;
 }
 
+/* Direct reads through the BTF pointer: no probe_read helper call on the hot path. */
 static __always_inline __u32 task_cpu(struct task_struct *p)
 {
 	if (bpf_core_field_exists(p->thread_info.cpu))
-		return BPF_CORE_READ(p, thread_info.cpu);
-	return BPF_CORE_READ(p, wake_cpu);
+		return p->thread_info.cpu;
+	return p->wake_cpu;
 }
 
 /* target_tgid is never 0 (user space refuses it), so idle tasks never match. */
+/* Two 8-byte loads through the BTF pointer instead of a helper call. */
+static __always_inline void copy_comm(char *dst, struct task_struct *p)
+{
+	__u64 *d = (__u64 *)dst;
+
+	d[0] = *(__u64 *)&p->comm[0];
+	d[1] = *(__u64 *)&p->comm[8];
+}
+
 static __always_inline bool is_target(struct task_struct *p)
 {
 	return p->tgid == target_tgid;
@@ -211,7 +221,7 @@ static __always_inline __u32 switch_prev_state(unsigned long long *ctx, struct t
 	if (prev_state_from_arg)
 		return (__u32)ctx[3];
 	if (bpf_core_field_exists(prev->__state))
-		return BPF_CORE_READ(prev, __state);
+		return prev->__state;
 	return BPF_CORE_READ((struct task_struct___pre514 *)prev, state);
 }
 
@@ -388,7 +398,6 @@ int BPF_PROG(handle_sched_switch, bool preempt, struct task_struct *prev, struct
 
 	if (!prev_target && !next_target)
 		return 0;
-	count(HT_CNT_TARGET_SWITCHES);
 	if (prev_target)
 		target_switch_out(prev, state, preempt, now);
 	if (next_target)
@@ -424,7 +433,7 @@ int BPF_PROG(handle_sched_waking, struct task_struct *p)
 		st->wake_source = HT_WAKE_TASK;
 		st->waker_tid = cur->pid;
 		st->waker_tgid = cur->tgid;
-		bpf_get_current_comm(st->waker_comm, sizeof(st->waker_comm));
+		copy_comm(st->waker_comm, cur);
 	}
 	st->wake_ns = now;
 	fr_write(now, HT_FR_WAKING, flags, task_cpu(p), p->pid, st->waker_tid, st->wake_source);

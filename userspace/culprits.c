@@ -100,6 +100,8 @@ static void merge_by_pid(struct tally *t)
 {
 	size_t out = 0;
 
+	if (t->count < 2)
+		return;
 	qsort(t->v, t->count, sizeof(*t->v), culprit_cmp);
 	for (size_t i = 0; i < t->count; i++) {
 		size_t j;

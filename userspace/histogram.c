@@ -37,7 +37,7 @@ void ht_hist_print(FILE *f, const char *title, const uint64_t *slots, unsigned i
 	for (unsigned int i = 0; i < last; i++)
 		if (slots[i] > max)
 			max = slots[i];
-	fprintf(f, "%15s%10s : count    distribution\n", "usecs", "");
+	fprintf(f, "%14s%10s : count    distribution\n", "usecs", "");
 	for (unsigned int i = 0; i < last; i++) {
 		unsigned int stars = (unsigned int)(slots[i] * BAR_WIDTH / max);
 

@@ -20,9 +20,8 @@ struct btf *ht_btf_open(const char *path)
 	}
 	btf = btf__parse(p, NULL);
 	if (!btf) {
-		ht_fail("%s is not a BTF file (%s): give the BTF of this kernel, as a kernel "
-			"built with CONFIG_DEBUG_INFO_BTF=y provides at " HT_DEFAULT_BTF_PATH,
-			p, strerror(errno));
+		ht_fail("%s is not a BTF file: give the BTF of this kernel, as a kernel built "
+			"with CONFIG_DEBUG_INFO_BTF=y provides at " HT_DEFAULT_BTF_PATH, p);
 		return NULL;
 	}
 	return btf;

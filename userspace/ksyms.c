@@ -98,7 +98,8 @@ struct ht_ksyms *ht_ksyms_load(const char *path)
 		}
 	}
 	fclose(f);
-	qsort(k->syms, k->count, sizeof(*k->syms), ksym_cmp);
+	if (k->count > 1)
+		qsort(k->syms, k->count, sizeof(*k->syms), ksym_cmp);
 	return k;
 oom:
 	fclose(f);

@@ -1,16 +1,20 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 #include <stdio.h>
+#include <string.h>
 #include "log.h"
 
 static __thread char last_error[512];
 
 int ht_fail(const char *fmt, ...)
 {
+	char message[sizeof(last_error)];
 	va_list ap;
 
+	/* Format apart: callers often wrap the previous message, ht_last_error(). */
 	va_start(ap, fmt);
-	vsnprintf(last_error, sizeof(last_error), fmt, ap);
+	vsnprintf(message, sizeof(message), fmt, ap);
 	va_end(ap);
+	memcpy(last_error, message, sizeof(last_error));
 	return -1;
 }
 

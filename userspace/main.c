@@ -7,6 +7,7 @@
 #include <string.h>
 #include "check.h"
 #include "log.h"
+#include "monitor.h"
 #include "options.h"
 #include "session.h"
 
@@ -77,10 +78,9 @@ static const struct {
 
 int main(int argc, char **argv)
 {
-	if (argc < 2) {
-		ht_options_usage();
-		return HT_EXIT_USAGE;
-	}
+	ht_monitor_quiet_libbpf();
+	if (argc < 2)
+		return cmd_record(argc, argv);
 	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
 		if (!strcmp(argv[1], commands[i].name))
 			return commands[i].fn(argc - 1, argv + 1);

@@ -31,6 +31,11 @@ static int libbpf_print(enum libbpf_print_level level, const char *fmt, va_list 
 	return 0;
 }
 
+void ht_monitor_quiet_libbpf(void)
+{
+	libbpf_set_print(libbpf_print);
+}
+
 unsigned int ht_monitor_slot_shift(uint64_t bytes)
 {
 	uint64_t records = bytes / sizeof(struct ht_flight_record);
@@ -151,7 +156,7 @@ int ht_monitor_open(struct ht_monitor *m, const struct ht_monitor_config *cfg)
 	memset(m, 0, sizeof(*m));
 	if (cfg->tgid <= 0)
 		return ht_fail("pid 0 is never a target");
-	libbpf_set_print(libbpf_print);
+	ht_monitor_quiet_libbpf();
 	btf = ht_btf_open(cfg->btf_path);
 	if (!btf)
 		return -1;

@@ -64,6 +64,9 @@ int ht_monitor_read_hist(const struct ht_monitor *m, unsigned int kind,
 /* The comm map's entry for PID. Returns 0, or -1 if it has none. */
 int ht_monitor_lookup_comm(const struct ht_monitor *m, uint32_t pid, struct ht_comm_entry *out);
 
+/* Keep libbpf's messages for the one-line error; HYBTRACE_DEBUG=1 shows them all. */
+void ht_monitor_quiet_libbpf(void);
+
 /* Log2 of the flight-recorder records per CPU for a ring of BYTES. */
 unsigned int ht_monitor_slot_shift(uint64_t bytes);
 

@@ -62,6 +62,8 @@ int ht_parse_duration(const char *s, uint64_t *ns)
 		return ht_fail("empty duration: give a number with a unit, like 2ms or 500us");
 	if (*s == '-')
 		return ht_fail("duration '%s' is negative", s);
+	if (!isdigit((unsigned char)*s))
+		return ht_fail("duration '%s' is not a number with a unit, like 2ms or 500us", s);
 	/* Probe with scale 1 to find the unit, then parse again with its scale. */
 	if (parse_scaled_decimal(s, 1, &value, &unit))
 		return ht_fail("duration '%s' is not a number with a unit, like 2ms or 500us", s);
@@ -115,6 +117,8 @@ int ht_parse_pid(const char *s, int *pid)
 
 	if (!s || !*s)
 		return ht_fail("empty pid");
+	if (s[0] == '-' && isdigit((unsigned char)s[1]))
+		return ht_fail("pid %s is not a process: give a pid above 0", s);
 	errno = 0;
 	v = strtol(s, &end, 10);
 	if (errno || *end || end == s || !isdigit((unsigned char)*s))

@@ -164,7 +164,8 @@ int ht_recorder_read(const struct ht_recorder *r, uint64_t t0, uint64_t t1,
 			return -1;
 		}
 	}
-	qsort(vec.v, vec.count, sizeof(*vec.v), event_cmp);
+	if (vec.count > 1)
+		qsort(vec.v, vec.count, sizeof(*vec.v), event_cmp);
 	w->events = vec.v;
 	w->count = vec.count;
 	return 0;

@@ -25,12 +25,14 @@ int main(int argc, char **argv)
 		_exit(0);
 	}
 	prctl(PR_SET_NAME, "rq_victim");
-	wl_pin(cpu);
+	/* Logged before pinning: the victim may queue behind the hog from then on. */
 	wl_log("contention_start", "\"hog_pid\":%d,\"hog_comm\":\"rq_hog\",\"cpu\":%d", hog, cpu);
+	wl_pin(cpu);
 	end = wl_now_ns() + dur_ns;
 	wl_spin_until(end);
-	wl_log("contention_end", "\"hog_pid\":%d", hog);
 	kill(hog, SIGKILL);
 	waitpid(hog, NULL, 0);
+	/* Logged once the hog is gone: no wait behind it can end later. */
+	wl_log("contention_end", "\"hog_pid\":%d", hog);
 	return 0;
 }

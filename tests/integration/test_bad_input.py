@@ -1,0 +1,108 @@
+# SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+"""Errors a user can cause: one clear line on stderr, exit 2, nothing left attached."""
+import os
+import shutil
+import subprocess
+import tempfile
+
+from harness import HYBTRACE, Failure, check, need_root, our_bpf_links, test
+
+
+def expect_usage_error(args, needle, user=None):
+    before = len(our_bpf_links())
+    cmd = [HYBTRACE] + args
+    if user:
+        cmd = ["setpriv", "--reuid=%d" % user, "--regid=%d" % user, "--clear-groups",
+               "--inh-caps=-all"] + cmd
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=30)
+    err = p.stderr.strip()
+    check(p.returncode == 2, "%r: rc %d, want 2\n%s" % (args, p.returncode, p.stderr))
+    check(err and "\n" not in err, "%r: want one line on stderr, got:\n%s" % (args, p.stderr))
+    check(needle.lower() in err.lower(), "%r: %r does not mention %r" % (args, err, needle))
+    check(not p.stdout.strip(), "%r: nothing belongs on stdout:\n%s" % (args, p.stdout))
+    check(len(our_bpf_links()) <= before, "%r left BPF links attached" % (args,))
+
+
+@test
+def bad_pids():
+    need_root()
+    expect_usage_error(["--pid", "abc"], "not a number")
+    expect_usage_error(["--pid", "0"], "above 0")
+    expect_usage_error(["--pid", "-5"], "above 0")
+    expect_usage_error(["--pid", "4194304"], "no process")
+    expect_usage_error(["--pid", "2"], "kernel thread")  # kthreadd
+    expect_usage_error([], "--pid")
+
+
+@test
+def bad_durations():
+    need_root()
+    for dur in ["-1ms", "5parsecs", "", "ms"]:
+        expect_usage_error(["--pid", str(os.getpid()), "--rq-delay", dur], "duration")
+    expect_usage_error(["--pid", str(os.getpid()), "--off-cpu", "0ms"], "above 0")
+
+
+@test
+def bad_options():
+    need_root()
+    expect_usage_error(["--pid", str(os.getpid()), "--frobnicate"], "--frobnicate")
+    expect_usage_error(["--pid", str(os.getpid()), "--syscall", "1ms", "--syscalls",
+                        "read,nosuchcall"], "nosuchcall")
+    expect_usage_error(["--pid", str(os.getpid()), "--syscalls", "read"], "--syscall")
+    expect_usage_error(["run"], "command")
+    expect_usage_error(["frobnicate"], "unknown command")
+
+
+@test
+def bad_btf():
+    need_root()
+    expect_usage_error(["--pid", str(os.getpid()), "--btf", "/nonexistent/vmlinux"],
+                       "CONFIG_DEBUG_INFO_BTF")
+    with tempfile.NamedTemporaryFile("w", suffix=".btf") as f:
+        f.write("this is not BTF\n")
+        f.flush()
+        expect_usage_error(["--pid", str(os.getpid()), "--btf", f.name], "not a BTF file")
+
+
+@test
+def unprivileged_user_is_told_the_missing_capability():
+    need_root()
+    if not shutil.which("setpriv"):
+        raise Failure("setpriv (util-linux) is missing")
+    target = subprocess.Popen(["sleep", "10"])
+    try:
+        expect_usage_error(["--pid", str(target.pid)], "CAP_BPF", user=65534)
+    finally:
+        target.kill()
+        target.wait()
+
+
+@test
+def pid_that_exits_during_attach():
+    need_root()
+    before = len(our_bpf_links())
+    for _ in range(5):
+        target = subprocess.Popen(["sleep", "0.05"])
+        p = subprocess.run([HYBTRACE, "--pid", str(target.pid), "--quiet"],
+                           capture_output=True, text=True, timeout=30)
+        target.wait()
+        check(p.returncode in (0, 2), "rc %d\n%s" % (p.returncode, p.stderr))
+        if p.returncode == 2:
+            check(p.stderr.strip().count("\n") == 0, "want one line:\n" + p.stderr)
+    check(len(our_bpf_links()) <= before, "BPF links left attached")
+
+
+@test
+def help_version_check():
+    p = subprocess.run([HYBTRACE, "--help"], capture_output=True, text=True)
+    check(p.returncode == 0 and "--rq-delay" in p.stdout, "--help:\n" + p.stdout)
+    p = subprocess.run([HYBTRACE, "--version"], capture_output=True, text=True)
+    check(p.returncode == 0 and p.stdout.startswith("hybtrace "), "--version: " + p.stdout)
+    need_root()
+    p = subprocess.run([HYBTRACE, "check"], capture_output=True, text=True, timeout=60)
+    check(p.returncode == 0, "check failed:\n" + p.stdout + p.stderr)
+    for needle in ["kernel BTF", "prev_state", "ring buffer", "task storage",
+                   "hardware breakpoints", "intel_pt", "syscall tracepoints", "will use"]:
+        check(needle in p.stdout, "check does not mention %r:\n%s" % (needle, p.stdout))
+
+

@@ -1,0 +1,208 @@
+# SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+"""The kernel monitor, for real: breaches of each kind against workloads' ground truth."""
+import os
+import subprocess
+import time
+
+from harness import (HYBTRACE, Failure, check, hybtrace, need_root, read_log, test,
+                     tolerance_ns, wait_for, workload)
+
+
+def within(breach, lo_ns, hi_ns):
+    """The breach's interval lies inside [lo, hi] give or take the load tolerance."""
+    tol = tolerance_ns(breach["duration_ns"])
+    return breach["start_ns"] >= lo_ns - tol and breach["end_ns"] <= hi_ns + tol
+
+
+def rq_delay_scenario(extra_args):
+    run = hybtrace(["run", "--json", "--rq-delay", "500us"] + extra_args +
+                   ["--", workload("rq_contention"), "0", "2000"], timeout=60)
+    check(run.rc == 0, "hybtrace failed\n" + run.describe())
+    start = run.events("contention_start")
+    end = run.events("contention_end")
+    check(start and end, "workload did not log its bounds\n" + run.describe())
+    hog = start[0]["hog_pid"]
+    victim = start[0]["tid"]
+    breaches = [b for b in run.breaches("rq-delay") if b["tid"] == victim]
+    check(len(breaches) >= 10, "%d rq-delay breaches of the victim, want >= 10\n%s"
+          % (len(breaches), run.describe()))
+    hog_top = 0
+    for b in breaches:
+        check(b["duration_ns"] >= 500_000, "breach under the threshold: %r" % b)
+        check(within(b, start[0]["ts_ns"], end[0]["ts_ns"]),
+              "breach outside the contention window: %r" % b)
+        names = [(c["pid"], c["comm"]) for c in b["ran_instead"]]
+        check((hog, "rq_hog") in names, "hog %d not among what ran instead: %r" % (hog, b))
+        if b["ran_instead"][0]["pid"] == hog:
+            hog_top += 1
+    check(hog_top >= len(breaches) * 0.9,
+          "the hog led only %d of %d breaches" % (hog_top, len(breaches)))
+    return breaches
+
+
+@test
+def rq_delay_names_the_hog():
+    need_root()
+    rq_delay_scenario([])
+
+
+@test
+def rq_delay_pre_5_18_path_agrees():
+    need_root()
+    # The forced task_struct path must load and give the same kind of answers.
+    rq_delay_scenario(["--prev-state", "task"])
+
+
+def off_cpu_scenario(how, extra_args):
+    run = hybtrace(["run", "--json", "--off-cpu", "10ms"] + extra_args +
+                   ["--", workload("offcpu_wake"), how, "20", "2"], timeout=60)
+    check(run.rc == 0, "hybtrace failed\n" + run.describe())
+    blocks = list(zip(run.events("block_start"), run.events("block_end"),
+                      run.events("release")))
+    check(len(blocks) == 2, "workload log incomplete\n" + run.describe())
+    victim = blocks[0][0]["tid"]
+    breaches = [b for b in run.breaches("off-cpu") if b["tid"] == victim]
+    check(len(breaches) == 2, "want 2 off-cpu breaches of tid %d, got %d\n%s"
+          % (victim, len(breaches), run.describe()))
+    for b, (start, end, release) in zip(breaches, blocks):
+        check(b["duration_ns"] >= 20_000_000, "off-cpu shorter than 20 ms: %r" % b)
+        check(within(b, start["ts_ns"], end["ts_ns"]),
+              "off-cpu %r outside the logged [%d, %d]" % (b, start["ts_ns"], end["ts_ns"]))
+        waker = b["woken_by"]
+        check(waker and waker["source"] == "task" and waker["tid"] == release["tid"]
+              and waker["comm"] == "releaser",
+              "woken by %r, want releaser %d" % (waker, release["tid"]))
+        check(b["state"] == "S", "state %r, want S" % b["state"])
+    return breaches
+
+
+@test
+def off_cpu_futex_names_the_waker():
+    need_root()
+    breaches = off_cpu_scenario("futex", [])
+    stack = " ".join(breaches[0]["kernel_stack"])
+    check("futex" in stack, "kernel stack lacks futex: %s" % stack)
+
+
+@test
+def off_cpu_pipe_names_the_waker():
+    need_root()
+    breaches = off_cpu_scenario("pipe", [])
+    stack = " ".join(breaches[0]["kernel_stack"])
+    check("pipe_read" in stack or "vfs_read" in stack, "kernel stack lacks pipe read: %s" % stack)
+
+
+@test
+def off_cpu_pre_5_18_path_agrees():
+    need_root()
+    off_cpu_scenario("futex", ["--prev-state", "task"])
+
+
+def syscall_scenario(args, rounds=1):
+    run = hybtrace(["run", "--json", "--syscall", "10ms"] + args, timeout=60)
+    check(run.rc == 0, "hybtrace failed\n" + run.describe())
+    sleeps = list(zip(run.events("sleep_start"), run.events("sleep_end")))
+    check(len(sleeps) == rounds, "workload log incomplete\n" + run.describe())
+    tid = sleeps[0][0]["tid"]
+    breaches = [b for b in run.breaches("syscall") if b["tid"] == tid]
+    check(len(breaches) == rounds, "want %d syscall breaches of tid %d\n%s"
+          % (rounds, tid, run.describe()))
+    for b, (start, end) in zip(breaches, sleeps):
+        check(b["syscall"] in ("clock_nanosleep", "nanosleep"), "syscall %r" % b["syscall"])
+        check(b["duration_ns"] >= 15_000_000, "syscall shorter than 15 ms: %r" % b)
+        check(within(b, start["ts_ns"], end["ts_ns"]), "syscall %r outside the log" % b)
+        check(b["syscall_ret"] == 0, "return value %r" % b["syscall_ret"])
+    return run, breaches
+
+
+@test
+def syscall_sleep_breaches():
+    need_root()
+    syscall_scenario(["--", workload("sleeper"), "15", "2"], rounds=2)
+
+
+@test
+def syscall_filter_by_name():
+    need_root()
+    run = hybtrace(["run", "--json", "--syscall", "10ms", "--syscalls", "read,futex",
+                    "--", workload("sleeper"), "15", "1"], timeout=60)
+    check(run.rc == 0, "hybtrace failed\n" + run.describe())
+    check(not run.breaches("syscall"), "a filtered-out nanosleep breached\n" + run.describe())
+
+
+@test
+def thread_born_after_attach_is_followed():
+    need_root()
+    run, breaches = syscall_scenario(["--off-cpu", "10ms", "--", workload("sleeper"), "15",
+                                      "1", "late"])
+    tid = breaches[0]["tid"]
+    check(tid != breaches[0]["pid"], "the sleeper should be a new thread, not the main one")
+    check(any(b["tid"] == tid for b in run.breaches("off-cpu")),
+          "no off-cpu breach for the late thread\n" + run.describe())
+
+
+@test
+def run_exits_with_the_commands_status():
+    need_root()
+    run = hybtrace(["run", "--quiet", "--", "sh", "-c", "exit 7"])
+    check(run.rc == 7, "rc %d, want 7\n%s" % (run.rc, run.describe()))
+    run = hybtrace(["run", "--quiet", "--", "/nonexistent/command"])
+    check(run.rc == 127, "rc %d, want 127 for a missing command\n%s" % (run.rc, run.describe()))
+    check(run.stderr.strip().count("\n") == 0 and "nonexistent" in run.stderr,
+          "want one line naming the command:\n" + run.stderr)
+
+
+@test
+def pid_mode_follows_target_until_it_exits():
+    need_root()
+    log = "/tmp/hybtrace-test-pidmode.log"
+    if os.path.exists(log):
+        os.unlink(log)
+    env = dict(os.environ, HT_WORKLOAD_LOG=log, HT_START_DELAY_MS="1500")
+    target = subprocess.Popen([workload("offcpu_wake"), "futex", "20", "1"], env=env)
+    try:
+        p = subprocess.Popen([HYBTRACE, "--pid", str(target.pid), "--off-cpu", "10ms",
+                              "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True)
+        out, err = p.communicate(timeout=30)
+    finally:
+        target.kill()
+        target.wait()
+    check(p.returncode == 0, "rc %d when the target exited\n%s" % (p.returncode, err))
+    events = read_log(log)
+    os.unlink(log)
+    release = [e for e in events if e["event"] == "release"]
+    check(release, "workload did not run")
+    lines = [l for l in out.splitlines() if '"off-cpu"' in l and '"blocked"' in l]
+    check(lines and ('"tid":%d' % release[0]["tid"]) in lines[0],
+          "no off-cpu breach woken by the releaser:\n" + out)
+    check('"type":"summary"' in out, "no summary at exit:\n" + out)
+
+
+@test
+def sigint_prints_summary_and_exits_zero():
+    need_root()
+    target = subprocess.Popen(["sleep", "30"])
+    try:
+        p = subprocess.Popen([HYBTRACE, "--pid", str(target.pid)], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+        wait_for(lambda: _attached(p.pid), 15, "hybtrace to attach")
+        time.sleep(0.3)
+        p.send_signal(2)
+        out, err = p.communicate(timeout=15)
+    finally:
+        target.kill()
+        target.wait()
+    check(p.returncode == 0, "rc %d after SIGINT\n%s" % (p.returncode, err))
+    check("run-queue delay" in out and "lost:" in out, "no summary/histogram:\n" + out)
+
+
+def _attached(pid):
+    """Whether process PID holds BPF links yet (its fds include bpf-link)."""
+    try:
+        for fd in os.listdir("/proc/%d/fd" % pid):
+            if os.readlink("/proc/%d/fd/%s" % (pid, fd)) == "anon_inode:bpf_link":
+                return True
+    except OSError:
+        pass
+    return False

@@ -1,0 +1,200 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+#include "check.h"
+#include "log.h"
+#include "options.h"
+#include "syscalls.h"
+
+TEST(durations_with_units)
+{
+	uint64_t ns = 0;
+
+	CHECK(!ht_parse_duration("2ms", &ns));
+	CHECK_EQ_U64(ns, 2000000);
+	CHECK(!ht_parse_duration("500us", &ns));
+	CHECK_EQ_U64(ns, 500000);
+	CHECK(!ht_parse_duration("1.5s", &ns));
+	CHECK_EQ_U64(ns, 1500000000);
+	CHECK(!ht_parse_duration("250ns", &ns));
+	CHECK_EQ_U64(ns, 250);
+	CHECK(!ht_parse_duration("0.25ms", &ns));
+	CHECK_EQ_U64(ns, 250000);
+	CHECK(!ht_parse_duration("0ms", &ns));
+	CHECK_EQ_U64(ns, 0);
+}
+
+TEST(durations_rejected)
+{
+	static const char *const bad[] = { "-1ms", "5parsecs", "", "ms", "5", "1.ms", ".5ms",
+					   "1ms2", "99999999999999999999s", "1e3ms", " 1ms",
+					   "1 ms", "0x10ms" };
+	uint64_t ns = 77;
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		int rc = ht_parse_duration(bad[i], &ns);
+
+		if (rc != -1)
+			printf("     accepted '%s'\n", bad[i]);
+		CHECK(rc == -1);
+		CHECK(ht_last_error()[0] != '\0');
+	}
+	CHECK(ht_parse_duration(NULL, &ns) == -1);
+	CHECK_EQ_U64(ns, 77);
+}
+
+TEST(duration_overflow_is_an_error)
+{
+	uint64_t ns;
+
+	/* 18446744073 s overflows nanoseconds in 64 bits. */
+	CHECK(ht_parse_duration("18446744074s", &ns) == -1);
+	CHECK(!ht_parse_duration("18446744073s", &ns));
+}
+
+TEST(sizes)
+{
+	uint64_t b = 0;
+
+	CHECK(!ht_parse_size("4M", &b));
+	CHECK_EQ_U64(b, 4ULL << 20);
+	CHECK(!ht_parse_size("64k", &b));
+	CHECK_EQ_U64(b, 64ULL << 10);
+	CHECK(!ht_parse_size("1G", &b));
+	CHECK_EQ_U64(b, 1ULL << 30);
+	CHECK(!ht_parse_size("65536", &b));
+	CHECK_EQ_U64(b, 65536);
+	CHECK(!ht_parse_size("2MiB", &b));
+	CHECK_EQ_U64(b, 2ULL << 20);
+	CHECK(!ht_parse_size("1.5M", &b));
+	CHECK_EQ_U64(b, 3ULL << 19);
+	CHECK(ht_parse_size("-4M", &b) == -1);
+	CHECK(ht_parse_size("4Q", &b) == -1);
+	CHECK(ht_parse_size("", &b) == -1);
+	CHECK(ht_parse_size("M", &b) == -1);
+	CHECK(ht_parse_size("99999999999999G", &b) == -1);
+}
+
+TEST(pids)
+{
+	int pid = 0;
+
+	CHECK(!ht_parse_pid("1234", &pid));
+	CHECK(pid == 1234);
+	CHECK(ht_parse_pid("0", &pid) == -1);
+	CHECK(ht_parse_pid("-5", &pid) == -1);
+	CHECK(ht_parse_pid("abc", &pid) == -1);
+	CHECK(ht_parse_pid("12x", &pid) == -1);
+	CHECK(ht_parse_pid("", &pid) == -1);
+	CHECK(ht_parse_pid("99999999999", &pid) == -1);
+	CHECK(ht_parse_pid("+5", &pid) == -1);
+	CHECK(ht_parse_pid(" 5", &pid) == -1);
+}
+
+TEST(syscall_names_and_lists)
+{
+	uint64_t bitmap[HT_MAX_SYSCALLS / 64];
+	int read_nr = ht_syscall_number("read"), futex_nr = ht_syscall_number("futex");
+
+	CHECK(read_nr == 0);
+	CHECK(futex_nr == 202);
+	CHECK_STR(ht_syscall_name(230), "clock_nanosleep");
+	CHECK(ht_syscall_name(-1) == NULL);
+	CHECK(ht_syscall_name(100000) == NULL);
+	CHECK(!ht_parse_syscall_list("read,futex", bitmap));
+	CHECK(bitmap[0] & 1);
+	CHECK(bitmap[futex_nr / 64] & (1ULL << (futex_nr % 64)));
+	CHECK(!(bitmap[0] & 2));
+	CHECK(ht_parse_syscall_list("read,nosuchcall", bitmap) == -1);
+	CHECK(strstr(ht_last_error(), "nosuchcall") != NULL);
+	CHECK(ht_parse_syscall_list("", bitmap) == -1);
+	CHECK(ht_parse_syscall_list(",", bitmap) == -1);
+}
+
+static int parse(const char *const *args, int n, bool run, struct ht_options *o)
+{
+	char *argv[32];
+	bool help;
+
+	for (int i = 0; i < n; i++)
+		argv[i] = (char *)args[i];
+	argv[n] = NULL;
+	ht_options_init(o);
+	return ht_options_parse(o, n, argv, run, &help);
+}
+
+TEST(record_options)
+{
+	static const char *const args[] = { "hybtrace", "--pid",   "42",	  "--rq-delay",
+					    "2ms",	"--off-cpu", "10ms",	  "--syscall",
+					    "5ms",	"--syscalls", "read,futex", "--json" };
+	struct ht_options o;
+
+	CHECK(!parse(args, 12, false, &o));
+	CHECK(o.pid == 42);
+	CHECK_EQ_U64(o.rq_delay_ns, 2000000);
+	CHECK_EQ_U64(o.off_cpu_ns, 10000000);
+	CHECK_EQ_U64(o.syscall_ns, 5000000);
+	CHECK(o.syscall_filter_on);
+	CHECK(o.json);
+	CHECK_EQ_U64(o.history_bytes, HT_DEFAULT_HISTORY_BYTES);
+}
+
+TEST(defaults)
+{
+	static const char *const args[] = { "hybtrace", "-p", "7" };
+	struct ht_options o;
+
+	CHECK(!parse(args, 3, false, &o));
+	CHECK_EQ_U64(o.rq_delay_ns, 1000000);
+	CHECK_EQ_U64(o.off_cpu_ns, 0);
+	CHECK_EQ_U64(o.syscall_ns, 0);
+	/* At least 1 s at 100k switches/s of 32-byte records. */
+	CHECK(o.history_bytes >= 100000ULL * sizeof(struct ht_flight_record));
+}
+
+TEST(record_options_rejected)
+{
+	static const char *const unknown[] = { "hybtrace", "--pid", "1", "--frobnicate" };
+	static const char *const no_value[] = { "hybtrace", "--pid" };
+	static const char *const bad_dur[] = { "hybtrace", "--pid", "1", "--rq-delay", "5parsecs" };
+	static const char *const zero[] = { "hybtrace", "--pid", "1", "--rq-delay", "0ms" };
+	static const char *const no_pid[] = { "hybtrace", "--rq-delay", "1ms" };
+	static const char *const filter_alone[] = { "hybtrace", "--pid", "1", "--syscalls", "read" };
+	static const char *const stray[] = { "hybtrace", "--pid", "1", "extra" };
+	static const char *const history[] = { "hybtrace", "--pid", "1", "--history", "1k" };
+	struct ht_options o;
+
+	CHECK(parse(unknown, 4, false, &o) == -1);
+	CHECK(strstr(ht_last_error(), "--frobnicate") != NULL);
+	CHECK(parse(no_value, 2, false, &o) == -1);
+	CHECK(parse(bad_dur, 5, false, &o) == -1);
+	CHECK(strstr(ht_last_error(), "rq-delay") != NULL);
+	CHECK(parse(zero, 5, false, &o) == -1);
+	CHECK(parse(no_pid, 3, false, &o) == -1);
+	CHECK(parse(filter_alone, 5, false, &o) == -1);
+	CHECK(parse(stray, 4, false, &o) == -1);
+	CHECK(parse(history, 5, false, &o) == -1);
+}
+
+TEST(off_disables_a_threshold)
+{
+	static const char *const args[] = { "hybtrace", "--pid", "3", "--rq-delay", "off" };
+	struct ht_options o;
+
+	CHECK(!parse(args, 5, false, &o));
+	CHECK_EQ_U64(o.rq_delay_ns, 0);
+}
+
+TEST(run_options)
+{
+	static const char *const args[] = { "run", "--rq-delay", "3ms", "--", "sleep", "1" };
+	static const char *const no_cmd[] = { "run", "--rq-delay", "3ms" };
+	static const char *const with_pid[] = { "run", "--pid", "5", "--", "true" };
+	struct ht_options o;
+
+	CHECK(!parse(args, 6, true, &o));
+	CHECK_STR(o.run_argv[0], "sleep");
+	CHECK_STR(o.run_argv[1], "1");
+	CHECK(o.run_argv[2] == NULL);
+	CHECK(parse(no_cmd, 3, true, &o) == -1);
+	CHECK(parse(with_pid, 5, true, &o) == -1);
+}
