@@ -23,20 +23,26 @@ def rq_delay_scenario(extra_args):
     check(start and end, "workload did not log its bounds\n" + run.describe())
     hog = start[0]["hog_pid"]
     victim = start[0]["tid"]
-    breaches = [b for b in run.breaches("rq-delay") if b["tid"] == victim]
+    # Waits that ended before the scenario began (exec's migration) are not its own.
+    breaches = [b for b in run.breaches("rq-delay")
+                if b["tid"] == victim and b["end_ns"] > start[0]["ts_ns"]]
     check(len(breaches) >= 10, "%d rq-delay breaches of the victim, want >= 10\n%s"
           % (len(breaches), run.describe()))
-    hog_top = 0
+    named = 0
     for b in breaches:
         check(b["duration_ns"] >= 500_000, "breach under the threshold: %r" % b)
         check(within(b, start[0]["ts_ns"], end[0]["ts_ns"]),
               "breach outside the contention window: %r" % b)
-        names = [(c["pid"], c["comm"]) for c in b["ran_instead"]]
-        check((hog, "rq_hog") in names, "hog %d not among what ran instead: %r" % (hog, b))
-        if b["ran_instead"][0]["pid"] == hog:
-            hog_top += 1
-    check(hog_top >= len(breaches) * 0.9,
-          "the hog led only %d of %d breaches" % (hog_top, len(breaches)))
+        # Every nanosecond of the wait is charged to a task or marked unknown.
+        charged = sum(c["ns"] for c in b["ran_instead"]) + b["ran_instead_other_ns"]
+        check(abs(charged + b["ran_instead_unknown_ns"] - b["duration_ns"]) <= 1000,
+              "culprit times do not add up to the wait: %r" % b)
+        check(b["ran_instead_unknown_ns"] == 0, "unaccounted wait: %r" % b)
+        if (hog, "rq_hog") in [(c["pid"], c["comm"]) for c in b["ran_instead"]]:
+            named += 1
+    # On a busy machine other tasks can hold the CPU too; the hog must dominate.
+    check(named >= 10 and named >= len(breaches) * 0.9,
+          "the hog %d was named in %d of %d breaches" % (hog, named, len(breaches)))
     return breaches
 
 
@@ -61,18 +67,21 @@ def off_cpu_scenario(how, extra_args):
                       run.events("release")))
     check(len(blocks) == 2, "workload log incomplete\n" + run.describe())
     victim = blocks[0][0]["tid"]
-    breaches = [b for b in run.breaches("off-cpu") if b["tid"] == victim]
-    check(len(breaches) == 2, "want 2 off-cpu breaches of tid %d, got %d\n%s"
-          % (victim, len(breaches), run.describe()))
-    for b, (start, end, release) in zip(breaches, blocks):
+    mine = [b for b in run.breaches("off-cpu") if b["tid"] == victim]
+    breaches = []
+    for start, end, release in blocks:
+        # Under load the thread may also sleep elsewhere (pthread_join): match by bounds.
+        b = [b for b in mine if within(b, start["ts_ns"], end["ts_ns"])]
+        check(len(b) == 1, "want one off-cpu breach of tid %d in [%d, %d], got %d\n%s"
+              % (victim, start["ts_ns"], end["ts_ns"], len(b), run.describe()))
+        b = b[0]
         check(b["duration_ns"] >= 20_000_000, "off-cpu shorter than 20 ms: %r" % b)
-        check(within(b, start["ts_ns"], end["ts_ns"]),
-              "off-cpu %r outside the logged [%d, %d]" % (b, start["ts_ns"], end["ts_ns"]))
         waker = b["woken_by"]
         check(waker and waker["source"] == "task" and waker["tid"] == release["tid"]
               and waker["comm"] == "releaser",
               "woken by %r, want releaser %d" % (waker, release["tid"]))
         check(b["state"] == "S", "state %r, want S" % b["state"])
+        breaches.append(b)
     return breaches
 
 
@@ -104,14 +113,17 @@ def syscall_scenario(args, rounds=1):
     sleeps = list(zip(run.events("sleep_start"), run.events("sleep_end")))
     check(len(sleeps) == rounds, "workload log incomplete\n" + run.describe())
     tid = sleeps[0][0]["tid"]
-    breaches = [b for b in run.breaches("syscall") if b["tid"] == tid]
-    check(len(breaches) == rounds, "want %d syscall breaches of tid %d\n%s"
-          % (rounds, tid, run.describe()))
-    for b, (start, end) in zip(breaches, sleeps):
+    mine = [b for b in run.breaches("syscall") if b["tid"] == tid]
+    breaches = []
+    for start, end in sleeps:
+        b = [b for b in mine if within(b, start["ts_ns"], end["ts_ns"])]
+        check(len(b) == 1, "want one syscall breach of tid %d in [%d, %d], got %d\n%s"
+              % (tid, start["ts_ns"], end["ts_ns"], len(b), run.describe()))
+        b = b[0]
         check(b["syscall"] in ("clock_nanosleep", "nanosleep"), "syscall %r" % b["syscall"])
         check(b["duration_ns"] >= 15_000_000, "syscall shorter than 15 ms: %r" % b)
-        check(within(b, start["ts_ns"], end["ts_ns"]), "syscall %r outside the log" % b)
         check(b["syscall_ret"] == 0, "return value %r" % b["syscall_ret"])
+        breaches.append(b)
     return run, breaches
 
 
