@@ -4,7 +4,7 @@
 #include <string.h>
 #include "culprits.h"
 
-/* Running totals per task, before the top ones are picked. */
+/* Running totals per (task, CPU), before the top ones are picked. */
 struct tally {
 	struct ht_culprit *v;
 	size_t count, cap;
@@ -15,10 +15,7 @@ static void tally_add(struct tally *t, uint32_t pid, unsigned int cpu, uint64_t 
 	if (!ns)
 		return;
 	for (size_t i = 0; i < t->count; i++) {
-		if (t->v[i].pid != pid)
-			continue;
-		/* Keep the CPU where this task held the wait longest: sum per (pid, cpu) first. */
-		if (t->v[i].cpu == cpu) {
+		if (t->v[i].pid == pid && t->v[i].cpu == cpu) {
 			t->v[i].ns += ns;
 			return;
 		}
@@ -35,55 +32,37 @@ static void tally_add(struct tally *t, uint32_t pid, unsigned int cpu, uint64_t 
 	t->v[t->count++] = (struct ht_culprit){ .pid = pid, .cpu = cpu, .ns = ns };
 }
 
-/* What ran on CPU at time T: the last switch at or before T, else the window's entry. */
-static bool running_at(const struct ht_fr_window *w, unsigned int cpu, uint64_t t, uint32_t *pid)
-{
-	bool found = false;
-
-	for (size_t i = 0; i < w->count && w->events[i].rec.ts_ns <= t; i++) {
-		const struct ht_fr_event *e = &w->events[i];
-
-		if (e->cpu == cpu && e->rec.kind == HT_FR_SWITCH) {
-			*pid = e->rec.tid_b;
-			found = true;
-		}
-	}
-	if (!found && cpu < w->ncpus && w->entry_valid[cpu]) {
-		*pid = w->entry_switch[cpu].rec.tid_b;
-		found = true;
-	}
-	return found;
-}
-
 /* Charge [a, b) on CPU to whoever ran there, skipping the waiting thread itself. */
-static void charge_segment(const struct ht_fr_window *w, uint32_t tid, unsigned int cpu,
-			   uint64_t a, uint64_t b, struct tally *t, uint64_t *unknown_ns)
+static void charge_segment(const struct ht_sched_index *idx, uint32_t tid,
+			   const struct ht_queue_segment *seg, struct tally *t,
+			   uint64_t *unknown_ns)
 {
-	uint64_t since = a;
+	const struct ht_cpu_switches *c;
+	uint64_t since = seg->start_ns;
 	uint32_t current = 0;
-	bool known = running_at(w, cpu, a, &current);
+	bool known;
+	size_t i;
 
-	for (size_t i = 0; i < w->count; i++) {
-		const struct ht_fr_event *e = &w->events[i];
-
-		if (e->rec.ts_ns <= a)
-			continue;
-		if (e->rec.ts_ns >= b)
-			break;
-		if (e->cpu != cpu || e->rec.kind != HT_FR_SWITCH)
-			continue;
+	if (seg->cpu >= idx->ncpus || seg->end_ns <= seg->start_ns) {
+		*unknown_ns += seg->end_ns > seg->start_ns ? seg->end_ns - seg->start_ns : 0;
+		return;
+	}
+	c = &idx->cpu[seg->cpu];
+	known = ht_sched_running_at(idx, seg->cpu, seg->start_ns, &current);
+	for (i = ht_sched_first_after(idx, seg->cpu, seg->start_ns);
+	     i < c->count && c->ts[i] < seg->end_ns; i++) {
 		if (!known)
-			*unknown_ns += e->rec.ts_ns - since;
+			*unknown_ns += c->ts[i] - since;
 		else if (current != tid)
-			tally_add(t, current, cpu, e->rec.ts_ns - since);
-		current = e->rec.tid_b;
+			tally_add(t, current, seg->cpu, c->ts[i] - since);
+		current = c->next[i];
 		known = true;
-		since = e->rec.ts_ns;
+		since = c->ts[i];
 	}
 	if (!known)
-		*unknown_ns += b - since;
+		*unknown_ns += seg->end_ns - since;
 	else if (current != tid)
-		tally_add(t, current, cpu, b - since);
+		tally_add(t, current, seg->cpu, seg->end_ns - since);
 }
 
 static int culprit_cmp(const void *a, const void *b)
@@ -118,28 +97,15 @@ static void merge_by_pid(struct tally *t)
 	qsort(t->v, t->count, sizeof(*t->v), culprit_cmp);
 }
 
-void ht_culprits_compute(const struct ht_fr_window *w, uint32_t tid, uint64_t start,
-			 uint64_t end, unsigned int start_cpu, struct ht_culprits *out)
+void ht_culprits_for_segments(const struct ht_sched_index *idx, uint32_t tid,
+			      const struct ht_queue_segment *segs, size_t nsegs,
+			      struct ht_culprits *out)
 {
 	struct tally t = { 0 };
-	unsigned int cpu = start_cpu;
-	uint64_t seg_start = start;
 
 	memset(out, 0, sizeof(*out));
-	for (size_t i = 0; i < w->count; i++) {
-		const struct ht_fr_event *e = &w->events[i];
-
-		if (e->rec.ts_ns <= start)
-			continue;
-		if (e->rec.ts_ns >= end)
-			break;
-		if (e->rec.kind != HT_FR_MIGRATE || e->rec.tid_a != tid)
-			continue;
-		charge_segment(w, tid, cpu, seg_start, e->rec.ts_ns, &t, &out->unknown_ns);
-		cpu = e->rec.aux;
-		seg_start = e->rec.ts_ns;
-	}
-	charge_segment(w, tid, cpu, seg_start, end, &t, &out->unknown_ns);
+	for (size_t i = 0; i < nsegs; i++)
+		charge_segment(idx, tid, &segs[i], &t, &out->unknown_ns);
 	merge_by_pid(&t);
 	for (size_t i = 0; i < t.count; i++) {
 		if (out->count < HT_MAX_CULPRITS)
@@ -148,4 +114,30 @@ void ht_culprits_compute(const struct ht_fr_window *w, uint32_t tid, uint64_t st
 			out->other_ns += t.v[i].ns;
 	}
 	free(t.v);
+}
+
+#define MAX_SEGMENTS 64
+
+void ht_culprits_compute(const struct ht_fr_window *w, const struct ht_sched_index *idx,
+			 uint32_t tid, uint64_t start, uint64_t end, unsigned int start_cpu,
+			 struct ht_culprits *out)
+{
+	struct ht_queue_segment segs[MAX_SEGMENTS];
+	size_t n = 0;
+
+	segs[0] = (struct ht_queue_segment){ start_cpu, start, end };
+	for (size_t i = 0; i < w->count; i++) {
+		const struct ht_fr_event *e = &w->events[i];
+
+		if (e->rec.ts_ns <= start)
+			continue;
+		if (e->rec.ts_ns >= end)
+			break;
+		if (e->rec.kind != HT_FR_MIGRATE || e->rec.tid_a != tid || n + 1 >= MAX_SEGMENTS)
+			continue;
+		segs[n].end_ns = e->rec.ts_ns;
+		n++;
+		segs[n] = (struct ht_queue_segment){ e->rec.aux, e->rec.ts_ns, end };
+	}
+	ht_culprits_for_segments(idx, tid, segs, n + 1, out);
 }

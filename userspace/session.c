@@ -92,11 +92,17 @@ static void clear_status_line(struct session *s)
 static void fill_culprits(struct session *s, struct ht_breach_info *bi)
 {
 	const struct ht_breach *b = &bi->b;
+	struct ht_sched_index idx;
 	struct ht_fr_window w;
 
 	if (ht_recorder_read(&s->monitor.recorder, b->start_ns, b->end_ns, &w))
 		return;
-	ht_culprits_compute(&w, b->tid, b->start_ns, b->end_ns, b->wake_cpu, &bi->culprits);
+	if (ht_sched_index_build(&w, &idx)) {
+		ht_fr_window_free(&w);
+		return;
+	}
+	ht_culprits_compute(&w, &idx, b->tid, b->start_ns, b->end_ns, b->wake_cpu, &bi->culprits);
+	ht_sched_index_free(&idx);
 	for (unsigned int i = 0; i < bi->culprits.count; i++)
 		ht_comm_lookup(s->comms, bi->culprits.top[i].pid, bi->culprits.top[i].cpu,
 			       bi->culprit_comm[i], sizeof(bi->culprit_comm[i]));

@@ -33,6 +33,16 @@ static void ev(size_t i, unsigned int cpu, uint64_t ts, uint8_t kind, uint32_t a
 	events[i].rec.aux = aux;
 }
 
+static void compute(const struct ht_fr_window *w, uint32_t tid, uint64_t start, uint64_t end,
+		    unsigned int cpu, struct ht_culprits *out)
+{
+	struct ht_sched_index idx;
+
+	CHECK(!ht_sched_index_build(w, &idx));
+	ht_culprits_compute(w, &idx, tid, start, end, cpu, out);
+	ht_sched_index_free(&idx);
+}
+
 TEST(one_hog_holds_the_cpu)
 {
 	struct ht_culprits c;
@@ -44,7 +54,7 @@ TEST(one_hog_holds_the_cpu)
 	ev(1, 0, 1000, HT_FR_WAKEUP, VICTIM, 0, 0);
 	ev(2, 0, 5000, HT_FR_SWITCH, 200, VICTIM, 0);
 	w = window(3);
-	ht_culprits_compute(&w, VICTIM, 1000, 5000, 0, &c);
+	compute(&w, VICTIM, 1000, 5000, 0, &c);
 	CHECK(c.count == 1);
 	CHECK(c.top[0].pid == 200);
 	CHECK_EQ_U64(c.top[0].ns, 4000);
@@ -65,7 +75,7 @@ TEST(several_tasks_longest_first)
 	ev(2, 0, 2600, HT_FR_SWITCH, 400, 300, 0);
 	ev(3, 0, 9000, HT_FR_SWITCH, 300, VICTIM, 0);
 	w = window(4);
-	ht_culprits_compute(&w, VICTIM, 1000, 9000, 0, &c);
+	compute(&w, VICTIM, 1000, 9000, 0, &c);
 	CHECK(c.count == 2);
 	CHECK(c.top[0].pid == 300);
 	CHECK_EQ_U64(c.top[0].ns, 1000 + 6400);
@@ -86,7 +96,7 @@ TEST(follows_a_migration)
 	ev(3, 1, 3000, HT_FR_MIGRATE, VICTIM, 0, 1);
 	ev(4, 1, 7000, HT_FR_SWITCH, 500, VICTIM, 0);
 	w = window(5);
-	ht_culprits_compute(&w, VICTIM, 1000, 7000, 0, &c);
+	compute(&w, VICTIM, 1000, 7000, 0, &c);
 	CHECK(c.count == 2);
 	CHECK(c.top[0].pid == 500);
 	CHECK_EQ_U64(c.top[0].ns, 4000);
@@ -106,7 +116,7 @@ TEST(unknown_time_is_counted_not_invented)
 	ev(0, 0, 4000, HT_FR_SWITCH, 600, 700, 0);
 	ev(1, 0, 6000, HT_FR_SWITCH, 700, VICTIM, 0);
 	w = window(2);
-	ht_culprits_compute(&w, VICTIM, 1000, 6000, 0, &c);
+	compute(&w, VICTIM, 1000, 6000, 0, &c);
 	CHECK_EQ_U64(c.unknown_ns, 3000);
 	CHECK(c.count == 1);
 	CHECK(c.top[0].pid == 700);
@@ -125,7 +135,7 @@ TEST(more_tasks_than_the_top_fold_into_others)
 		ev(n++, 0, 100 + i * 100, HT_FR_SWITCH, 1000 + i, 1001 + i, 0);
 	ev(n++, 0, 100 + (HT_MAX_CULPRITS + 3) * 100, HT_FR_SWITCH, 0, VICTIM, 0);
 	w = window(n);
-	ht_culprits_compute(&w, VICTIM, 0, 100 + (HT_MAX_CULPRITS + 3) * 100, 0, &c);
+	compute(&w, VICTIM, 0, 100 + (HT_MAX_CULPRITS + 3) * 100, 0, &c);
 	CHECK(c.count == HT_MAX_CULPRITS);
 	CHECK(c.other_ns > 0);
 }

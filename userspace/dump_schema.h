@@ -1,0 +1,80 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * What a dump holds, by name: the contract between the code that builds a
+ * dump's timeline (kernel_timeline.c, the on-CPU sources) and the code that
+ * reads it back (report.c). Perfetto shows these names as they are.
+ */
+#ifndef HT_DUMP_SCHEMA_H
+#define HT_DUMP_SCHEMA_H
+
+/* Tracks. Thread tracks are named "comm"; their kernel tracks "comm (kernel)". */
+#define HT_TRACK_HYBTRACE     "hybtrace"   /* the breach, the window, metadata */
+#define HT_TRACK_CPU_FMT      "CPU %u"	   /* what ran there, slices "comm[pid]" */
+#define HT_TRACK_KERNEL_SUFFIX " (kernel)"
+
+/* Categories. */
+#define HT_CAT_SCHED	"sched"	  /* off-CPU, run-queue and CPU slices, wakeups */
+#define HT_CAT_SYSCALL	"syscall" /* syscall slices, named by the syscall */
+#define HT_CAT_BREACH	"breach"  /* the breach slice and instant */
+#define HT_CAT_WINDOW	"window"  /* window bounds, clipping */
+#define HT_CAT_USER	"user"	  /* user-space slices (on-CPU sources) */
+
+/* Slices and instants on a thread's kernel track. */
+#define HT_EV_OFF_CPU	 "off-cpu"   /* args: state, syscall; callstack: kernel stack */
+#define HT_EV_RUNQUEUE	 "runqueue"  /* args: cause, cpu, ran_instead.N.*, flow in from waker */
+#define HT_EV_WAKES	 "wakes"     /* instant where a wakeup was raised: args wakee_tid, source */
+/* On the hybtrace track. */
+#define HT_EV_BREACH	 "breach"    /* slice over the breach interval and instant at its end */
+#define HT_EV_WINDOW	 "window"    /* slice over the dump window */
+#define HT_EV_CLIPPED	 "clipped"   /* slice over the part of the window the rings lost */
+
+/* Argument names. */
+#define HT_ARG_KIND	     "kind"	      /* breach kind, "manual", "exit" */
+#define HT_ARG_DURATION_NS   "duration_ns"
+#define HT_ARG_THRESHOLD_NS  "threshold_ns"
+#define HT_ARG_TID	     "tid"
+#define HT_ARG_PID	     "pid"
+#define HT_ARG_COMM	     "comm"
+#define HT_ARG_CPU	     "cpu"
+#define HT_ARG_STATE	     "state"	      /* "S", "D", "R+" (preempted) ... */
+#define HT_ARG_SYSCALL	     "syscall"
+#define HT_ARG_SYSCALL_NR    "nr"
+#define HT_ARG_SYSCALL_RET   "ret"
+#define HT_ARG_SYSCALL_ARG0  "arg0"
+#define HT_ARG_CAUSE	     "cause"	      /* "woken", "preempted", "new task" */
+#define HT_ARG_WAKE_SOURCE   "woken_by"	      /* "task", "irq", "timer" */
+#define HT_ARG_WAKER_TID     "waker_tid"
+#define HT_ARG_WAKER_COMM    "waker_comm"
+#define HT_ARG_WAKEE_TID     "wakee_tid"
+#define HT_ARG_RAN_INSTEAD   "ran_instead"    /* ran_instead.N = "comm[pid]", .N_ns, .N_cpu */
+#define HT_ARG_OTHER_NS	     "ran_instead_other_ns"
+#define HT_ARG_UNKNOWN_NS    "ran_instead_unknown_ns"
+#define HT_ARG_START_NS	     "start_ns"
+#define HT_ARG_END_NS	     "end_ns"
+#define HT_ARG_BEFORE_WINDOW "began_before_window" /* 1: the slice's real start is earlier */
+
+/* Metadata keys (tl_meta_*). Losses are counts; "0" when none. */
+#define HT_META_VERSION	       "hybtrace_version"
+#define HT_META_KERNEL	       "kernel"
+#define HT_META_CPU_MODEL      "cpu_model"
+#define HT_META_CMDLINE	       "cmdline"
+#define HT_META_TARGET_PID     "target_pid"
+#define HT_META_TARGET_COMM    "target_comm"
+#define HT_META_KIND	       "dump_kind"	   /* rq-delay, off-cpu, syscall, manual, exit */
+#define HT_META_WALL_CLOCK     "wall_clock"	   /* ISO 8601 with ms and zone, breach end */
+#define HT_META_BREACH_TID     "breach_tid"
+#define HT_META_BREACH_COMM    "breach_comm"
+#define HT_META_BREACH_START   "breach_start_ns"
+#define HT_META_BREACH_END     "breach_end_ns"
+#define HT_META_THRESHOLD      "threshold_ns"
+#define HT_META_WINDOW_START   "window_start_ns"
+#define HT_META_WINDOW_END     "window_end_ns"
+#define HT_META_CLIPPED_TO     "window_clipped_to_ns" /* set only when clipped */
+#define HT_META_LOSS_FR_SKIP   "loss.flight_recorder_skipped"
+#define HT_META_LOSS_RB	       "loss.ring_buffer_drops"
+#define HT_META_LOSS_STORAGE   "loss.task_storage_failures"
+#define HT_META_LOSS_COMM      "loss.comm_map_failures"
+#define HT_META_LOSS_RECURSION "loss.recursion_misses"
+#define HT_META_BREACHES_MISSED "breaches_not_dumped"	/* since the previous dump */
+
+#endif /* HT_DUMP_SCHEMA_H */
