@@ -120,7 +120,7 @@ $(BUILD)/workloads/%: tests/workloads/%.c tests/workloads/workload.h | $(BUILD)/
 unit: $(UNIT_BINS) $(ASAN_UNIT_BINS)
 
 test: deps
-	$(MAKE) all unit $(WORKLOAD_BINS)
+	$(MAKE) all unit $(WORKLOAD_BINS) fuzz-targets
 	tests/run
 
 demo: deps
@@ -138,3 +138,28 @@ format:
 
 clean:
 	rm -rf $(BUILD)
+
+# Fuzz targets: libFuzzer with ASan and UBSan (clang; Debian's libclang-rt-14-dev).
+# Each links only the files it reads with; new inputs go to $(BUILD)/fuzz/corpus,
+# the checked-in corpus stays as it is.
+FUZZ_CFLAGS := -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all
+FUZZ_TRACE_READER_SRCS := userspace/timeline.c userspace/pb.c userspace/perfetto_write.c \
+	userspace/perfetto_read.c
+
+$(BUILD)/fuzz $(BUILD)/fuzz/corpus/trace_reader:
+	mkdir -p $@
+
+$(BUILD)/fuzz/fuzz_trace_reader: tests/fuzz/fuzz_trace_reader.c $(FUZZ_TRACE_READER_SRCS) \
+		$(wildcard userspace/*.h) | $(BUILD)/fuzz
+	$(call msg,FUZZ,$@)
+	$(Q)$(CLANG) $(CPPFLAGS_ALL) $(FUZZ_CFLAGS) $(WARNINGS) -o $@ $< $(FUZZ_TRACE_READER_SRCS)
+
+FUZZ_TARGETS := $(BUILD)/fuzz/fuzz_trace_reader
+
+.PHONY: fuzz fuzz-targets
+fuzz-targets: $(FUZZ_TARGETS)
+
+# `make fuzz`: each target for FUZZ_SECONDS (default 60) seconds.
+fuzz: $(FUZZ_TARGETS) | $(BUILD)/fuzz/corpus/trace_reader
+	$(BUILD)/fuzz/fuzz_trace_reader -max_total_time=$(or $(FUZZ_SECONDS),60) -max_len=8192 \
+		$(BUILD)/fuzz/corpus/trace_reader tests/fuzz/corpus/trace_reader

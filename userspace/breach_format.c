@@ -26,7 +26,8 @@ static void print_culprits_text(FILE *f, const struct ht_breach_info *bi)
 	if (!bi->have_culprits)
 		return;
 	if (!bi->culprits.count) {
-		fputs(": nothing else ran on its CPU", f);
+		fputs(bi->culprits.unknown_ns ? ": what ran instead predates the recording"
+					      : ": nothing else ran on its CPU", f);
 		return;
 	}
 	fputs(": ran instead", f);

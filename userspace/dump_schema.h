@@ -70,6 +70,7 @@
 #define HT_META_WINDOW_START   "window_start_ns"
 #define HT_META_WINDOW_END     "window_end_ns"
 #define HT_META_CLIPPED_TO     "window_clipped_to_ns" /* set only when clipped */
+#define HT_META_RECORDING_START "recording_start_ns"	/* when the monitor attached */
 #define HT_META_LOSS_FR_SKIP   "loss.flight_recorder_skipped"
 #define HT_META_LOSS_RB	       "loss.ring_buffer_drops"
 #define HT_META_LOSS_STORAGE   "loss.task_storage_failures"

@@ -9,6 +9,7 @@
 #include "log.h"
 #include "monitor.h"
 #include "options.h"
+#include "report.h"
 #include "session.h"
 
 static int parse_or_usage(struct ht_options *o, int argc, char **argv, bool run, bool *help)
@@ -68,6 +69,7 @@ static const struct {
 	{ "record", cmd_record },
 	{ "run", cmd_run },
 	{ "check", ht_check_main },
+	{ "report", ht_report_main },
 	{ "help", cmd_help },
 	{ "--help", cmd_help },
 	{ "-h", cmd_help },

@@ -15,6 +15,12 @@ void ht_options_init(struct ht_options *o)
 	memset(o, 0, sizeof(*o));
 	o->rq_delay_ns = HT_DEFAULT_RQ_DELAY_NS;
 	o->history_bytes = HT_DEFAULT_HISTORY_BYTES;
+	o->output_dir = ".";
+	o->pre_ns = HT_DEFAULT_PRE_NS;
+	o->post_ns = HT_DEFAULT_POST_NS;
+	o->min_interval_ns = HT_DEFAULT_MIN_INTERVAL_NS;
+	o->max_dumps = HT_DEFAULT_MAX_DUMPS;
+	o->max_disk_bytes = HT_DEFAULT_MAX_DISK;
 }
 
 /* Parse "INT[.FRAC]" scaled by `scale`; *end gets what follows the number. */
@@ -167,6 +173,13 @@ enum {
 	OPT_PREV_STATE,
 	OPT_DURATION,
 	OPT_QUIET,
+	OPT_OUTPUT,
+	OPT_PRE,
+	OPT_POST,
+	OPT_MIN_INTERVAL,
+	OPT_MAX_DUMPS,
+	OPT_MAX_DISK,
+	OPT_DUMP_ON_EXIT,
 };
 
 static const struct option long_options[] = {
@@ -181,6 +194,13 @@ static const struct option long_options[] = {
 	{ "prev-state", required_argument, NULL, OPT_PREV_STATE },
 	{ "duration", required_argument, NULL, OPT_DURATION },
 	{ "quiet", no_argument, NULL, OPT_QUIET },
+	{ "output", required_argument, NULL, OPT_OUTPUT },
+	{ "pre", required_argument, NULL, OPT_PRE },
+	{ "post", required_argument, NULL, OPT_POST },
+	{ "min-interval", required_argument, NULL, OPT_MIN_INTERVAL },
+	{ "max-dumps", required_argument, NULL, OPT_MAX_DUMPS },
+	{ "max-disk", required_argument, NULL, OPT_MAX_DISK },
+	{ "dump-on-exit", no_argument, NULL, OPT_DUMP_ON_EXIT },
 	{ "help", no_argument, NULL, 'h' },
 	{ NULL, 0, NULL, 0 },
 };
@@ -221,6 +241,56 @@ static int parse_prev_state(const char *arg, enum ht_prev_state_mode *mode)
 	return 0;
 }
 
+/* A window margin: a duration, 0 allowed, at most 10 s. */
+static int parse_margin(const char *opt, const char *arg, uint64_t *ns)
+{
+	if (ht_parse_duration(arg, ns))
+		return ht_fail("--%s: %s", opt, ht_last_error());
+	if (*ns > 10000000000ULL)
+		return ht_fail("--%s: %s is more than 10s", opt, arg);
+	return 0;
+}
+
+static int parse_count(const char *opt, const char *arg, unsigned int *n)
+{
+	char *end;
+	long v;
+
+	errno = 0;
+	v = strtol(arg, &end, 10);
+	if (errno || end == arg || *end || !isdigit((unsigned char)arg[0]) || v > 1000000)
+		return ht_fail("--%s: '%s' is not a count from 0 to 1000000", opt, arg);
+	*n = (unsigned int)v;
+	return 0;
+}
+
+static int parse_dump_option(struct ht_options *o, int opt, const char *arg)
+{
+	switch (opt) {
+	case OPT_OUTPUT:
+		if (!*arg)
+			return ht_fail("--output needs a directory");
+		o->output_dir = arg;
+		return 0;
+	case OPT_PRE:
+		return parse_margin("pre", arg, &o->pre_ns);
+	case OPT_POST:
+		return parse_margin("post", arg, &o->post_ns);
+	case OPT_MIN_INTERVAL:
+		return parse_margin("min-interval", arg, &o->min_interval_ns);
+	case OPT_MAX_DUMPS:
+		return parse_count("max-dumps", arg, &o->max_dumps);
+	case OPT_MAX_DISK:
+		if (ht_parse_size(arg, &o->max_disk_bytes))
+			return ht_fail("--max-disk: %s", ht_last_error());
+		return 0;
+	case OPT_DUMP_ON_EXIT:
+		o->dump_on_exit = true;
+		return 0;
+	}
+	return ht_fail("unknown option (see hybtrace --help)");
+}
+
 static int parse_one(struct ht_options *o, int opt, const char *arg)
 {
 	switch (opt) {
@@ -254,7 +324,26 @@ static int parse_one(struct ht_options *o, int opt, const char *arg)
 		o->quiet = true;
 		return 0;
 	}
-	return ht_fail("unknown option (see hybtrace --help)");
+	return parse_dump_option(o, opt, arg);
+}
+
+/* The command line as one string, arguments separated by spaces. */
+static void record_cmdline(struct ht_options *o, int argc, char **argv)
+{
+	size_t used = 0;
+
+	o->cmdline[0] = '\0';
+	/* A subcommand's argv starts at its name: say whose it is. */
+	if (argc > 0 && !strchr(argv[0], '/') && strcmp(argv[0], "hybtrace"))
+		used = (size_t)snprintf(o->cmdline, sizeof(o->cmdline), "hybtrace ");
+	for (int i = 0; i < argc && used + 1 < sizeof(o->cmdline); i++) {
+		int n = snprintf(o->cmdline + used, sizeof(o->cmdline) - used, "%s%s",
+				 i ? " " : "", argv[i]);
+
+		if (n < 0)
+			break;
+		used += (size_t)n;
+	}
 }
 
 int ht_options_parse(struct ht_options *o, int argc, char **argv, bool run, bool *want_help)
@@ -262,6 +351,7 @@ int ht_options_parse(struct ht_options *o, int argc, char **argv, bool run, bool
 	int opt;
 
 	*want_help = false;
+	record_cmdline(o, argc, argv);
 	optind = 1;
 	opterr = 0;
 	/* '+': stop at the first non-option, which starts the command of `run`. */
@@ -302,6 +392,7 @@ void ht_options_usage(void)
 {
 	printf("usage: hybtrace [record] --pid N [options]\n"
 	       "       hybtrace run [options] -- CMD [ARGS...]\n"
+	       "       hybtrace report FILE|DIR [--json]\n"
 	       "       hybtrace check\n"
 	       "       hybtrace --version | --help\n"
 	       "\n"
@@ -318,6 +409,16 @@ void ht_options_usage(void)
 	       "  --quiet              no status line on stderr\n"
 	       "  --btf PATH           kernel BTF file (default /sys/kernel/btf/vmlinux)\n"
 	       "  --prev-state MODE    auto, arg (tracepoint argument) or task (task_struct)\n"
+	       "\n"
+	       "Dumps (one Perfetto trace file per breach):\n"
+	       "  --output DIR         where dumps go (default: the current directory)\n"
+	       "  --pre DUR            window before the breach (default 20ms)\n"
+	       "  --post DUR           window after the breach (default 2ms)\n"
+	       "  --min-interval DUR   at most one dump per DUR (default 1s)\n"
+	       "  --max-dumps N        then keep reporting without dumping (default 20; 0: never)\n"
+	       "  --max-disk SIZE      disk budget for all dumps (default 512M)\n"
+	       "  --dump-on-exit       also dump the last window when stopping\n"
+	       "  SIGUSR2              dump the last window now\n"
 	       "  -h, --help           this text\n"
 	       "\n"
 	       "Durations take a unit: ns, us, ms, s (2ms, 500us, 1.5s).\n"

@@ -27,12 +27,25 @@ struct ht_options {
 	const char *btf_path;	/* NULL: /sys/kernel/btf/vmlinux */
 	enum ht_prev_state_mode prev_state_mode;
 	char **run_argv;	/* `hybtrace run`: the command to start */
+	/* Dumps. */
+	const char *output_dir;
+	uint64_t pre_ns, post_ns;
+	uint64_t min_interval_ns;
+	unsigned int max_dumps; /* 0: never */
+	uint64_t max_disk_bytes;
+	bool dump_on_exit;
+	char cmdline[1024];	/* how hybtrace was started, for the dumps' metadata */
 };
 
 /* Defaults: see README.md's option table. */
 #define HT_DEFAULT_RQ_DELAY_NS	 1000000ULL
 /* At least 1 s at 100k switches/s on one CPU, rounded up to a power of two. */
 #define HT_DEFAULT_HISTORY_BYTES (4ULL << 20)
+#define HT_DEFAULT_PRE_NS	 20000000ULL
+#define HT_DEFAULT_POST_NS	 2000000ULL
+#define HT_DEFAULT_MIN_INTERVAL_NS 1000000000ULL
+#define HT_DEFAULT_MAX_DUMPS	 20
+#define HT_DEFAULT_MAX_DISK	 (512ULL << 20)
 #define HT_MIN_HISTORY_BYTES	 (64ULL << 10)
 #define HT_MAX_HISTORY_BYTES	 (1ULL << 30)
 

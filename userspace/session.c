@@ -14,12 +14,14 @@
 #include <unistd.h>
 #include "breach_format.h"
 #include "comm_cache.h"
+#include "dumper.h"
 #include "histogram.h"
 #include "json.h"
 #include "kernel_btf.h"
 #include "ksyms.h"
 #include "log.h"
 #include "monitor.h"
+#include "output.h"
 #include "privileges.h"
 #include "proc.h"
 #include "session.h"
@@ -44,6 +46,7 @@ struct session {
 	int tgid;
 	char target_comm[HT_COMM_BUF];
 	struct ht_monitor monitor;
+	struct ht_dumper dumper;
 	struct ht_comm_cache *comms;
 	struct ht_ksyms *ksyms;
 	uint64_t start_ns;
@@ -123,6 +126,22 @@ static void note_breach(struct session *s, const struct ht_breach *b)
 	}
 }
 
+static void offer_breach_dump(struct session *s, const struct ht_breach_info *bi)
+{
+	struct ht_dump_job job;
+
+	ht_dump_job_for_breach(&job, &bi->b, bi->threshold_ns);
+	ht_dumper_offer(&s->dumper, &job);
+}
+
+static void offer_asked_dump(struct session *s, const char *kind)
+{
+	struct ht_dump_job job;
+
+	ht_dump_job_asked(&job, kind, monotonic_ns());
+	ht_dumper_offer(&s->dumper, &job);
+}
+
 static int on_breach(void *ctx, void *data, size_t size)
 {
 	struct session *s = ctx;
@@ -143,6 +162,7 @@ static int on_breach(void *ctx, void *data, size_t size)
 		ht_breach_print_json(stdout, &bi, s->ksyms);
 	else
 		ht_breach_print_text(stdout, &bi);
+	offer_breach_dump(s, &bi);
 	return 0;
 }
 
@@ -181,6 +201,22 @@ static void print_status(struct session *s)
 	s->status_shown = s->status_on_tty;
 }
 
+static void print_dump_stats_text(struct session *s)
+{
+	struct ht_dumper_stats d;
+	char size[32];
+
+	ht_dumper_stats(&s->dumper, &d);
+	printf("  dumps: %u written (%sB) in %s, %u failed; not dumped: %llu min-interval, "
+	       "%llu max-dumps, %llu max-disk, %llu during another dump\n",
+	       d.written, ht_format_count((double)d.bytes, size, sizeof(size)),
+	       s->opt->output_dir, d.failed,
+	       (unsigned long long)d.skipped[HT_DUMP_SKIP_INTERVAL],
+	       (unsigned long long)d.skipped[HT_DUMP_SKIP_COUNT],
+	       (unsigned long long)d.skipped[HT_DUMP_SKIP_DISK],
+	       (unsigned long long)d.skipped[HT_DUMP_DEFER_BUSY]);
+}
+
 static void print_summary_text(struct session *s, const struct ht_monitor_counters *c)
 {
 	char dur[32];
@@ -200,15 +236,30 @@ static void print_summary_text(struct session *s, const struct ht_monitor_counte
 			       ks->max_comm);
 		putchar('\n');
 	}
-	printf("  events: %llu flight-recorder records, %llu context switches of the target\n",
+	printf("  events: %llu flight-recorder records, %llu breaches detected in the kernel\n",
 	       (unsigned long long)c->records_written,
-	       (unsigned long long)c->value[HT_CNT_TARGET_SWITCHES]);
+	       (unsigned long long)c->value[HT_CNT_BREACHES]);
+	print_dump_stats_text(s);
 	printf("  lost: %llu (breach ring buffer %llu, task storage %llu, comm map %llu, "
 	       "recursion %llu)\n",
 	       (unsigned long long)total_lost(c), (unsigned long long)c->value[HT_CNT_RB_DROPS],
 	       (unsigned long long)c->value[HT_CNT_STORAGE_FAILS],
 	       (unsigned long long)c->value[HT_CNT_COMM_UPDATE_FAILS],
 	       (unsigned long long)c->recursion_misses);
+}
+
+static void print_dump_stats_json(struct session *s)
+{
+	struct ht_dumper_stats d;
+
+	ht_dumper_stats(&s->dumper, &d);
+	printf(",\"dumps\":{\"written\":%u,\"bytes\":%llu,\"failed\":%u,\"skipped\":{"
+	       "\"min_interval\":%llu,\"max_dumps\":%llu,\"max_disk\":%llu,\"busy\":%llu}}",
+	       d.written, (unsigned long long)d.bytes, d.failed,
+	       (unsigned long long)d.skipped[HT_DUMP_SKIP_INTERVAL],
+	       (unsigned long long)d.skipped[HT_DUMP_SKIP_COUNT],
+	       (unsigned long long)d.skipped[HT_DUMP_SKIP_DISK],
+	       (unsigned long long)d.skipped[HT_DUMP_DEFER_BUSY]);
 }
 
 static void print_summary_json(struct session *s, const struct ht_monitor_counters *c)
@@ -220,14 +271,14 @@ static void print_summary_json(struct session *s, const struct ht_monitor_counte
 		printf("%s\"%s\":{\"count\":%llu,\"max_ns\":%llu}", k > 1 ? "," : "",
 		       ht_breach_kind_name((unsigned int)k), (unsigned long long)s->kinds[k].count,
 		       (unsigned long long)s->kinds[k].max_ns);
-	printf("},\"records\":%llu,\"target_switches\":%llu,\"lost\":{\"total\":%llu,"
+	printf("},\"detected\":%llu,\"records\":%llu,\"lost\":{\"total\":%llu,"
 	       "\"ring_buffer\":%llu,\"task_storage\":%llu,\"comm_map\":%llu,\"recursion\":%llu}",
-	       (unsigned long long)c->records_written,
-	       (unsigned long long)c->value[HT_CNT_TARGET_SWITCHES],
-	       (unsigned long long)total_lost(c), (unsigned long long)c->value[HT_CNT_RB_DROPS],
+	       (unsigned long long)c->value[HT_CNT_BREACHES],
+	       (unsigned long long)c->records_written, (unsigned long long)total_lost(c), (unsigned long long)c->value[HT_CNT_RB_DROPS],
 	       (unsigned long long)c->value[HT_CNT_STORAGE_FAILS],
 	       (unsigned long long)c->value[HT_CNT_COMM_UPDATE_FAILS],
 	       (unsigned long long)c->recursion_misses);
+	print_dump_stats_json(s);
 }
 
 static void print_summary(struct session *s)
@@ -329,7 +380,8 @@ static void handle_signal(struct session *s)
 	while (read(s->sigfd, &si, sizeof(si)) == sizeof(si)) {
 		if (si.ssi_signo == SIGUSR2) {
 			clear_status_line(s);
-			fprintf(stderr, "hybtrace: SIGUSR2: manual snapshot requested\n");
+			fprintf(stderr, "hybtrace: SIGUSR2: manual dump requested\n");
+			offer_asked_dump(s, "manual");
 			continue;
 		}
 		/* `run`: a terminal's signal reached the child too; a kill(1) did not. */
@@ -386,8 +438,18 @@ static int run_loop(struct session *s)
 	return 0;
 }
 
+/* The dump in progress (and an exit dump, if asked for) finish before we detach. */
+static void finish_dumps(struct session *s)
+{
+	if (s->opt->dump_on_exit)
+		offer_asked_dump(s, "exit");
+	ht_dumper_wait_idle(&s->dumper);
+	ht_dumper_stop(&s->dumper);
+}
+
 static void close_session(struct session *s)
 {
+	ht_dumper_stop(&s->dumper);
 	ht_monitor_close(&s->monitor);
 	ht_ksyms_free(s->ksyms);
 	free(s->comms);
@@ -405,6 +467,25 @@ static void block_loop_signals(void)
 	sigaddset(&mask, SIGTERM);
 	sigaddset(&mask, SIGUSR2);
 	sigprocmask(SIG_BLOCK, &mask, NULL);
+}
+
+static int start_dumper(struct session *s)
+{
+	const struct ht_options *o = s->opt;
+	struct ht_dumper_config cfg = {
+		.output_dir = o->output_dir,
+		.pre_ns = o->pre_ns,
+		.post_ns = o->post_ns,
+		.policy = { o->min_interval_ns, o->max_dumps, o->max_disk_bytes },
+		.tgid = s->tgid,
+		.target_comm = s->target_comm,
+		.cmdline = o->cmdline,
+		.json = o->json,
+		.monitor = &s->monitor,
+		.ksyms = s->ksyms,
+	};
+
+	return ht_dumper_start(&s->dumper, &cfg);
 }
 
 static bool resolve_prev_state_arg(const struct ht_options *o)
@@ -465,6 +546,8 @@ static int start_session(struct session *s, const struct ht_options *o, int tgid
 	ht_comm_cache_init(s->comms, &s->monitor);
 	s->start_ns = s->monitor.attached_ns;
 	s->last_status_ns = s->start_ns;
+	if (start_dumper(s))
+		return HT_EXIT_FAILURE;
 	return open_loop_fds(s) ? HT_EXIT_FAILURE : 0;
 }
 
@@ -509,7 +592,8 @@ int ht_session_record(const struct ht_options *o)
 	init_session(&s);
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	status = HT_EXIT_USAGE;
-	if (ht_proc_resolve_target(o->pid, &tgid) || ht_check_monitor_privileges())
+	if (ht_proc_resolve_target(o->pid, &tgid) || ht_check_monitor_privileges() ||
+	    ht_output_dir_check(o->output_dir))
 		goto fail;
 	s.pidfd = pidfd_open_target(tgid);
 	if (s.pidfd < 0)
@@ -522,6 +606,7 @@ int ht_session_record(const struct ht_options *o)
 	status = HT_EXIT_FAILURE;
 	if (run_loop(&s))
 		goto fail;
+	finish_dumps(&s);
 	print_summary(&s);
 	status = 0;
 	goto out;
@@ -601,7 +686,7 @@ int ht_session_run(const struct ht_options *o)
 	init_session(&s);
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	status = HT_EXIT_USAGE;
-	if (ht_check_monitor_privileges())
+	if (ht_check_monitor_privileges() || ht_output_dir_check(o->output_dir))
 		goto fail;
 	status = HT_EXIT_FAILURE;
 	s.child = spawn_held(o->run_argv, &go_fd, &err_fd);
@@ -625,6 +710,7 @@ int ht_session_run(const struct ht_options *o)
 	status = HT_EXIT_FAILURE;
 	if (run_loop(&s))
 		goto fail;
+	finish_dumps(&s);
 	print_summary(&s);
 	if (waitpid(s.child, &s.child_status, 0) == s.child) {
 		s.child_reaped = true;

@@ -40,6 +40,8 @@ char ht_task_state_letter(uint32_t state)
 		return 'I';
 	if (state & 0x1000)
 		return 'D';
+	if (state & 0x80) /* TASK_DEAD: its last switch-out */
+		return 'X';
 	report = state & 0x7f;
 	while (report) {
 		bit++;

@@ -115,7 +115,6 @@ enum ht_counter {
 	HT_CNT_STORAGE_FAILS,	   /* task storage that could not be had */
 	HT_CNT_COMM_UPDATE_FAILS,  /* comm map updates that failed */
 	HT_CNT_BREACHES,	   /* breaches detected (sent or dropped) */
-	HT_CNT_TARGET_SWITCHES,	   /* context switches of target threads */
 	HT_CNT_MAX,
 };
 

@@ -6,6 +6,7 @@
  * tests/run counts:
  *   PASS name
  *   FAIL name: file:line: expression
+ *   SKIP name: reason            (SKIP_TEST(reason), for what this machine lacks)
  * The binary exits 1 if any test failed.
  */
 #ifndef HT_TEST_CHECK_H
@@ -24,6 +25,7 @@ struct ht_test {
 static struct ht_test ht_tests[HT_MAX_TESTS];
 static int ht_ntests;
 static int ht_current_failed;
+static int ht_current_skipped;
 static const char *ht_current_name;
 
 #define TEST(name)                                                                                 \
@@ -46,6 +48,14 @@ static const char *ht_current_name;
 				       __LINE__, #expr);                                           \
 			ht_current_failed = 1;                                                     \
 		}                                                                                  \
+	} while (0)
+
+/* Say why the test cannot run here and stop it; it is counted as skipped. */
+#define SKIP_TEST(reason)                                                                          \
+	do {                                                                                       \
+		printf("SKIP %s: %s\n", ht_current_name, (reason));                                \
+		ht_current_skipped = 1;                                                            \
+		return;                                                                            \
 	} while (0)
 
 #define CHECK_EQ_U64(a, b)                                                                         \
@@ -79,8 +89,9 @@ int main(int argc, char **argv)
 			continue;
 		ht_current_name = ht_tests[i].name;
 		ht_current_failed = 0;
+		ht_current_skipped = 0;
 		ht_tests[i].fn();
-		if (!ht_current_failed)
+		if (!ht_current_failed && !ht_current_skipped)
 			printf("PASS %s\n", ht_tests[i].name);
 		failed |= ht_current_failed;
 		fflush(stdout);

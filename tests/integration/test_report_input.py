@@ -1,0 +1,77 @@
+# SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+"""`hybtrace report` on files it did not write: one clear line, exit 2, never a crash or hang."""
+import os
+import random
+import subprocess
+import tempfile
+
+from harness import HYBTRACE, check, hybtrace, need_root, test, workload
+
+
+def expect_rejected(data, what):
+    with tempfile.NamedTemporaryFile(suffix=".perfetto-trace") as f:
+        if data is not None:
+            f.write(data)
+            f.flush()
+        path = f.name if data is not None else f.name + ".missing"
+        p = subprocess.run([HYBTRACE, "report", path], capture_output=True, text=True,
+                           timeout=20)
+    err = p.stderr.strip()
+    check(p.returncode == 2, "%s: rc %d (%s)" % (what, p.returncode, err))
+    check(err and "\n" not in err, "%s: want one line on stderr, got %r" % (what, p.stderr))
+    check(not p.stdout.strip(), "%s: nothing belongs on stdout" % what)
+
+
+def varint(n):
+    out = bytearray()
+    while True:
+        b = n & 0x7F
+        n >>= 7
+        if n:
+            out.append(b | 0x80)
+        else:
+            out.append(b)
+            return bytes(out)
+
+
+@test
+def report_rejects_bad_files():
+    expect_rejected(None, "a missing file")
+    expect_rejected(b"", "an empty file")
+    with open("/bin/true", "rb") as f:
+        expect_rejected(f.read(4096), "an ELF file")
+    expect_rejected(b"hello, this is text\n" * 20, "a text file")
+    rng = random.Random(1234)
+    for i in range(20):
+        expect_rejected(bytes(rng.getrandbits(8) for _ in range(rng.randint(1, 4096))),
+                        "random bytes #%d" % i)
+    # Trace.packet (field 1, length-delimited) claiming far more than the file holds.
+    expect_rejected(b"\x0a" + varint(1 << 40) + b"\x00" * 16, "a length beyond the file")
+    # Nesting deeper than any writer makes: messages inside messages inside ...
+    deep = b""
+    for _ in range(200):
+        deep = b"\x0a" + varint(len(deep)) + deep
+    expect_rejected(deep, "deep nesting")
+
+
+@test
+def report_rejects_a_truncated_dump():
+    need_root()
+    with tempfile.TemporaryDirectory() as out:
+        run = hybtrace(["run", "--syscall", "10ms", "--output", out, "--quiet",
+                        "--", workload("sleeper"), "15", "1"])
+        check(run.rc == 0, run.describe())
+        dumps = [os.path.join(out, f) for f in os.listdir(out)]
+        check(dumps, "no dump written")
+        with open(dumps[0], "rb") as f:
+            data = f.read()
+    for cut in (len(data) // 3, len(data) // 2, len(data) - 1):
+        expect_rejected(data[:cut], "a dump cut at %d of %d bytes" % (cut, len(data)))
+
+
+@test
+def report_usage_errors():
+    p = subprocess.run([HYBTRACE, "report"], capture_output=True, text=True)
+    check(p.returncode == 2 and p.stderr.strip().count("\n") == 0, p.stderr)
+    p = subprocess.run([HYBTRACE, "report", "--bogus", "x"], capture_output=True, text=True)
+    check(p.returncode == 2 and p.stderr.strip().count("\n") == 0, p.stderr)

@@ -1,0 +1,204 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/* A flight-recorder window lowered into the timeline: slices, args, flows, edges. */
+#include "check.h"
+#include "comm_cache.h"
+#include "dump_schema.h"
+#include "kernel_timeline.h"
+#include "timeline.h"
+
+#define TGID 4000
+#define A 4001 /* a target thread */
+#define B 4002 /* another target thread */
+#define HOG 9000
+
+static struct ht_fr_event events[128];
+static size_t nevents;
+
+static void add(unsigned int cpu, uint64_t ts, uint8_t kind, uint8_t flags, uint32_t a, uint32_t b,
+		uint16_t aux, uint64_t arg)
+{
+	struct ht_fr_event *e = &events[nevents++];
+
+	memset(e, 0, sizeof(*e));
+	e->cpu = cpu;
+	e->rec.ts_ns = ts;
+	e->rec.kind = kind;
+	e->rec.flags = flags;
+	e->rec.tid_a = a;
+	e->rec.tid_b = b;
+	e->rec.aux = aux;
+	e->rec.arg = arg;
+}
+
+static struct timeline *build(uint64_t t0, uint64_t t1, const struct ht_breach *breach)
+{
+	static struct ht_fr_event entries[2];
+	static bool valid[2];
+	struct ht_fr_window w = { .t0 = t0, .t1 = t1, .events = events, .count = nevents,
+				  .ncpus = 2, .entry_switch = entries, .entry_valid = valid };
+	static struct ht_comm_cache comms;
+	struct ht_sched_index idx;
+	struct timeline *tl = tl_new();
+	struct ht_kernel_window kw = { .tgid = TGID, .target_comm = "target", .t0 = t0, .t1 = t1,
+				       .w = &w, .idx = &idx, .comms = &comms, .breach = breach,
+				       .threshold_ns = 1000 };
+	char why[256];
+
+	ht_comm_cache_init(&comms, NULL);
+	CHECK(!ht_sched_index_build(&w, &idx));
+	CHECK(!ht_kernel_timeline_build(tl, &kw));
+	ht_sched_index_free(&idx);
+	CHECK(tl_validate(tl, why, sizeof(why)) == 0);
+	if (tl_validate(tl, why, sizeof(why)))
+		printf("     %s\n", why);
+	return tl;
+}
+
+/* The N-th slice named NAME on the kernel track of TID, or NULL. */
+static const struct tl_event *kslice(const struct timeline *tl, uint32_t tid, const char *name,
+				     int n)
+{
+	for (size_t i = 0; i < tl_event_count(tl); i++) {
+		const struct tl_event *e = tl_event(tl, i);
+		const struct tl_track *t = tl_track(tl, e->track);
+
+		if (t->kind == TL_TRACK_THREAD_KERNEL && (uint32_t)t->tid == tid &&
+		    !strcmp(tl_str_get(tl, e->name), name) && n-- == 0)
+			return e;
+	}
+	return NULL;
+}
+
+static const struct tl_arg *arg(const struct timeline *tl, const struct tl_event *e,
+				const char *name)
+{
+	for (uint32_t i = e ? e->args.first : 0; i; i = tl_arg(tl, i)->next)
+		if (!strcmp(tl_str_get(tl, tl_arg(tl, i)->name), name))
+			return tl_arg(tl, i);
+	return NULL;
+}
+
+TEST(sleep_wakeup_runqueue)
+{
+	struct ht_breach br = { .kind = HT_BREACH_OFF_CPU, .tid = A, .tgid = TGID,
+				.start_ns = 1000, .end_ns = 5000, .kstack_bytes = 16 };
+	const struct tl_event *off, *rq;
+	struct timeline *tl;
+
+	br.kstack[0] = 0xffffffff81000010ULL;
+	br.kstack[1] = 0xffffffff81000020ULL;
+	nevents = 0;
+	add(0, 1000, HT_FR_SWITCH, HT_FRF_PREV_TARGET, A, HOG, 0, 1 /* S */);
+	add(1, 4000, HT_FR_WAKING, HT_FRF_TARGET, A, B, 0, HT_WAKE_TASK);
+	add(0, 4100, HT_FR_WAKEUP, HT_FRF_TARGET, A, 0, 0, 0);
+	add(0, 5000, HT_FR_SWITCH, HT_FRF_NEXT_TARGET, HOG, A, 0, 0);
+	tl = build(500, 6000, &br);
+	off = kslice(tl, A, HT_EV_OFF_CPU, 0);
+	rq = kslice(tl, A, HT_EV_RUNQUEUE, 0);
+	CHECK(off && off->ts_ns == 1000 && off->dur_ns == 3100);
+	CHECK(off && off->callstack && tl_callstack_depth(tl, off->callstack) == 2);
+	CHECK(arg(tl, off, HT_ARG_STATE) && !strcmp(tl_str_get(tl, arg(tl, off, HT_ARG_STATE)->s), "S"));
+	CHECK(rq && rq->ts_ns == 4100 && rq->dur_ns == 900);
+	CHECK(arg(tl, rq, HT_ARG_WAKER_TID) && arg(tl, rq, HT_ARG_WAKER_TID)->u == B);
+	CHECK(rq && rq->flows_in.count == 1);
+	/* What ran instead: the hog held CPU 0 from 1000 to 5000. */
+	CHECK(arg(tl, rq, HT_ARG_RAN_INSTEAD ".0.ns") && arg(tl, rq, HT_ARG_RAN_INSTEAD ".0.ns")->u == 900);
+	tl_free(tl);
+}
+
+TEST(switch_from_an_exited_thread_to_another_target_thread)
+{
+	const struct tl_event *rq;
+	struct timeline *tl;
+
+	nevents = 0;
+	add(0, 1000, HT_FR_SWITCH, HT_FRF_PREV_TARGET, B, HOG, 0, 1);
+	add(0, 2000, HT_FR_SWITCH, HT_FRF_NEXT_TARGET, HOG, A, 0, 0);
+	add(0, 2500, HT_FR_WAKEUP, HT_FRF_TARGET, B, 0, 0, 0);
+	add(0, 3000, HT_FR_EXIT, HT_FRF_TARGET, A, 0, 0, 0);
+	/* The dying A hands the CPU to B: B's wait must still end here. */
+	add(0, 3500, HT_FR_SWITCH, HT_FRF_PREV_TARGET | HT_FRF_NEXT_TARGET, A, B, 0, 0x80);
+	tl = build(500, 4000, NULL);
+	rq = kslice(tl, B, HT_EV_RUNQUEUE, 0);
+	CHECK(rq && rq->ts_ns == 2500 && rq->dur_ns == 1000);
+	CHECK(!kslice(tl, A, HT_EV_OFF_CPU, 1));
+	tl_free(tl);
+}
+
+TEST(preemption_is_a_runqueue_wait)
+{
+	const struct tl_event *rq;
+	struct timeline *tl;
+
+	nevents = 0;
+	add(0, 1000, HT_FR_SWITCH, HT_FRF_PREV_TARGET | HT_FRF_PREEMPT, A, HOG, 0, 0);
+	add(0, 4000, HT_FR_SWITCH, HT_FRF_NEXT_TARGET, HOG, A, 0, 0);
+	tl = build(500, 5000, NULL);
+	rq = kslice(tl, A, HT_EV_RUNQUEUE, 0);
+	CHECK(rq && rq->dur_ns == 3000);
+	CHECK(arg(tl, rq, HT_ARG_CAUSE) &&
+	      !strcmp(tl_str_get(tl, arg(tl, rq, HT_ARG_CAUSE)->s), "preempted"));
+	CHECK(!kslice(tl, A, HT_EV_OFF_CPU, 0));
+	tl_free(tl);
+}
+
+TEST(syscall_holds_its_sleep)
+{
+	const struct tl_event *sc, *off;
+	struct timeline *tl;
+
+	nevents = 0;
+	add(0, 1000, HT_FR_SYS_ENTER, HT_FRF_TARGET, A, 0, 230, 0);
+	add(0, 1100, HT_FR_SWITCH, HT_FRF_PREV_TARGET, A, HOG, 0, 1);
+	add(0, 3000, HT_FR_WAKEUP, HT_FRF_TARGET, A, 0, 0, 0);
+	add(0, 3200, HT_FR_SWITCH, HT_FRF_NEXT_TARGET, HOG, A, 0, 0);
+	add(0, 3300, HT_FR_SYS_EXIT, HT_FRF_TARGET, A, 0, 230, 0);
+	tl = build(500, 4000, NULL);
+	sc = kslice(tl, A, "clock_nanosleep", 0);
+	off = kslice(tl, A, HT_EV_OFF_CPU, 0);
+	CHECK(sc && sc->ts_ns == 1000 && sc->dur_ns == 2300);
+	CHECK(off && off->ts_ns == 1100 && off->ts_ns + off->dur_ns <= sc->ts_ns + sc->dur_ns);
+	CHECK(arg(tl, off, HT_ARG_SYSCALL) &&
+	      !strcmp(tl_str_get(tl, arg(tl, off, HT_ARG_SYSCALL)->s), "clock_nanosleep"));
+	tl_free(tl);
+}
+
+TEST(states_older_than_the_window_are_cut_and_marked)
+{
+	const struct tl_event *sc, *off;
+	struct timeline *tl;
+
+	nevents = 0;
+	/* A was asleep inside a syscall before the window began. */
+	add(0, 2000, HT_FR_WAKEUP, HT_FRF_TARGET, A, 0, 0, 0);
+	add(0, 2500, HT_FR_SWITCH, HT_FRF_NEXT_TARGET, HOG, A, 0, 0);
+	add(0, 2600, HT_FR_SYS_EXIT, HT_FRF_TARGET, A, 0, 202, 0);
+	/* and B is still runnable when it ends. */
+	add(1, 3000, HT_FR_SWITCH, HT_FRF_PREV_TARGET | HT_FRF_PREEMPT, B, HOG, 0, 0);
+	tl = build(1000, 4000, NULL);
+	off = kslice(tl, A, HT_EV_OFF_CPU, 0);
+	sc = kslice(tl, A, "futex", 0);
+	CHECK(off && off->ts_ns == 1000 && arg(tl, off, HT_ARG_BEFORE_WINDOW));
+	CHECK(off && !strcmp(tl_str_get(tl, arg(tl, off, HT_ARG_STATE)->s), "?"));
+	CHECK(sc && sc->ts_ns == 1000 && arg(tl, sc, HT_ARG_BEFORE_WINDOW));
+	CHECK(kslice(tl, B, HT_EV_RUNQUEUE, 0) && kslice(tl, B, HT_EV_RUNQUEUE, 0)->dur_ns == 1000);
+	tl_free(tl);
+}
+
+TEST(cpu_tracks_show_who_ran)
+{
+	struct timeline *tl;
+	size_t cpu_slices = 0;
+
+	nevents = 0;
+	add(0, 1000, HT_FR_SWITCH, HT_FRF_NEXT_TARGET, 0, A, 0, 0);
+	add(0, 2000, HT_FR_SWITCH, HT_FRF_PREV_TARGET | HT_FRF_PREEMPT, A, HOG, 0, 0);
+	add(0, 3000, HT_FR_SWITCH, HT_FRF_NEXT_TARGET, HOG, A, 0, 0);
+	tl = build(500, 4000, NULL);
+	for (size_t i = 0; i < tl_event_count(tl); i++)
+		if (tl_track(tl, tl_event(tl, i)->track)->kind == TL_TRACK_CPU)
+			cpu_slices++;
+	/* A [1000,2000), HOG [2000,3000), A [3000,4000); idle before 1000 is not drawn. */
+	CHECK_EQ_U64(cpu_slices, 3);
+	tl_free(tl);
+}

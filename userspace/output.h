@@ -1,0 +1,41 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * Dump files, written safely: a temporary name in the output directory
+ * (O_EXCL, O_NOFOLLOW, mode 0640, owned by the sudo user), renamed to the
+ * final name only once complete, never over an existing file.
+ */
+#ifndef HT_OUTPUT_H
+#define HT_OUTPUT_H
+
+#include <limits.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define HT_DUMP_SUFFIX ".perfetto-trace"
+
+struct ht_output_file {
+	int fd;
+	char tmp_path[PATH_MAX];
+};
+
+/* The directory exists, is a directory, and we may create files in it. */
+int ht_output_dir_check(const char *dir);
+
+/* "hybtrace-PID-YYYYmmdd-HHMMSS.mmm-KIND" for a wall-clock time (local time). */
+const char *ht_dump_base_name(int pid, uint64_t realtime_ns, const char *kind, char *buf,
+			      size_t len);
+
+/* Create the temporary file. Returns 0, or -1 with ht_last_error(). */
+int ht_output_begin(const char *dir, struct ht_output_file *f);
+
+/*
+ * Flush, then rename to DIR/BASE.perfetto-trace, or BASE-N.perfetto-trace
+ * when that exists. FINAL gets the path. On failure the temporary is gone.
+ */
+int ht_output_commit(struct ht_output_file *f, const char *dir, const char *base, char *final,
+		     size_t len);
+
+/* Close and remove the temporary file. */
+void ht_output_abort(struct ht_output_file *f);
+
+#endif /* HT_OUTPUT_H */

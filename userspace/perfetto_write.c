@@ -1,0 +1,716 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/* Timeline -> Perfetto TrackEvent protobuf: see perfetto_write.h for the layout. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "pb.h"
+#include "perfetto_write.h"
+
+/* Any sequence id but 1, which Perfetto's tracing service uses for its own packets. */
+#define PFTW_SEQUENCE_ID 2
+/* Frames without a module still need a mapping; its iid lies above every string id. */
+#define PFTW_NO_MODULE_MAPPING (1ull << 32)
+/* Hand the encoded bytes to the file whenever this much has piled up. */
+#define PFTW_FLUSH_BYTES (1024 * 1024)
+
+/* Which interning tables a string has already been sent to, as bits. */
+enum pftw_sent {
+	PFTW_SENT_CATEGORY = 1 << 0,
+	PFTW_SENT_NAME = 1 << 1,
+	PFTW_SENT_ANNOTATION = 1 << 2,
+	PFTW_SENT_FUNCTION = 1 << 3,
+	PFTW_SENT_MAPPING = 1 << 4,
+};
+
+/* One begin, end or instant, in the order the file will hold them. */
+struct pftw_point {
+	uint64_t ts_ns;
+	uint32_t event;
+	uint32_t seq; /* creation order: keeps each track's stream in order on ties */
+	uint8_t type; /* PFT_TYPE_* */
+};
+
+typedef int (*pftw_flush_fn)(void *ctx, const void *data, size_t len);
+
+struct pftw {
+	const struct timeline *tl;
+	struct pb_buf out;
+	uint8_t *str_sent; /* enum pftw_sent bits by string id */
+	uint8_t *frame_sent;
+	uint8_t *callstack_sent;
+	bool no_module_sent;
+	struct pftw_point *points;
+	size_t npoints;
+	pftw_flush_fn flush;
+	void *flush_ctx;
+	int flush_err;
+	char *err;
+	size_t errlen;
+};
+
+/* Put the message into ERR and return RET, for `return pftw_say(...)`. */
+static int pftw_say(char *err, size_t errlen, int ret, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+
+static int pftw_say(char *err, size_t errlen, int ret, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+	return ret;
+}
+
+#define pftw_fail(w, ret, ...) pftw_say((w)->err, (w)->errlen, (ret), __VA_ARGS__)
+
+/* Packets. */
+
+static void pftw_maybe_flush(struct pftw *w, bool force)
+{
+	int err;
+
+	if (!w->flush || w->flush_err || w->out.err)
+		return;
+	if (!force && w->out.len < PFTW_FLUSH_BYTES)
+		return;
+	err = w->flush(w->flush_ctx, w->out.data, w->out.len);
+	if (err)
+		w->flush_err = err;
+	pb_buf_reset(&w->out);
+}
+
+/* Open a TracePacket on our sequence; every packet but the first needs its state. */
+static size_t pftw_packet_begin(struct pftw *w, uint64_t flags)
+{
+	size_t packet = pb_begin(&w->out, PFT_TRACE_PACKET);
+
+	pb_varint(&w->out, PFT_PACKET_SEQUENCE_ID, PFTW_SEQUENCE_ID);
+	pb_varint(&w->out, PFT_PACKET_SEQUENCE_FLAGS, flags);
+	return packet;
+}
+
+static void pftw_packet_end(struct pftw *w, size_t packet)
+{
+	pb_end(&w->out, packet);
+	pftw_maybe_flush(w, false);
+}
+
+static void pftw_write_defaults(struct pftw *w)
+{
+	size_t packet = pftw_packet_begin(w, PFT_SEQ_INCREMENTAL_STATE_CLEARED);
+	size_t defaults = pb_begin(&w->out, PFT_PACKET_DEFAULTS);
+
+	pb_varint(&w->out, PFT_DEFAULTS_TIMESTAMP_CLOCK_ID, PFT_CLOCK_MONOTONIC);
+	pb_end(&w->out, defaults);
+	pftw_packet_end(w, packet);
+}
+
+static void pftw_write_clock(struct pftw *w, uint32_t clock_id, uint64_t ts_ns)
+{
+	size_t clock = pb_begin(&w->out, PFT_CLOCK_SNAPSHOT_CLOCKS);
+
+	pb_varint(&w->out, PFT_CLOCK_ID, clock_id);
+	pb_varint(&w->out, PFT_CLOCK_TIMESTAMP, ts_ns);
+	pb_end(&w->out, clock);
+}
+
+static void pftw_write_clock_snapshot(struct pftw *w)
+{
+	const struct tl_clock_snapshot *snap = tl_clock_snapshot(w->tl);
+	size_t packet = pftw_packet_begin(w, PFT_SEQ_NEEDS_INCREMENTAL_STATE);
+	size_t snapshot = pb_begin(&w->out, PFT_PACKET_CLOCK_SNAPSHOT);
+
+	if (snap) {
+		pftw_write_clock(w, PFT_CLOCK_BOOTTIME, snap->boottime_ns);
+		pftw_write_clock(w, PFT_CLOCK_MONOTONIC, snap->monotonic_ns);
+		pftw_write_clock(w, PFT_CLOCK_REALTIME, snap->realtime_ns);
+	}
+	pb_varint(&w->out, PFT_CLOCK_SNAPSHOT_PRIMARY_TRACE_CLOCK, PFT_CLOCK_MONOTONIC);
+	pb_end(&w->out, snapshot);
+	pftw_packet_end(w, packet);
+}
+
+/* Tracks. */
+
+static void pftw_write_track_body(struct pftw *w, const struct tl_track *t)
+{
+	const char *name = tl_str_get(w->tl, t->name);
+	size_t desc;
+
+	switch (t->kind) {
+	case TL_TRACK_PROCESS:
+		desc = pb_begin(&w->out, PFT_TRACK_PROCESS);
+		pb_int(&w->out, PFT_PROCESS_PID, t->pid);
+		if (t->name)
+			pb_string(&w->out, PFT_PROCESS_NAME, name);
+		pb_end(&w->out, desc);
+		return;
+	case TL_TRACK_THREAD:
+		desc = pb_begin(&w->out, PFT_TRACK_THREAD);
+		pb_int(&w->out, PFT_THREAD_PID, t->pid);
+		pb_int(&w->out, PFT_THREAD_TID, t->tid);
+		if (t->name)
+			pb_string(&w->out, PFT_THREAD_NAME, name);
+		pb_end(&w->out, desc);
+		return;
+	case TL_TRACK_GLOBAL:
+	case TL_TRACK_THREAD_KERNEL:
+	case TL_TRACK_CPU:
+		if (t->name)
+			pb_string(&w->out, PFT_TRACK_NAME, name);
+		return;
+	}
+}
+
+static void pftw_write_track(struct pftw *w, const struct tl_track *t)
+{
+	size_t packet = pftw_packet_begin(w, PFT_SEQ_NEEDS_INCREMENTAL_STATE);
+	size_t desc = pb_begin(&w->out, PFT_PACKET_TRACK_DESCRIPTOR);
+
+	pb_varint(&w->out, PFT_TRACK_UUID, t->uuid);
+	if (t->parent_uuid)
+		pb_varint(&w->out, PFT_TRACK_PARENT_UUID, t->parent_uuid);
+	pftw_write_track_body(w, t);
+	pb_end(&w->out, desc);
+	pftw_packet_end(w, packet);
+}
+
+/*
+ * Whether track T needs a line in the "track kinds" instant: Perfetto's
+ * descriptors cannot say "kernel track" or "CPU", nor whether the hybtrace
+ * track is the timeline's or only the writer's home for the metadata.
+ */
+static bool pftw_kind_hidden(const struct tl_track *t)
+{
+	return t->kind == TL_TRACK_THREAD_KERNEL || t->kind == TL_TRACK_CPU ||
+	       t->uuid == TL_HYBTRACE_UUID;
+}
+
+static bool pftw_has_hidden_kinds(const struct timeline *tl)
+{
+	for (size_t i = 0; i < tl_track_count(tl); i++)
+		if (pftw_kind_hidden(tl_track(tl, i)))
+			return true;
+	return false;
+}
+
+/* The instants on the hybtrace track (see perfetto_write.h). */
+
+static void pftw_string_annotation(struct pftw *w, const char *name, const char *value)
+{
+	size_t ann = pb_begin(&w->out, PFT_EVENT_DEBUG_ANNOTATIONS);
+
+	pb_string(&w->out, PFT_ANNOTATION_NAME, name);
+	pb_string(&w->out, PFT_ANNOTATION_STRING, value);
+	pb_end(&w->out, ann);
+}
+
+/* Names inline, not interned: how the reader tells these from the timeline's own events. */
+static size_t pftw_own_instant_begin(struct pftw *w, uint64_t ts_ns, const char *name,
+				     size_t *event)
+{
+	size_t packet = pftw_packet_begin(w, PFT_SEQ_NEEDS_INCREMENTAL_STATE);
+
+	pb_varint(&w->out, PFT_PACKET_TIMESTAMP, ts_ns);
+	*event = pb_begin(&w->out, PFT_PACKET_TRACK_EVENT);
+	pb_varint(&w->out, PFT_EVENT_TYPE, PFT_TYPE_INSTANT);
+	pb_varint(&w->out, PFT_EVENT_TRACK_UUID, TL_HYBTRACE_UUID);
+	pb_string(&w->out, PFT_EVENT_NAME, name);
+	return packet;
+}
+
+static void pftw_own_instant_end(struct pftw *w, size_t packet, size_t event)
+{
+	pb_end(&w->out, event);
+	pftw_packet_end(w, packet);
+}
+
+static void pftw_write_metadata(struct pftw *w, uint64_t ts_ns)
+{
+	const struct timeline *tl = w->tl;
+	size_t packet, event;
+
+	packet = pftw_own_instant_begin(w, ts_ns, PFTW_META_EVENT, &event);
+	for (size_t i = 0; i < tl_meta_count(tl); i++)
+		pftw_string_annotation(w, tl_meta_key(tl, i), tl_meta_value(tl, i));
+	pftw_own_instant_end(w, packet, event);
+}
+
+static void pftw_write_track_kinds(struct pftw *w, uint64_t ts_ns)
+{
+	const struct timeline *tl = w->tl;
+	size_t packet, event;
+	char name[24], value[24];
+
+	packet = pftw_own_instant_begin(w, ts_ns, PFTW_TRACK_KINDS_EVENT, &event);
+	for (size_t i = 0; i < tl_track_count(tl); i++) {
+		const struct tl_track *t = tl_track(tl, i);
+
+		if (!pftw_kind_hidden(t))
+			continue;
+		snprintf(name, sizeof(name), "%" PRIu64, t->uuid);
+		if (t->kind == TL_TRACK_CPU)
+			snprintf(value, sizeof(value), "cpu %" PRId32, t->cpu);
+		else
+			snprintf(value, sizeof(value), "%s", tl_track_kind_name(t->kind));
+		pftw_string_annotation(w, name, value);
+	}
+	pftw_own_instant_end(w, packet, event);
+}
+
+/* The hybtrace track, when the timeline has none but the metadata needs a home. */
+static void pftw_write_hybtrace_track(struct pftw *w)
+{
+	size_t packet = pftw_packet_begin(w, PFT_SEQ_NEEDS_INCREMENTAL_STATE);
+	size_t desc = pb_begin(&w->out, PFT_PACKET_TRACK_DESCRIPTOR);
+
+	pb_varint(&w->out, PFT_TRACK_UUID, TL_HYBTRACE_UUID);
+	pb_string(&w->out, PFT_TRACK_NAME, "hybtrace");
+	pb_end(&w->out, desc);
+	pftw_packet_end(w, packet);
+}
+
+static void pftw_write_tracks(struct pftw *w, uint64_t first_ts_ns)
+{
+	const struct timeline *tl = w->tl;
+	bool hidden = pftw_has_hidden_kinds(tl);
+	bool own = tl_track_find(tl, TL_HYBTRACE_UUID) >= 0;
+
+	if (!own && (hidden || tl_meta_count(tl)))
+		pftw_write_hybtrace_track(w);
+	for (size_t i = 0; i < tl_track_count(tl); i++)
+		pftw_write_track(w, tl_track(tl, i));
+	if (tl_meta_count(tl))
+		pftw_write_metadata(w, first_ts_ns);
+	if (hidden)
+		pftw_write_track_kinds(w, first_ts_ns);
+}
+
+/* Interned data, sent in the packet that first needs it. */
+
+static void pftw_intern_entry(struct pftw *w, uint32_t field, uint64_t iid, const char *s)
+{
+	size_t entry = pb_begin(&w->out, field);
+
+	pb_varint(&w->out, PFT_INTERNED_IID, iid);
+	pb_string(&w->out, PFT_INTERNED_STRING, s);
+	pb_end(&w->out, entry);
+}
+
+static void pftw_intern_string(struct pftw *w, tl_str id, enum pftw_sent table, uint32_t field)
+{
+	if (!id || (w->str_sent[id] & table))
+		return;
+	w->str_sent[id] |= table;
+	pftw_intern_entry(w, field, id, tl_str_get(w->tl, id));
+}
+
+/* The iid of the mapping for MODULE, sending the mapping if it is new. */
+static uint64_t pftw_intern_mapping(struct pftw *w, tl_str module)
+{
+	uint64_t iid = module ? module : PFTW_NO_MODULE_MAPPING;
+	bool sent = module ? w->str_sent[module] & PFTW_SENT_MAPPING : w->no_module_sent;
+	size_t mapping;
+
+	if (sent)
+		return iid;
+	if (module) {
+		w->str_sent[module] |= PFTW_SENT_MAPPING;
+		/* The whole path as one component: Perfetto shows it as it is. */
+		pftw_intern_entry(w, PFT_INTERNED_MAPPING_PATHS, module, tl_str_get(w->tl, module));
+	} else {
+		w->no_module_sent = true;
+	}
+	mapping = pb_begin(&w->out, PFT_INTERNED_MAPPINGS);
+	pb_varint(&w->out, PFT_MAPPING_IID, iid);
+	if (module)
+		pb_varint(&w->out, PFT_MAPPING_PATH_STRING_IDS, module);
+	pb_end(&w->out, mapping);
+	return iid;
+}
+
+static void pftw_intern_frame(struct pftw *w, uint32_t frame_id)
+{
+	const struct tl_frame *f = tl_frame(w->tl, frame_id);
+	uint64_t mapping_iid;
+	size_t frame;
+
+	if (w->frame_sent[frame_id])
+		return;
+	w->frame_sent[frame_id] = 1;
+	pftw_intern_string(w, f->function, PFTW_SENT_FUNCTION, PFT_INTERNED_FUNCTION_NAMES);
+	mapping_iid = pftw_intern_mapping(w, f->module);
+	frame = pb_begin(&w->out, PFT_INTERNED_FRAMES);
+	pb_varint(&w->out, PFT_FRAME_IID, frame_id);
+	if (f->function)
+		pb_varint(&w->out, PFT_FRAME_FUNCTION_NAME_ID, f->function);
+	/* Perfetto drops frames without a mapping, and a mapping needs rel_pc. */
+	pb_varint(&w->out, PFT_FRAME_MAPPING_ID, mapping_iid);
+	pb_varint(&w->out, PFT_FRAME_REL_PC, f->address);
+	pb_end(&w->out, frame);
+}
+
+static void pftw_intern_callstack(struct pftw *w, uint32_t cs)
+{
+	size_t depth = tl_callstack_depth(w->tl, cs);
+	size_t entry;
+
+	if (w->callstack_sent[cs])
+		return;
+	w->callstack_sent[cs] = 1;
+	for (size_t i = 0; i < depth; i++)
+		pftw_intern_frame(w, tl_callstack_frame_id(w->tl, cs, i));
+	entry = pb_begin(&w->out, PFT_INTERNED_CALLSTACKS);
+	pb_varint(&w->out, PFT_CALLSTACK_IID, cs);
+	/* Repeated uint64, not packed: what Perfetto's decoders expect of proto2. */
+	for (size_t i = 0; i < depth; i++)
+		pb_varint(&w->out, PFT_CALLSTACK_FRAME_IDS, tl_callstack_frame_id(w->tl, cs, i));
+	pb_end(&w->out, entry);
+}
+
+static void pftw_write_interned(struct pftw *w, const struct tl_event *e)
+{
+	size_t before = w->out.len;
+	size_t interned = pb_begin(&w->out, PFT_PACKET_INTERNED_DATA);
+	size_t start = w->out.len;
+
+	pftw_intern_string(w, e->category, PFTW_SENT_CATEGORY, PFT_INTERNED_EVENT_CATEGORIES);
+	pftw_intern_string(w, e->name, PFTW_SENT_NAME, PFT_INTERNED_EVENT_NAMES);
+	for (uint32_t a = e->args.first; a; a = tl_arg(w->tl, a)->next)
+		pftw_intern_string(w, tl_arg(w->tl, a)->name, PFTW_SENT_ANNOTATION,
+				   PFT_INTERNED_ANNOTATION_NAMES);
+	if (e->callstack)
+		pftw_intern_callstack(w, e->callstack);
+	if (w->out.len == start)
+		pb_buf_truncate(&w->out, before);
+	else
+		pb_end(&w->out, interned);
+}
+
+/* Events. */
+
+static void pftw_write_arg(struct pftw *w, const struct tl_arg *arg)
+{
+	size_t ann = pb_begin(&w->out, PFT_EVENT_DEBUG_ANNOTATIONS);
+
+	if (arg->name)
+		pb_varint(&w->out, PFT_ANNOTATION_NAME_IID, arg->name);
+	else
+		pb_string(&w->out, PFT_ANNOTATION_NAME, "");
+	switch (arg->kind) {
+	case TL_ARG_INT:
+		pb_int(&w->out, PFT_ANNOTATION_INT, arg->i);
+		break;
+	case TL_ARG_UINT:
+		pb_varint(&w->out, PFT_ANNOTATION_UINT, arg->u);
+		break;
+	case TL_ARG_DOUBLE:
+		pb_double(&w->out, PFT_ANNOTATION_DOUBLE, arg->d);
+		break;
+	case TL_ARG_STR:
+		pb_string(&w->out, PFT_ANNOTATION_STRING, tl_str_get(w->tl, arg->s));
+		break;
+	}
+	pb_end(&w->out, ann);
+}
+
+static void pftw_write_flows(struct pftw *w, const struct tl_list *flows, uint32_t field)
+{
+	for (uint32_t f = flows->first; f; f = tl_flow(w->tl, f)->next)
+		pb_fixed64(&w->out, field, tl_flow(w->tl, f)->id);
+}
+
+/* What a begin or an instant says besides its type and track. */
+static void pftw_write_event_details(struct pftw *w, const struct tl_event *e)
+{
+	if (e->category)
+		pb_varint(&w->out, PFT_EVENT_CATEGORY_IIDS, e->category);
+	if (e->name)
+		pb_varint(&w->out, PFT_EVENT_NAME_IID, e->name);
+	for (uint32_t a = e->args.first; a; a = tl_arg(w->tl, a)->next)
+		pftw_write_arg(w, tl_arg(w->tl, a));
+	pftw_write_flows(w, &e->flows_out, PFT_EVENT_FLOW_IDS);
+	pftw_write_flows(w, &e->flows_in, PFT_EVENT_TERMINATING_FLOW_IDS);
+	if (e->callstack)
+		pb_varint(&w->out, PFT_EVENT_CALLSTACK_IID, e->callstack);
+}
+
+static void pftw_write_point(struct pftw *w, const struct pftw_point *pt)
+{
+	const struct tl_event *e = tl_event(w->tl, pt->event);
+	size_t packet = pftw_packet_begin(w, PFT_SEQ_NEEDS_INCREMENTAL_STATE);
+	size_t event;
+
+	pb_varint(&w->out, PFT_PACKET_TIMESTAMP, pt->ts_ns);
+	if (pt->type != PFT_TYPE_SLICE_END)
+		pftw_write_interned(w, e);
+	event = pb_begin(&w->out, PFT_PACKET_TRACK_EVENT);
+	pb_varint(&w->out, PFT_EVENT_TYPE, pt->type);
+	pb_varint(&w->out, PFT_EVENT_TRACK_UUID, tl_track(w->tl, e->track)->uuid);
+	if (pt->type != PFT_TYPE_SLICE_END)
+		pftw_write_event_details(w, e);
+	pb_end(&w->out, event);
+	pftw_packet_end(w, packet);
+}
+
+/* Ordering begins and ends. */
+
+static void pftw_add_point(struct pftw *w, uint64_t ts_ns, uint32_t event, uint8_t type)
+{
+	w->points[w->npoints] = (struct pftw_point){
+		.ts_ns = ts_ns,
+		.event = event,
+		.seq = (uint32_t)w->npoints,
+		.type = type,
+	};
+	w->npoints++;
+}
+
+static uint64_t pftw_end_ns(const struct tl_event *e)
+{
+	return e->ts_ns + e->dur_ns;
+}
+
+/*
+ * Lay out one track's events (ORDER, canonical) as a stream of begins,
+ * ends and instants: before an event starts, every open slice that has
+ * ended by then is closed, innermost first. STACK has room for every event.
+ */
+static void pftw_track_points(struct pftw *w, const uint32_t *order, size_t n, uint32_t *stack)
+{
+	const struct timeline *tl = w->tl;
+	size_t depth = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		const struct tl_event *e = tl_event(tl, order[i]);
+
+		while (depth && pftw_end_ns(tl_event(tl, stack[depth - 1])) <= e->ts_ns) {
+			depth--;
+			pftw_add_point(w, pftw_end_ns(tl_event(tl, stack[depth])), stack[depth],
+				       PFT_TYPE_SLICE_END);
+		}
+		if (e->kind == TL_EVENT_INSTANT) {
+			pftw_add_point(w, e->ts_ns, order[i], PFT_TYPE_INSTANT);
+			continue;
+		}
+		pftw_add_point(w, e->ts_ns, order[i], PFT_TYPE_SLICE_BEGIN);
+		stack[depth++] = order[i];
+	}
+	while (depth--)
+		pftw_add_point(w, pftw_end_ns(tl_event(tl, stack[depth])), stack[depth],
+			       PFT_TYPE_SLICE_END);
+}
+
+static int pftw_point_cmp(const void *pa, const void *pb)
+{
+	const struct pftw_point *a = pa, *b = pb;
+
+	if (a->ts_ns != b->ts_ns)
+		return a->ts_ns < b->ts_ns ? -1 : 1;
+	return a->seq < b->seq ? -1 : a->seq > b->seq;
+}
+
+/* Every track's stream, merged by time; within a track the stream order stands. */
+static int pftw_make_points(struct pftw *w)
+{
+	const struct timeline *tl = w->tl;
+	size_t n = tl_event_count(tl);
+	uint32_t *order = tl_sorted_order(tl);
+	uint32_t *stack = malloc((n + 1) * sizeof(*stack));
+	size_t start = 0;
+
+	w->points = malloc((2 * n + 1) * sizeof(*w->points));
+	if (!order || !stack || !w->points) {
+		free(order);
+		free(stack);
+		return pftw_fail(w, -ENOMEM, "out of memory");
+	}
+	for (size_t i = 1; i <= n; i++) {
+		if (i < n && tl_event(tl, order[i])->track == tl_event(tl, order[start])->track)
+			continue;
+		pftw_track_points(w, order + start, i - start, stack);
+		start = i;
+	}
+	free(order);
+	free(stack);
+	qsort(w->points, w->npoints, sizeof(*w->points), pftw_point_cmp);
+	return 0;
+}
+
+/* The whole file. */
+
+static uint64_t pftw_first_ts(const struct timeline *tl)
+{
+	const struct tl_clock_snapshot *snap = tl_clock_snapshot(tl);
+	uint64_t first = UINT64_MAX;
+
+	for (size_t i = 0; i < tl_event_count(tl); i++)
+		if (tl_event(tl, i)->ts_ns < first)
+			first = tl_event(tl, i)->ts_ns;
+	if (first != UINT64_MAX)
+		return first;
+	return snap ? snap->monotonic_ns : 0;
+}
+
+static int pftw_prepare(struct pftw *w)
+{
+	const struct timeline *tl = w->tl;
+	char why[256];
+
+	if (tl_error(tl))
+		return pftw_fail(w, -EINVAL, "the timeline is incomplete: %s", tl_strerror(tl));
+	if (tl_validate(tl, why, sizeof(why)))
+		return pftw_fail(w, -EINVAL, "the timeline is not valid: %s", why);
+	w->str_sent = calloc(tl_str_count(tl) + 1, 1);
+	w->frame_sent = calloc(tl_frame_count(tl) + 1, 1);
+	w->callstack_sent = calloc(tl_callstack_count(tl) + 1, 1);
+	if (!w->str_sent || !w->frame_sent || !w->callstack_sent)
+		return pftw_fail(w, -ENOMEM, "out of memory");
+	return pftw_make_points(w);
+}
+
+static int pftw_run(struct pftw *w)
+{
+	int err = pftw_prepare(w);
+
+	if (err)
+		return err;
+	pftw_write_defaults(w);
+	pftw_write_clock_snapshot(w);
+	pftw_write_tracks(w, pftw_first_ts(w->tl));
+	/* Stop at the first failure rather than pile the rest of the trace up in memory. */
+	for (size_t i = 0; i < w->npoints && !w->flush_err && !w->out.err; i++)
+		pftw_write_point(w, &w->points[i]);
+	pftw_maybe_flush(w, true);
+	if (w->out.err)
+		return pftw_fail(w, w->out.err, "out of memory");
+	if (w->flush_err)
+		return pftw_fail(w, w->flush_err, "cannot write the trace: %s",
+				 strerror(-w->flush_err));
+	return 0;
+}
+
+static void pftw_done(struct pftw *w)
+{
+	pb_buf_free(&w->out);
+	free(w->str_sent);
+	free(w->frame_sent);
+	free(w->callstack_sent);
+	free(w->points);
+}
+
+static int pftw_write_to(const struct timeline *tl, pftw_flush_fn flush, void *ctx, char *err,
+			 size_t errlen)
+{
+	struct pftw w = {
+		.tl = tl,
+		.flush = flush,
+		.flush_ctx = ctx,
+		.err = err,
+		.errlen = errlen,
+	};
+	int ret = pftw_run(&w);
+
+	pftw_done(&w);
+	return ret;
+}
+
+int pftw_write_mem(const struct timeline *tl, void **data, size_t *len, char *err, size_t errlen)
+{
+	struct pftw w = {.tl = tl, .err = err, .errlen = errlen};
+	int ret = pftw_run(&w);
+
+	if (!ret) {
+		*data = w.out.data;
+		*len = w.out.len;
+		pb_buf_init(&w.out);
+	}
+	pftw_done(&w);
+	return ret;
+}
+
+static int pftw_flush_fd(void *ctx, const void *data, size_t len)
+{
+	int fd = *(int *)ctx;
+	const char *p = data;
+
+	while (len) {
+		ssize_t n = write(fd, p, len);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+int pftw_write_fd(const struct timeline *tl, int fd, char *err, size_t errlen)
+{
+	return pftw_write_to(tl, pftw_flush_fd, &fd, err, errlen);
+}
+
+static int pftw_flush_stream(void *ctx, const void *data, size_t len)
+{
+	FILE *stream = ctx;
+
+	errno = 0;
+	if (fwrite(data, 1, len, stream) != len)
+		return errno ? -errno : -EIO;
+	return 0;
+}
+
+int pftw_write_stream(const struct timeline *tl, FILE *stream, char *err, size_t errlen)
+{
+	int ret = pftw_write_to(tl, pftw_flush_stream, stream, err, errlen);
+
+	if (!ret && fflush(stream))
+		return pftw_say(err, errlen, -errno, "cannot write the trace: %s", strerror(errno));
+	return ret;
+}
+
+/* Give the finished temporary file the usual mode and make it durable before the rename. */
+static int pftw_finish_tmp(int fd, const char *tmp, char *err, size_t errlen)
+{
+	/* Readable by the user who ran hybtrace under sudo, like the files it reads. */
+	if (fchmod(fd, 0644) || fsync(fd))
+		return pftw_say(err, errlen, -errno, "cannot write %s: %s", tmp, strerror(errno));
+	return 0;
+}
+
+int pftw_write_path(const struct timeline *tl, const char *path, char *err, size_t errlen)
+{
+	char *tmp;
+	int fd, ret;
+
+	if (asprintf(&tmp, "%s.tmp.XXXXXX", path) < 0)
+		return pftw_say(err, errlen, -ENOMEM, "out of memory");
+	fd = mkstemp(tmp);
+	if (fd < 0) {
+		ret = pftw_say(err, errlen, -errno, "cannot create a file next to %s: %s", path,
+			       strerror(errno));
+		free(tmp);
+		return ret;
+	}
+	ret = pftw_write_fd(tl, fd, err, errlen);
+	if (!ret)
+		ret = pftw_finish_tmp(fd, tmp, err, errlen);
+	if (close(fd) && !ret)
+		ret = pftw_say(err, errlen, -errno, "cannot write %s: %s", tmp, strerror(errno));
+	if (!ret && rename(tmp, path))
+		ret = pftw_say(err, errlen, -errno, "cannot rename %s to %s: %s", tmp, path,
+			       strerror(errno));
+	if (ret)
+		unlink(tmp);
+	free(tmp);
+	return ret;
+}
