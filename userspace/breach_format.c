@@ -65,6 +65,8 @@ void ht_breach_print_text(FILE *f, const struct ht_breach_info *bi)
 	const char *sc = ht_syscall_name(b->syscall_nr);
 	char dur[32];
 
+	/* One line even while the dump thread prints too. */
+	flockfile(f);
 	fprintf(f, "%.6f %s %s tid %u (%.*s) cpu %u", bi->since_start_s,
 		ht_breach_kind_name(b->kind),
 		ht_format_duration(b->end_ns - b->start_ns, dur, sizeof(dur)), b->tid, HT_COMM_LEN,
@@ -89,6 +91,7 @@ void ht_breach_print_text(FILE *f, const struct ht_breach_info *bi)
 		break;
 	}
 	fputc('\n', f);
+	funlockfile(f);
 }
 
 static void print_kstack_json(FILE *f, const struct ht_breach *b, const struct ht_ksyms *ksyms)
@@ -150,6 +153,7 @@ void ht_breach_print_json(FILE *f, const struct ht_breach_info *bi, const struct
 	char comm[HT_COMM_LEN + 1], state[2] = { ht_task_state_letter(b->state), 0 };
 
 	snprintf(comm, sizeof(comm), "%.*s", HT_COMM_LEN, b->comm);
+	flockfile(f);
 	fprintf(f,
 		"{\"type\":\"breach\",\"time_s\":%.6f,\"kind\":\"%s\",\"duration_ns\":%llu,"
 		"\"threshold_ns\":%llu,\"start_ns\":%llu,\"end_ns\":%llu,\"pid\":%u,\"tid\":%u,"
@@ -172,4 +176,5 @@ void ht_breach_print_json(FILE *f, const struct ht_breach_info *bi, const struct
 	print_culprits_json(f, bi);
 	print_kstack_json(f, b, ksyms);
 	fputs("}\n", f);
+	funlockfile(f);
 }

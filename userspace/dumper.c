@@ -189,11 +189,13 @@ static void report_written(struct ht_dumper *d, const struct ht_dump_job *job, c
 	char size[32], took[32];
 
 	if (d->cfg.json) {
+		flockfile(stdout);
 		printf("{\"type\":\"dump\",\"kind\":\"%s\",\"path\":", job->kind);
 		ht_json_string(stdout, path);
 		printf(",\"bytes\":%llu,\"events\":%zu,\"write_ns\":%llu}\n",
 		       (unsigned long long)bytes, events, (unsigned long long)took_ns);
 		fflush(stdout);
+		funlockfile(stdout);
 	}
 	ht_format_count((double)bytes, size, sizeof(size));
 	fprintf(stderr, "hybtrace: dump written: %s (%sB, %zu events, %s)\n", path, size, events,

@@ -38,13 +38,16 @@ def protoc_decodes(path):
 
 
 def dumps_in(d):
-    return sorted(glob.glob(os.path.join(d, "*.perfetto-trace")))
+    """The dumps in D; every one must decode with protoc against the project's .proto."""
+    found = sorted(glob.glob(os.path.join(d, "*.perfetto-trace")))
+    for path in found:
+        protoc_decodes(path)
+    return found
 
 
 def dump_of(outdir, kind, tid):
     """The report of the dump of KIND for thread TID."""
     for path in dumps_in(outdir):
-        protoc_decodes(path)
         r = report_json(path)
         if r["kind"] == kind and r.get("tid") == tid:
             return r
@@ -62,8 +65,6 @@ def rq_delay_dump_names_the_culprit():
         victim = run.events("contention_start")[0]["tid"]
         # Dumps that fall inside the contention: the hog must lead their culprits.
         reports = [report_json(p) for p in dumps_in(out)]
-        for p in dumps_in(out):
-            protoc_decodes(p)
         inside = [r for r in reports if r.get("tid") == victim and r["ran_instead"]
                   and r["start_ns"] > run.events("contention_start")[0]["ts_ns"]]
         check(inside, "no rq-delay dump during the contention: %r" % reports)
@@ -134,7 +135,8 @@ def manual_and_exit_dumps():
                      "attach")
             time.sleep(0.2)
             p.send_signal(signal.SIGUSR2)
-            wait_for(lambda: any("-manual" in f for f in dumps_in(out)), 10, "the manual dump")
+            wait_for(lambda: glob.glob(os.path.join(out, "*-manual.perfetto-trace")), 10,
+                     "the manual dump")
             p.send_signal(signal.SIGINT)
             _, err = p.communicate(timeout=20)
         finally:
