@@ -59,6 +59,7 @@ def rq_delay_dump_names_the_culprit():
     need_root()
     with tempfile.TemporaryDirectory() as out:
         run = hybtrace(["run", "--json", "--rq-delay", "500us", "--output", out,
+                        "--min-interval", "100ms", "--max-dumps", "8",
                         "--", workload("rq_contention"), "0", "1500"])
         check(run.rc == 0, run.describe())
         hog = run.events("contention_start")[0]["hog_pid"]
@@ -67,14 +68,16 @@ def rq_delay_dump_names_the_culprit():
         reports = [report_json(p) for p in dumps_in(out)]
         inside = [r for r in reports if r.get("tid") == victim and r["ran_instead"]
                   and r["start_ns"] > run.events("contention_start")[0]["ts_ns"]]
-        check(inside, "no rq-delay dump during the contention: %r" % reports)
-        r = inside[0]
-        check(r["ran_instead"][0]["task"] == "rq_hog[%d]" % hog,
-              "culprit %r, want rq_hog[%d]" % (r["ran_instead"], hog))
-        check(r["ran_instead"][0]["share"] > 0.5, "hog's share %r" % r["ran_instead"])
-        check(r["kernel_stack"], "no kernel stack in %r" % r)
-        check(r["losses"]["loss.ring_buffer_drops"] == 0, "losses %r" % r["losses"])
-        check(r["timeline"], "empty timeline")
+        check(len(inside) >= 3, "want 3+ rq-delay dumps during the contention: %r" % reports)
+        # On a busy machine another task can cause one wait; the hog must cause most.
+        led = [r for r in inside if r["ran_instead"][0]["task"] == "rq_hog[%d]" % hog
+               and r["ran_instead"][0]["share"] > 0.5]
+        check(len(led) >= len(inside) * 2 / 3, "rq_hog[%d] led %d of %d dumps: %r"
+              % (hog, len(led), len(inside), [r["ran_instead"] for r in inside]))
+        for r in inside:
+            check(r["kernel_stack"], "no kernel stack in %r" % r)
+            check(r["losses"]["loss.ring_buffer_drops"] == 0, "losses %r" % r["losses"])
+            check(r["timeline"], "empty timeline")
 
 
 def off_cpu_dump(how, stack_words):
