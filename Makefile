@@ -25,7 +25,7 @@ endif
 CFLAGS ?= -O2 -g
 WARNINGS := -Wall -Wextra -Werror -Wno-missing-field-initializers
 CPPFLAGS_ALL := -D_GNU_SOURCE -DHT_VERSION='"$(VERSION)"' -Iinclude -Iuserspace -I$(BUILD)
-LDLIBS := -lbpf -lelf -lz -lpthread
+LDLIBS := -lbpf -ldw -lelf -lz -lpthread
 
 BPF_SRCS := $(wildcard bpf/*.bpf.c)
 BPF_OBJS := $(patsubst bpf/%.bpf.c,$(BUILD)/%.bpf.o,$(BPF_SRCS))
@@ -117,6 +117,12 @@ $(BUILD)/workloads/%: tests/workloads/%.c tests/workloads/workload.h | $(BUILD)/
 	$(call msg,WORKLOAD,$@)
 	$(Q)$(CC) -D_GNU_SOURCE -O2 -g -fno-omit-frame-pointer -Wall -Wextra -Werror -Iinclude -o $@ $< -lpthread
 
+# The same call structure without frame pointers, for DWARF unwinding.
+$(BUILD)/workloads/callstack_nofp: tests/workloads/callstack.c tests/workloads/workload.h | $(BUILD)/workloads
+	$(call msg,WORKLOAD,$@)
+	$(Q)$(CC) -D_GNU_SOURCE -O2 -g -fomit-frame-pointer -Wall -Wextra -Werror -Iinclude -o $@ $< -lpthread
+WORKLOAD_BINS += $(BUILD)/workloads/callstack_nofp
+
 unit: $(UNIT_BINS) $(ASAN_UNIT_BINS)
 
 test: deps
@@ -145,8 +151,14 @@ clean:
 FUZZ_CFLAGS := -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all
 FUZZ_TRACE_READER_SRCS := userspace/timeline.c userspace/pb.c userspace/perfetto_write.c \
 	userspace/perfetto_read.c
+# The symbolizer's parsers: /proc/PID/maps, perf maps, ELF files (the vdso's in-memory path).
+FUZZ_MAPS_PARSER_SRCS := userspace/proc_maps.c userspace/log.c
+FUZZ_PERF_MAP_SRCS := userspace/perf_map.c userspace/log.c
+FUZZ_ELF_READER_SRCS := userspace/elf_symbols.c userspace/log.c
+FUZZ_NAMES := trace_reader maps_parser perf_map elf_reader
+FUZZ_CORPORA := $(patsubst %,$(BUILD)/fuzz/corpus/%,$(FUZZ_NAMES))
 
-$(BUILD)/fuzz $(BUILD)/fuzz/corpus/trace_reader:
+$(BUILD)/fuzz $(FUZZ_CORPORA):
 	mkdir -p $@
 
 $(BUILD)/fuzz/fuzz_trace_reader: tests/fuzz/fuzz_trace_reader.c $(FUZZ_TRACE_READER_SRCS) \
@@ -154,12 +166,33 @@ $(BUILD)/fuzz/fuzz_trace_reader: tests/fuzz/fuzz_trace_reader.c $(FUZZ_TRACE_REA
 	$(call msg,FUZZ,$@)
 	$(Q)$(CLANG) $(CPPFLAGS_ALL) $(FUZZ_CFLAGS) $(WARNINGS) -o $@ $< $(FUZZ_TRACE_READER_SRCS)
 
-FUZZ_TARGETS := $(BUILD)/fuzz/fuzz_trace_reader
+$(BUILD)/fuzz/fuzz_maps_parser: tests/fuzz/fuzz_maps_parser.c $(FUZZ_MAPS_PARSER_SRCS) \
+		$(wildcard userspace/*.h) | $(BUILD)/fuzz
+	$(call msg,FUZZ,$@)
+	$(Q)$(CLANG) $(CPPFLAGS_ALL) $(FUZZ_CFLAGS) $(WARNINGS) -o $@ $< $(FUZZ_MAPS_PARSER_SRCS)
+
+$(BUILD)/fuzz/fuzz_perf_map: tests/fuzz/fuzz_perf_map.c $(FUZZ_PERF_MAP_SRCS) \
+		$(wildcard userspace/*.h) | $(BUILD)/fuzz
+	$(call msg,FUZZ,$@)
+	$(Q)$(CLANG) $(CPPFLAGS_ALL) $(FUZZ_CFLAGS) $(WARNINGS) -o $@ $< $(FUZZ_PERF_MAP_SRCS)
+
+$(BUILD)/fuzz/fuzz_elf_reader: tests/fuzz/fuzz_elf_reader.c $(FUZZ_ELF_READER_SRCS) \
+		$(wildcard userspace/*.h) | $(BUILD)/fuzz
+	$(call msg,FUZZ,$@)
+	$(Q)$(CLANG) $(CPPFLAGS_ALL) $(FUZZ_CFLAGS) $(WARNINGS) -o $@ $< $(FUZZ_ELF_READER_SRCS) -lelf
+
+FUZZ_TARGETS := $(patsubst %,$(BUILD)/fuzz/fuzz_%,$(FUZZ_NAMES))
 
 .PHONY: fuzz fuzz-targets
 fuzz-targets: $(FUZZ_TARGETS)
 
 # `make fuzz`: each target for FUZZ_SECONDS (default 60) seconds.
-fuzz: $(FUZZ_TARGETS) | $(BUILD)/fuzz/corpus/trace_reader
+fuzz: $(FUZZ_TARGETS) | $(FUZZ_CORPORA)
 	$(BUILD)/fuzz/fuzz_trace_reader -max_total_time=$(or $(FUZZ_SECONDS),60) -max_len=8192 \
 		$(BUILD)/fuzz/corpus/trace_reader tests/fuzz/corpus/trace_reader
+	$(BUILD)/fuzz/fuzz_maps_parser -max_total_time=$(or $(FUZZ_SECONDS),60) -max_len=8192 \
+		$(BUILD)/fuzz/corpus/maps_parser tests/fuzz/corpus/maps_parser
+	$(BUILD)/fuzz/fuzz_perf_map -max_total_time=$(or $(FUZZ_SECONDS),60) -max_len=8192 \
+		$(BUILD)/fuzz/corpus/perf_map tests/fuzz/corpus/perf_map
+	$(BUILD)/fuzz/fuzz_elf_reader -max_total_time=$(or $(FUZZ_SECONDS),60) -max_len=8192 \
+		$(BUILD)/fuzz/corpus/elf_reader tests/fuzz/corpus/elf_reader

@@ -23,6 +23,9 @@
 #define HT_EV_OFF_CPU	 "off-cpu"   /* args: state, syscall; callstack: kernel stack */
 #define HT_EV_RUNQUEUE	 "runqueue"  /* args: cause, cpu, ran_instead.N.*, flow in from waker */
 #define HT_EV_WAKES	 "wakes"     /* instant where a wakeup was raised: args wakee_tid, source */
+/* On a thread's own track: user-space slices (named by function), and two instants. */
+#define HT_EV_STACK_BEFORE "user stack before" /* the breached thread's last sample before it */
+#define HT_EV_STACK_AFTER  "user stack after"  /* its first sample after it */
 /* On the hybtrace track. */
 #define HT_EV_BREACH	 "breach"    /* slice over the breach interval and instant at its end */
 #define HT_EV_WINDOW	 "window"    /* slice over the dump window */
@@ -52,6 +55,7 @@
 #define HT_ARG_START_NS	     "start_ns"
 #define HT_ARG_END_NS	     "end_ns"
 #define HT_ARG_BEFORE_WINDOW "began_before_window" /* 1: the slice's real start is earlier */
+#define HT_ARG_SAMPLES	     "samples"	      /* user slices: how many samples it spans */
 
 /* Metadata keys (tl_meta_*). Losses are counts; "0" when none. */
 #define HT_META_VERSION	       "hybtrace_version"
@@ -77,5 +81,12 @@
 #define HT_META_LOSS_COMM      "loss.comm_map_failures"
 #define HT_META_LOSS_RECURSION "loss.recursion_misses"
 #define HT_META_BREACHES_MISSED "breaches_not_dumped"	/* since the previous dump */
+#define HT_META_SOURCE	       "on_cpu_source"	/* sample, pt, none */
+#define HT_META_SAMPLE_FREQ    "sample_freq_hz"
+#define HT_META_CALLGRAPH      "callgraph"	/* fp, dwarf */
+#define HT_META_SAMPLES	       "samples_in_window"
+#define HT_META_FREEZE_LATE    "freeze_late_ns"	/* on-CPU sources frozen this long after the window's end */
+#define HT_META_LOSS_SAMPLES   "loss.samples_lost"	/* PERF_RECORD_LOST */
+#define HT_META_LOSS_THROTTLE  "loss.sample_throttles" /* PERF_RECORD_THROTTLE */
 
 #endif /* HT_DUMP_SCHEMA_H */

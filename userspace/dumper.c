@@ -1,10 +1,14 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/utsname.h>
+#include <unistd.h>
 #include <time.h>
 #include "comm_cache.h"
 #include "dump_schema.h"
@@ -16,9 +20,13 @@
 #include "monitor.h"
 #include "output.h"
 #include "perfetto_write.h"
+#include "sampler.h"
 #include "sched_index.h"
+#include "symbolizer.h"
 #include "timeline.h"
 #include "units.h"
+#include "unwind_dwarf.h"
+#include "user_timeline.h"
 
 static uint64_t clock_ns(clockid_t clock)
 {
@@ -105,39 +113,124 @@ static void set_metadata(struct ht_dumper *d, struct timeline *tl, const struct 
 	meta_u64(tl, HT_META_BREACHES_MISSED, d->not_dumped_since_last);
 }
 
-/* Read the window and lower it into TL. */
-static int build_timeline(struct ht_dumper *d, struct timeline *tl, const struct ht_dump_job *job)
+/* Re-read the target's mappings; a target that is gone keeps what was known. */
+static void refresh_mappings(struct ht_dumper *d)
+{
+	if (d->symbolizer)
+		ht_symbolizer_refresh(d->symbolizer);
+	if (d->unwinder)
+		ht_dwarf_unwinder_refresh(d->unwinder);
+}
+
+/*
+ * What a dump is made of, taken at the end of its window, as promptly as the
+ * worker can: the flight recorder's window and copies of the sampling rings.
+ */
+struct capture {
+	uint64_t t0, t1;
+	uint64_t frozen_ns; /* CLOCK_MONOTONIC when the sources were frozen */
+	struct ht_fr_window w;
+	bool have_samples;
+	struct ht_sampler_frozen frozen;
+};
+
+static int take_capture(struct ht_dumper *d, const struct ht_dump_job *job, struct capture *c)
 {
 	const struct ht_monitor *m = d->cfg.monitor;
-	uint64_t t0 = job->start_ns > d->cfg.pre_ns ? job->start_ns - d->cfg.pre_ns : 0;
-	uint64_t t1 = job->end_ns + d->cfg.post_ns;
+
+	memset(c, 0, sizeof(*c));
+	c->t0 = job->start_ns > d->cfg.pre_ns ? job->start_ns - d->cfg.pre_ns : 0;
+	c->t1 = job->end_ns + d->cfg.post_ns;
+	sleep_until(c->t1);
+	c->frozen_ns = clock_ns(CLOCK_MONOTONIC);
+	if (d->cfg.sampler) {
+		c->have_samples = !ht_sampler_freeze(d->cfg.sampler, &c->frozen);
+		if (!c->have_samples)
+			ht_warn("dump without user-space stacks: %s", ht_last_error());
+	}
+	if (ht_recorder_read(&m->recorder, c->t0, c->t1, &c->w)) {
+		if (c->have_samples)
+			ht_sampler_frozen_free(&c->frozen);
+		return -1;
+	}
+	/* Nothing was recorded before attach: that part of the window is clipped too. */
+	if (c->t0 < m->attached_ns) {
+		c->w.clipped = true;
+		if (c->w.covered_from_ns < m->attached_ns)
+			c->w.covered_from_ns = m->attached_ns;
+	}
+	return 0;
+}
+
+static void free_capture(struct capture *c)
+{
+	ht_fr_window_free(&c->w);
+	if (c->have_samples)
+		ht_sampler_frozen_free(&c->frozen);
+}
+
+/* The on-CPU source's part of the window: sampled stacks on the thread tracks. */
+static void add_user_timeline(struct ht_dumper *d, struct timeline *tl,
+			      const struct ht_dump_job *job, const struct capture *c)
+{
+	struct ht_sampler *sampler = d->cfg.sampler;
+	struct ht_sample_set set;
+	struct ht_user_window uw;
+	char count[32];
+
+	if (!sampler) {
+		tl_meta_set(tl, HT_META_SOURCE, "none");
+		return;
+	}
+	tl_meta_set(tl, HT_META_SOURCE, "sample");
+	snprintf(count, sizeof(count), "%u", sampler->cfg.freq_hz);
+	tl_meta_set(tl, HT_META_SAMPLE_FREQ, count);
+	tl_meta_set(tl, HT_META_CALLGRAPH,
+		    sampler->cfg.callgraph == HT_CALLGRAPH_DWARF ? "dwarf" : "fp");
+	meta_u64(tl, HT_META_FREEZE_LATE, c->frozen_ns - c->t1);
+	if (!c->have_samples || ht_sampler_frozen_samples(&c->frozen, c->t0, c->t1, &set))
+		return;
+	/* Libraries load late: the maps are read again for every dump. */
+	refresh_mappings(d);
+	uw = (struct ht_user_window){
+		.tgid = d->cfg.tgid,
+		.t0 = c->t0,
+		.t1 = c->t1,
+		.period_ns = sampler->period_ns,
+		.samples = &set,
+		.symbolizer = d->symbolizer,
+		.ksyms = d->cfg.ksyms,
+		.unwinder = d->unwinder,
+		.breach = job->has_breach ? &job->breach : NULL,
+	};
+	if (ht_user_timeline_build(tl, &uw))
+		ht_warn("dump without user-space stacks: %s", ht_last_error());
+	meta_u64(tl, HT_META_SAMPLES, set.count);
+	meta_u64(tl, HT_META_LOSS_SAMPLES, set.lost);
+	meta_u64(tl, HT_META_LOSS_THROTTLE, set.throttled);
+	ht_sample_set_free(&set);
+}
+
+/* Lower the captured window into TL. */
+static int build_timeline(struct ht_dumper *d, struct timeline *tl, const struct ht_dump_job *job,
+			  const struct capture *c)
+{
+	char target_comm[HT_COMM_LEN + 8];
 	struct tl_clock_snapshot snap;
 	struct ht_kernel_window kw;
 	struct ht_sched_index idx;
-	char target_comm[HT_COMM_LEN + 8];
-	struct ht_fr_window w;
 	int rc;
 
-	if (ht_recorder_read(&m->recorder, t0, t1, &w))
-		return -1;
 	/* `run` named the target before its exec: what it is called now is what counts. */
 	ht_comm_lookup(d->comms, (uint32_t)d->cfg.tgid, 0, target_comm, sizeof(target_comm));
-	/* Nothing was recorded before attach: that part of the window is clipped too. */
-	if (t0 < m->attached_ns) {
-		w.clipped = true;
-		if (w.covered_from_ns < m->attached_ns)
-			w.covered_from_ns = m->attached_ns;
-	}
-	if (ht_sched_index_build(&w, &idx)) {
-		ht_fr_window_free(&w);
+	if (ht_sched_index_build(&c->w, &idx))
 		return -1;
-	}
 	kw = (struct ht_kernel_window){
 		.tgid = d->cfg.tgid,
 		.target_comm = target_comm,
-		.t0 = t0,
-		.t1 = t1,
-		.w = &w,
+		.t0 = c->t0,
+		.t1 = c->t1,
+		.w = &c->w,
 		.idx = &idx,
 		.comms = d->comms,
 		.ksyms = d->cfg.ksyms,
@@ -146,16 +239,17 @@ static int build_timeline(struct ht_dumper *d, struct timeline *tl, const struct
 	};
 	if (!tl_clock_snapshot_now(&snap))
 		tl_set_clock_snapshot(tl, &snap);
-	set_metadata(d, tl, job, &w, t0, t1);
+	set_metadata(d, tl, job, &c->w, c->t0, c->t1);
 	tl_meta_set(tl, HT_META_TARGET_COMM, target_comm);
 	rc = ht_kernel_timeline_build(tl, &kw);
 	ht_sched_index_free(&idx);
-	ht_fr_window_free(&w);
+	if (!rc)
+		add_user_timeline(d, tl, job, c);
 	return rc;
 }
 
-static int write_dump(struct ht_dumper *d, const struct ht_dump_job *job, char *path, size_t len,
-		      uint64_t *bytes, size_t *events)
+static int write_dump(struct ht_dumper *d, const struct ht_dump_job *job, const struct capture *c,
+		      char *path, size_t len, uint64_t *bytes, size_t *events)
 {
 	struct timeline *tl = tl_new();
 	struct ht_output_file f;
@@ -165,7 +259,7 @@ static int write_dump(struct ht_dumper *d, const struct ht_dump_job *job, char *
 
 	if (!tl)
 		return ht_fail("out of memory");
-	if (build_timeline(d, tl, job))
+	if (build_timeline(d, tl, job, c))
 		goto out;
 	*events = tl_event_count(tl);
 	ht_dump_base_name(d->cfg.tgid, to_realtime(job->end_ns), job->kind, base, sizeof(base));
@@ -202,6 +296,15 @@ static void report_written(struct ht_dumper *d, const struct ht_dump_job *job, c
 		ht_format_duration(took_ns, took, sizeof(took)));
 }
 
+/* Nice value while a dump is built and written: it never takes the CPU from the target. */
+#define DUMP_NICE 19
+
+static void set_nice(int nice)
+{
+	/* Raising it back needs CAP_SYS_NICE; without it the thread stays nice, which is safe. */
+	setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), nice);
+}
+
 /* One job, start to end, outside the lock. */
 static void run_job(struct ht_dumper *d, const struct ht_dump_job *job)
 {
@@ -209,9 +312,21 @@ static void run_job(struct ht_dumper *d, const struct ht_dump_job *job)
 	uint64_t bytes = 0, started;
 	size_t events = 0;
 
-	sleep_until(job->end_ns + d->cfg.post_ns);
+	struct capture c;
+	int rc;
+
+	/* Now, while the target surely still lives: it may exit within the post window. */
+	refresh_mappings(d);
+	rc = take_capture(d, job, &c);
 	started = clock_ns(CLOCK_MONOTONIC);
-	if (write_dump(d, job, path, sizeof(path), &bytes, &events)) {
+	if (!rc) {
+		/* Frozen and copied: the rest is the least urgent work here, it yields the CPU. */
+		set_nice(DUMP_NICE);
+		rc = write_dump(d, job, &c, path, sizeof(path), &bytes, &events);
+		set_nice(0);
+		free_capture(&c);
+	}
+	if (rc) {
 		ht_error("dump failed: %s (monitoring goes on)", ht_last_error());
 		pthread_mutex_lock(&d->lock);
 		d->stats.failed++;
@@ -260,6 +375,34 @@ static bool take_pending(struct ht_dumper *d)
 	return true;
 }
 
+/*
+ * How often an idle worker re-reads the target's mappings: often at first,
+ * while a freshly started program maps its libraries, then once a second.
+ */
+#define WARM_FAST_INTERVAL_NS 50000000ULL
+#define WARM_FAST_PERIOD_NS   2000000000ULL
+#define WARM_INTERVAL_NS      1000000000ULL
+
+/*
+ * Wait for a job; meanwhile re-read the target's mappings now and then, so
+ * the symbols of its files are at hand even if it exits just as a breach
+ * happens. Called and returns with the lock held.
+ */
+static void idle_wait(struct ht_dumper *d)
+{
+	bool young = clock_ns(CLOCK_MONOTONIC) - d->started_ns < WARM_FAST_PERIOD_NS;
+	uint64_t deadline = clock_ns(CLOCK_REALTIME) +
+			    (young ? WARM_FAST_INTERVAL_NS : WARM_INTERVAL_NS);
+	struct timespec ts = { (time_t)(deadline / 1000000000ULL), (long)(deadline % 1000000000ULL) };
+
+	if (pthread_cond_timedwait(&d->wake, &d->lock, &ts) != ETIMEDOUT || d->have_job ||
+	    d->stopping)
+		return;
+	pthread_mutex_unlock(&d->lock);
+	refresh_mappings(d);
+	pthread_mutex_lock(&d->lock);
+}
+
 static void *worker(void *arg)
 {
 	struct ht_dumper *d = arg;
@@ -268,7 +411,7 @@ static void *worker(void *arg)
 	pthread_mutex_lock(&d->lock);
 	for (;;) {
 		while (!d->have_job && !d->stopping)
-			pthread_cond_wait(&d->wake, &d->lock);
+			idle_wait(d);
 		if (!d->have_job)
 			break;
 		job = d->job;
@@ -288,6 +431,30 @@ static void *worker(void *arg)
 	return NULL;
 }
 
+static void stop_symbolizing(struct ht_dumper *d)
+{
+	ht_symbolizer_free(d->symbolizer);
+	d->symbolizer = NULL;
+	if (d->unwinder)
+		ht_dwarf_unwinder_free(d->unwinder);
+	d->unwinder = NULL;
+}
+
+/*
+ * Symbols (and DWARF unwinding) for the target, kept across dumps. Without
+ * them dumps still come, with addresses for names; a target that is already
+ * gone needs no word about it.
+ */
+static void start_symbolizing(struct ht_dumper *d)
+{
+	d->symbolizer = ht_symbolizer_new(d->cfg.tgid);
+	if (d->symbolizer && d->cfg.sampler->cfg.callgraph == HT_CALLGRAPH_DWARF)
+		d->unwinder = ht_dwarf_unwinder_new(d->cfg.tgid);
+	if ((!d->symbolizer || (d->cfg.sampler->cfg.callgraph == HT_CALLGRAPH_DWARF &&
+				!d->unwinder)) && kill(d->cfg.tgid, 0) == 0)
+		ht_warn("user-space stacks will show addresses only: %s", ht_last_error());
+}
+
 int ht_dumper_start(struct ht_dumper *d, const struct ht_dumper_config *cfg)
 {
 	memset(d, 0, sizeof(*d));
@@ -296,10 +463,14 @@ int ht_dumper_start(struct ht_dumper *d, const struct ht_dumper_config *cfg)
 	if (!d->comms)
 		return ht_fail("out of memory");
 	ht_comm_cache_init(d->comms, cfg->monitor);
+	d->started_ns = clock_ns(CLOCK_MONOTONIC);
+	if (cfg->sampler)
+		start_symbolizing(d);
 	pthread_mutex_init(&d->lock, NULL);
 	pthread_cond_init(&d->wake, NULL);
 	pthread_cond_init(&d->idle, NULL);
 	if (pthread_create(&d->thread, NULL, worker, d)) {
+		stop_symbolizing(d);
 		free(d->comms);
 		d->comms = NULL;
 		return ht_fail("cannot start the dump thread");
@@ -343,7 +514,9 @@ enum ht_dump_decision ht_dumper_offer(struct ht_dumper *d, const struct ht_dump_
 		pthread_cond_signal(&d->wake);
 		break;
 	case HT_DUMP_DEFER_BUSY:
-		if (!d->have_pending || job->asked || longer(job, &d->pending)) {
+		/* An asked-for dump is never displaced by a breach. */
+		if (!d->have_pending || job->asked ||
+		    (!d->pending.asked && longer(job, &d->pending))) {
 			d->pending = *job;
 			d->have_pending = true;
 		}
@@ -383,6 +556,7 @@ void ht_dumper_stop(struct ht_dumper *d)
 	pthread_mutex_destroy(&d->lock);
 	pthread_cond_destroy(&d->wake);
 	pthread_cond_destroy(&d->idle);
+	stop_symbolizing(d);
 	free(d->comms);
 	d->comms = NULL;
 	d->started = false;

@@ -18,6 +18,9 @@
 struct ht_monitor;
 struct ht_ksyms;
 struct ht_comm_cache;
+struct ht_sampler;
+struct ht_symbolizer;
+struct ht_dwarf_unwinder;
 
 struct ht_dumper_config {
 	const char *output_dir;
@@ -29,6 +32,7 @@ struct ht_dumper_config {
 	bool json; /* report written dumps as JSON lines on stdout */
 	const struct ht_monitor *monitor;
 	const struct ht_ksyms *ksyms;
+	struct ht_sampler *sampler; /* NULL: no on-CPU source */
 };
 
 struct ht_dump_job {
@@ -50,8 +54,11 @@ struct ht_dumper_stats {
 struct ht_dumper {
 	struct ht_dumper_config cfg;
 	struct ht_comm_cache *comms; /* the worker's own */
+	struct ht_symbolizer *symbolizer; /* the worker's own, kept across dumps */
+	struct ht_dwarf_unwinder *unwinder; /* with --callgraph dwarf */
 	pthread_t thread;
 	bool started;
+	uint64_t started_ns;
 	pthread_mutex_t lock;
 	pthread_cond_t wake, idle;
 	bool stopping;

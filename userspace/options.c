@@ -21,6 +21,8 @@ void ht_options_init(struct ht_options *o)
 	o->min_interval_ns = HT_DEFAULT_MIN_INTERVAL_NS;
 	o->max_dumps = HT_DEFAULT_MAX_DUMPS;
 	o->max_disk_bytes = HT_DEFAULT_MAX_DISK;
+	o->sample_freq_hz = HT_DEFAULT_SAMPLE_FREQ;
+	o->max_memory_bytes = HT_DEFAULT_MAX_MEMORY;
 }
 
 /* Parse "INT[.FRAC]" scaled by `scale`; *end gets what follows the number. */
@@ -180,6 +182,11 @@ enum {
 	OPT_MAX_DUMPS,
 	OPT_MAX_DISK,
 	OPT_DUMP_ON_EXIT,
+	OPT_SOURCE,
+	OPT_SAMPLE_FREQ,
+	OPT_SAMPLE_HISTORY,
+	OPT_CALLGRAPH,
+	OPT_MAX_MEMORY,
 };
 
 static const struct option long_options[] = {
@@ -201,6 +208,11 @@ static const struct option long_options[] = {
 	{ "max-dumps", required_argument, NULL, OPT_MAX_DUMPS },
 	{ "max-disk", required_argument, NULL, OPT_MAX_DISK },
 	{ "dump-on-exit", no_argument, NULL, OPT_DUMP_ON_EXIT },
+	{ "source", required_argument, NULL, OPT_SOURCE },
+	{ "sample-freq", required_argument, NULL, OPT_SAMPLE_FREQ },
+	{ "sample-history", required_argument, NULL, OPT_SAMPLE_HISTORY },
+	{ "callgraph", required_argument, NULL, OPT_CALLGRAPH },
+	{ "max-memory", required_argument, NULL, OPT_MAX_MEMORY },
 	{ "help", no_argument, NULL, 'h' },
 	{ NULL, 0, NULL, 0 },
 };
@@ -264,6 +276,47 @@ static int parse_count(const char *opt, const char *arg, unsigned int *n)
 	return 0;
 }
 
+static int parse_source_option(struct ht_options *o, int opt, const char *arg)
+{
+	static const char *const sources[] = { "auto", "pt", "sample", "none" };
+	unsigned int freq;
+
+	switch (opt) {
+	case OPT_SOURCE:
+		for (unsigned int i = 0; i < sizeof(sources) / sizeof(sources[0]); i++) {
+			if (!strcmp(arg, sources[i])) {
+				o->source = (enum ht_source)i;
+				return 0;
+			}
+		}
+		return ht_fail("--source: '%s' is not auto, pt, sample or none", arg);
+	case OPT_SAMPLE_FREQ:
+		if (parse_count("sample-freq", arg, &freq) || freq == 0 || freq > 100000)
+			return ht_fail("--sample-freq: '%s' is not a rate from 1 to 100000 Hz", arg);
+		o->sample_freq_hz = freq;
+		return 0;
+	case OPT_SAMPLE_HISTORY:
+		if (ht_parse_size(arg, &o->sample_history_bytes))
+			return ht_fail("--sample-history: %s", ht_last_error());
+		if (o->sample_history_bytes < (8ULL << 10) || o->sample_history_bytes > (1ULL << 30))
+			return ht_fail("--sample-history: %s is outside 8k..1G", arg);
+		return 0;
+	case OPT_CALLGRAPH:
+		if (!strcmp(arg, "fp"))
+			o->callgraph = HT_CALLGRAPH_MODE_FP;
+		else if (!strcmp(arg, "dwarf"))
+			o->callgraph = HT_CALLGRAPH_MODE_DWARF;
+		else
+			return ht_fail("--callgraph: '%s' is not fp or dwarf", arg);
+		return 0;
+	case OPT_MAX_MEMORY:
+		if (ht_parse_size(arg, &o->max_memory_bytes))
+			return ht_fail("--max-memory: %s", ht_last_error());
+		return 0;
+	}
+	return ht_fail("unknown option (see hybtrace --help)");
+}
+
 static int parse_dump_option(struct ht_options *o, int opt, const char *arg)
 {
 	switch (opt) {
@@ -288,7 +341,7 @@ static int parse_dump_option(struct ht_options *o, int opt, const char *arg)
 		o->dump_on_exit = true;
 		return 0;
 	}
-	return ht_fail("unknown option (see hybtrace --help)");
+	return parse_source_option(o, opt, arg);
 }
 
 static int parse_one(struct ht_options *o, int opt, const char *arg)
@@ -373,6 +426,10 @@ int ht_options_parse(struct ht_options *o, int argc, char **argv, bool run, bool
 	}
 	if (o->syscall_filter_on && !o->syscall_ns)
 		return ht_fail("--syscalls needs --syscall DUR, the threshold");
+	if (!o->sample_history_bytes)
+		o->sample_history_bytes = o->callgraph == HT_CALLGRAPH_MODE_DWARF
+						  ? HT_DEFAULT_SAMPLE_HISTORY_DWARF
+						  : HT_DEFAULT_SAMPLE_HISTORY_FP;
 	if (run) {
 		if (o->pid)
 			return ht_fail("run starts its own target: --pid does not apply");
@@ -419,6 +476,13 @@ void ht_options_usage(void)
 	       "  --max-disk SIZE      disk budget for all dumps (default 512M)\n"
 	       "  --dump-on-exit       also dump the last window when stopping\n"
 	       "  SIGUSR2              dump the last window now\n"
+	       "\n"
+	       "What the threads ran in user space:\n"
+	       "  --source SRC         auto (Intel PT where present, else sampling), pt, sample, none\n"
+	       "  --sample-freq HZ     sampling rate per thread (default 999)\n"
+	       "  --sample-history SIZE  sampling ring per CPU (default 1M; 8M with dwarf)\n"
+	       "  --callgraph MODE     fp (frame pointers, default) or dwarf (for code without them)\n"
+	       "  --max-memory SIZE    all rings together (default 512M)\n"
 	       "  -h, --help           this text\n"
 	       "\n"
 	       "Durations take a unit: ns, us, ms, s (2ms, 500us, 1.5s).\n"

@@ -13,6 +13,15 @@ enum ht_prev_state_mode {
 	HT_PREV_STATE_TASK,	/* force task_struct::__state, the pre-5.18 path */
 };
 
+enum ht_source {
+	HT_SOURCE_AUTO = 0, /* PT where the machine has it, sampling elsewhere */
+	HT_SOURCE_PT,
+	HT_SOURCE_SAMPLE,
+	HT_SOURCE_NONE,
+};
+
+enum ht_callgraph_mode { HT_CALLGRAPH_MODE_FP = 0, HT_CALLGRAPH_MODE_DWARF };
+
 struct ht_options {
 	int pid;		/* target process; 0 until known */
 	uint64_t rq_delay_ns;	/* 0: off */
@@ -34,6 +43,12 @@ struct ht_options {
 	unsigned int max_dumps; /* 0: never */
 	uint64_t max_disk_bytes;
 	bool dump_on_exit;
+	/* On-CPU source. */
+	enum ht_source source;
+	unsigned int sample_freq_hz;
+	uint64_t sample_history_bytes; /* per CPU; 0: the callgraph's default */
+	enum ht_callgraph_mode callgraph;
+	uint64_t max_memory_bytes;
 	char cmdline[1024];	/* how hybtrace was started, for the dumps' metadata */
 };
 
@@ -47,6 +62,11 @@ struct ht_options {
 #define HT_DEFAULT_MAX_DUMPS	 20
 #define HT_DEFAULT_MAX_DISK	 (512ULL << 20)
 #define HT_MIN_HISTORY_BYTES	 (64ULL << 10)
+/* Measured: see README, "What it costs". */
+#define HT_DEFAULT_SAMPLE_FREQ	 999
+#define HT_DEFAULT_SAMPLE_HISTORY_FP	(1ULL << 20)
+#define HT_DEFAULT_SAMPLE_HISTORY_DWARF (8ULL << 20)
+#define HT_DEFAULT_MAX_MEMORY	 (512ULL << 20)
 #define HT_MAX_HISTORY_BYTES	 (1ULL << 30)
 
 void ht_options_init(struct ht_options *o);

@@ -36,6 +36,7 @@ struct report_options {
 /* What a dump says about its breach, found once. */
 struct dump_view {
 	const struct timeline *tl;
+	long stack_before, stack_after; /* the breached thread's user stacks around it */
 	const char *path;
 	const char *kind;
 	bool has_breach;
@@ -131,12 +132,29 @@ static long find_kernel_slice(const struct dump_view *v, const char *name, const
 	return -1;
 }
 
+/* The breached thread's instant called NAME on its own track. */
+static long find_thread_instant(const struct dump_view *v, const char *name)
+{
+	const struct timeline *tl = v->tl;
+
+	for (size_t i = 0; i < tl_event_count(tl); i++) {
+		const struct tl_event *e = tl_event(tl, i);
+		const struct tl_track *t = track_of(tl, e);
+
+		if (e->kind == TL_EVENT_INSTANT && t->kind == TL_TRACK_THREAD &&
+		    (uint32_t)t->tid == v->tid && !strcmp(event_name(tl, e), name))
+			return (long)i;
+	}
+	return -1;
+}
+
 static void view_init(struct dump_view *v, const struct timeline *tl, const char *path)
 {
 	memset(v, 0, sizeof(*v));
 	v->tl = tl;
 	v->path = path;
 	v->rq_slice = v->off_slice = v->syscall_slice = v->breach_instant = -1;
+	v->stack_before = v->stack_after = -1;
 	v->kind = meta_str(tl, HT_META_KIND);
 	if (!*v->kind)
 		v->kind = "unknown";
@@ -167,6 +185,8 @@ static void view_init(struct dump_view *v, const struct timeline *tl, const char
 		v->start_ns = v->end_ns = v->window_end_ns;
 		return;
 	}
+	v->stack_before = find_thread_instant(v, HT_EV_STACK_BEFORE);
+	v->stack_after = find_thread_instant(v, HT_EV_STACK_AFTER);
 	v->rq_slice = find_kernel_slice(v, HT_EV_RUNQUEUE, NULL, 0, v->end_ns);
 	v->off_slice = find_kernel_slice(v, HT_EV_OFF_CPU, NULL, v->start_ns, 0);
 	v->syscall_slice = find_kernel_slice(v, NULL, HT_CAT_SYSCALL, 0, v->end_ns);
@@ -381,6 +401,9 @@ static void describe(const struct timeline *tl, const struct tl_event *e, char *
 	} else if (!strcmp(name, HT_EV_WAKES)) {
 		arg_u64(tl, e, HT_ARG_WAKEE_TID, &v);
 		snprintf(buf, len, "wakes tid %" PRIu64, v);
+	} else if (!strcmp(cat, HT_CAT_USER) && e->kind == TL_EVENT_SLICE) {
+		arg_u64(tl, e, HT_ARG_SAMPLES, &v);
+		snprintf(buf, len, "%s %s (%" PRIu64 " samples)", name, dur, v);
 	} else if (!strcmp(name, HT_EV_BREACH)) {
 		arg_u64(tl, e, HT_ARG_DURATION_NS, &v);
 		snprintf(buf, len, "%s %s %s", e->kind == TL_EVENT_SLICE ? "BREACH begins" : "BREACH ends",
@@ -586,6 +609,19 @@ static void print_headline(const struct dump_view *v)
 	       ht_format_duration(v->window_end_ns - v->window_start_ns, win, sizeof(win)));
 }
 
+static void print_user_stack_text(const struct dump_view *v, long ev, const char *title)
+{
+	const char *stack[128];
+	size_t n = stack_of(v->tl, ev, stack, 128);
+
+	if (!n)
+		return;
+	printf("\n%s (%+.3fms, innermost last):\n", title,
+	       ((double)tl_event(v->tl, (size_t)ev)->ts_ns - (double)v->start_ns) / 1e6);
+	for (size_t i = 0; i < n; i++)
+		printf("  %s\n", stack[i]);
+}
+
 static void print_sections_text(const struct dump_view *v)
 {
 	const struct timeline *tl = v->tl;
@@ -624,6 +660,8 @@ static void print_sections_text(const struct dump_view *v)
 		for (size_t i = 0; i < n; i++)
 			printf("  %s\n", stack[i]);
 	}
+	print_user_stack_text(v, v->stack_before, "user stack just before it left the CPU");
+	print_user_stack_text(v, v->stack_after, "user stack just after it came back");
 	n = v->has_breach ? wakeup_chain(v, chain) : 0;
 	if (n) {
 		printf("\nwakeup chain:\n");
@@ -653,11 +691,27 @@ static void print_sections_text(const struct dump_view *v)
 		       ht_format_duration(clipped - v->window_start_ns, dur, sizeof(dur)));
 }
 
+static void print_frames_json(const char *key, const struct timeline *tl, long ev)
+{
+	const char *stack[128];
+	size_t n = stack_of(tl, ev, stack, 128);
+
+	printf(",\"%s\":[", key);
+	for (size_t i = 0; i < n; i++) {
+		if (i)
+			putchar(',');
+		ht_json_string(stdout, stack[i]);
+	}
+	putchar(']');
+}
+
 static void print_stack_json(const struct dump_view *v)
 {
 	const char *stack[64];
 	size_t n = stack_of(v->tl, stack_event(v), stack, 64);
 
+	print_frames_json("user_stack_before", v->tl, v->stack_before);
+	print_frames_json("user_stack_after", v->tl, v->stack_after);
 	printf(",\"kernel_stack\":[");
 	for (size_t i = 0; i < n; i++) {
 		if (i)

@@ -24,6 +24,8 @@
 #include "output.h"
 #include "privileges.h"
 #include "proc.h"
+#include "sampler.h"
+#include "unwind_dwarf.h"
 #include "session.h"
 #include "units.h"
 
@@ -46,6 +48,7 @@ struct session {
 	int tgid;
 	char target_comm[HT_COMM_BUF];
 	struct ht_monitor monitor;
+	struct ht_sampler sampler;
 	struct ht_dumper dumper;
 	struct ht_comm_cache *comms;
 	struct ht_ksyms *ksyms;
@@ -360,9 +363,8 @@ static int open_loop_fds(struct session *s)
 	s->durationfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
 	if (s->epfd < 0 || s->sigfd < 0 || s->statusfd < 0 || s->durationfd < 0)
 		return ht_fail("cannot set up the event loop: %s", strerror(errno));
-	interval = (s->status_on_tty ? STATUS_TTY_INTERVAL_S : STATUS_PLAIN_INTERVAL_S) *
-		   1000000000ULL;
-	if (!s->opt->quiet && arm_timer(s->statusfd, interval, interval))
+	interval = 1000000000ULL;
+	if (arm_timer(s->statusfd, interval, interval))
 		return ht_fail("timerfd: %s", strerror(errno));
 	if (s->opt->duration_ns && arm_timer(s->durationfd, s->opt->duration_ns, 0))
 		return ht_fail("timerfd: %s", strerror(errno));
@@ -392,6 +394,18 @@ static void handle_signal(struct session *s)
 		}
 		s->stop = true;
 	}
+}
+
+/* Every second: events of exited threads closed; the status line when it is due. */
+static void housekeeping(struct session *s)
+{
+	uint64_t interval = (s->status_on_tty ? STATUS_TTY_INTERVAL_S : STATUS_PLAIN_INTERVAL_S) *
+			    1000000000ULL;
+
+	if (s->sampler.open)
+		ht_sampler_reap(&s->sampler);
+	if (!s->opt->quiet && monotonic_ns() - s->last_status_ns >= interval - 50000000ULL)
+		print_status(s);
 }
 
 static void drain_timer(int fd)
@@ -424,7 +438,7 @@ static int run_loop(struct session *s)
 				break;
 			case EV_STATUS:
 				drain_timer(s->statusfd);
-				print_status(s);
+				housekeeping(s);
 				break;
 			case EV_DURATION:
 			case EV_TARGET_EXIT:
@@ -450,6 +464,7 @@ static void finish_dumps(struct session *s)
 static void close_session(struct session *s)
 {
 	ht_dumper_stop(&s->dumper);
+	ht_sampler_close(&s->sampler);
 	ht_monitor_close(&s->monitor);
 	ht_ksyms_free(s->ksyms);
 	free(s->comms);
@@ -469,6 +484,25 @@ static void block_loop_signals(void)
 	sigprocmask(SIG_BLOCK, &mask, NULL);
 }
 
+/* Sampling of every thread of the target, when that is the on-CPU source. */
+static int start_sampler(struct session *s)
+{
+	const struct ht_options *o = s->opt;
+	struct ht_sampler_config cfg = {
+		.tgid = s->tgid,
+		.freq_hz = o->sample_freq_hz,
+		.ring_bytes = o->sample_history_bytes,
+		.callgraph = o->callgraph == HT_CALLGRAPH_MODE_DWARF ? HT_CALLGRAPH_DWARF
+								 : HT_CALLGRAPH_FP,
+		.regs_mask = HT_DWARF_SAMPLE_REGS_MASK,
+		.stack_bytes = HT_SAMPLE_STACK_BYTES,
+	};
+
+	if (o->source == HT_SOURCE_NONE)
+		return 0;
+	return ht_sampler_open(&s->sampler, &cfg);
+}
+
 static int start_dumper(struct session *s)
 {
 	const struct ht_options *o = s->opt;
@@ -483,6 +517,7 @@ static int start_dumper(struct session *s)
 		.json = o->json,
 		.monitor = &s->monitor,
 		.ksyms = s->ksyms,
+		.sampler = s->sampler.open ? &s->sampler : NULL,
 	};
 
 	return ht_dumper_start(&s->dumper, &cfg);
@@ -546,7 +581,7 @@ static int start_session(struct session *s, const struct ht_options *o, int tgid
 	ht_comm_cache_init(s->comms, &s->monitor);
 	s->start_ns = s->monitor.attached_ns;
 	s->last_status_ns = s->start_ns;
-	if (start_dumper(s))
+	if (start_sampler(s) || start_dumper(s))
 		return HT_EXIT_FAILURE;
 	return open_loop_fds(s) ? HT_EXIT_FAILURE : 0;
 }
@@ -555,6 +590,40 @@ static void init_session(struct session *s)
 {
 	memset(s, 0, sizeof(*s));
 	s->epfd = s->sigfd = s->statusfd = s->pidfd = s->durationfd = -1;
+}
+
+/*
+ * What the rings will hold, checked before anything is attached: the flight
+ * recorder and the sampling rings, per CPU, against --max-memory. Also says
+ * which on-CPU source `auto` means here.
+ */
+static int check_sources(struct ht_options *o)
+{
+	int ncpus = libbpf_num_possible_cpus();
+	uint64_t need;
+
+	if (o->source == HT_SOURCE_PT || o->source == HT_SOURCE_AUTO) {
+		bool has_pt = access("/sys/bus/event_source/devices/intel_pt", F_OK) == 0;
+
+		if (o->source == HT_SOURCE_PT)
+			return ht_fail(has_pt ? "--source pt: Intel PT capture is not supported by "
+						"this build of hybtrace; use --source sample"
+					      : "--source pt: this machine has no Intel PT (no "
+						"/sys/bus/event_source/devices/intel_pt); use --source "
+						"sample");
+		o->source = HT_SOURCE_SAMPLE;
+	}
+	if (ncpus <= 0)
+		return ht_fail("cannot count CPUs");
+	need = (uint64_t)ncpus * o->history_bytes;
+	if (o->source == HT_SOURCE_SAMPLE)
+		need += (uint64_t)ncpus * o->sample_history_bytes;
+	if (need > o->max_memory_bytes)
+		return ht_fail("the rings need %lluM on %d CPUs, more than --max-memory %lluM: "
+			       "lower --history or --sample-history, or raise --max-memory",
+			       (unsigned long long)(need >> 20), ncpus,
+			       (unsigned long long)(o->max_memory_bytes >> 20));
+	return 0;
 }
 
 static int pidfd_open_target(int pid)
@@ -582,9 +651,18 @@ static void announce(const struct session *s)
 	fprintf(stderr, ", syscall %s; Ctrl-C to stop\n",
 		s->opt->syscall_ns ? ht_format_duration(s->opt->syscall_ns, buf, sizeof(buf))
 				   : "off");
+	if (s->sampler.open)
+		fprintf(stderr, "hybtrace: on-CPU source: sampling at %u Hz with %s call stacks "
+				"(no Intel PT %s)\n",
+			s->opt->sample_freq_hz,
+			s->opt->callgraph == HT_CALLGRAPH_MODE_DWARF ? "DWARF" : "frame-pointer",
+			access("/sys/bus/event_source/devices/intel_pt", F_OK) ? "on this machine"
+									    : "capture in this build");
+	else
+		fprintf(stderr, "hybtrace: on-CPU source: none\n");
 }
 
-int ht_session_record(const struct ht_options *o)
+int ht_session_record(struct ht_options *o)
 {
 	struct session s;
 	int tgid, status;
@@ -593,7 +671,7 @@ int ht_session_record(const struct ht_options *o)
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	status = HT_EXIT_USAGE;
 	if (ht_proc_resolve_target(o->pid, &tgid) || ht_check_monitor_privileges() ||
-	    ht_output_dir_check(o->output_dir))
+	    ht_output_dir_check(o->output_dir) || check_sources(o))
 		goto fail;
 	s.pidfd = pidfd_open_target(tgid);
 	if (s.pidfd < 0)
@@ -678,7 +756,7 @@ static int release_child(char **argv, int go_fd, int err_fd)
 	return 0;
 }
 
-int ht_session_run(const struct ht_options *o)
+int ht_session_run(struct ht_options *o)
 {
 	int go_fd = -1, err_fd = -1, status, rc;
 	struct session s;
@@ -686,7 +764,8 @@ int ht_session_run(const struct ht_options *o)
 	init_session(&s);
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	status = HT_EXIT_USAGE;
-	if (ht_check_monitor_privileges() || ht_output_dir_check(o->output_dir))
+	if (ht_check_monitor_privileges() || ht_output_dir_check(o->output_dir) ||
+	    check_sources(o))
 		goto fail;
 	status = HT_EXIT_FAILURE;
 	s.child = spawn_held(o->run_argv, &go_fd, &err_fd);

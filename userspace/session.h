@@ -10,9 +10,9 @@
 #include "options.h"
 
 /* Watch o->pid until it exits or a signal stops us. Returns the exit status. */
-int ht_session_record(const struct ht_options *o);
+int ht_session_record(struct ht_options *o);
 
 /* Start o->run_argv held before exec, attach, let it run; returns its exit status. */
-int ht_session_run(const struct ht_options *o);
+int ht_session_run(struct ht_options *o);
 
 #endif /* HT_SESSION_H */

@@ -1,0 +1,156 @@
+# SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+"""The sampling source, for real: user-space slices in the dumps, fp and DWARF, perl, containers."""
+import glob
+import json
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+
+from harness import (HYBTRACE, Failure, check, hybtrace, in_ci, need_root, read_log, test,
+                     wait_for, workload)
+
+
+def report(path):
+    p = subprocess.run([HYBTRACE, "report", "--json", "--all", path], capture_output=True,
+                       text=True, timeout=120)
+    check(p.returncode == 0, "report failed: %s" % p.stderr)
+    return json.loads(p.stdout)
+
+
+def user_slices(rep, thread_tid):
+    """User-space slices of one thread: (name, start_ns, end_ns), relative to the breach."""
+    out = []
+    for line in rep["timeline"]:
+        if not line["thread"].endswith("[%d]" % thread_tid) or "samples)" not in line["what"]:
+            continue
+        out.append((line["name"], line["t_ns"], line["t_ns"] + line["dur_ns"]))
+    return out
+
+
+def span(slices, name, lo, hi):
+    """From the first to the last slice called NAME within [lo, hi]: a preemption splits one."""
+    found = [s for s in slices if s[0] == name and s[1] >= lo and s[2] <= hi]
+    check(found, "no %s slice in [%.2f, %.2f] ms among %r"
+          % (name, lo / 1e6, hi / 1e6, sorted({s[0] for s in slices})))
+    return (name, min(s[1] for s in found), max(s[2] for s in found))
+
+
+def close_enough(got_ns, want_ns):
+    return abs(got_ns - want_ns) <= max(want_ns * 0.2, 2_000_000)
+
+
+def call_structure(binary, extra):
+    with tempfile.TemporaryDirectory() as out:
+        run = hybtrace(["run", "--json", "--rq-delay", "off", "--syscall", "10ms",
+                        "--sample-freq", "10000", "--pre", "100ms", "--output", out] + extra +
+                       ["--", workload(binary), "30", "15", "1"], timeout=120)
+        check(run.rc == 0, run.describe())
+        dumps = glob.glob(os.path.join(out, "*-syscall.perfetto-trace"))
+        check(dumps, "no syscall dump\n" + run.describe())
+        rep = report(dumps[0])
+        tid = run.events("a_start")[0]["tid"]
+        base = rep["start_ns"]
+        slices = user_slices(rep, tid)
+        log = {e["event"]: e["ts_ns"] - base for e in run.log}
+        margin = 5_000_000
+        a = span(slices, "work_a", log["a_start"] - margin, log["a_end"] + margin)
+        b = span(slices, "work_b", log["b_start"] - margin, log["b_end"] + margin)
+        c = span(slices, "work_c", log["c_start"] - margin, log["c_end"] + margin)
+        for name, got, start, end in [("work_a", a, "a_start", "a_end"),
+                                      ("work_b", b, "b_start", "b_end"),
+                                      ("work_c", c, "c_start", "c_end")]:
+            want = log[end] - log[start]
+            check(close_enough(got[2] - got[1], want),
+                  "%s lasted %.2f ms, the workload says %.2f ms" % (name, (got[2] - got[1]) / 1e6,
+                                                                     want / 1e6))
+            check(abs(got[1] - log[start]) <= max(want * 0.2, 2_000_000),
+                  "%s starts at %.2f ms, the workload says %.2f ms" % (name, got[1] / 1e6,
+                                                                       log[start] / 1e6))
+        # Nesting: b inside a; c after a, not inside it.
+        check(a[1] <= b[1] and b[2] <= a[2], "work_b %r is not inside work_a %r" % (b, a))
+        check(c[1] >= a[2] - 1_000_000, "work_c %r overlaps work_a %r" % (c, a))
+        check(rep["user_stack_before"], "no user stack before the breach")
+        return rep
+
+
+@test
+def frame_pointer_stacks_show_the_call_structure():
+    need_root()
+    call_structure("callstack", ["--callgraph", "fp"])
+
+
+@test
+def dwarf_stacks_show_the_call_structure_without_frame_pointers():
+    need_root()
+    call_structure("callstack_nofp", ["--callgraph", "dwarf"])
+
+
+@test
+def perl_dynsym_names_with_dwarf():
+    need_root()
+    perl = shutil.which("perl")
+    check(perl, "perl is missing (Debian's perl-base is essential)")
+    with tempfile.TemporaryDirectory() as out:
+        p = subprocess.Popen([HYBTRACE, "run", "--json", "--quiet", "--rq-delay", "off",
+                              "--callgraph", "dwarf",
+                              "--sample-freq", "10000", "--pre", "100ms", "--output", out,
+                              "--", perl, "-e",
+                              "my $x = 0; for my $i (1 .. 60000000) { $x += $i * 2 } print $x"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        time.sleep(1.5)
+        p.send_signal(signal.SIGUSR2)
+        wait_for(lambda: glob.glob(os.path.join(out, "*-manual.perfetto-trace")), 20,
+                 "the manual dump")
+        p.kill()
+        p.communicate()
+        rep = report(glob.glob(os.path.join(out, "*-manual.perfetto-trace"))[0])
+        names = {l["name"] for l in rep["timeline"] if "samples)" in l["what"]}
+        pp = [n for n in names if n.startswith("Perl_pp_")]
+        check(len(pp) >= 2, "want Perl_pp_* slices, got %r" % sorted(names)[:40])
+
+
+@test
+def target_in_its_own_namespaces_resolves():
+    need_root()
+    unshare = shutil.which("unshare")
+    check(unshare, "unshare (util-linux) is missing")
+    with tempfile.TemporaryDirectory() as tmp:
+        log = os.path.join(tmp, "log")
+        # Inside: a private tmpfs over /mnt holds the binary, invisible from outside.
+        script = ("mount -t tmpfs none /mnt && cp %s /mnt/ns_callstack && "
+                  "exec /mnt/ns_callstack 30 15 1" % workload("callstack"))
+        env = dict(os.environ, HT_WORKLOAD_LOG=log, HT_START_DELAY_MS="1500")
+        ns = subprocess.Popen([unshare, "--pid", "--mount", "--fork", "--mount-proc", "sh", "-c",
+                               script], env=env)
+        try:
+            inner = None
+            deadline = time.time() + 10
+            while time.time() < deadline and inner is None:
+                for pid in os.listdir("/proc"):
+                    if pid.isdigit():
+                        try:
+                            if os.readlink("/proc/%s/exe" % pid).endswith("/mnt/ns_callstack"):
+                                inner = int(pid)
+                        except OSError:
+                            pass
+                time.sleep(0.05)
+            check(inner, "the namespaced workload did not start")
+            check(not os.path.exists("/mnt/ns_callstack"), "the binary leaked out of the namespace")
+            out = os.path.join(tmp, "out")
+            os.mkdir(out)
+            p = subprocess.run([HYBTRACE, "--pid", str(inner), "--json", "--quiet", "--rq-delay",
+                                "off", "--syscall", "10ms", "--sample-freq", "10000", "--pre",
+                                "100ms", "--output", out], capture_output=True, text=True,
+                               timeout=60)
+            check(p.returncode == 0, "rc %d: %s" % (p.returncode, p.stderr))
+        finally:
+            ns.kill()
+            ns.wait()
+        dumps = glob.glob(os.path.join(out, "*-syscall.perfetto-trace"))
+        check(dumps, "no dump: %s" % p.stderr)
+        rep = report(dumps[0])
+        names = {l["name"] for l in rep["timeline"] if "samples)" in l["what"]}
+        check({"work_a", "work_b", "work_c"} <= names, "unresolved stacks: %r" % sorted(names)[:30])

@@ -1,0 +1,591 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+#include <dirent.h>
+#include <errno.h>
+#include <linux/perf_event.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+#include <bpf/libbpf.h>
+#include "log.h"
+#include "sampler.h"
+
+/* New threads appear while we open events for the old ones: look again this often. */
+#define ENUMERATE_PASSES 8
+#define MAX_RECORD_BYTES 65536
+
+static int perf_open(struct perf_event_attr *attr, int pid, int cpu)
+{
+	return (int)syscall(SYS_perf_event_open, attr, pid, cpu, -1, PERF_FLAG_FD_CLOEXEC);
+}
+
+static void build_attr(const struct ht_sampler *s, struct perf_event_attr *a)
+{
+	memset(a, 0, sizeof(*a));
+	a->type = PERF_TYPE_SOFTWARE;
+	a->size = sizeof(*a);
+	a->config = PERF_COUNT_SW_CPU_CLOCK;
+	/* A fixed period in ns: slices can honestly end one period after their last sample. */
+	a->sample_period = s->period_ns;
+	a->sample_type = s->format.sample_type;
+	a->inherit = 1;
+	a->write_backward = 1;
+	a->use_clockid = 1;
+	a->clockid = CLOCK_MONOTONIC;
+	a->sample_id_all = 1;
+	a->exclude_hv = 1;
+	if (s->cfg.callgraph == HT_CALLGRAPH_DWARF) {
+		a->sample_regs_user = s->cfg.regs_mask;
+		a->sample_stack_user = s->cfg.stack_bytes;
+		/* Without frame pointers the kernel's user walk is noise: the stack copy replaces it. */
+		a->exclude_callchain_user = 1;
+	}
+}
+
+size_t ht_sampler_fds_needed(size_t nthreads, unsigned int ncpus)
+{
+	return nthreads * ncpus;
+}
+
+/* Room for NEED more descriptors than we hold now, raising RLIMIT_NOFILE if needed. */
+static int reserve_fds(size_t need)
+{
+	struct rlimit rl;
+	DIR *d = opendir("/proc/self/fd");
+	size_t open_now = 0;
+
+	while (d && readdir(d))
+		open_now++;
+	if (d)
+		closedir(d);
+	if (getrlimit(RLIMIT_NOFILE, &rl))
+		return ht_fail("getrlimit: %s", strerror(errno));
+	need += open_now + 64;
+	if (rl.rlim_cur >= need)
+		return 0;
+	rl.rlim_cur = need;
+	if (rl.rlim_max < need)
+		rl.rlim_max = need;
+	if (setrlimit(RLIMIT_NOFILE, &rl))
+		return ht_fail("sampling needs %zu file descriptors, more than RLIMIT_NOFILE "
+			       "allows: %s (raise it with ulimit -n, or run as root)",
+			       need, strerror(errno));
+	return 0;
+}
+
+static int map_ring(struct ht_sampler *s, unsigned int cpu, int fd)
+{
+	struct ht_sampler_ring *r = &s->rings[cpu];
+	size_t page = (size_t)sysconf(_SC_PAGESIZE), pages = 1;
+
+	while (pages * page < s->cfg.ring_bytes)
+		pages *= 2;
+	r->data_size = pages * page;
+	r->mmap_len = r->data_size + page;
+	/* Read-only: an overwrite ring, which is what write_backward wants. */
+	r->base = mmap(NULL, r->mmap_len, PROT_READ, MAP_SHARED, fd, 0);
+	if (r->base == MAP_FAILED) {
+		r->base = NULL;
+		return ht_fail("cannot map a sampling ring of %zu bytes: %s%s", r->data_size,
+			       strerror(errno),
+			       errno == EPERM ? " (locked memory: run as root or lower "
+						"--sample-history)" : "");
+	}
+	r->fd = fd;
+	return 0;
+}
+
+static struct ht_sampler_thread *find_thread(struct ht_sampler *s, int tid)
+{
+	for (size_t i = 0; i < s->nthreads; i++)
+		if (s->threads[i].tid == tid)
+			return &s->threads[i];
+	return NULL;
+}
+
+static struct ht_sampler_thread *add_thread(struct ht_sampler *s, int tid)
+{
+	struct ht_sampler_thread *t;
+
+	if (s->nthreads == s->threads_cap) {
+		size_t cap = s->threads_cap ? s->threads_cap * 2 : 16;
+		struct ht_sampler_thread *v = realloc(s->threads, cap * sizeof(*v));
+
+		if (!v)
+			return NULL;
+		s->threads = v;
+		s->threads_cap = cap;
+	}
+	t = &s->threads[s->nthreads];
+	t->tid = tid;
+	t->fds = malloc(s->ncpus * sizeof(*t->fds));
+	if (!t->fds)
+		return NULL;
+	for (unsigned int c = 0; c < s->ncpus; c++)
+		t->fds[c] = -1;
+	s->nthreads++;
+	return t;
+}
+
+/* Events for one thread on every CPU; the first ones own the rings. */
+static int open_thread(struct ht_sampler *s, int tid)
+{
+	struct ht_sampler_thread *t;
+	struct perf_event_attr attr;
+
+	if (find_thread(s, tid))
+		return 0;
+	t = add_thread(s, tid);
+	if (!t)
+		return ht_fail("out of memory");
+	build_attr(s, &attr);
+	for (unsigned int cpu = 0; cpu < s->ncpus; cpu++) {
+		int fd = perf_open(&attr, tid, (int)cpu);
+
+		if (fd < 0) {
+			if (errno == ESRCH)
+				return 0; /* it exited meanwhile */
+			return ht_fail("cannot open a cpu-clock sampling event for tid %d on CPU %u: "
+				       "%s", tid, cpu, strerror(errno));
+		}
+		if (s->rings[cpu].fd < 0) {
+			if (map_ring(s, cpu, fd)) {
+				close(fd);
+				return -1;
+			}
+			continue;
+		}
+		t->fds[cpu] = fd;
+		if (ioctl(fd, PERF_EVENT_IOC_SET_OUTPUT, s->rings[cpu].fd))
+			return ht_fail("cannot share CPU %u's sampling ring: %s", cpu,
+				       strerror(errno));
+	}
+	return 0;
+}
+
+/* One pass over /proc/TGID/task; returns how many threads were new, or -1. */
+static int open_new_threads(struct ht_sampler *s)
+{
+	char path[64];
+	struct dirent *de;
+	int added = 0;
+	DIR *d;
+
+	snprintf(path, sizeof(path), "/proc/%d/task", s->cfg.tgid);
+	d = opendir(path);
+	/* Gone already: nothing to sample; the session sees the exit and ends. */
+	if (!d && errno == ENOENT)
+		return 0;
+	if (!d)
+		return ht_fail("cannot list the threads of pid %d: %s", s->cfg.tgid, strerror(errno));
+	while ((de = readdir(d))) {
+		int tid = atoi(de->d_name);
+
+		if (tid <= 0 || find_thread(s, tid))
+			continue;
+		if (open_thread(s, tid)) {
+			closedir(d);
+			return -1;
+		}
+		added++;
+	}
+	closedir(d);
+	return added;
+}
+
+static size_t count_threads(int tgid)
+{
+	char path[64];
+	size_t n = 0;
+	DIR *d;
+
+	snprintf(path, sizeof(path), "/proc/%d/task", tgid);
+	d = opendir(path);
+	while (d && readdir(d))
+		n++;
+	if (d)
+		closedir(d);
+	return n;
+}
+
+int ht_sampler_open(struct ht_sampler *s, const struct ht_sampler_config *cfg)
+{
+	int ncpus = libbpf_num_possible_cpus();
+
+	memset(s, 0, sizeof(*s));
+	s->cfg = *cfg;
+	if (ncpus <= 0)
+		return ht_fail("cannot count CPUs");
+	if (!cfg->freq_hz || cfg->freq_hz > 100000)
+		return ht_fail("--sample-freq must be 1..100000 Hz");
+	s->ncpus = (unsigned int)ncpus;
+	s->period_ns = 1000000000ULL / cfg->freq_hz;
+	s->format.sample_type = PERF_SAMPLE_IP | PERF_SAMPLE_TID | PERF_SAMPLE_TIME |
+				PERF_SAMPLE_CPU | PERF_SAMPLE_PERIOD | PERF_SAMPLE_CALLCHAIN;
+	if (cfg->callgraph == HT_CALLGRAPH_DWARF) {
+		s->format.sample_type |= PERF_SAMPLE_REGS_USER | PERF_SAMPLE_STACK_USER;
+		s->format.regs_mask = cfg->regs_mask;
+	}
+	s->rings = calloc(s->ncpus, sizeof(*s->rings));
+	if (!s->rings)
+		return ht_fail("out of memory");
+	for (unsigned int c = 0; c < s->ncpus; c++)
+		s->rings[c].fd = -1;
+	s->open = true;
+	if (reserve_fds(ht_sampler_fds_needed(count_threads(cfg->tgid) * 2, s->ncpus)))
+		goto fail;
+	/* Until a pass finds no thread it had not seen: all are covered, later ones inherit. */
+	for (int pass = 0; pass < ENUMERATE_PASSES; pass++) {
+		int added = open_new_threads(s);
+
+		if (added < 0)
+			goto fail;
+		if (!added)
+			return 0;
+	}
+	return 0;
+fail:
+	ht_sampler_close(s);
+	return -1;
+}
+
+void ht_sampler_close(struct ht_sampler *s)
+{
+	if (!s->open)
+		return;
+	for (size_t i = 0; i < s->nthreads; i++) {
+		for (unsigned int c = 0; c < s->ncpus; c++)
+			if (s->threads[i].fds[c] >= 0)
+				close(s->threads[i].fds[c]);
+		free(s->threads[i].fds);
+	}
+	for (unsigned int c = 0; c < s->ncpus; c++) {
+		if (s->rings[c].base)
+			munmap(s->rings[c].base, s->rings[c].mmap_len);
+		if (s->rings[c].fd >= 0)
+			close(s->rings[c].fd);
+	}
+	free(s->threads);
+	free(s->rings);
+	memset(s, 0, sizeof(*s));
+}
+
+static bool thread_alive(int tgid, int tid)
+{
+	char path[64];
+
+	snprintf(path, sizeof(path), "/proc/%d/task/%d", tgid, tid);
+	return access(path, F_OK) == 0;
+}
+
+void ht_sampler_reap(struct ht_sampler *s)
+{
+	size_t out = 0;
+
+	for (size_t i = 0; i < s->nthreads; i++) {
+		struct ht_sampler_thread *t = &s->threads[i];
+
+		if (thread_alive(s->cfg.tgid, t->tid)) {
+			s->threads[out++] = *t;
+			continue;
+		}
+		/* Ring owners stay open: their rings still take inherited threads' samples. */
+		for (unsigned int c = 0; c < s->ncpus; c++)
+			if (t->fds[c] >= 0)
+				close(t->fds[c]);
+		free(t->fds);
+	}
+	s->nthreads = out;
+}
+
+/* ---- parsing ---- */
+
+struct reader {
+	const uint8_t *p, *end;
+	bool bad;
+};
+
+static uint64_t take_u64(struct reader *r)
+{
+	uint64_t v;
+
+	if (r->end - r->p < 8) {
+		r->bad = true;
+		return 0;
+	}
+	memcpy(&v, r->p, 8);
+	r->p += 8;
+	return v;
+}
+
+static void take_u32_pair(struct reader *r, uint32_t *a, uint32_t *b)
+{
+	uint64_t v = take_u64(r);
+
+	*a = (uint32_t)v;
+	*b = (uint32_t)(v >> 32);
+}
+
+static struct ht_sample *set_push(struct ht_sample_set *set)
+{
+	if (set->count == set->cap) {
+		size_t cap = set->cap ? set->cap * 2 : 256;
+		struct ht_sample *v = realloc(set->v, cap * sizeof(*v));
+
+		if (!v)
+			return NULL;
+		set->v = v;
+		set->cap = cap;
+	}
+	memset(&set->v[set->count], 0, sizeof(set->v[0]));
+	return &set->v[set->count];
+}
+
+static int blob_append(struct ht_sample_set *set, const uint8_t *data, size_t len, size_t *offset)
+{
+	if (set->blob_len + len > set->blob_cap) {
+		size_t cap = set->blob_cap ? set->blob_cap : 1 << 16;
+		uint8_t *b;
+
+		while (cap < set->blob_len + len)
+			cap *= 2;
+		b = realloc(set->blob, cap);
+		if (!b)
+			return -1;
+		set->blob = b;
+		set->blob_cap = cap;
+	}
+	memcpy(set->blob + set->blob_len, data, len);
+	*offset = set->blob_len;
+	set->blob_len += len;
+	return 0;
+}
+
+static void parse_callchain(struct reader *r, struct ht_sample *smp)
+{
+	uint64_t nr = take_u64(r), context = 0;
+
+	if (nr > (uint64_t)(r->end - r->p) / 8) {
+		r->bad = true;
+		return;
+	}
+	for (uint64_t i = 0; i < nr; i++) {
+		uint64_t ip = take_u64(r);
+
+		if (ip >= HT_PERF_CONTEXT_MAX) {
+			context = ip;
+			continue;
+		}
+		if (smp->nr_kernel + smp->nr_user >= HT_SAMPLE_MAX_FRAMES)
+			continue;
+		/* Kernel frames come first in the chain, then the user ones. */
+		if (context == HT_PERF_CONTEXT_KERNEL)
+			smp->frames[smp->nr_kernel++] = ip;
+		else if (context == HT_PERF_CONTEXT_USER)
+			smp->frames[smp->nr_kernel + smp->nr_user++] = ip;
+	}
+}
+
+static void parse_user_regs(struct reader *r, const struct ht_sample_format *fmt,
+			    struct ht_sample *smp)
+{
+	smp->regs_abi = take_u64(r);
+	if (!smp->regs_abi)
+		return;
+	for (unsigned int bit = 0; bit < 64; bit++) {
+		uint64_t v;
+
+		if (!(fmt->regs_mask & (1ULL << bit)))
+			continue;
+		v = take_u64(r);
+		if (smp->nr_regs < sizeof(smp->regs) / sizeof(smp->regs[0]))
+			smp->regs[smp->nr_regs++] = v;
+	}
+}
+
+static int parse_user_stack(struct reader *r, struct ht_sample *smp, struct ht_sample_set *set)
+{
+	uint64_t size = take_u64(r), dyn;
+	const uint8_t *data = r->p;
+
+	if (!size || r->bad)
+		return 0;
+	if (size > (uint64_t)(r->end - r->p)) {
+		r->bad = true;
+		return 0;
+	}
+	r->p += size;
+	dyn = take_u64(r);
+	if (r->bad || dyn > size)
+		return 0;
+	smp->stack_len = (size_t)dyn;
+	return blob_append(set, data, (size_t)dyn, &smp->stack_offset);
+}
+
+static int parse_sample(const uint8_t *rec, size_t len, const struct ht_sample_format *fmt,
+			int tgid, uint64_t t0, uint64_t t1, struct ht_sample_set *set)
+{
+	struct reader r = { rec + sizeof(struct perf_event_header), rec + len, false };
+	struct ht_sample *smp = set_push(set);
+	uint32_t unused;
+
+	if (!smp)
+		return ht_fail("out of memory parsing samples");
+	if (fmt->sample_type & PERF_SAMPLE_IP)
+		take_u64(&r);
+	if (fmt->sample_type & PERF_SAMPLE_TID)
+		take_u32_pair(&r, &smp->pid, &smp->tid);
+	if (fmt->sample_type & PERF_SAMPLE_TIME)
+		smp->time_ns = take_u64(&r);
+	if (fmt->sample_type & PERF_SAMPLE_CPU)
+		take_u32_pair(&r, &smp->cpu, &unused);
+	if (fmt->sample_type & PERF_SAMPLE_PERIOD)
+		smp->period = take_u64(&r);
+	if (fmt->sample_type & PERF_SAMPLE_CALLCHAIN)
+		parse_callchain(&r, smp);
+	if ((int)smp->pid != tgid || smp->time_ns < t0 || smp->time_ns > t1 || r.bad) {
+		set->malformed += r.bad;
+		return 0;
+	}
+	if (fmt->sample_type & PERF_SAMPLE_REGS_USER)
+		parse_user_regs(&r, fmt, smp);
+	if ((fmt->sample_type & PERF_SAMPLE_STACK_USER) && parse_user_stack(&r, smp, set))
+		return ht_fail("out of memory copying user stacks");
+	if (r.bad) {
+		set->malformed++;
+		return 0;
+	}
+	set->count++;
+	return 0;
+}
+
+int ht_sample_ring_parse(const uint8_t *data, size_t size, uint64_t head,
+			 const struct ht_sample_format *fmt, int tgid, uint64_t t0, uint64_t t1,
+			 struct ht_sample_set *out)
+{
+	uint8_t *rec = malloc(MAX_RECORD_BYTES);
+	uint64_t mask = size - 1, walked = 0;
+	int rc = 0;
+
+	if (!rec)
+		return ht_fail("out of memory parsing samples");
+	if (!size || (size & mask)) {
+		free(rec);
+		return ht_fail("a sampling ring of %zu bytes is not a power of two", size);
+	}
+	/* Backward: the newest record starts at head; older ones follow it. */
+	while (walked + sizeof(struct perf_event_header) <= size) {
+		struct perf_event_header h;
+		size_t at = (size_t)((head + walked) & mask), first;
+
+		first = size - at < sizeof(h) ? size - at : sizeof(h);
+		memcpy(&h, data + at, first);
+		memcpy((uint8_t *)&h + first, data, sizeof(h) - first);
+		/* Never written, or cut by the overwrite at the oldest end: done. */
+		if (h.size < sizeof(h) || walked + h.size > size)
+			break;
+		first = size - at < h.size ? size - at : h.size;
+		memcpy(rec, data + at, first);
+		memcpy(rec + first, data, h.size - first);
+		walked += h.size;
+		switch (h.type) {
+		case PERF_RECORD_SAMPLE:
+			rc = parse_sample(rec, h.size, fmt, tgid, t0, t1, out);
+			break;
+		case PERF_RECORD_LOST:
+			if (h.size >= sizeof(h) + 16)
+				out->lost += *(const uint64_t *)(rec + sizeof(h) + 8);
+			break;
+		case PERF_RECORD_THROTTLE:
+			out->throttled++;
+			break;
+		}
+		if (rc)
+			break;
+	}
+	free(rec);
+	return rc;
+}
+
+static int sample_cmp(const void *a, const void *b)
+{
+	const struct ht_sample *x = a, *y = b;
+
+	if (x->time_ns != y->time_ns)
+		return x->time_ns < y->time_ns ? -1 : 1;
+	return x->tid < y->tid ? -1 : x->tid > y->tid;
+}
+
+void ht_sample_set_sort(struct ht_sample_set *set)
+{
+	if (set->count > 1)
+		qsort(set->v, set->count, sizeof(set->v[0]), sample_cmp);
+}
+
+int ht_sampler_freeze(struct ht_sampler *s, struct ht_sampler_frozen *out)
+{
+	memset(out, 0, sizeof(*out));
+	out->format = s->format;
+	out->tgid = s->cfg.tgid;
+	out->rings = calloc(s->ncpus, sizeof(*out->rings));
+	if (!out->rings)
+		return ht_fail("out of memory copying the sampling rings");
+	out->nrings = s->ncpus;
+	for (unsigned int c = 0; c < s->ncpus; c++) {
+		struct ht_sampler_ring *r = &s->rings[c];
+		struct perf_event_mmap_page *page = r->base;
+		uint8_t *copy;
+
+		if (!r->base)
+			continue;
+		copy = malloc(r->data_size);
+		if (!copy) {
+			ht_sampler_frozen_free(out);
+			return ht_fail("out of memory copying a sampling ring");
+		}
+		/* Paused only while it is copied: sampling goes on right after. */
+		ioctl(r->fd, PERF_EVENT_IOC_PAUSE_OUTPUT, 1);
+		out->rings[c].head = __atomic_load_n(&page->data_head, __ATOMIC_ACQUIRE);
+		memcpy(copy, (const uint8_t *)r->base + (r->mmap_len - r->data_size), r->data_size);
+		ioctl(r->fd, PERF_EVENT_IOC_PAUSE_OUTPUT, 0);
+		out->rings[c].data = copy;
+		out->rings[c].size = r->data_size;
+	}
+	return 0;
+}
+
+void ht_sampler_frozen_free(struct ht_sampler_frozen *f)
+{
+	for (unsigned int c = 0; f->rings && c < f->nrings; c++)
+		free(f->rings[c].data);
+	free(f->rings);
+	memset(f, 0, sizeof(*f));
+}
+
+int ht_sampler_frozen_samples(const struct ht_sampler_frozen *f, uint64_t t0, uint64_t t1,
+			      struct ht_sample_set *out)
+{
+	memset(out, 0, sizeof(*out));
+	for (unsigned int c = 0; c < f->nrings; c++) {
+		if (!f->rings[c].data)
+			continue;
+		if (ht_sample_ring_parse(f->rings[c].data, f->rings[c].size, f->rings[c].head,
+					 &f->format, f->tgid, t0, t1, out)) {
+			ht_sample_set_free(out);
+			return -1;
+		}
+	}
+	ht_sample_set_sort(out);
+	return 0;
+}
+
+void ht_sample_set_free(struct ht_sample_set *set)
+{
+	free(set->v);
+	free(set->blob);
+	memset(set, 0, sizeof(*set));
+}

@@ -1,0 +1,131 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * The on-CPU source where there is no Intel PT: software cpu-clock sampling
+ * of every thread of the target into per-CPU rings written backward, so the
+ * last moments can be read from the newest record on. Events are opened per
+ * (thread, CPU) with inherit, so threads born later are sampled from their
+ * first instruction; every event on a CPU writes into that CPU's one ring.
+ */
+#ifndef HT_SAMPLER_H
+#define HT_SAMPLER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define HT_SAMPLE_MAX_FRAMES 128
+/* User stack copied per sample with --callgraph dwarf, as perf record does by default. */
+#define HT_SAMPLE_STACK_BYTES 8192
+/* perf's callchain context markers (linux/perf_event.h). */
+#define HT_PERF_CONTEXT_KERNEL ((uint64_t)-128)
+#define HT_PERF_CONTEXT_USER   ((uint64_t)-512)
+#define HT_PERF_CONTEXT_MAX    ((uint64_t)-4095)
+
+enum ht_callgraph { HT_CALLGRAPH_FP, HT_CALLGRAPH_DWARF };
+
+struct ht_sampler_config {
+	int tgid;
+	unsigned int freq_hz;
+	uint64_t ring_bytes; /* per CPU, rounded up to a power of two of pages */
+	enum ht_callgraph callgraph;
+	uint64_t regs_mask;  /* dwarf: sample_regs_user */
+	uint32_t stack_bytes; /* dwarf: sample_stack_user */
+};
+
+/* What a ring's sample records hold: mirrors the attr they were opened with. */
+struct ht_sample_format {
+	uint64_t sample_type;
+	uint64_t regs_mask;
+};
+
+/* One sample, parsed. Frames are addresses, leaf first; user frames after kernel ones. */
+struct ht_sample {
+	uint64_t time_ns;
+	uint32_t pid, tid, cpu;
+	uint64_t period;
+	uint16_t nr_kernel, nr_user;
+	uint64_t frames[HT_SAMPLE_MAX_FRAMES];
+	/* dwarf: user registers (abi != 0) and the copied user stack (in the set's blob). */
+	uint64_t regs_abi;
+	uint64_t regs[32];
+	unsigned int nr_regs;
+	size_t stack_offset, stack_len;
+};
+
+struct ht_sample_set {
+	struct ht_sample *v;
+	size_t count, cap;
+	uint8_t *blob; /* user stack copies */
+	size_t blob_len, blob_cap;
+	uint64_t lost;	    /* PERF_RECORD_LOST: samples the kernel could not write */
+	uint64_t throttled; /* PERF_RECORD_THROTTLE: times sampling was throttled */
+	uint64_t malformed; /* records that did not parse */
+};
+
+struct ht_sampler_ring {
+	int fd;		 /* the event whose mmap this is; pauses the ring */
+	void *base;	 /* the mmap: header page, then data */
+	size_t mmap_len;
+	size_t data_size;
+};
+
+struct ht_sampler_thread {
+	int tid;
+	int *fds; /* per CPU; -1 where the fd is a ring's owner (kept in the ring) */
+};
+
+struct ht_sampler {
+	struct ht_sampler_config cfg;
+	struct ht_sample_format format;
+	uint64_t period_ns;
+	unsigned int ncpus;
+	struct ht_sampler_ring *rings;
+	struct ht_sampler_thread *threads;
+	size_t nthreads, threads_cap;
+	bool open;
+};
+
+/* Open events for every thread of cfg->tgid. Returns 0, or -1 with ht_last_error(). */
+int ht_sampler_open(struct ht_sampler *s, const struct ht_sampler_config *cfg);
+void ht_sampler_close(struct ht_sampler *s);
+
+/* File descriptors the sampler would need for NTHREADS threads (for RLIMIT_NOFILE). */
+size_t ht_sampler_fds_needed(size_t nthreads, unsigned int ncpus);
+
+/* Close the events of threads that have exited (their fds; the rings stay). */
+void ht_sampler_reap(struct ht_sampler *s);
+
+/* Copies of every ring, taken at one moment, to be parsed at leisure. */
+struct ht_sampler_frozen {
+	struct ht_sample_format format;
+	int tgid;
+	unsigned int nrings;
+	struct {
+		uint8_t *data;
+		size_t size;
+		uint64_t head;
+	} *rings;
+};
+
+/* Freeze each ring just long enough to copy it. Returns 0, or -1 with ht_last_error(). */
+int ht_sampler_freeze(struct ht_sampler *s, struct ht_sampler_frozen *out);
+void ht_sampler_frozen_free(struct ht_sampler_frozen *f);
+
+/* The target's samples in [t0, t1] from the copies, in time order, into OUT (initialised here). */
+int ht_sampler_frozen_samples(const struct ht_sampler_frozen *f, uint64_t t0, uint64_t t1,
+			      struct ht_sample_set *out);
+void ht_sample_set_free(struct ht_sample_set *set);
+
+/*
+ * Parse one backward ring's data (SIZE bytes, a power of two) from HEAD,
+ * newest record first, appending the samples of TGID in [t0, t1].
+ * Exposed for tests and fuzzing.
+ */
+int ht_sample_ring_parse(const uint8_t *data, size_t size, uint64_t head,
+			 const struct ht_sample_format *fmt, int tgid, uint64_t t0, uint64_t t1,
+			 struct ht_sample_set *out);
+
+/* Sort a set's samples by time. */
+void ht_sample_set_sort(struct ht_sample_set *set);
+
+#endif /* HT_SAMPLER_H */
