@@ -143,5 +143,9 @@ int ht_check_main(int argc, char **argv)
 	       sys_tp ? "through sys_enter/sys_exit, attached only with --syscall"
 		      : "unavailable");
 	printf("  monitor: %s\n", mon == 0 ? "ready" : "not usable here");
+	printf("  on-CPU source (--source auto): %s\n",
+	       pt ? "sampling: Intel PT is present, but this build does not capture it yet"
+		  : clk == 0 ? "sampling (cpu-clock), as there is no Intel PT"
+			     : "none: neither Intel PT nor cpu-clock sampling works here");
 	return mon == 0 ? 0 : HT_EXIT_FAILURE;
 }

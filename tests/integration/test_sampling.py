@@ -42,16 +42,18 @@ def close_enough(got_ns, want_ns):
     return abs(got_ns - want_ns) <= max(want_ns * 0.2, 2_000_000)
 
 
-def call_structure(binary, extra):
+def call_structure(binary, extra, mode=()):
     with tempfile.TemporaryDirectory() as out:
         run = hybtrace(["run", "--json", "--rq-delay", "off", "--syscall", "10ms",
-                        "--sample-freq", "10000", "--pre", "100ms", "--output", out] + extra +
-                       ["--", workload(binary), "30", "15", "1"], timeout=120)
+                        "--min-interval", "0ms", "--sample-freq", "10000", "--pre", "100ms",
+                        "--output", out] + extra +
+                       ["--", workload(binary), "30", "15", "1"] + list(mode), timeout=120)
         check(run.rc == 0, run.describe())
-        dumps = glob.glob(os.path.join(out, "*-syscall.perfetto-trace"))
-        check(dumps, "no syscall dump\n" + run.describe())
-        rep = report(dumps[0])
         tid = run.events("a_start")[0]["tid"]
+        dumps = [report(p) for p in glob.glob(os.path.join(out, "*-syscall.perfetto-trace"))]
+        dumps = [r for r in dumps if r.get("tid") == tid]
+        check(dumps, "no syscall dump of tid %d\n%s" % (tid, run.describe()))
+        rep = dumps[0]
         base = rep["start_ns"]
         slices = user_slices(rep, tid)
         log = {e["event"]: e["ts_ns"] - base for e in run.log}
@@ -86,6 +88,14 @@ def frame_pointer_stacks_show_the_call_structure():
 def dwarf_stacks_show_the_call_structure_without_frame_pointers():
     need_root()
     call_structure("callstack_nofp", ["--callgraph", "dwarf"])
+
+
+@test
+def a_thread_born_after_attach_is_sampled():
+    need_root()
+    rep = call_structure("callstack", ["--callgraph", "fp", "--syscalls", "clock_nanosleep"],
+                         mode=["thread"])
+    check(rep["tid"] != rep["pid"], "the rounds should run in a thread of their own")
 
 
 @test

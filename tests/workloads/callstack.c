@@ -3,8 +3,9 @@
  * A known call structure for the on-CPU sources: main -> work_a -> work_b
  * spins PHASE_MS, returns; then main -> work_c spins PHASE_MS; then a
  * SLEEP_MS nanosleep (a syscall breach that triggers the dump). Built twice:
- * with frame pointers (callstack) and without (callstack_nofp).
- * usage: callstack [PHASE_MS [SLEEP_MS [ROUNDS]]]
+ * with frame pointers (callstack) and without (callstack_nofp). With
+ * "thread", the rounds run in a thread born 200 ms after the start.
+ * usage: callstack [PHASE_MS [SLEEP_MS [ROUNDS [thread]]]]
  */
 #include "workload.h"
 
@@ -48,15 +49,12 @@ __attribute__((noinline)) void work_c(void)
 	__asm__ __volatile__("" ::: "memory");
 }
 
-int main(int argc, char **argv)
-{
-	uint64_t sleep_ns;
-	int rounds;
+static uint64_t sleep_ns;
+static int rounds;
 
-	phase_ns = (uint64_t)wl_arg(argc, argv, 1, 20) * 1000000ULL;
-	sleep_ns = (uint64_t)wl_arg(argc, argv, 2, 15) * 1000000ULL;
-	rounds = (int)wl_arg(argc, argv, 3, 1);
-	wl_start_delay();
+static void *run_rounds(void *arg)
+{
+	(void)arg;
 	for (int i = 0; i < rounds; i++) {
 		work_a();
 		work_c();
@@ -65,5 +63,24 @@ int main(int argc, char **argv)
 		wl_log("sleep_end", NULL);
 	}
 	__asm__ __volatile__("" ::: "memory");
+	return NULL;
+}
+
+int main(int argc, char **argv)
+{
+	pthread_t t;
+
+	phase_ns = (uint64_t)wl_arg(argc, argv, 1, 20) * 1000000ULL;
+	sleep_ns = (uint64_t)wl_arg(argc, argv, 2, 15) * 1000000ULL;
+	rounds = (int)wl_arg(argc, argv, 3, 1);
+	wl_start_delay();
+	if (argc > 4 && !strcmp(argv[4], "thread")) {
+		wl_sleep_ns(200000000ULL);
+		if (pthread_create(&t, NULL, run_rounds, NULL))
+			return 1;
+		pthread_join(t, NULL);
+		return 0;
+	}
+	run_rounds(NULL);
 	return 0;
 }
