@@ -47,7 +47,7 @@ WORKLOAD_SRCS := $(wildcard tests/workloads/*.c)
 WORKLOAD_BINS := $(patsubst tests/workloads/%.c,$(BUILD)/workloads/%,$(WORKLOAD_SRCS))
 
 .SECONDARY: $(BPF_OBJS) $(GENERATED)
-.PHONY: all deps test unit demo install uninstall clean format bench
+.PHONY: all deps bench-deps test unit demo install uninstall clean format bench bench-smoke
 
 all: $(BUILD)/hybtrace
 
@@ -125,13 +125,51 @@ WORKLOAD_BINS += $(BUILD)/workloads/callstack_nofp
 
 unit: $(UNIT_BINS) $(ASAN_UNIT_BINS)
 
-test: deps
-	$(MAKE) all unit $(WORKLOAD_BINS) fuzz-targets
+test: deps bench-deps
+	$(MAKE) all unit $(WORKLOAD_BINS) fuzz-targets $(BENCH_BINS)
 	tests/run
 
 demo: deps
 	$(MAKE) all $(BUILD)/workloads/demo_service
 	tests/demo.sh
+
+# The benchmark: hybtrace next to the tools a user would pick instead, in one run.
+BENCH_PACKAGES := bpftrace linux-perf
+BENCH_BINS := $(BUILD)/bench/empty_progs
+
+bench-deps: deps
+	@missing=""; for p in $(BENCH_PACKAGES); do \
+		dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q '^install ok installed' \
+			|| missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+		echo "installing:$$missing"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
+	fi
+
+$(BUILD)/bench:
+	mkdir -p $@
+
+$(BUILD)/bench/empty.bpf.o: tests/bench/empty.bpf.c $(BUILD)/vmlinux.h | $(BUILD)/bench
+	$(call msg,BPF,$@)
+	$(Q)$(CLANG) -g -O2 -target bpf -D__TARGET_ARCH_x86 -Wall -Werror -I$(BUILD) -c $< -o $@
+	$(Q)llvm-strip -g $@
+
+$(BUILD)/bench/empty.skel.h: $(BUILD)/bench/empty.bpf.o
+	$(call msg,GEN-SKEL,$@)
+	$(Q)$(BPFTOOL) gen skeleton $< name empty_bpf > $@.tmp && mv $@.tmp $@
+
+$(BUILD)/bench/empty_progs: tests/bench/empty_progs.c $(BUILD)/bench/empty.skel.h
+	$(call msg,LINK,$@)
+	$(Q)$(CC) $(CFLAGS) -I$(BUILD)/bench -o $@ $< -lbpf -lelf -lz
+
+bench: bench-deps
+	$(MAKE) all $(WORKLOAD_BINS) $(BENCH_BINS)
+	python3 tests/bench/bench.py
+
+# One short iteration of every measurement, so the benchmark never rots.
+bench-smoke: all $(WORKLOAD_BINS) $(BENCH_BINS)
+	python3 tests/bench/bench.py --smoke
 
 install: $(BUILD)/hybtrace
 	install -D -m 0755 $(BUILD)/hybtrace $(DESTDIR)$(PREFIX)/bin/hybtrace

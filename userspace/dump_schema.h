@@ -81,6 +81,7 @@
 #define HT_META_LOSS_COMM      "loss.comm_map_failures"
 #define HT_META_LOSS_RECURSION "loss.recursion_misses"
 #define HT_META_BREACHES_MISSED "breaches_not_dumped"	/* since the previous dump */
+#define HT_META_DEFERRED       "dump_deferred"	/* 1: it waited for another dump */
 #define HT_META_SOURCE	       "on_cpu_source"	/* sample, pt, none */
 #define HT_META_SAMPLE_FREQ    "sample_freq_hz"
 #define HT_META_CALLGRAPH      "callgraph"	/* fp, dwarf */

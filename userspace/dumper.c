@@ -1,32 +1,29 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 #include <errno.h>
-#include <signal.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/resource.h>
-#include <sys/stat.h>
 #include <sys/syscall.h>
-#include <sys/utsname.h>
-#include <unistd.h>
 #include <time.h>
-#include "comm_cache.h"
-#include "dump_schema.h"
+#include <unistd.h>
 #include "dumper.h"
 #include "json.h"
-#include "kernel_timeline.h"
 #include "log.h"
-#include "machine.h"
-#include "monitor.h"
-#include "output.h"
-#include "perfetto_write.h"
-#include "sampler.h"
-#include "sched_index.h"
-#include "symbolizer.h"
-#include "timeline.h"
 #include "units.h"
-#include "unwind_dwarf.h"
-#include "user_timeline.h"
+
+/* Nice value of the builder: it never takes the CPU from the target. */
+#define BUILDER_NICE 19
+
+/*
+ * How often an idle builder re-reads the target's mappings: often at first,
+ * while a freshly started program maps its libraries, then once a second.
+ */
+#define WARM_FAST_INTERVAL_NS 50000000ULL
+#define WARM_FAST_PERIOD_NS   2000000000ULL
+#define WARM_INTERVAL_NS      1000000000ULL
 
 static uint64_t clock_ns(clockid_t clock)
 {
@@ -45,240 +42,10 @@ static void sleep_until(uint64_t monotonic_ns)
 		;
 }
 
-/* A CLOCK_MONOTONIC time as wall-clock time, through a reading of both now. */
-static uint64_t to_realtime(uint64_t monotonic_ns)
-{
-	uint64_t mono = clock_ns(CLOCK_MONOTONIC), real = clock_ns(CLOCK_REALTIME);
-
-	return real - (mono - monotonic_ns);
-}
-
-static void format_wall_clock(uint64_t realtime_ns, char *buf, size_t len)
-{
-	time_t secs = (time_t)(realtime_ns / 1000000000ULL);
-	struct tm tm;
-	char date[32], zone[8];
-
-	localtime_r(&secs, &tm);
-	strftime(date, sizeof(date), "%Y-%m-%dT%H:%M:%S", &tm);
-	strftime(zone, sizeof(zone), "%z", &tm);
-	snprintf(buf, len, "%s.%03u%s", date, (unsigned int)(realtime_ns / 1000000ULL % 1000), zone);
-}
-
-static void meta_u64(struct timeline *tl, const char *key, uint64_t v)
-{
-	char buf[32];
-
-	snprintf(buf, sizeof(buf), "%llu", (unsigned long long)v);
-	tl_meta_set(tl, key, buf);
-}
-
-static void set_metadata(struct ht_dumper *d, struct timeline *tl, const struct ht_dump_job *job,
-			 const struct ht_fr_window *w, uint64_t t0, uint64_t t1)
-{
-	struct ht_monitor_counters c;
-	struct utsname u;
-	char buf[256];
-
-	tl_meta_set(tl, HT_META_VERSION, HT_VERSION);
-	uname(&u);
-	tl_meta_set(tl, HT_META_KERNEL, u.release);
-	tl_meta_set(tl, HT_META_CPU_MODEL, ht_machine_cpu_model(buf, sizeof(buf)));
-	tl_meta_set(tl, HT_META_CMDLINE, d->cfg.cmdline);
-	meta_u64(tl, HT_META_TARGET_PID, (uint64_t)d->cfg.tgid);
-	tl_meta_set(tl, HT_META_TARGET_COMM, d->cfg.target_comm);
-	tl_meta_set(tl, HT_META_KIND, job->kind);
-	format_wall_clock(to_realtime(job->end_ns), buf, sizeof(buf));
-	tl_meta_set(tl, HT_META_WALL_CLOCK, buf);
-	if (job->has_breach) {
-		meta_u64(tl, HT_META_BREACH_TID, job->breach.tid);
-		snprintf(buf, sizeof(buf), "%.*s", HT_COMM_LEN, job->breach.comm);
-		tl_meta_set(tl, HT_META_BREACH_COMM, buf);
-		meta_u64(tl, HT_META_BREACH_START, job->breach.start_ns);
-		meta_u64(tl, HT_META_BREACH_END, job->breach.end_ns);
-		meta_u64(tl, HT_META_THRESHOLD, job->threshold_ns);
-	}
-	meta_u64(tl, HT_META_WINDOW_START, t0);
-	meta_u64(tl, HT_META_WINDOW_END, t1);
-	if (w->clipped)
-		meta_u64(tl, HT_META_CLIPPED_TO, w->covered_from_ns);
-	meta_u64(tl, HT_META_RECORDING_START, d->cfg.monitor->attached_ns);
-	meta_u64(tl, HT_META_LOSS_FR_SKIP, w->skipped_records);
-	if (!ht_monitor_read_counters(d->cfg.monitor, &c)) {
-		meta_u64(tl, HT_META_LOSS_RB, c.value[HT_CNT_RB_DROPS]);
-		meta_u64(tl, HT_META_LOSS_STORAGE, c.value[HT_CNT_STORAGE_FAILS]);
-		meta_u64(tl, HT_META_LOSS_COMM, c.value[HT_CNT_COMM_UPDATE_FAILS]);
-		meta_u64(tl, HT_META_LOSS_RECURSION, c.recursion_misses);
-	}
-	meta_u64(tl, HT_META_BREACHES_MISSED, d->not_dumped_since_last);
-}
-
-/* Re-read the target's mappings; a target that is gone keeps what was known. */
-static void refresh_mappings(struct ht_dumper *d)
-{
-	if (d->symbolizer)
-		ht_symbolizer_refresh(d->symbolizer);
-	if (d->unwinder)
-		ht_dwarf_unwinder_refresh(d->unwinder);
-}
-
-/*
- * What a dump is made of, taken at the end of its window, as promptly as the
- * worker can: the flight recorder's window and copies of the sampling rings.
- */
-struct capture {
-	uint64_t t0, t1;
-	uint64_t frozen_ns; /* CLOCK_MONOTONIC when the sources were frozen */
-	struct ht_fr_window w;
-	bool have_samples;
-	struct ht_sampler_frozen frozen;
-};
-
-static int take_capture(struct ht_dumper *d, const struct ht_dump_job *job, struct capture *c)
-{
-	const struct ht_monitor *m = d->cfg.monitor;
-
-	memset(c, 0, sizeof(*c));
-	c->t0 = job->start_ns > d->cfg.pre_ns ? job->start_ns - d->cfg.pre_ns : 0;
-	c->t1 = job->end_ns + d->cfg.post_ns;
-	sleep_until(c->t1);
-	c->frozen_ns = clock_ns(CLOCK_MONOTONIC);
-	if (d->cfg.sampler) {
-		c->have_samples = !ht_sampler_freeze(d->cfg.sampler, &c->frozen);
-		if (!c->have_samples)
-			ht_warn("dump without user-space stacks: %s", ht_last_error());
-	}
-	if (ht_recorder_read(&m->recorder, c->t0, c->t1, &c->w)) {
-		if (c->have_samples)
-			ht_sampler_frozen_free(&c->frozen);
-		return -1;
-	}
-	/* Nothing was recorded before attach: that part of the window is clipped too. */
-	if (c->t0 < m->attached_ns) {
-		c->w.clipped = true;
-		if (c->w.covered_from_ns < m->attached_ns)
-			c->w.covered_from_ns = m->attached_ns;
-	}
-	return 0;
-}
-
-static void free_capture(struct capture *c)
-{
-	ht_fr_window_free(&c->w);
-	if (c->have_samples)
-		ht_sampler_frozen_free(&c->frozen);
-}
-
-/* The on-CPU source's part of the window: sampled stacks on the thread tracks. */
-static void add_user_timeline(struct ht_dumper *d, struct timeline *tl,
-			      const struct ht_dump_job *job, const struct capture *c)
-{
-	struct ht_sampler *sampler = d->cfg.sampler;
-	struct ht_sample_set set;
-	struct ht_user_window uw;
-	char count[32];
-
-	if (!sampler) {
-		tl_meta_set(tl, HT_META_SOURCE, "none");
-		return;
-	}
-	tl_meta_set(tl, HT_META_SOURCE, "sample");
-	snprintf(count, sizeof(count), "%u", sampler->cfg.freq_hz);
-	tl_meta_set(tl, HT_META_SAMPLE_FREQ, count);
-	tl_meta_set(tl, HT_META_CALLGRAPH,
-		    sampler->cfg.callgraph == HT_CALLGRAPH_DWARF ? "dwarf" : "fp");
-	meta_u64(tl, HT_META_FREEZE_LATE, c->frozen_ns - c->t1);
-	if (!c->have_samples || ht_sampler_frozen_samples(&c->frozen, c->t0, c->t1, &set))
-		return;
-	/* Libraries load late: the maps are read again for every dump. */
-	refresh_mappings(d);
-	uw = (struct ht_user_window){
-		.tgid = d->cfg.tgid,
-		.t0 = c->t0,
-		.t1 = c->t1,
-		.period_ns = sampler->period_ns,
-		.samples = &set,
-		.symbolizer = d->symbolizer,
-		.ksyms = d->cfg.ksyms,
-		.unwinder = d->unwinder,
-		.breach = job->has_breach ? &job->breach : NULL,
-	};
-	if (ht_user_timeline_build(tl, &uw))
-		ht_warn("dump without user-space stacks: %s", ht_last_error());
-	meta_u64(tl, HT_META_SAMPLES, set.count);
-	meta_u64(tl, HT_META_LOSS_SAMPLES, set.lost);
-	meta_u64(tl, HT_META_LOSS_THROTTLE, set.throttled);
-	ht_sample_set_free(&set);
-}
-
-/* Lower the captured window into TL. */
-static int build_timeline(struct ht_dumper *d, struct timeline *tl, const struct ht_dump_job *job,
-			  const struct capture *c)
-{
-	char target_comm[HT_COMM_LEN + 8];
-	struct tl_clock_snapshot snap;
-	struct ht_kernel_window kw;
-	struct ht_sched_index idx;
-	int rc;
-
-	/* `run` named the target before its exec: what it is called now is what counts. */
-	ht_comm_lookup(d->comms, (uint32_t)d->cfg.tgid, 0, target_comm, sizeof(target_comm));
-	if (ht_sched_index_build(&c->w, &idx))
-		return -1;
-	kw = (struct ht_kernel_window){
-		.tgid = d->cfg.tgid,
-		.target_comm = target_comm,
-		.t0 = c->t0,
-		.t1 = c->t1,
-		.w = &c->w,
-		.idx = &idx,
-		.comms = d->comms,
-		.ksyms = d->cfg.ksyms,
-		.breach = job->has_breach ? &job->breach : NULL,
-		.threshold_ns = job->threshold_ns,
-	};
-	if (!tl_clock_snapshot_now(&snap))
-		tl_set_clock_snapshot(tl, &snap);
-	set_metadata(d, tl, job, &c->w, c->t0, c->t1);
-	tl_meta_set(tl, HT_META_TARGET_COMM, target_comm);
-	rc = ht_kernel_timeline_build(tl, &kw);
-	ht_sched_index_free(&idx);
-	if (!rc)
-		add_user_timeline(d, tl, job, c);
-	return rc;
-}
-
-static int write_dump(struct ht_dumper *d, const struct ht_dump_job *job, const struct capture *c,
-		      char *path, size_t len, uint64_t *bytes, size_t *events)
-{
-	struct timeline *tl = tl_new();
-	struct ht_output_file f;
-	char base[256], err[256];
-	struct stat st;
-	int rc = -1;
-
-	if (!tl)
-		return ht_fail("out of memory");
-	if (build_timeline(d, tl, job, c))
-		goto out;
-	*events = tl_event_count(tl);
-	ht_dump_base_name(d->cfg.tgid, to_realtime(job->end_ns), job->kind, base, sizeof(base));
-	if (ht_output_begin(d->cfg.output_dir, &f))
-		goto out;
-	if (pftw_write_fd(tl, f.fd, err, sizeof(err))) {
-		ht_output_abort(&f);
-		ht_fail("cannot write the dump in %s: %s", d->cfg.output_dir, err);
-		goto out;
-	}
-	*bytes = fstat(f.fd, &st) ? 0 : (uint64_t)st.st_size;
-	rc = ht_output_commit(&f, d->cfg.output_dir, base, path, len);
-out:
-	tl_free(tl);
-	return rc;
-}
+/* ---- the builder thread ---- */
 
 static void report_written(struct ht_dumper *d, const struct ht_dump_job *job, const char *path,
-			   uint64_t bytes, size_t events, uint64_t took_ns)
+			   uint64_t bytes, size_t events, uint64_t took_ns, uint64_t cpu_ns)
 {
 	char size[32], took[32];
 
@@ -286,8 +53,9 @@ static void report_written(struct ht_dumper *d, const struct ht_dump_job *job, c
 		flockfile(stdout);
 		printf("{\"type\":\"dump\",\"kind\":\"%s\",\"path\":", job->kind);
 		ht_json_string(stdout, path);
-		printf(",\"bytes\":%llu,\"events\":%zu,\"write_ns\":%llu}\n",
-		       (unsigned long long)bytes, events, (unsigned long long)took_ns);
+		printf(",\"bytes\":%llu,\"events\":%zu,\"write_ns\":%llu,\"cpu_ns\":%llu}\n",
+		       (unsigned long long)bytes, events, (unsigned long long)took_ns,
+		       (unsigned long long)cpu_ns);
 		fflush(stdout);
 		funlockfile(stdout);
 	}
@@ -296,96 +64,35 @@ static void report_written(struct ht_dumper *d, const struct ht_dump_job *job, c
 		ht_format_duration(took_ns, took, sizeof(took)));
 }
 
-/* Nice value while a dump is built and written: it never takes the CPU from the target. */
-#define DUMP_NICE 19
-
-static void set_nice(int nice)
+/* Build and write one captured dump, outside the lock. */
+static void build_one(struct ht_dumper *d, const struct ht_dump_job *job,
+		      const struct ht_dump_capture *c, uint64_t not_dumped)
 {
-	/* Raising it back needs CAP_SYS_NICE; without it the thread stays nice, which is safe. */
-	setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), nice);
-}
-
-/* One job, start to end, outside the lock. */
-static void run_job(struct ht_dumper *d, const struct ht_dump_job *job)
-{
+	uint64_t bytes = 0, started = clock_ns(CLOCK_MONOTONIC);
+	uint64_t cpu_started = clock_ns(CLOCK_THREAD_CPUTIME_ID);
 	char path[PATH_MAX + 64];
-	uint64_t bytes = 0, started;
 	size_t events = 0;
 
-	struct capture c;
-	int rc;
-
-	/* Now, while the target surely still lives: it may exit within the post window. */
-	refresh_mappings(d);
-	rc = take_capture(d, job, &c);
-	started = clock_ns(CLOCK_MONOTONIC);
-	if (!rc) {
-		/* Frozen and copied: the rest is the least urgent work here, it yields the CPU. */
-		set_nice(DUMP_NICE);
-		rc = write_dump(d, job, &c, path, sizeof(path), &bytes, &events);
-		set_nice(0);
-		free_capture(&c);
-	}
-	if (rc) {
+	if (ht_dump_builder_write(&d->builder, job, c, not_dumped, path, sizeof(path), &bytes,
+				  &events)) {
 		ht_error("dump failed: %s (monitoring goes on)", ht_last_error());
 		pthread_mutex_lock(&d->lock);
 		d->stats.failed++;
 		pthread_mutex_unlock(&d->lock);
 		return;
 	}
-	report_written(d, job, path, bytes, events, clock_ns(CLOCK_MONOTONIC) - started);
+	report_written(d, job, path, bytes, events, clock_ns(CLOCK_MONOTONIC) - started,
+		       clock_ns(CLOCK_THREAD_CPUTIME_ID) - cpu_started);
 	pthread_mutex_lock(&d->lock);
 	d->stats.written++;
 	d->stats.bytes += bytes;
 	d->tally.disk_bytes += bytes;
-	d->not_dumped_since_last = 0;
-	memset(d->said, 0, sizeof(d->said));
 	pthread_mutex_unlock(&d->lock);
 }
 
-/* After a dump, a breach that came during it may follow, once the policy allows. */
-static bool take_pending(struct ht_dumper *d)
-{
-	enum ht_dump_decision decision;
-	uint64_t allowed_at;
-
-	if (!d->have_pending || d->stopping)
-		return false;
-	allowed_at = d->tally.last_dump_ns + d->cfg.policy.min_interval_ns;
-	if (!d->pending.asked && clock_ns(CLOCK_MONOTONIC) < allowed_at) {
-		pthread_mutex_unlock(&d->lock);
-		sleep_until(allowed_at);
-		pthread_mutex_lock(&d->lock);
-		if (d->stopping)
-			return false;
-	}
-	/* The dump that deferred it is done: judge it as if nothing were in progress. */
-	d->tally.busy = false;
-	decision = ht_dump_decide(&d->cfg.policy, &d->tally, clock_ns(CLOCK_MONOTONIC),
-				  d->pending.asked);
-	d->tally.busy = true;
-	d->have_pending = false;
-	if (decision != HT_DUMP_NOW)
-		return false;
-	d->job = d->pending;
-	d->have_job = true;
-	d->stats.skipped[HT_DUMP_DEFER_BUSY]--;
-	d->tally.last_dump_ns = clock_ns(CLOCK_MONOTONIC);
-	d->tally.dumps++;
-	return true;
-}
-
 /*
- * How often an idle worker re-reads the target's mappings: often at first,
- * while a freshly started program maps its libraries, then once a second.
- */
-#define WARM_FAST_INTERVAL_NS 50000000ULL
-#define WARM_FAST_PERIOD_NS   2000000000ULL
-#define WARM_INTERVAL_NS      1000000000ULL
-
-/*
- * Wait for a job; meanwhile re-read the target's mappings now and then, so
- * the symbols of its files are at hand even if it exits just as a breach
+ * Wait for a capture; meanwhile re-read the target's mappings now and then,
+ * so the symbols of its files are at hand even if it exits just as a breach
  * happens. Called and returns with the lock held.
  */
 static void idle_wait(struct ht_dumper *d)
@@ -395,89 +102,81 @@ static void idle_wait(struct ht_dumper *d)
 			    (young ? WARM_FAST_INTERVAL_NS : WARM_INTERVAL_NS);
 	struct timespec ts = { (time_t)(deadline / 1000000000ULL), (long)(deadline % 1000000000ULL) };
 
-	if (pthread_cond_timedwait(&d->wake, &d->lock, &ts) != ETIMEDOUT || d->have_job ||
+	if (pthread_cond_timedwait(&d->wake, &d->lock, &ts) != ETIMEDOUT || d->queued ||
 	    d->stopping)
 		return;
 	pthread_mutex_unlock(&d->lock);
-	refresh_mappings(d);
+	ht_dump_builder_refresh(&d->builder);
 	pthread_mutex_lock(&d->lock);
 }
 
-static void *worker(void *arg)
+static void *builder_main(void *arg)
 {
 	struct ht_dumper *d = arg;
-	struct ht_dump_job job;
 
+	setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), BUILDER_NICE);
 	pthread_mutex_lock(&d->lock);
 	for (;;) {
-		while (!d->have_job && !d->stopping)
+		struct ht_dump_capture capture;
+		struct ht_dump_job job;
+		uint64_t not_dumped;
+
+		while (!d->queued && !d->stopping)
 			idle_wait(d);
-		if (!d->have_job)
+		if (!d->queued)
 			break;
-		job = d->job;
-		d->tally.busy = true;
-		pthread_mutex_unlock(&d->lock);
-		run_job(d, &job);
-		pthread_mutex_lock(&d->lock);
-		d->have_job = false;
-		if (!take_pending(d)) {
-			d->tally.busy = false;
-			pthread_cond_broadcast(&d->idle);
+		job = d->queue[0].job;
+		capture = d->queue[0].capture;
+		memmove(&d->queue[0], &d->queue[1], (d->queued - 1) * sizeof(d->queue[0]));
+		d->queued--;
+		/* Room in the queue: a deferred dump may follow now. */
+		if (d->have_pending) {
+			uint64_t one = 1;
+
+			if (write(d->wake_fd, &one, sizeof(one)) < 0)
+				ht_warn("cannot wake the event loop: %s", strerror(errno));
 		}
+		d->building = true;
+		not_dumped = d->not_dumped_since_last;
+		d->not_dumped_since_last = 0;
+		memset(d->said, 0, sizeof(d->said));
+		pthread_mutex_unlock(&d->lock);
+		build_one(d, &job, &capture, not_dumped);
+		ht_dump_capture_free(&capture);
+		pthread_mutex_lock(&d->lock);
+		d->building = false;
+		pthread_cond_broadcast(&d->idle);
 	}
-	d->tally.busy = false;
 	pthread_cond_broadcast(&d->idle);
 	pthread_mutex_unlock(&d->lock);
 	return NULL;
-}
-
-static void stop_symbolizing(struct ht_dumper *d)
-{
-	ht_symbolizer_free(d->symbolizer);
-	d->symbolizer = NULL;
-	if (d->unwinder)
-		ht_dwarf_unwinder_free(d->unwinder);
-	d->unwinder = NULL;
-}
-
-/*
- * Symbols (and DWARF unwinding) for the target, kept across dumps. Without
- * them dumps still come, with addresses for names; a target that is already
- * gone needs no word about it.
- */
-static void start_symbolizing(struct ht_dumper *d)
-{
-	d->symbolizer = ht_symbolizer_new(d->cfg.tgid);
-	if (d->symbolizer && d->cfg.sampler->cfg.callgraph == HT_CALLGRAPH_DWARF)
-		d->unwinder = ht_dwarf_unwinder_new(d->cfg.tgid);
-	if ((!d->symbolizer || (d->cfg.sampler->cfg.callgraph == HT_CALLGRAPH_DWARF &&
-				!d->unwinder)) && kill(d->cfg.tgid, 0) == 0)
-		ht_warn("user-space stacks will show addresses only: %s", ht_last_error());
 }
 
 int ht_dumper_start(struct ht_dumper *d, const struct ht_dumper_config *cfg)
 {
 	memset(d, 0, sizeof(*d));
 	d->cfg = *cfg;
-	d->comms = malloc(sizeof(*d->comms));
-	if (!d->comms)
-		return ht_fail("out of memory");
-	ht_comm_cache_init(d->comms, cfg->monitor);
 	d->started_ns = clock_ns(CLOCK_MONOTONIC);
-	if (cfg->sampler)
-		start_symbolizing(d);
+	d->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (d->wake_fd < 0)
+		return ht_fail("eventfd: %s", strerror(errno));
+	if (ht_dump_builder_init(&d->builder, &d->cfg)) {
+		close(d->wake_fd);
+		return -1;
+	}
 	pthread_mutex_init(&d->lock, NULL);
 	pthread_cond_init(&d->wake, NULL);
 	pthread_cond_init(&d->idle, NULL);
-	if (pthread_create(&d->thread, NULL, worker, d)) {
-		stop_symbolizing(d);
-		free(d->comms);
-		d->comms = NULL;
+	if (pthread_create(&d->thread, NULL, builder_main, d)) {
+		ht_dump_builder_free(&d->builder);
+		close(d->wake_fd);
 		return ht_fail("cannot start the dump thread");
 	}
 	d->started = true;
 	return 0;
 }
+
+/* ---- the event loop's side ---- */
 
 static void say_decision(struct ht_dumper *d, const struct ht_dump_job *job,
 			 enum ht_dump_decision decision)
@@ -496,6 +195,22 @@ static bool longer(const struct ht_dump_job *a, const struct ht_dump_job *b)
 	return a->end_ns - a->start_ns > b->end_ns - b->start_ns;
 }
 
+/* Whether a dump would have to wait: one is armed, or the builder's queue is full. */
+static void update_busy(struct ht_dumper *d)
+{
+	d->tally.busy = d->armed || d->queued >= HT_DUMP_QUEUE;
+}
+
+/* Arm JOB: its sources freeze when its window ends. Called with the lock held. */
+static void arm(struct ht_dumper *d, const struct ht_dump_job *job, uint64_t now)
+{
+	d->armed_job = *job;
+	d->armed = true;
+	d->tally.last_dump_ns = now;
+	d->tally.dumps++;
+	update_busy(d);
+}
+
 enum ht_dump_decision ht_dumper_offer(struct ht_dumper *d, const struct ht_dump_job *job)
 {
 	enum ht_dump_decision decision;
@@ -504,14 +219,11 @@ enum ht_dump_decision ht_dumper_offer(struct ht_dumper *d, const struct ht_dump_
 	if (!d->started)
 		return HT_DUMP_SKIP_COUNT;
 	pthread_mutex_lock(&d->lock);
+	update_busy(d);
 	decision = ht_dump_decide(&d->cfg.policy, &d->tally, now, job->asked);
 	switch (decision) {
 	case HT_DUMP_NOW:
-		d->job = *job;
-		d->have_job = true;
-		d->tally.last_dump_ns = now;
-		d->tally.dumps++;
-		pthread_cond_signal(&d->wake);
+		arm(d, job, now);
 		break;
 	case HT_DUMP_DEFER_BUSY:
 		/* An asked-for dump is never displaced by a breach. */
@@ -533,14 +245,132 @@ enum ht_dump_decision ht_dumper_offer(struct ht_dumper *d, const struct ht_dump_
 	return decision;
 }
 
+/* When the pending dump may follow: at once if asked for, else after the minimum interval. */
+static uint64_t pending_due(const struct ht_dumper *d)
+{
+	if (d->pending.asked)
+		return 1;
+	return d->tally.last_dump_ns + d->cfg.policy.min_interval_ns;
+}
+
+int ht_dumper_fd(const struct ht_dumper *d)
+{
+	return d->started ? d->wake_fd : -1;
+}
+
+uint64_t ht_dumper_deadline(struct ht_dumper *d)
+{
+	uint64_t t0, t1, due = 0;
+
+	pthread_mutex_lock(&d->lock);
+	if (d->armed) {
+		ht_dump_window(&d->cfg, &d->armed_job, &t0, &t1);
+		due = t1;
+	} else if (d->have_pending && d->queued < HT_DUMP_QUEUE) {
+		due = pending_due(d);
+	}
+	pthread_mutex_unlock(&d->lock);
+	return due;
+}
+
+/* The armed dump's window has ended: freeze its sources and queue the capture. */
+static void freeze_armed(struct ht_dumper *d)
+{
+	struct ht_dump_job job = d->armed_job;
+	struct ht_dump_capture capture;
+	int rc;
+
+	/* Outside the lock: the builder never waits on a freeze, nor a freeze on it. */
+	pthread_mutex_unlock(&d->lock);
+	rc = ht_dump_capture_take(&d->cfg, &job, &capture);
+	pthread_mutex_lock(&d->lock);
+	d->armed = false;
+	if (rc) {
+		ht_error("dump failed: %s (monitoring goes on)", ht_last_error());
+		d->stats.failed++;
+	} else if (d->queued < HT_DUMP_QUEUE) {
+		d->queue[d->queued].job = job;
+		d->queue[d->queued].capture = capture;
+		d->queued++;
+		pthread_cond_signal(&d->wake);
+	} else {
+		/* Cannot happen: a dump is armed only while the queue has room. */
+		ht_dump_capture_free(&capture);
+		d->stats.failed++;
+	}
+	update_busy(d);
+}
+
+/* A deferred dump follows once the policy allows it (its window is in the past). */
+static bool arm_pending(struct ht_dumper *d, uint64_t now)
+{
+	enum ht_dump_decision decision;
+
+	if (!d->have_pending || d->queued >= HT_DUMP_QUEUE || now < pending_due(d))
+		return false;
+	update_busy(d);
+	decision = ht_dump_decide(&d->cfg.policy, &d->tally, now, d->pending.asked);
+	d->have_pending = false;
+	if (decision != HT_DUMP_NOW)
+		return false;
+	d->stats.skipped[HT_DUMP_DEFER_BUSY]--;
+	d->pending.deferred = true;
+	arm(d, &d->pending, now);
+	return true;
+}
+
+void ht_dumper_tick(struct ht_dumper *d, uint64_t now_ns)
+{
+	uint64_t t0, t1;
+
+	if (!d->started)
+		return;
+	/* Whatever woke us: the eventfd is read here, its count does not matter. */
+	{
+		uint64_t count;
+
+		if (read(d->wake_fd, &count, sizeof(count)) < 0 && errno != EAGAIN)
+			ht_warn("eventfd: %s", strerror(errno));
+	}
+	pthread_mutex_lock(&d->lock);
+	for (;;) {
+		if (d->armed) {
+			ht_dump_window(&d->cfg, &d->armed_job, &t0, &t1);
+			if (now_ns < t1)
+				break;
+			freeze_armed(d);
+			continue;
+		}
+		if (!arm_pending(d, now_ns))
+			break;
+	}
+	pthread_mutex_unlock(&d->lock);
+}
+
 void ht_dumper_wait_idle(struct ht_dumper *d)
 {
 	if (!d->started)
 		return;
-	pthread_mutex_lock(&d->lock);
-	while (d->have_job || d->tally.busy)
-		pthread_cond_wait(&d->idle, &d->lock);
-	pthread_mutex_unlock(&d->lock);
+	/* The event loop no longer runs: what is armed or pending is frozen here. */
+	for (;;) {
+		uint64_t due = ht_dumper_deadline(d);
+		bool idle;
+
+		if (due) {
+			sleep_until(due);
+			ht_dumper_tick(d, clock_ns(CLOCK_MONOTONIC));
+			continue;
+		}
+		pthread_mutex_lock(&d->lock);
+		/* A pending dump waits for room in the queue: the builder makes it. */
+		while (d->queued || d->building)
+			pthread_cond_wait(&d->idle, &d->lock);
+		idle = !d->armed && !d->have_pending;
+		pthread_mutex_unlock(&d->lock);
+		if (idle)
+			break;
+		ht_dumper_tick(d, clock_ns(CLOCK_MONOTONIC));
+	}
 }
 
 void ht_dumper_stop(struct ht_dumper *d)
@@ -550,15 +380,18 @@ void ht_dumper_stop(struct ht_dumper *d)
 	pthread_mutex_lock(&d->lock);
 	d->stopping = true;
 	d->have_pending = false;
+	d->armed = false;
 	pthread_cond_broadcast(&d->wake);
 	pthread_mutex_unlock(&d->lock);
 	pthread_join(d->thread, NULL);
+	/* Captures the builder never took. */
+	for (unsigned int i = 0; i < d->queued; i++)
+		ht_dump_capture_free(&d->queue[i].capture);
 	pthread_mutex_destroy(&d->lock);
 	pthread_cond_destroy(&d->wake);
 	pthread_cond_destroy(&d->idle);
-	stop_symbolizing(d);
-	free(d->comms);
-	d->comms = NULL;
+	ht_dump_builder_free(&d->builder);
+	close(d->wake_fd);
 	d->started = false;
 }
 

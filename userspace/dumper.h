@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
 /*
- * The dump worker: a thread that turns a breach (or a manual or exit
- * request) into one trace file, so the event loop never waits on a dump.
- * It waits out the post window, reads the flight recorder, builds the
- * timeline, writes the file safely. The dump policy decides what is dumped;
- * a breach that arrives while a dump is written may follow it.
+ * When dumps happen. The event loop offers each breach (or a manual or exit
+ * request) to the dump policy; a dump it takes is armed until its window
+ * ends, when the event loop freezes the sources at once (ht_dumper_tick at
+ * ht_dumper_deadline) and hands the capture to a builder thread, which
+ * builds and writes the file at nice 19. So the monitor never waits on a
+ * dump, and a slow dump never delays the next freeze.
  */
 #ifndef HT_DUMPER_H
 #define HT_DUMPER_H
@@ -12,37 +13,11 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include "dump_build.h"
 #include "dump_policy.h"
-#include "hybtrace/records.h"
 
-struct ht_monitor;
-struct ht_ksyms;
-struct ht_comm_cache;
-struct ht_sampler;
-struct ht_symbolizer;
-struct ht_dwarf_unwinder;
-
-struct ht_dumper_config {
-	const char *output_dir;
-	uint64_t pre_ns, post_ns;
-	struct ht_dump_policy policy;
-	int tgid;
-	const char *target_comm;
-	const char *cmdline;
-	bool json; /* report written dumps as JSON lines on stdout */
-	const struct ht_monitor *monitor;
-	const struct ht_ksyms *ksyms;
-	struct ht_sampler *sampler; /* NULL: no on-CPU source */
-};
-
-struct ht_dump_job {
-	char kind[16];	      /* rq-delay, off-cpu, syscall, manual, exit */
-	bool has_breach;
-	struct ht_breach breach;
-	uint64_t threshold_ns;
-	uint64_t start_ns, end_ns; /* the interval the window is built around */
-	bool asked;		   /* manual or exit: not held to the minimum interval */
-};
+/* Captures that may wait for the builder while it writes another dump. */
+#define HT_DUMP_QUEUE 1
 
 struct ht_dumper_stats {
 	unsigned int written;
@@ -53,17 +28,24 @@ struct ht_dumper_stats {
 
 struct ht_dumper {
 	struct ht_dumper_config cfg;
-	struct ht_comm_cache *comms; /* the worker's own */
-	struct ht_symbolizer *symbolizer; /* the worker's own, kept across dumps */
-	struct ht_dwarf_unwinder *unwinder; /* with --callgraph dwarf */
+	struct ht_dump_builder builder; /* the builder thread's */
 	pthread_t thread;
 	bool started;
 	uint64_t started_ns;
+	int wake_fd; /* eventfd: the builder took a capture, a deferred dump may follow */
 	pthread_mutex_t lock;
 	pthread_cond_t wake, idle;
 	bool stopping;
-	bool have_job, have_pending;
-	struct ht_dump_job job, pending;
+	/* The event loop's: a dump waiting for its window's end, and one deferred. */
+	bool armed, have_pending;
+	struct ht_dump_job armed_job, pending;
+	/* Under the lock: captures for the builder, and what it is doing. */
+	struct {
+		struct ht_dump_job job;
+		struct ht_dump_capture capture;
+	} queue[HT_DUMP_QUEUE];
+	unsigned int queued;
+	bool building;
 	struct ht_dump_tally tally;
 	struct ht_dumper_stats stats;
 	uint64_t not_dumped_since_last; /* breaches seen but not dumped since the last dump */
@@ -73,13 +55,22 @@ struct ht_dumper {
 
 int ht_dumper_start(struct ht_dumper *d, const struct ht_dumper_config *cfg);
 
-/* Offer a job; returns what the policy decided (and prints it). */
+/* Offer a job; returns what the policy decided (and prints it). Event loop only. */
 enum ht_dump_decision ht_dumper_offer(struct ht_dumper *d, const struct ht_dump_job *job);
 
-/* Wait until no dump is being written or waiting. */
+/* Readable when the builder made room for a deferred dump: call ht_dumper_tick then. */
+int ht_dumper_fd(const struct ht_dumper *d);
+
+/* When ht_dumper_tick is next due (CLOCK_MONOTONIC ns), or 0 when nothing waits. */
+uint64_t ht_dumper_deadline(struct ht_dumper *d);
+
+/* Freeze what is due at NOW_NS and hand it to the builder. Event loop only. */
+void ht_dumper_tick(struct ht_dumper *d, uint64_t now_ns);
+
+/* Freeze what is armed or pending, then wait until every dump is written. */
 void ht_dumper_wait_idle(struct ht_dumper *d);
 
-/* Finish the dump in progress (a pending one is dropped), stop the thread. */
+/* Stop the builder (a dump being written is finished; what waits is dropped). */
 void ht_dumper_stop(struct ht_dumper *d);
 
 void ht_dumper_stats(struct ht_dumper *d, struct ht_dumper_stats *out);

@@ -187,6 +187,7 @@ enum {
 	OPT_SAMPLE_HISTORY,
 	OPT_CALLGRAPH,
 	OPT_MAX_MEMORY,
+	OPT_RT_PRIORITY,
 };
 
 static const struct option long_options[] = {
@@ -213,6 +214,7 @@ static const struct option long_options[] = {
 	{ "sample-history", required_argument, NULL, OPT_SAMPLE_HISTORY },
 	{ "callgraph", required_argument, NULL, OPT_CALLGRAPH },
 	{ "max-memory", required_argument, NULL, OPT_MAX_MEMORY },
+	{ "rt-priority", required_argument, NULL, OPT_RT_PRIORITY },
 	{ "help", no_argument, NULL, 'h' },
 	{ NULL, 0, NULL, 0 },
 };
@@ -312,6 +314,10 @@ static int parse_source_option(struct ht_options *o, int opt, const char *arg)
 	case OPT_MAX_MEMORY:
 		if (ht_parse_size(arg, &o->max_memory_bytes))
 			return ht_fail("--max-memory: %s", ht_last_error());
+		return 0;
+	case OPT_RT_PRIORITY:
+		if (parse_count("rt-priority", arg, &o->rt_priority) || o->rt_priority > 99)
+			return ht_fail("--rt-priority: '%s' is not a priority from 0 (off) to 99", arg);
 		return 0;
 	}
 	return ht_fail("unknown option (see hybtrace --help)");
@@ -483,6 +489,8 @@ void ht_options_usage(void)
 	       "  --sample-history SIZE  sampling ring per CPU (default 1M; 8M with dwarf)\n"
 	       "  --callgraph MODE     fp (frame pointers, default) or dwarf (for code without them)\n"
 	       "  --max-memory SIZE    all rings together (default 512M)\n"
+	       "  --rt-priority N      SCHED_FIFO priority for the event loop and freezing the\n"
+	       "                       sources (default 0: off)\n"
 	       "  -h, --help           this text\n"
 	       "\n"
 	       "Durations take a unit: ns, us, ms, s (2ms, 500us, 1.5s).\n"

@@ -49,6 +49,7 @@ struct ht_options {
 	uint64_t sample_history_bytes; /* per CPU; 0: the callgraph's default */
 	enum ht_callgraph_mode callgraph;
 	uint64_t max_memory_bytes;
+	unsigned int rt_priority; /* SCHED_FIFO for the event loop and freezes; 0: off */
 	char cmdline[1024];	/* how hybtrace was started, for the dumps' metadata */
 };
 

@@ -787,6 +787,15 @@ static void print_header_json(const struct dump_view *v)
 	ht_json_string(stdout, meta_str(tl, HT_META_WALL_CLOCK));
 	printf(",\"window\":{\"start_ns\":%" PRIu64 ",\"end_ns\":%" PRIu64 "}", v->window_start_ns,
 	       v->window_end_ns);
+	printf(",\"metadata\":{");
+	for (size_t i = 0; i < tl_meta_count(tl); i++) {
+		if (i)
+			putchar(',');
+		ht_json_string(stdout, tl_meta_key(tl, i));
+		putchar(':');
+		ht_json_string(stdout, tl_meta_value(tl, i));
+	}
+	putchar('}');
 }
 
 static struct timeline *read_dump(const char *path)

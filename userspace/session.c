@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,7 +35,7 @@
 #define STATUS_TTY_INTERVAL_S  1
 #define STATUS_PLAIN_INTERVAL_S 10
 
-enum { EV_BREACH = 1, EV_SIGNAL, EV_STATUS, EV_TARGET_EXIT, EV_DURATION };
+enum { EV_BREACH = 1, EV_SIGNAL, EV_STATUS, EV_TARGET_EXIT, EV_DURATION, EV_DUMP };
 
 struct kind_stats {
 	uint64_t count;
@@ -57,7 +58,7 @@ struct session {
 	bool status_on_tty;
 	bool status_shown;
 	uint64_t last_status_ns, last_records;
-	int epfd, sigfd, statusfd, pidfd, durationfd;
+	int epfd, sigfd, statusfd, pidfd, durationfd, dumpfd;
 	/* `run`: the child we started. */
 	pid_t child;
 	int child_status;
@@ -157,6 +158,8 @@ static int on_breach(void *ctx, void *data, size_t size)
 		return 0;
 	bi.threshold_ns = threshold_of(s->opt, bi.b.kind);
 	bi.since_start_s = (double)(int64_t)(bi.b.end_ns - s->start_ns) / 1e9;
+	/* The dump first: its sources freeze at the window's end, whatever we do here. */
+	offer_breach_dump(s, &bi);
 	if (bi.b.kind == HT_BREACH_RQ_DELAY)
 		fill_culprits(s, &bi);
 	note_breach(s, &bi.b);
@@ -165,7 +168,6 @@ static int on_breach(void *ctx, void *data, size_t size)
 		ht_breach_print_json(stdout, &bi, s->ksyms);
 	else
 		ht_breach_print_text(stdout, &bi);
-	offer_breach_dump(s, &bi);
 	return 0;
 }
 
@@ -361,7 +363,8 @@ static int open_loop_fds(struct session *s)
 	s->sigfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
 	s->statusfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
 	s->durationfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
-	if (s->epfd < 0 || s->sigfd < 0 || s->statusfd < 0 || s->durationfd < 0)
+	s->dumpfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+	if (s->epfd < 0 || s->sigfd < 0 || s->statusfd < 0 || s->durationfd < 0 || s->dumpfd < 0)
 		return ht_fail("cannot set up the event loop: %s", strerror(errno));
 	interval = 1000000000ULL;
 	if (arm_timer(s->statusfd, interval, interval))
@@ -370,7 +373,8 @@ static int open_loop_fds(struct session *s)
 		return ht_fail("timerfd: %s", strerror(errno));
 	if (add_fd(s, ht_monitor_breach_fd(&s->monitor), EV_BREACH) ||
 	    add_fd(s, s->sigfd, EV_SIGNAL) || add_fd(s, s->statusfd, EV_STATUS) ||
-	    add_fd(s, s->pidfd, EV_TARGET_EXIT) || add_fd(s, s->durationfd, EV_DURATION))
+	    add_fd(s, s->pidfd, EV_TARGET_EXIT) || add_fd(s, s->durationfd, EV_DURATION) ||
+	    add_fd(s, s->dumpfd, EV_DUMP) || add_fd(s, ht_dumper_fd(&s->dumper), EV_DUMP))
 		return -1;
 	return 0;
 }
@@ -416,12 +420,28 @@ static void drain_timer(int fd)
 		;
 }
 
+/* The dump timer follows the dumper: the next window end or deferred dump. */
+static void arm_dump_timer(struct session *s)
+{
+	uint64_t due = ht_dumper_deadline(&s->dumper);
+	struct itimerspec its = { 0 };
+
+	if (due) {
+		its.it_value.tv_sec = (time_t)(due / 1000000000ULL);
+		its.it_value.tv_nsec = (long)(due % 1000000000ULL);
+	}
+	timerfd_settime(s->dumpfd, TFD_TIMER_ABSTIME, &its, NULL);
+}
+
 static int run_loop(struct session *s)
 {
 	struct epoll_event events[8];
 
 	while (!s->stop) {
-		int n = epoll_wait(s->epfd, events, 8, -1);
+		int n;
+
+		arm_dump_timer(s);
+		n = epoll_wait(s->epfd, events, 8, -1);
 
 		if (n < 0) {
 			if (errno == EINTR)
@@ -439,6 +459,10 @@ static int run_loop(struct session *s)
 			case EV_STATUS:
 				drain_timer(s->statusfd);
 				housekeeping(s);
+				break;
+			case EV_DUMP:
+				drain_timer(s->dumpfd);
+				ht_dumper_tick(&s->dumper, monotonic_ns());
 				break;
 			case EV_DURATION:
 			case EV_TARGET_EXIT:
@@ -468,7 +492,7 @@ static void close_session(struct session *s)
 	ht_monitor_close(&s->monitor);
 	ht_ksyms_free(s->ksyms);
 	free(s->comms);
-	for (int *fd = &s->epfd; fd <= &s->durationfd; fd++)
+	for (int *fd = &s->epfd; fd <= &s->dumpfd; fd++)
 		if (*fd >= 0)
 			close(*fd);
 }
@@ -503,6 +527,17 @@ static int start_sampler(struct session *s)
 	return ht_sampler_open(&s->sampler, &cfg);
 }
 
+/* The event loop at a real-time priority: breaches are taken as soon as they end. */
+static int set_realtime(unsigned int priority)
+{
+	struct sched_param sp = { .sched_priority = (int)priority };
+
+	if (sched_setscheduler(0, SCHED_FIFO, &sp))
+		return ht_fail("--rt-priority %u: %s (needs CAP_SYS_NICE)", priority,
+			       strerror(errno));
+	return 0;
+}
+
 static int start_dumper(struct session *s)
 {
 	const struct ht_options *o = s->opt;
@@ -518,6 +553,7 @@ static int start_dumper(struct session *s)
 		.monitor = &s->monitor,
 		.ksyms = s->ksyms,
 		.sampler = s->sampler.open ? &s->sampler : NULL,
+		.rt_priority = o->rt_priority,
 	};
 
 	return ht_dumper_start(&s->dumper, &cfg);
@@ -583,13 +619,15 @@ static int start_session(struct session *s, const struct ht_options *o, int tgid
 	s->last_status_ns = s->start_ns;
 	if (start_sampler(s) || start_dumper(s))
 		return HT_EXIT_FAILURE;
+	if (o->rt_priority && set_realtime(o->rt_priority))
+		return HT_EXIT_FAILURE;
 	return open_loop_fds(s) ? HT_EXIT_FAILURE : 0;
 }
 
 static void init_session(struct session *s)
 {
 	memset(s, 0, sizeof(*s));
-	s->epfd = s->sigfd = s->statusfd = s->pidfd = s->durationfd = -1;
+	s->epfd = s->sigfd = s->statusfd = s->pidfd = s->durationfd = s->dumpfd = -1;
 }
 
 /*

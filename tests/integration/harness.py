@@ -110,8 +110,9 @@ def hybtrace(args, timeout=60, env=None, stdin=None):
         e = dict(os.environ)
         e["HT_WORKLOAD_LOG"] = log
         e.update(env or {})
+        # Dumps a test does not direct elsewhere land in the temporary directory.
         p = subprocess.run([HYBTRACE] + args, capture_output=True, text=True,
-                           timeout=timeout, env=e, stdin=stdin)
+                           timeout=timeout, env=e, stdin=stdin, cwd=tmp)
         return Run(p.returncode, p.stdout, p.stderr, read_log(log))
 
 

@@ -2,6 +2,7 @@
 """The kernel monitor, for real: breaches of each kind against workloads' ground truth."""
 import os
 import subprocess
+import tempfile
 import time
 
 from harness import (HYBTRACE, Failure, check, hybtrace, need_root, read_log, test,
@@ -174,8 +175,8 @@ def pid_mode_follows_target_until_it_exits():
     target = subprocess.Popen([workload("offcpu_wake"), "futex", "20", "1"], env=env)
     try:
         p = subprocess.Popen([HYBTRACE, "--pid", str(target.pid), "--off-cpu", "10ms",
-                              "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                             text=True)
+                              "--json", "--output", tempfile.gettempdir()],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         out, err = p.communicate(timeout=30)
     finally:
         target.kill()
@@ -196,7 +197,8 @@ def sigint_prints_summary_and_exits_zero():
     need_root()
     target = subprocess.Popen(["sleep", "30"])
     try:
-        p = subprocess.Popen([HYBTRACE, "--pid", str(target.pid)], stdout=subprocess.PIPE,
+        p = subprocess.Popen([HYBTRACE, "--pid", str(target.pid), "--output",
+                              tempfile.gettempdir()], stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True)
         wait_for(lambda: _attached(p.pid), 15, "hybtrace to attach")
         time.sleep(0.3)

@@ -1,0 +1,385 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+"""make bench: what hybtrace costs and how fast it reacts, next to the peers, in one run.
+
+Virtual machines are noisy, so every configuration runs --runs times (15 by
+default), interleaved with the others (A B C A B C ...). Each ratio is the
+median of a configuration over the median untraced run, with a 95% bootstrap
+interval; a target counts as met only when the upper end is below it.
+
+usage: bench.py [--smoke] [--runs N] [--only SECTION ...]
+"""
+import argparse
+import glob
+import json
+import os
+import random
+import re
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+HYBTRACE = os.path.join(ROOT, "build", "hybtrace")
+EMPTY_PROGS = os.path.join(ROOT, "build", "bench", "empty_progs")
+WORKLOADS = os.path.join(ROOT, "build", "workloads")
+
+RUNQLAT_BT = r"""
+tracepoint:sched:sched_wakeup, tracepoint:sched:sched_wakeup_new { @qtime[args.pid] = nsecs; }
+tracepoint:sched:sched_switch {
+  if (args.prev_state == 0) { @qtime[args.prev_pid] = nsecs; }
+  $ns = @qtime[args.next_pid];
+  if ($ns) { @usecs = hist((nsecs - $ns) / 1000); }
+  delete(@qtime[args.next_pid]);
+}
+"""
+
+
+def log(msg):
+    print(msg, flush=True)
+
+
+def machine():
+    model = "unknown CPU"
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    return "%s, %d CPUs, Linux %s" % (model, os.cpu_count(), os.uname().release)
+
+
+# ---- statistics ----
+
+def bootstrap_ratio(values, base, rounds=2000, seed=1):
+    """Median(values)/median(base) with a 95% bootstrap interval."""
+    rng = random.Random(seed)
+    point = statistics.median(values) / statistics.median(base)
+    ratios = []
+    for _ in range(rounds):
+        v = [rng.choice(values) for _ in values]
+        b = [rng.choice(base) for _ in base]
+        ratios.append(statistics.median(v) / statistics.median(b))
+    ratios.sort()
+    return point, ratios[int(0.025 * rounds)], ratios[int(0.975 * rounds) - 1]
+
+
+def verdict(hi, target, unit="x"):
+    if target is None:
+        return ""
+    return "target <= %g%s: %s" % (target, unit, "met" if hi < target else "NOT met")
+
+
+def print_ratios(title, results, base_name, targets):
+    log("\n%s (median, 95%% interval, %d runs each)" % (title, len(results[base_name])))
+    base = results[base_name]
+    log("  %-44s %10.3f  (1.000x)" % (base_name, statistics.median(base)))
+    for name, values in results.items():
+        if name == base_name:
+            continue
+        point, lo, hi = bootstrap_ratio(values, base)
+        log("  %-44s %10.3f  %.3fx [%.3f, %.3f]  %s" % (name, statistics.median(values), point, lo,
+                                                       hi, verdict(hi, targets.get(name))))
+
+
+# ---- running things ----
+
+def ensure_tracefs():
+    if not os.path.ismount("/sys/kernel/tracing"):
+        subprocess.run(["mount", "-t", "tracefs", "nodev", "/sys/kernel/tracing"], check=False)
+
+
+def pipe_cmd(loops):
+    return ["taskset", "-c", "0", "perf", "bench", "sched", "pipe", "-T", "-l", str(loops)]
+
+
+def messaging_cmd(loops):
+    return ["perf", "bench", "sched", "messaging", "-t", "-g", "4", "-l", str(loops)]
+
+
+def parse_bench(out):
+    """usecs/op for pipe; total seconds for messaging."""
+    m = re.search(r"([\d.]+)\s+usecs/op", out)
+    if m:
+        return float(m.group(1))
+    m = re.search(r"Total time:\s+([\d.]+)\s+\[sec\]", out)
+    if m:
+        return float(m.group(1))
+    raise RuntimeError("cannot read the benchmark's result:\n" + out[-2000:])
+
+
+class Background:
+    """A helper process started before the measured command and stopped after it."""
+
+    def __init__(self, cmd, ready_pattern=None, ready_delay=0.0):
+        self.p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        if ready_pattern:
+            deadline = time.time() + 20
+            while time.time() < deadline:
+                line = self.p.stdout.readline()
+                if not line or re.search(ready_pattern, line):
+                    break
+        time.sleep(ready_delay)
+
+    def stop(self):
+        self.p.send_signal(signal.SIGINT)
+        try:
+            self.p.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.p.kill()
+            self.p.communicate()
+
+
+def run_measured(cmd, prefix=(), background=None):
+    bg = background() if background else None
+    try:
+        p = subprocess.run(list(prefix) + cmd, capture_output=True, text=True, timeout=600)
+    finally:
+        if bg:
+            bg.stop()
+    return parse_bench(p.stdout + p.stderr)
+
+
+def hybtrace_run(opts, outdir):
+    return [HYBTRACE, "run", "--quiet", "--output", outdir] + opts + ["--"]
+
+
+def interleave(configs, runs, cmd):
+    results = {name: [] for name, _, _ in configs}
+    for i in range(runs):
+        for name, prefix, background in configs:
+            results[name].append(run_measured(cmd, prefix, background))
+    return results
+
+
+# ---- sections ----
+
+def section_overhead_self(args, out):
+    """Every event is the target's: perf bench sched pipe -T pinned to one CPU, watched itself."""
+    loops = 20000 if args.smoke else 200000
+    configs = [
+        ("untraced", (), None),
+        ("empty BPF on sched_switch+wakeup (floor)", (), lambda: Background(
+            [EMPTY_PROGS], "attached")),
+        ("hybtrace --source none (a)", hybtrace_run(["--source", "none"], out), None),
+        ("hybtrace all breaches + sampling (b)", hybtrace_run(
+            ["--rq-delay", "1ms", "--off-cpu", "1ms", "--syscall", "1ms"], out), None),
+        ("hybtrace defaults (sampling at its default rate)", hybtrace_run([], out), None),
+        ("bpftrace runqlat logic", (), lambda: Background(
+            ["bpftrace", "-e", RUNQLAT_BT], "Attaching", 0.5)),
+        ("perf sched record -a", ["perf", "sched", "record", "-a", "-o",
+                                  os.path.join(out, "perf.data"), "--"], None),
+    ]
+    results = interleave(configs, args.runs, pipe_cmd(loops))
+    print_ratios("1. overhead on the target itself: perf bench sched pipe -T, usecs/op", results,
+                 "untraced", {"hybtrace --source none (a)": 1.10,
+                              "hybtrace all breaches + sampling (b)": 1.53})
+    return results
+
+
+def section_overhead_others(args, out):
+    """hybtrace watching an idle process; the benchmark is someone else."""
+    loops = 20000 if args.smoke else 200000
+    idle = subprocess.Popen(["sleep", "100000"])
+
+    def watch(opts):
+        return lambda: Background([HYBTRACE, "--pid", str(idle.pid), "--quiet", "--output", out] +
+                                  opts, None, 1.0)
+    configs = [
+        ("untraced", (), None),
+        ("hybtrace defaults, watching another process", (), watch([])),
+        ("hybtrace --syscall 1ms, watching another process", (), watch(["--syscall", "1ms"])),
+    ]
+    try:
+        results = interleave(configs, args.runs, pipe_cmd(loops))
+    finally:
+        idle.kill()
+        idle.wait()
+    print_ratios("2. overhead on others: perf bench sched pipe -T, usecs/op", results, "untraced",
+                 {"hybtrace defaults, watching another process": 1.03})
+    return results
+
+
+def section_messaging(args, out):
+    loops = 50 if args.smoke else 500
+    configs = [
+        ("untraced", (), None),
+        ("hybtrace --source none", hybtrace_run(["--source", "none"], out), None),
+        ("hybtrace all breaches + sampling", hybtrace_run(
+            ["--rq-delay", "1ms", "--off-cpu", "1ms", "--syscall", "1ms"], out), None),
+        ("bpftrace runqlat logic", (), lambda: Background(
+            ["bpftrace", "-e", RUNQLAT_BT], "Attaching", 0.5)),
+        ("perf sched record -a", ["perf", "sched", "record", "-a", "-o",
+                                  os.path.join(out, "perf.data"), "--"], None),
+    ]
+    results = interleave(configs, args.runs, messaging_cmd(loops))
+    print_ratios("3. perf bench sched messaging -t -g 4, seconds", results, "untraced", {})
+    return results
+
+
+def bpf_prog_costs():
+    p = subprocess.run(["bpftool", "-j", "prog", "show"], capture_output=True, text=True)
+    costs = {}
+    for prog in json.loads(p.stdout or "[]"):
+        name, runs = prog.get("name", ""), prog.get("run_cnt", 0)
+        if runs:
+            costs[name] = (prog.get("run_time_ns", 0) / runs, runs)
+    return costs
+
+
+def section_bpf_cost(args, out):
+    """Per-event cost of each program (kernel.bpf_stats_enabled), net of an empty program."""
+    seconds = 1.0 if args.smoke else 5.0
+
+    def measure(attach):
+        bench = subprocess.Popen(pipe_cmd(10 ** 9), stdout=subprocess.DEVNULL,
+                                 stderr=subprocess.DEVNULL)
+        helper = attach(bench.pid)
+        try:
+            time.sleep(seconds)
+            return bpf_prog_costs()
+        finally:
+            helper.stop()
+            bench.kill()
+            bench.wait()
+
+    subprocess.run(["sysctl", "-q", "kernel.bpf_stats_enabled=1"], check=True)
+    try:
+        floor = measure(lambda pid: Background([EMPTY_PROGS], "attached"))
+        costs = measure(lambda pid: Background(
+            [HYBTRACE, "--pid", str(pid), "--rq-delay", "1ms", "--off-cpu", "1ms", "--syscall",
+             "1ms", "--output", out], "watching", 0.3))
+    finally:
+        subprocess.run(["sysctl", "-q", "kernel.bpf_stats_enabled=0"])
+    base = floor.get("empty_sched_switch", (0, 0))[0]
+    log("\n4. per-event BPF cost while watching perf bench sched pipe -T, net of an empty "
+        "program measured in the same run (empty: %.0f ns a run with statistics on)" % base)
+    for name, (ns, runs) in sorted(costs.items()):
+        if not name.startswith("handle_"):
+            continue
+        target = "  target <= 100 ns: %s" % ("met" if ns - base <= 100 else "NOT met") \
+            if name == "handle_sched_switch" else ""
+        log("  %-28s %9d runs  %6.0f ns  net %6.0f ns%s" % (name, runs, ns, ns - base, target))
+
+
+def hogs(n):
+    return [subprocess.Popen(["sh", "-c", "while :; do :; done"]) for _ in range(n)]
+
+
+def dump_latencies(opts, load, smoke):
+    """Breach end to on-CPU sources frozen, from each dump's metadata (post window 0)."""
+    rounds = 20 if smoke else 200
+    with tempfile.TemporaryDirectory() as out:
+        hog = hogs(os.cpu_count()) if load else []
+        try:
+            subprocess.run([HYBTRACE, "run", "--quiet", "--json", "--rq-delay", "off", "--syscall",
+                            "1ms", "--syscalls", "clock_nanosleep", "--post", "0ms", "--pre",
+                            "2ms", "--min-interval", "0ms", "--max-dumps", "100000",
+                            "--output", out] + opts +
+                           ["--", os.path.join(WORKLOADS, "sleeper"), "3", str(rounds)],
+                           capture_output=True, text=True, timeout=600)
+        finally:
+            for h in hog:
+                h.kill()
+                h.wait()
+        lat = []
+        for f in glob.glob(os.path.join(out, "*.perfetto-trace")):
+            p = subprocess.run([HYBTRACE, "report", "--json", f], capture_output=True, text=True)
+            meta = json.loads(p.stdout)["metadata"]
+            # A dump that waited for another froze late by design: not a latency.
+            if "freeze_late_ns" in meta and meta.get("dump_deferred") != "1":
+                lat.append(int(meta["freeze_late_ns"]) / 1000.0)
+        return sorted(lat)
+
+
+def pct(values, q):
+    return values[min(len(values) - 1, int(q * len(values)))] if values else float("nan")
+
+
+def section_trigger_latency(args, out):
+    log("\n5. trigger latency: breach end (BPF timestamp) to sampling rings frozen, us")
+    for load in (False, True):
+        for opts, label in (([], "default priority"), (["--rt-priority", "50"], "--rt-priority 50")):
+            lat = dump_latencies(opts, load, args.smoke)
+            target = verdict(pct(lat, 0.99), 100, " us (p99)") if load else ""
+            log("  %-12s %-18s %4d dumps  median %8.1f  p99 %8.1f  %s" % (
+                "under load" if load else "idle", label, len(lat), pct(lat, 0.5), pct(lat, 0.99),
+                target))
+
+
+def section_dump_cost(args, out):
+    """A 20 ms window of 4 busy threads: trigger to file on disk, size; CPU and RSS over a run."""
+    seconds = 3 if args.smoke else 60
+    with tempfile.TemporaryDirectory() as d:
+        wl = subprocess.Popen([os.path.join(WORKLOADS, "busy_threads"), "4", str(seconds + 5)])
+        time.sleep(0.3)
+        h = subprocess.Popen([HYBTRACE, "--pid", str(wl.pid), "--quiet", "--json", "--output", d,
+                              "--pre", "20ms", "--post", "0ms"], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+        time.sleep(1.0)
+        writes = []
+        for _ in range(3 if args.smoke else 10):
+            h.send_signal(signal.SIGUSR2)
+            time.sleep(1.2)
+        time.sleep(max(0, seconds - (3.6 if args.smoke else 12)))
+        with open("/proc/%d/stat" % h.pid) as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        cpu_s = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        with open("/proc/%d/status" % h.pid) as f:
+            hwm = [l for l in f if l.startswith("VmHWM")][0].split()[1]
+        h.send_signal(signal.SIGINT)
+        stdout, _ = h.communicate(timeout=60)
+        wl.kill()
+        wl.wait()
+        for line in stdout.splitlines():
+            if '"type":"dump"' in line:
+                o = json.loads(line)
+                writes.append((o["write_ns"] / 1e6, o["cpu_ns"] / 1e6, o["bytes"]))
+    log("\n6. dump cost: 20 ms window of 4 busy threads on every CPU (manual dumps), defaults")
+    if writes:
+        log("  build + write: median %.2f ms of CPU; %.2f ms to the file on disk (median; the "
+            "worker runs at nice 19 behind the busy threads); file size median %d bytes" % (
+                statistics.median(c for _, c, _ in writes),
+                statistics.median(w for w, _, _ in writes),
+                statistics.median(b for _, _, b in writes)))
+    log("  hybtrace over %d s: %.2f s of CPU (%.1f%% of one core), peak RSS %s kB" % (
+        seconds, cpu_s, 100.0 * cpu_s / seconds, hwm))
+
+
+SECTIONS = {
+    "self": section_overhead_self,
+    "others": section_overhead_others,
+    "messaging": section_messaging,
+    "bpf": section_bpf_cost,
+    "latency": section_trigger_latency,
+    "dump": section_dump_cost,
+}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--smoke", action="store_true", help="one short iteration of everything")
+    ap.add_argument("--runs", type=int, default=15)
+    ap.add_argument("--only", nargs="*", choices=sorted(SECTIONS))
+    args = ap.parse_args()
+    if args.smoke:
+        args.runs = 1
+    if os.geteuid() != 0:
+        sys.exit("make bench needs root (BPF, perf, bpftrace)")
+    for tool in ("perf", "bpftrace", "bpftool", "taskset"):
+        if not shutil.which(tool):
+            sys.exit("bench needs %s (make bench installs it)" % tool)
+    ensure_tracefs()
+    log("hybtrace bench on %s%s" % (machine(), " (smoke run)" if args.smoke else ""))
+    with tempfile.TemporaryDirectory() as out:
+        for name in args.only or SECTIONS:
+            SECTIONS[name](args, out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,299 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/utsname.h>
+#include <signal.h>
+#include <time.h>
+#include <unistd.h>
+#include "comm_cache.h"
+#include "dump_build.h"
+#include "dump_schema.h"
+#include "kernel_timeline.h"
+#include "log.h"
+#include "machine.h"
+#include "monitor.h"
+#include "output.h"
+#include "perfetto_write.h"
+#include "sched_index.h"
+#include "symbolizer.h"
+#include "timeline.h"
+#include "unwind_dwarf.h"
+#include "user_timeline.h"
+
+static uint64_t clock_ns(clockid_t clock)
+{
+	struct timespec ts;
+
+	clock_gettime(clock, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+uint64_t ht_monotonic_to_realtime(uint64_t monotonic_ns)
+{
+	uint64_t mono = clock_ns(CLOCK_MONOTONIC), real = clock_ns(CLOCK_REALTIME);
+
+	return real - (mono - monotonic_ns);
+}
+
+static void format_wall_clock(uint64_t realtime_ns, char *buf, size_t len)
+{
+	time_t secs = (time_t)(realtime_ns / 1000000000ULL);
+	struct tm tm;
+	char date[32], zone[8];
+
+	localtime_r(&secs, &tm);
+	strftime(date, sizeof(date), "%Y-%m-%dT%H:%M:%S", &tm);
+	strftime(zone, sizeof(zone), "%z", &tm);
+	snprintf(buf, len, "%s.%03u%s", date, (unsigned int)(realtime_ns / 1000000ULL % 1000), zone);
+}
+
+static void meta_u64(struct timeline *tl, const char *key, uint64_t v)
+{
+	char buf[32];
+
+	snprintf(buf, sizeof(buf), "%llu", (unsigned long long)v);
+	tl_meta_set(tl, key, buf);
+}
+
+static void set_metadata(const struct ht_dumper_config *cfg, struct timeline *tl,
+			 const struct ht_dump_job *job, const struct ht_fr_window *w, uint64_t t0,
+			 uint64_t t1, uint64_t not_dumped)
+{
+	struct ht_monitor_counters c;
+	struct utsname u;
+	char buf[256];
+
+	tl_meta_set(tl, HT_META_VERSION, HT_VERSION);
+	uname(&u);
+	tl_meta_set(tl, HT_META_KERNEL, u.release);
+	tl_meta_set(tl, HT_META_CPU_MODEL, ht_machine_cpu_model(buf, sizeof(buf)));
+	tl_meta_set(tl, HT_META_CMDLINE, cfg->cmdline);
+	meta_u64(tl, HT_META_TARGET_PID, (uint64_t)cfg->tgid);
+	tl_meta_set(tl, HT_META_TARGET_COMM, cfg->target_comm);
+	tl_meta_set(tl, HT_META_KIND, job->kind);
+	format_wall_clock(ht_monotonic_to_realtime(job->end_ns), buf, sizeof(buf));
+	tl_meta_set(tl, HT_META_WALL_CLOCK, buf);
+	if (job->has_breach) {
+		meta_u64(tl, HT_META_BREACH_TID, job->breach.tid);
+		snprintf(buf, sizeof(buf), "%.*s", HT_COMM_LEN, job->breach.comm);
+		tl_meta_set(tl, HT_META_BREACH_COMM, buf);
+		meta_u64(tl, HT_META_BREACH_START, job->breach.start_ns);
+		meta_u64(tl, HT_META_BREACH_END, job->breach.end_ns);
+		meta_u64(tl, HT_META_THRESHOLD, job->threshold_ns);
+	}
+	meta_u64(tl, HT_META_WINDOW_START, t0);
+	meta_u64(tl, HT_META_WINDOW_END, t1);
+	if (w->clipped)
+		meta_u64(tl, HT_META_CLIPPED_TO, w->covered_from_ns);
+	meta_u64(tl, HT_META_RECORDING_START, cfg->monitor->attached_ns);
+	meta_u64(tl, HT_META_LOSS_FR_SKIP, w->skipped_records);
+	if (!ht_monitor_read_counters(cfg->monitor, &c)) {
+		meta_u64(tl, HT_META_LOSS_RB, c.value[HT_CNT_RB_DROPS]);
+		meta_u64(tl, HT_META_LOSS_STORAGE, c.value[HT_CNT_STORAGE_FAILS]);
+		meta_u64(tl, HT_META_LOSS_COMM, c.value[HT_CNT_COMM_UPDATE_FAILS]);
+		meta_u64(tl, HT_META_LOSS_RECURSION, c.recursion_misses);
+	}
+	meta_u64(tl, HT_META_BREACHES_MISSED, not_dumped);
+	meta_u64(tl, HT_META_DEFERRED, job->deferred);
+}
+
+void ht_dump_builder_refresh(struct ht_dump_builder *b)
+{
+	if (b->symbolizer)
+		ht_symbolizer_refresh(b->symbolizer);
+	if (b->unwinder)
+		ht_dwarf_unwinder_refresh(b->unwinder);
+}
+
+void ht_dump_window(const struct ht_dumper_config *cfg, const struct ht_dump_job *job,
+		    uint64_t *t0, uint64_t *t1)
+{
+	*t0 = job->start_ns > cfg->pre_ns ? job->start_ns - cfg->pre_ns : 0;
+	*t1 = job->end_ns + cfg->post_ns;
+}
+
+int ht_dump_capture_take(const struct ht_dumper_config *cfg, const struct ht_dump_job *job,
+			 struct ht_dump_capture *c)
+{
+	const struct ht_monitor *m = cfg->monitor;
+
+	memset(c, 0, sizeof(*c));
+	ht_dump_window(cfg, job, &c->t0, &c->t1);
+	c->frozen_ns = clock_ns(CLOCK_MONOTONIC);
+	if (cfg->sampler) {
+		c->have_samples = !ht_sampler_freeze(cfg->sampler, &c->frozen);
+		if (!c->have_samples)
+			ht_warn("dump without user-space stacks: %s", ht_last_error());
+	}
+	if (ht_recorder_read(&m->recorder, c->t0, c->t1, &c->w)) {
+		if (c->have_samples)
+			ht_sampler_frozen_free(&c->frozen);
+		return -1;
+	}
+	/* Nothing was recorded before attach: that part of the window is clipped too. */
+	if (c->t0 < m->attached_ns) {
+		c->w.clipped = true;
+		if (c->w.covered_from_ns < m->attached_ns)
+			c->w.covered_from_ns = m->attached_ns;
+	}
+	return 0;
+}
+
+void ht_dump_capture_free(struct ht_dump_capture *c)
+{
+	ht_fr_window_free(&c->w);
+	if (c->have_samples)
+		ht_sampler_frozen_free(&c->frozen);
+}
+
+/* The on-CPU source's part of the window: sampled stacks on the thread tracks. */
+static void add_user_timeline(struct ht_dump_builder *b, struct timeline *tl,
+			      const struct ht_dump_job *job, const struct ht_dump_capture *c)
+{
+	struct ht_sampler *sampler = b->cfg->sampler;
+	struct ht_sample_set set;
+	struct ht_user_window uw;
+	char count[32];
+
+	if (!sampler) {
+		tl_meta_set(tl, HT_META_SOURCE, "none");
+		return;
+	}
+	tl_meta_set(tl, HT_META_SOURCE, "sample");
+	snprintf(count, sizeof(count), "%u", sampler->cfg.freq_hz);
+	tl_meta_set(tl, HT_META_SAMPLE_FREQ, count);
+	tl_meta_set(tl, HT_META_CALLGRAPH,
+		    sampler->cfg.callgraph == HT_CALLGRAPH_DWARF ? "dwarf" : "fp");
+	meta_u64(tl, HT_META_FREEZE_LATE, c->frozen_ns - c->t1);
+	if (!c->have_samples || ht_sampler_frozen_samples(&c->frozen, c->t0, c->t1, &set))
+		return;
+	/* Libraries load late: the maps are read again for every dump. */
+	ht_dump_builder_refresh(b);
+	uw = (struct ht_user_window){
+		.tgid = b->cfg->tgid,
+		.t0 = c->t0,
+		.t1 = c->t1,
+		.period_ns = sampler->period_ns,
+		.samples = &set,
+		.symbolizer = b->symbolizer,
+		.ksyms = b->cfg->ksyms,
+		.unwinder = b->unwinder,
+		.breach = job->has_breach ? &job->breach : NULL,
+	};
+	if (ht_user_timeline_build(tl, &uw))
+		ht_warn("dump without user-space stacks: %s", ht_last_error());
+	meta_u64(tl, HT_META_SAMPLES, set.count);
+	meta_u64(tl, HT_META_LOSS_SAMPLES, set.lost);
+	meta_u64(tl, HT_META_LOSS_THROTTLE, set.throttled);
+	ht_sample_set_free(&set);
+}
+
+/* Lower the captured window into TL. */
+static int build_timeline(struct ht_dump_builder *b, struct timeline *tl,
+			  const struct ht_dump_job *job, const struct ht_dump_capture *c,
+			  uint64_t not_dumped)
+{
+	char target_comm[HT_COMM_LEN + 8];
+	struct tl_clock_snapshot snap;
+	struct ht_kernel_window kw;
+	struct ht_sched_index idx;
+	int rc;
+
+	/* `run` named the target before its exec: what it is called now is what counts. */
+	ht_comm_lookup(b->comms, (uint32_t)b->cfg->tgid, 0, target_comm, sizeof(target_comm));
+	if (ht_sched_index_build(&c->w, &idx))
+		return -1;
+	kw = (struct ht_kernel_window){
+		.tgid = b->cfg->tgid,
+		.target_comm = target_comm,
+		.t0 = c->t0,
+		.t1 = c->t1,
+		.w = &c->w,
+		.idx = &idx,
+		.comms = b->comms,
+		.ksyms = b->cfg->ksyms,
+		.breach = job->has_breach ? &job->breach : NULL,
+		.threshold_ns = job->threshold_ns,
+	};
+	if (!tl_clock_snapshot_now(&snap))
+		tl_set_clock_snapshot(tl, &snap);
+	set_metadata(b->cfg, tl, job, &c->w, c->t0, c->t1, not_dumped);
+	tl_meta_set(tl, HT_META_TARGET_COMM, target_comm);
+	rc = ht_kernel_timeline_build(tl, &kw);
+	ht_sched_index_free(&idx);
+	if (!rc)
+		add_user_timeline(b, tl, job, c);
+	return rc;
+}
+
+int ht_dump_builder_write(struct ht_dump_builder *b, const struct ht_dump_job *job,
+			  const struct ht_dump_capture *c, uint64_t not_dumped, char *path,
+			  size_t len, uint64_t *bytes, size_t *events)
+{
+	struct timeline *tl = tl_new();
+	struct ht_output_file f;
+	char base[256], err[256];
+	struct stat st;
+	int rc = -1;
+
+	if (!tl)
+		return ht_fail("out of memory");
+	if (build_timeline(b, tl, job, c, not_dumped))
+		goto out;
+	*events = tl_event_count(tl);
+	ht_dump_base_name(b->cfg->tgid, ht_monotonic_to_realtime(job->end_ns), job->kind, base,
+			  sizeof(base));
+	if (ht_output_begin(b->cfg->output_dir, &f))
+		goto out;
+	if (pftw_write_fd(tl, f.fd, err, sizeof(err))) {
+		ht_output_abort(&f);
+		ht_fail("cannot write the dump in %s: %s", b->cfg->output_dir, err);
+		goto out;
+	}
+	*bytes = fstat(f.fd, &st) ? 0 : (uint64_t)st.st_size;
+	rc = ht_output_commit(&f, b->cfg->output_dir, base, path, len);
+out:
+	tl_free(tl);
+	return rc;
+}
+
+/*
+ * Symbols (and DWARF unwinding) for the target, kept across dumps. Without
+ * them dumps still come, with addresses for names; a target that is already
+ * gone needs no word about it.
+ */
+static void start_symbolizing(struct ht_dump_builder *b)
+{
+	bool dwarf = b->cfg->sampler->cfg.callgraph == HT_CALLGRAPH_DWARF;
+
+	b->symbolizer = ht_symbolizer_new(b->cfg->tgid);
+	if (b->symbolizer && dwarf)
+		b->unwinder = ht_dwarf_unwinder_new(b->cfg->tgid);
+	if ((!b->symbolizer || (dwarf && !b->unwinder)) && kill(b->cfg->tgid, 0) == 0)
+		ht_warn("user-space stacks will show addresses only: %s", ht_last_error());
+}
+
+int ht_dump_builder_init(struct ht_dump_builder *b, const struct ht_dumper_config *cfg)
+{
+	memset(b, 0, sizeof(*b));
+	b->cfg = cfg;
+	b->comms = malloc(sizeof(*b->comms));
+	if (!b->comms)
+		return ht_fail("out of memory");
+	ht_comm_cache_init(b->comms, cfg->monitor);
+	if (cfg->sampler)
+		start_symbolizing(b);
+	return 0;
+}
+
+void ht_dump_builder_free(struct ht_dump_builder *b)
+{
+	ht_symbolizer_free(b->symbolizer);
+	if (b->unwinder)
+		ht_dwarf_unwinder_free(b->unwinder);
+	free(b->comms);
+	memset(b, 0, sizeof(*b));
+}

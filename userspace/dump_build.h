@@ -1,0 +1,91 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * Building one dump: what the sources held at the end of the window (the
+ * capture, taken promptly by the event loop), lowered into the timeline and
+ * written to a file (by the builder thread, at leisure).
+ */
+#ifndef HT_DUMP_BUILD_H
+#define HT_DUMP_BUILD_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "dump_policy.h"
+#include "hybtrace/records.h"
+#include "recorder.h"
+#include "sampler.h"
+
+struct ht_monitor;
+struct ht_ksyms;
+struct ht_comm_cache;
+struct ht_symbolizer;
+struct ht_dwarf_unwinder;
+
+struct ht_dumper_config {
+	const char *output_dir;
+	uint64_t pre_ns, post_ns;
+	struct ht_dump_policy policy;
+	int tgid;
+	const char *target_comm;
+	const char *cmdline;
+	bool json; /* report written dumps as JSON lines on stdout */
+	const struct ht_monitor *monitor;
+	const struct ht_ksyms *ksyms;
+	struct ht_sampler *sampler; /* NULL: no on-CPU source */
+	unsigned int rt_priority;   /* the builder thread's, while urgent; 0: off */
+};
+
+struct ht_dump_job {
+	char kind[16];	      /* rq-delay, off-cpu, syscall, manual, exit */
+	bool has_breach;
+	struct ht_breach breach;
+	uint64_t threshold_ns;
+	uint64_t start_ns, end_ns; /* the interval the window is built around */
+	bool asked;		   /* manual or exit: not held to the minimum interval */
+	bool deferred;		   /* it waited for another dump: its sources froze late */
+};
+
+/* What the sources held at the end of a dump's window. */
+struct ht_dump_capture {
+	uint64_t t0, t1;
+	uint64_t frozen_ns; /* CLOCK_MONOTONIC when the sources were frozen */
+	struct ht_fr_window w;
+	bool have_samples;
+	struct ht_sampler_frozen frozen;
+};
+
+/* The builder's own symbol state, kept across dumps (one thread uses it). */
+struct ht_dump_builder {
+	const struct ht_dumper_config *cfg;
+	struct ht_comm_cache *comms;
+	struct ht_symbolizer *symbolizer;   /* with an on-CPU source */
+	struct ht_dwarf_unwinder *unwinder; /* with --callgraph dwarf */
+};
+
+/* The window [t0, t1] of JOB. */
+void ht_dump_window(const struct ht_dumper_config *cfg, const struct ht_dump_job *job,
+		    uint64_t *t0, uint64_t *t1);
+
+/* Freeze the sources and read the window now. Returns 0, or -1 with ht_last_error(). */
+int ht_dump_capture_take(const struct ht_dumper_config *cfg, const struct ht_dump_job *job,
+			 struct ht_dump_capture *c);
+void ht_dump_capture_free(struct ht_dump_capture *c);
+
+int ht_dump_builder_init(struct ht_dump_builder *b, const struct ht_dumper_config *cfg);
+void ht_dump_builder_free(struct ht_dump_builder *b);
+
+/* Re-read the target's mappings; a target that is gone keeps what was known. */
+void ht_dump_builder_refresh(struct ht_dump_builder *b);
+
+/*
+ * Build the dump of JOB from C and write it into the output directory.
+ * FINAL gets the file's path. NOT_DUMPED is recorded in its metadata.
+ */
+int ht_dump_builder_write(struct ht_dump_builder *b, const struct ht_dump_job *job,
+			  const struct ht_dump_capture *c, uint64_t not_dumped, char *final,
+			  size_t len, uint64_t *bytes, size_t *events);
+
+/* CLOCK_MONOTONIC time as wall-clock nanoseconds, through a reading of both now. */
+uint64_t ht_monotonic_to_realtime(uint64_t monotonic_ns);
+
+#endif /* HT_DUMP_BUILD_H */
