@@ -193,7 +193,9 @@ FUZZ_TRACE_READER_SRCS := userspace/timeline.c userspace/pb.c userspace/perfetto
 FUZZ_MAPS_PARSER_SRCS := userspace/proc_maps.c userspace/log.c
 FUZZ_PERF_MAP_SRCS := userspace/perf_map.c userspace/log.c
 FUZZ_ELF_READER_SRCS := userspace/elf_symbols.c userspace/log.c
-FUZZ_NAMES := trace_reader maps_parser perf_map elf_reader
+# The raw capture file (--keep-raw) and what it holds: sideband records, TSC pairs.
+FUZZ_RAWCAP_READER_SRCS := userspace/rawcap.c userspace/output.c userspace/log.c
+FUZZ_NAMES := trace_reader maps_parser perf_map elf_reader rawcap_reader
 FUZZ_CORPORA := $(patsubst %,$(BUILD)/fuzz/corpus/%,$(FUZZ_NAMES))
 
 $(BUILD)/fuzz $(FUZZ_CORPORA):
@@ -219,6 +221,11 @@ $(BUILD)/fuzz/fuzz_elf_reader: tests/fuzz/fuzz_elf_reader.c $(FUZZ_ELF_READER_SR
 	$(call msg,FUZZ,$@)
 	$(Q)$(CLANG) $(CPPFLAGS_ALL) $(FUZZ_CFLAGS) $(WARNINGS) -o $@ $< $(FUZZ_ELF_READER_SRCS) -lelf
 
+$(BUILD)/fuzz/fuzz_rawcap_reader: tests/fuzz/fuzz_rawcap_reader.c $(FUZZ_RAWCAP_READER_SRCS) \
+		$(wildcard userspace/*.h) | $(BUILD)/fuzz
+	$(call msg,FUZZ,$@)
+	$(Q)$(CLANG) $(CPPFLAGS_ALL) $(FUZZ_CFLAGS) $(WARNINGS) -o $@ $< $(FUZZ_RAWCAP_READER_SRCS) -lz
+
 FUZZ_TARGETS := $(patsubst %,$(BUILD)/fuzz/fuzz_%,$(FUZZ_NAMES))
 
 .PHONY: fuzz fuzz-targets
@@ -234,3 +241,5 @@ fuzz: $(FUZZ_TARGETS) | $(FUZZ_CORPORA)
 		$(BUILD)/fuzz/corpus/perf_map tests/fuzz/corpus/perf_map
 	$(BUILD)/fuzz/fuzz_elf_reader -max_total_time=$(or $(FUZZ_SECONDS),60) -max_len=8192 \
 		$(BUILD)/fuzz/corpus/elf_reader tests/fuzz/corpus/elf_reader
+	$(BUILD)/fuzz/fuzz_rawcap_reader -max_total_time=$(or $(FUZZ_SECONDS),60) -max_len=8192 \
+		-malloc_limit_mb=64 $(BUILD)/fuzz/corpus/rawcap_reader tests/fuzz/corpus/rawcap_reader

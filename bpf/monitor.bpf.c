@@ -26,6 +26,8 @@ const volatile __u64 syscall_thresh_ns = 0;
 const volatile bool syscall_filter_on = false;
 const volatile __u64 syscall_filter[HT_MAX_SYSCALLS / 64] = {};
 const volatile __u32 fr_slot_shift = 0; /* log2 of records per CPU */
+/* Take run-queue waits from task_struct::sched_info (CONFIG_SCHED_INFO); false: task storage. */
+const volatile bool rq_from_sched_info = true;
 
 #define TASK_RUNNING 0
 
@@ -57,6 +59,8 @@ struct task_state {
 	__u32 waker_tid;
 	__u32 waker_tgid;
 	__u32 wake_cpu;
+	__u32 waker_cpu;
+	__u32 pad0;
 	char waker_comm[HT_COMM_LEN];
 	__s32 syscall_kstack_bytes; /* stack seen at a switch-in past the threshold */
 	__u32 pad;
@@ -118,6 +122,39 @@ struct {
 	__type(value, struct cpu_context);
 	__uint(max_entries, 1);
 } cpu_contexts SEC(".maps");
+
+/*
+ * bpf_ktime_get_ns() costs about 90 ns in a KVM guest, most of a context
+ * switch's budget. The scheduler has just read its clock into rq->clock
+ * when sched_switch and sched_wakeup{,_new} run; their time is that plus
+ * the rq's offset to CLOCK_MONOTONIC, which each CPU's sched_switch
+ * measures again once a millisecond. An offset older than CLOCK_STALE_NS
+ * (an idle CPU) is not trusted: bpf_ktime_get_ns() then.
+ */
+#define CLOCK_SYNC_NS  1000000ULL
+#define CLOCK_STALE_NS 10000000ULL
+/*
+ * A measurement is the true offset plus the little, varying time __schedule
+ * spends between reading its clock and the tracepoint. The offset follows
+ * the smallest measurements at once and larger ones (the clocks drift
+ * apart as NTP slews CLOCK_MONOTONIC) by at most CLOCK_CREEP_NS per sync:
+ * timestamps stay steady, and intervals measured across a sync stay exact
+ * to a few hundred ns.
+ */
+#define CLOCK_CREEP_NS 50
+
+struct clock_sync {
+	__u64 rq_clock; /* when the offset was last measured; 0: never */
+	__s64 offset;	/* CLOCK_MONOTONIC - rq->clock */
+	__u64 pad[6];	/* one cache line per CPU */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__type(key, __u32);
+	__type(value, struct clock_sync);
+	__uint(max_entries, 1); /* set by user space: possible CPUs */
+} clock_syncs SEC(".maps");
 
 /* Kernels before 5.14 name the state field "state". */
 struct task_struct___pre514 {
@@ -199,6 +236,73 @@ static __always_inline __u32 task_cpu(struct task_struct *p)
 	if (bpf_core_field_exists(p->thread_info.cpu))
 		return p->thread_info.cpu;
 	return p->wake_cpu;
+}
+
+/* The run queue T is on (or being enqueued on), or NULL without group scheduling. */
+static __always_inline struct rq *rq_of(struct task_struct *t)
+{
+	struct cfs_rq *cfs;
+
+	if (!bpf_core_field_exists(t->se.cfs_rq))
+		return NULL;
+	cfs = t->se.cfs_rq;
+	return cfs ? cfs->rq : NULL;
+}
+
+/* The time of a context switch: the rq's clock and CLOCK_MONOTONIC. */
+struct switch_time {
+	__u64 clock; /* rq->clock; 0 when the kernel has no such thing to read */
+	__u64 now;   /* CLOCK_MONOTONIC */
+};
+
+/* CLOCK_MONOTONIC at sched_switch, PREV leaving this CPU: see clock_sync. */
+static __always_inline void switch_now(struct task_struct *prev, struct switch_time *t)
+{
+	__u32 cpu = bpf_get_smp_processor_id();
+	struct rq *rq = rq_of(prev);
+	struct clock_sync *sync;
+	__s64 measured;
+
+	sync = bpf_map_lookup_elem(&clock_syncs, &cpu);
+	if (!rq || !sync) {
+		t->clock = 0;
+		t->now = bpf_ktime_get_ns();
+		return;
+	}
+	t->clock = rq->clock;
+	if (sync->rq_clock && t->clock >= sync->rq_clock &&
+	    t->clock - sync->rq_clock < CLOCK_SYNC_NS) {
+		t->now = t->clock + sync->offset;
+		return;
+	}
+	measured = (__s64)(bpf_ktime_get_ns() - t->clock);
+	if (!sync->rq_clock || measured < sync->offset)
+		sync->offset = measured;
+	else
+		sync->offset += measured - sync->offset < CLOCK_CREEP_NS ? measured - sync->offset
+									  : CLOCK_CREEP_NS;
+	sync->rq_clock = t->clock;
+	t->now = t->clock + sync->offset;
+}
+
+/* CLOCK_MONOTONIC as P is enqueued: its rq's clock was just updated. */
+static __always_inline __u64 enqueue_now(struct task_struct *p)
+{
+	struct rq *rq = rq_of(p);
+	struct clock_sync *sync;
+	__u64 clock;
+	__u32 cpu;
+
+	if (!rq)
+		return bpf_ktime_get_ns();
+	cpu = rq->cpu;
+	sync = bpf_map_lookup_elem(&clock_syncs, &cpu);
+	if (!sync || !sync->rq_clock)
+		return bpf_ktime_get_ns();
+	clock = rq->clock;
+	if (clock < sync->rq_clock || clock - sync->rq_clock > CLOCK_STALE_NS)
+		return bpf_ktime_get_ns();
+	return clock + sync->offset;
 }
 
 /* target_tgid is never 0 (user space refuses it), so idle tasks never match. */
@@ -326,6 +430,7 @@ static __always_inline void emit_breach(__u32 kind, struct task_struct *p, struc
 static __always_inline void target_switch_out(struct task_struct *prev, __u32 state, bool preempt,
 					      __u64 now)
 {
+	/* prev just ran: its storage is in the cache, unlike next's. */
 	struct task_state *st = state_of(prev);
 
 	if (!st)
@@ -346,32 +451,64 @@ static __always_inline void target_switch_out(struct task_struct *prev, __u32 st
 	}
 }
 
-/* A target thread gets the CPU: the intervals that end here are judged. */
-static __always_inline void target_switch_in(struct task_struct *next, __u64 now)
+static __always_inline void judge_rq_delay(struct task_struct *next, struct task_state *st,
+					   __u64 since, __u64 now)
 {
-	struct task_state *st = state_of(next);
-	__u64 delta;
+	__u64 delta = now - since;
 
+	hist_add(HT_BREACH_RQ_DELAY, delta);
+	if (!rq_delay_thresh_ns || delta < rq_delay_thresh_ns)
+		return;
+	if (!st)
+		st = state_of(next);
+	if (st)
+		emit_breach(HT_BREACH_RQ_DELAY, next, st, since, now, st->off_cpu_state, true);
+}
+
+/*
+ * The run-queue wait that ends here, from the scheduler's own bookkeeping:
+ * sched_info.last_queued is when NEXT was queued, on the rq clock, and
+ * still set at the tracepoint. next's task storage, cold in the cache and
+ * the dearest part of a switch, is then read only for a breach.
+ */
+static __always_inline bool rq_delay_from_sched_info(struct task_struct *next,
+						     const struct switch_time *t)
+{
+	__u64 queued;
+
+	if (!rq_from_sched_info || !t->clock ||
+	    !bpf_core_field_exists(next->sched_info.last_queued))
+		return false;
+	queued = next->sched_info.last_queued;
+	if (queued && queued <= t->clock)
+		judge_rq_delay(next, NULL, queued + (t->now - t->clock), t->now);
+	return true;
+}
+
+/* A target thread gets the CPU: the intervals that end here are judged. */
+static __always_inline void target_switch_in(struct task_struct *next, const struct switch_time *t)
+{
+	bool rq_done = rq_delay_from_sched_info(next, t);
+	struct task_state *st;
+	__u64 now = t->now;
+
+	if (rq_done && !off_cpu_thresh_ns && !syscall_thresh_ns)
+		return;
+	st = state_of(next);
 	if (!st)
 		return;
-	if (st->runnable_since_ns) {
-		delta = now - st->runnable_since_ns;
-		hist_add(HT_BREACH_RQ_DELAY, delta);
-		if (rq_delay_thresh_ns && delta >= rq_delay_thresh_ns)
-			emit_breach(HT_BREACH_RQ_DELAY, next, st, st->runnable_since_ns, now,
+	if (st->runnable_since_ns && !rq_done)
+		judge_rq_delay(next, st, st->runnable_since_ns, now);
+	st->runnable_since_ns = 0;
+	if (st->off_cpu_since_ns && off_cpu_thresh_ns) {
+		__u64 delta = now - st->off_cpu_since_ns;
+
+		hist_add(HT_BREACH_OFF_CPU, delta);
+		if (delta >= off_cpu_thresh_ns)
+			emit_breach(HT_BREACH_OFF_CPU, next, st, st->off_cpu_since_ns, now,
 				    st->off_cpu_state, true);
-		st->runnable_since_ns = 0;
 	}
-	if (st->off_cpu_since_ns) {
-		delta = now - st->off_cpu_since_ns;
-		if (off_cpu_thresh_ns) {
-			hist_add(HT_BREACH_OFF_CPU, delta);
-			if (delta >= off_cpu_thresh_ns)
-				emit_breach(HT_BREACH_OFF_CPU, next, st, st->off_cpu_since_ns, now,
-					    st->off_cpu_state, true);
-		}
-		st->off_cpu_since_ns = 0;
-	}
+	st->off_cpu_since_ns = 0;
 	/* A syscall already too long: keep the stack it sleeps on for its breach. */
 	if (syscall_thresh_ns && st->syscall_since_ns &&
 	    now - st->syscall_since_ns >= syscall_thresh_ns)
@@ -385,85 +522,87 @@ int BPF_PROG(handle_sched_switch, bool preempt, struct task_struct *prev, struct
 	__u32 state = switch_prev_state(ctx, prev);
 	bool prev_target = is_target(prev);
 	bool next_target = is_target(next);
-	__u64 now = bpf_ktime_get_ns();
+	struct switch_time t;
 	__u8 flags = 0;
 
+	switch_now(prev, &t);
 	if (preempt)
 		flags |= HT_FRF_PREEMPT;
 	if (prev_target)
 		flags |= HT_FRF_PREV_TARGET;
 	if (next_target)
 		flags |= HT_FRF_NEXT_TARGET;
-	fr_write(now, HT_FR_SWITCH, flags, 0, prev->pid, next->pid, state);
+	fr_write(t.now, HT_FR_SWITCH, flags, 0, prev->pid, next->pid, state);
 
-	if (!prev_target && !next_target)
-		return 0;
 	if (prev_target)
-		target_switch_out(prev, state, preempt, now);
+		target_switch_out(prev, state, preempt, t.now);
 	if (next_target)
-		target_switch_in(next, now);
+		target_switch_in(next, &t);
 	return 0;
 }
 
 /* Who woke the target: runs in the waker's context, before any remote enqueue. */
+/*
+ * Who woke the target: runs in the waker's context, before any remote
+ * enqueue; sched_wakeup writes the record, with this, once it is queued.
+ */
 SEC("tp_btf/sched_waking")
 int BPF_PROG(handle_sched_waking, struct task_struct *p)
 {
 	struct task_struct *cur;
 	struct task_state *st;
-	__u8 flags = HT_FRF_TARGET;
 	__u32 source;
-	__u64 now;
 
 	if (!is_target(p))
 		return 0;
 	st = state_of(p);
 	if (!st)
 		return 0;
-	now = bpf_ktime_get_ns();
-	cur = bpf_get_current_task_btf();
 	source = wake_context();
+	st->wake_source = source;
+	st->waker_cpu = bpf_get_smp_processor_id();
 	if (source != HT_WAKE_TASK) {
-		st->wake_source = source;
 		st->waker_tid = 0;
 		st->waker_tgid = 0;
 		__builtin_memset(st->waker_comm, 0, sizeof(st->waker_comm));
-		flags |= st->wake_source == HT_WAKE_TIMER ? HT_FRF_FROM_TIMER : HT_FRF_FROM_IRQ;
-	} else {
-		st->wake_source = HT_WAKE_TASK;
-		st->waker_tid = cur->pid;
-		st->waker_tgid = cur->tgid;
-		copy_comm(st->waker_comm, cur);
+		return 0;
 	}
-	st->wake_ns = now;
-	fr_write(now, HT_FR_WAKING, flags, task_cpu(p), p->pid, st->waker_tid, st->wake_source);
+	cur = bpf_get_current_task_btf();
+	st->waker_tid = cur->pid;
+	st->waker_tgid = cur->tgid;
+	copy_comm(st->waker_comm, cur);
 	return 0;
 }
 
-static __always_inline void enqueued(struct task_struct *p, __u8 kind)
+static __always_inline void enqueued(struct task_struct *p, struct task_state *st, __u8 kind)
 {
-	struct task_state *st;
-	__u64 now;
-	__u32 cpu;
+	__u64 now = enqueue_now(p);
+	__u8 flags = HT_FRF_TARGET;
+	__u32 cpu = task_cpu(p);
 
-	if (!is_target(p))
-		return;
-	st = state_of(p);
-	if (!st)
-		return;
-	now = bpf_ktime_get_ns();
-	cpu = task_cpu(p);
 	/* A task woken while still queued keeps its older start. */
 	if (!st->runnable_since_ns)
 		st->runnable_since_ns = now;
 	st->wake_cpu = cpu;
-	fr_write(now, kind, HT_FRF_TARGET, cpu, p->pid, 0, 0);
+	st->wake_ns = now;
+	if (st->wake_source == HT_WAKE_IRQ)
+		flags |= HT_FRF_FROM_IRQ;
+	else if (st->wake_source == HT_WAKE_TIMER)
+		flags |= HT_FRF_FROM_TIMER;
+	fr_write(now, kind, flags, cpu, p->pid, st->waker_tid,
+		 st->wake_source | (__u64)st->waker_cpu << 8);
 }
 
 SEC("tp_btf/sched_wakeup")
 int BPF_PROG(handle_sched_wakeup, struct task_struct *p)
 {
-	enqueued(p, HT_FR_WAKEUP);
+	struct task_state *st;
+
+	if (!is_target(p))
+		return 0;
+	st = state_of(p);
+	if (st)
+		enqueued(p, st, HT_FR_WAKEUP);
 	return 0;
 }
 
@@ -476,14 +615,14 @@ int BPF_PROG(handle_sched_wakeup_new, struct task_struct *p)
 	if (!is_target(p))
 		return 0;
 	st = state_of(p);
-	if (st) {
-		st->wake_source = HT_WAKE_TASK;
-		st->waker_tid = cur->pid;
-		st->waker_tgid = cur->tgid;
-		st->wake_ns = bpf_ktime_get_ns();
-		bpf_get_current_comm(st->waker_comm, sizeof(st->waker_comm));
-	}
-	enqueued(p, HT_FR_WAKEUP_NEW);
+	if (!st)
+		return 0;
+	st->wake_source = HT_WAKE_TASK;
+	st->waker_tid = cur->pid;
+	st->waker_tgid = cur->tgid;
+	st->waker_cpu = bpf_get_smp_processor_id();
+	copy_comm(st->waker_comm, cur);
+	enqueued(p, st, HT_FR_WAKEUP_NEW);
 	return 0;
 }
 

@@ -49,19 +49,24 @@ static void charge_segment(const struct ht_sched_index *idx, uint32_t tid,
 	}
 	c = &idx->cpu[seg->cpu];
 	known = ht_sched_running_at(idx, seg->cpu, seg->start_ns, &current);
+	/*
+	 * Time charged to no task: before the recorder knew the CPU, or while
+	 * the waiting thread itself still seemed to run there (the wait's start
+	 * and the switch records come from clocks a few hundred ns apart).
+	 */
 	for (i = ht_sched_first_after(idx, seg->cpu, seg->start_ns);
 	     i < c->count && c->ts[i] < seg->end_ns; i++) {
-		if (!known)
+		if (!known || current == tid)
 			*unknown_ns += c->ts[i] - since;
-		else if (current != tid)
+		else
 			tally_add(t, current, seg->cpu, c->ts[i] - since);
 		current = c->next[i];
 		known = true;
 		since = c->ts[i];
 	}
-	if (!known)
+	if (!known || current == tid)
 		*unknown_ns += seg->end_ns - since;
-	else if (current != tid)
+	else
 		tally_add(t, current, seg->cpu, seg->end_ns - since);
 }
 

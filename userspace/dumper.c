@@ -266,6 +266,9 @@ uint64_t ht_dumper_deadline(struct ht_dumper *d)
 	if (d->armed) {
 		ht_dump_window(&d->cfg, &d->armed_job, &t0, &t1);
 		due = t1;
+		/* A window ending far in the future is a clock gone wrong: freeze at once. */
+		if (due > clock_ns(CLOCK_MONOTONIC) + d->cfg.post_ns + 1000000000ULL)
+			due = clock_ns(CLOCK_MONOTONIC);
 	} else if (d->have_pending && d->queued < HT_DUMP_QUEUE) {
 		due = pending_due(d);
 	}
@@ -336,7 +339,7 @@ void ht_dumper_tick(struct ht_dumper *d, uint64_t now_ns)
 	for (;;) {
 		if (d->armed) {
 			ht_dump_window(&d->cfg, &d->armed_job, &t0, &t1);
-			if (now_ns < t1)
+			if (now_ns < t1 && t1 <= now_ns + d->cfg.post_ns + 1000000000ULL)
 				break;
 			freeze_armed(d);
 			continue;

@@ -327,6 +327,31 @@ static void on_switch_in(struct builder *b, struct thread_build *t, const struct
 	t->wake_source = HT_WAKE_NONE;
 }
 
+/*
+ * The waker's side of a wakeup: an instant on the waker's kernel track when
+ * it is a thread of the target, else on the track of the CPU it woke from,
+ * with a flow to the wait it ended.
+ */
+static void add_waker_instant(struct builder *b, struct thread_build *wakee,
+			      const struct ht_fr_event *e)
+{
+	uint32_t source = (uint32_t)(e->rec.arg & 0xff), waker_cpu = (uint32_t)(e->rec.arg >> 8);
+	struct thread_build *waker = e->rec.tid_b ? find_thread(b, e->rec.tid_b) : NULL;
+	int track = waker ? waker->kernel_track : cpu_track(b, waker_cpu);
+	uint64_t flow = ++b->next_flow;
+	long ev;
+
+	wakee->wake_source = source;
+	wakee->waker_tid = e->rec.tid_b;
+	if (track < 0)
+		return;
+	ev = tl_add_instant(b->tl, track, e->rec.ts_ns, HT_EV_WAKES, HT_CAT_SCHED);
+	tl_event_arg_uint(b->tl, ev, HT_ARG_WAKEE_TID, wakee->tid);
+	tl_event_arg_str(b->tl, ev, HT_ARG_WAKE_SOURCE, wake_source_name(source));
+	tl_event_flow_out(b->tl, ev, flow);
+	wakee->flow_in = flow;
+}
+
 static void on_enqueue(struct builder *b, struct thread_build *t, const struct ht_fr_event *e)
 {
 	uint64_t ts = e->rec.ts_ns;
@@ -341,35 +366,11 @@ static void on_enqueue(struct builder *b, struct thread_build *t, const struct h
 	}
 	if (e->rec.kind == HT_FR_WAKEUP_NEW) {
 		become_runnable(t, ts, e->rec.aux, "new task");
-		return;
+	} else {
+		close_sleep(b, t, ts);
+		become_runnable(t, ts, e->rec.aux, "woken");
 	}
-	close_sleep(b, t, ts);
-	become_runnable(t, ts, e->rec.aux, "woken");
-}
-
-/* The waker's side: an instant where the wakeup was raised, with a flow to the wait. */
-static void on_waking(struct builder *b, struct thread_build *wakee, const struct ht_fr_event *e)
-{
-	struct thread_build *waker = e->rec.tid_b ? find_thread(b, e->rec.tid_b) : NULL;
-	int track = waker ? waker->kernel_track : cpu_track(b, e->cpu);
-	uint64_t flow = ++b->next_flow;
-	long ev;
-
-	if (track < 0)
-		return;
-	ev = tl_add_instant(b->tl, track, e->rec.ts_ns, HT_EV_WAKES, HT_CAT_SCHED);
-	tl_event_arg_uint(b->tl, ev, HT_ARG_WAKEE_TID, wakee->tid);
-	tl_event_arg_str(b->tl, ev, HT_ARG_WAKE_SOURCE, wake_source_name((uint32_t)e->rec.arg));
-	tl_event_flow_out(b->tl, ev, flow);
-	wakee->flow_in = flow;
-	wakee->wake_source = (uint32_t)e->rec.arg;
-	wakee->waker_tid = e->rec.tid_b;
-	if (wakee->state == TS_UNKNOWN) {
-		wakee->state = TS_SLEEPING;
-		wakee->since_ns = b->kw->t0;
-		wakee->since_before_window = true;
-		wakee->sleep_state_known = false;
-	}
+	add_waker_instant(b, t, e);
 }
 
 static void on_migrate(struct thread_build *t, const struct ht_fr_event *e)
@@ -472,9 +473,6 @@ static int walk_event(struct builder *b, const struct ht_fr_event *e)
 				return ht_fail("out of memory building the timeline");
 			on_switch_in(b, t, e);
 		}
-		break;
-	case HT_FR_WAKING:
-		on_waking(b, t, e);
 		break;
 	case HT_FR_WAKEUP:
 	case HT_FR_WAKEUP_NEW:

@@ -93,10 +93,13 @@ static int configure(struct monitor_bpf *skel, const struct ht_monitor_config *c
 	memcpy((void *)skel->rodata->syscall_filter, cfg->syscall_filter,
 	       sizeof(cfg->syscall_filter));
 	skel->rodata->fr_slot_shift = shift;
+	skel->rodata->rq_from_sched_info = !cfg->rq_from_storage;
 
 	err = bpf_map__set_max_entries(skel->maps.fr_records, ncpus << shift);
 	if (!err)
 		err = bpf_map__set_max_entries(skel->maps.fr_heads, ncpus);
+	if (!err)
+		err = bpf_map__set_max_entries(skel->maps.clock_syncs, ncpus);
 	if (err)
 		return ht_fail("cannot size the flight recorder: %s", strerror(-err));
 

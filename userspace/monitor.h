@@ -22,6 +22,7 @@ struct ht_monitor_config {
 	uint64_t syscall_filter[HT_MAX_SYSCALLS / 64];
 	uint64_t history_bytes;	  /* per CPU */
 	bool prev_state_from_arg; /* false: read task_struct, the pre-5.18 path */
+	bool rq_from_storage;	  /* run-queue waits from task storage, not sched_info */
 	const char *btf_path;	  /* NULL: the running kernel's */
 	ring_buffer_sample_fn on_breach;
 	void *on_breach_ctx;

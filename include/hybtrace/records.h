@@ -19,9 +19,10 @@
 /* Kinds of flight-recorder records. */
 enum ht_fr_kind {
 	HT_FR_SWITCH = 1,     /* tid_a = prev, tid_b = next, arg = prev_state */
-	HT_FR_WAKING = 2,     /* in the waker: tid_a = wakee, tid_b = waker (0 from irq),
-			       * aux = wakee's cpu so far, arg = enum ht_wake_source */
-	HT_FR_WAKEUP = 3,     /* enqueued: tid_a = wakee, aux = the CPU it is queued on */
+	/* 2: unused */
+	HT_FR_WAKEUP = 3,     /* enqueued: tid_a = wakee, tid_b = waker (0 from irq or timer),
+			       * aux = the CPU it is queued on,
+			       * arg = enum ht_wake_source | the waker's CPU << 8 */
 	HT_FR_WAKEUP_NEW = 4, /* a new task enqueued: as HT_FR_WAKEUP */
 	HT_FR_MIGRATE = 5,    /* tid_a = task, aux = destination cpu, arg = origin cpu */
 	HT_FR_FORK = 6,	      /* tid_a = parent, tid_b = child, arg = child's tgid */

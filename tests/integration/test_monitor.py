@@ -15,9 +15,9 @@ def within(breach, lo_ns, hi_ns):
     return breach["start_ns"] >= lo_ns - tol and breach["end_ns"] <= hi_ns + tol
 
 
-def rq_delay_scenario(extra_args):
+def rq_delay_scenario(extra_args, env=None):
     run = hybtrace(["run", "--json", "--rq-delay", "500us"] + extra_args +
-                   ["--", workload("rq_contention"), "0", "2000"], timeout=60)
+                   ["--", workload("rq_contention"), "0", "2000"], timeout=60, env=env)
     check(run.rc == 0, "hybtrace failed\n" + run.describe())
     start = run.events("contention_start")
     end = run.events("contention_end")
@@ -36,9 +36,11 @@ def rq_delay_scenario(extra_args):
               "breach outside the contention window: %r" % b)
         # Every nanosecond of the wait is charged to a task or marked unknown.
         charged = sum(c["ns"] for c in b["ran_instead"]) + b["ran_instead_other_ns"]
-        check(abs(charged + b["ran_instead_unknown_ns"] - b["duration_ns"]) <= 1000,
+        check(abs(charged + b["ran_instead_unknown_ns"] - b["duration_ns"]) <= 10,
               "culprit times do not add up to the wait: %r" % b)
-        check(b["ran_instead_unknown_ns"] == 0, "unaccounted wait: %r" % b)
+        # What cannot be charged is clock noise: a few us, never a share of the wait.
+        check(b["ran_instead_unknown_ns"] <= max(10_000, b["duration_ns"] // 100),
+              "unaccounted wait: %r" % b)
         if (hog, "rq_hog") in [(c["pid"], c["comm"]) for c in b["ran_instead"]]:
             named += 1
     # On a busy machine other tasks can hold the CPU too; the hog must dominate.
@@ -51,6 +53,13 @@ def rq_delay_scenario(extra_args):
 def rq_delay_names_the_hog():
     need_root()
     rq_delay_scenario([])
+
+
+@test
+def rq_delay_from_task_storage_agrees():
+    need_root()
+    # Kernels without CONFIG_SCHED_INFO time run-queue waits in task storage.
+    rq_delay_scenario([], env={"HYBTRACE_RQ_FROM_STORAGE": "1"})
 
 
 @test

@@ -45,7 +45,7 @@ def close_enough(got_ns, want_ns):
 def call_structure(binary, extra, mode=()):
     with tempfile.TemporaryDirectory() as out:
         run = hybtrace(["run", "--json", "--rq-delay", "off", "--syscall", "10ms",
-                        "--min-interval", "0ms", "--sample-freq", "10000", "--pre", "100ms",
+                        "--min-interval", "0ms", "--sample-freq", "10000", "--pre", "250ms",
                         "--output", out] + extra +
                        ["--", workload(binary), "30", "15", "1"] + list(mode), timeout=120)
         check(run.rc == 0, run.describe())

@@ -89,8 +89,8 @@ TEST(sleep_wakeup_runqueue)
 	br.kstack[1] = 0xffffffff81000020ULL;
 	nevents = 0;
 	add(0, 1000, HT_FR_SWITCH, HT_FRF_PREV_TARGET, A, HOG, 0, 1 /* S */);
-	add(1, 4000, HT_FR_WAKING, HT_FRF_TARGET, A, B, 0, HT_WAKE_TASK);
-	add(0, 4100, HT_FR_WAKEUP, HT_FRF_TARGET, A, 0, 0, 0);
+	/* B woke A from CPU 1; A is queued on CPU 0. */
+	add(0, 4100, HT_FR_WAKEUP, HT_FRF_TARGET, A, B, 0, HT_WAKE_TASK | 1 << 8);
 	add(0, 5000, HT_FR_SWITCH, HT_FRF_NEXT_TARGET, HOG, A, 0, 0);
 	tl = build(500, 6000, &br);
 	off = kslice(tl, A, HT_EV_OFF_CPU, 0);

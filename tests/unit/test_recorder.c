@@ -144,7 +144,7 @@ TEST(slightly_out_of_order_records_are_kept)
 	push(&f, 0, 100, HT_FR_SWITCH, 1, 2);
 	push(&f, 0, 300, HT_FR_WAKEUP, 5, 0);
 	/* A nested program took its timestamp earlier but reserved later. */
-	push(&f, 0, 250, HT_FR_WAKING, 5, 6);
+	push(&f, 0, 250, HT_FR_MIGRATE, 5, 6);
 	push(&f, 0, 400, HT_FR_SWITCH, 2, 5);
 	CHECK(!ht_recorder_read(&f.r, 200, 500, &w));
 	CHECK_EQ_U64(w.count, 3);
