@@ -195,7 +195,9 @@ FUZZ_PERF_MAP_SRCS := userspace/perf_map.c userspace/log.c
 FUZZ_ELF_READER_SRCS := userspace/elf_symbols.c userspace/log.c
 # The raw capture file (--keep-raw) and what it holds: sideband records, TSC pairs.
 FUZZ_RAWCAP_READER_SRCS := userspace/rawcap.c userspace/output.c userspace/log.c
-FUZZ_NAMES := trace_reader maps_parser perf_map elf_reader rawcap_reader
+# User marks read out of a target's memory (include/hybtrace/mark.h's registry and rings).
+FUZZ_MARKS_SRCS := userspace/marks.c userspace/proc_maps.c userspace/target_files.c userspace/log.c
+FUZZ_NAMES := trace_reader maps_parser perf_map elf_reader rawcap_reader marks
 FUZZ_CORPORA := $(patsubst %,$(BUILD)/fuzz/corpus/%,$(FUZZ_NAMES))
 
 $(BUILD)/fuzz $(FUZZ_CORPORA):
@@ -226,6 +228,11 @@ $(BUILD)/fuzz/fuzz_rawcap_reader: tests/fuzz/fuzz_rawcap_reader.c $(FUZZ_RAWCAP_
 	$(call msg,FUZZ,$@)
 	$(Q)$(CLANG) $(CPPFLAGS_ALL) $(FUZZ_CFLAGS) $(WARNINGS) -o $@ $< $(FUZZ_RAWCAP_READER_SRCS) -lz
 
+$(BUILD)/fuzz/fuzz_marks: tests/fuzz/fuzz_marks.c $(FUZZ_MARKS_SRCS) \
+		$(wildcard userspace/*.h) | $(BUILD)/fuzz
+	$(call msg,FUZZ,$@)
+	$(Q)$(CLANG) $(CPPFLAGS_ALL) $(FUZZ_CFLAGS) $(WARNINGS) -o $@ $< $(FUZZ_MARKS_SRCS) -lelf -lz
+
 FUZZ_TARGETS := $(patsubst %,$(BUILD)/fuzz/fuzz_%,$(FUZZ_NAMES))
 
 .PHONY: fuzz fuzz-targets
@@ -243,3 +250,5 @@ fuzz: $(FUZZ_TARGETS) | $(FUZZ_CORPORA)
 		$(BUILD)/fuzz/corpus/elf_reader tests/fuzz/corpus/elf_reader
 	$(BUILD)/fuzz/fuzz_rawcap_reader -max_total_time=$(or $(FUZZ_SECONDS),60) -max_len=8192 \
 		-malloc_limit_mb=64 $(BUILD)/fuzz/corpus/rawcap_reader tests/fuzz/corpus/rawcap_reader
+	$(BUILD)/fuzz/fuzz_marks -max_total_time=$(or $(FUZZ_SECONDS),60) -max_len=8192 \
+		$(BUILD)/fuzz/corpus/marks tests/fuzz/corpus/marks

@@ -644,6 +644,7 @@ static __always_inline void comm_update(struct task_struct *p, const char *comm,
 	bpf_probe_read_kernel_str(e.comm, sizeof(e.comm), comm);
 	e.tgid = p->tgid;
 	e.exited = exited;
+	e.exit_ns = exited ? bpf_ktime_get_ns() : 0;
 	if (bpf_map_update_elem(&comms, &pid, &e, BPF_ANY))
 		count(HT_CNT_COMM_UPDATE_FAILS);
 }

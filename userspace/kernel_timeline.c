@@ -468,6 +468,7 @@ static int walk_event(struct builder *b, const struct ht_fr_event *e)
 		if (is_prev && t->state != TS_EXITED)
 			on_switch_out(b, t, e);
 		if (e->rec.flags & HT_FRF_NEXT_TARGET) {
+			/* May move the array too; t is not used after this. */
 			t = thread_of(b, e->rec.tid_b);
 			if (!t)
 				return ht_fail("out of memory building the timeline");
@@ -488,7 +489,8 @@ static int walk_event(struct builder *b, const struct ht_fr_event *e)
 		on_sys_exit(b, t, e);
 		break;
 	case HT_FR_FORK:
-		if (!thread_of(b, e->rec.tid_b))
+		/* Adding the child may move the array: look the parent up again after. */
+		if (!thread_of(b, e->rec.tid_b) || !(t = find_thread(b, tid)))
 			return ht_fail("out of memory building the timeline");
 		lifecycle_instant(b, t, "thread created", e->rec.ts_ns, HT_ARG_TID, e->rec.tid_b);
 		break;

@@ -285,3 +285,40 @@ int ht_monitor_lookup_comm(const struct ht_monitor *m, uint32_t pid, struct ht_c
 {
 	return bpf_map_lookup_elem(bpf_map__fd(m->skel->maps.comms), &pid, out) ? -1 : 0;
 }
+
+/* Entries read per syscall while looking for exited tasks. */
+#define FORGET_BATCH 1024
+
+unsigned int ht_monitor_forget_exited(const struct ht_monitor *m, uint64_t before_ns)
+{
+	int fd = bpf_map__fd(m->skel->maps.comms);
+	static __u32 keys[FORGET_BATCH], doomed[FORGET_BATCH];
+	static struct ht_comm_entry entries[FORGET_BATCH];
+	__u32 batch, out_batch, count;
+	unsigned int deleted = 0;
+	bool first = true;
+	int err;
+
+	/* Read in batches (one syscall per FORGET_BATCH entries), delete what is stale. */
+	do {
+		unsigned int n = 0;
+
+		count = FORGET_BATCH;
+		err = bpf_map_lookup_batch(fd, first ? NULL : &batch, &out_batch, keys, entries,
+					   &count, NULL);
+		if (err && errno != ENOENT)
+			break;
+		first = false;
+		batch = out_batch;
+		for (__u32 i = 0; i < count; i++)
+			if (entries[i].exited && entries[i].exit_ns < before_ns)
+				doomed[n++] = keys[i];
+		if (n) {
+			__u32 done = n;
+
+			if (!bpf_map_delete_batch(fd, doomed, &done, NULL))
+				deleted += done;
+		}
+	} while (!err);
+	return deleted;
+}

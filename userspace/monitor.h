@@ -68,6 +68,12 @@ int ht_monitor_lookup_comm(const struct ht_monitor *m, uint32_t pid, struct ht_c
 /* Keep libbpf's messages for the one-line error; HYBTRACE_DEBUG=1 shows them all. */
 void ht_monitor_quiet_libbpf(void);
 
+/*
+ * Delete the comm-map entries of tasks that exited before BEFORE_NS: a storm
+ * of short-lived threads must not leave the map full. Returns how many.
+ */
+unsigned int ht_monitor_forget_exited(const struct ht_monitor *m, uint64_t before_ns);
+
 /* Log2 of the flight-recorder records per CPU for a ring of BYTES. */
 unsigned int ht_monitor_slot_shift(uint64_t bytes);
 

@@ -33,6 +33,8 @@
 #include <bpf/btf.h>
 
 #define STATUS_TTY_INTERVAL_S  1
+/* How long an exited task's name stays in the comm map. */
+#define COMM_KEEP_NS 1000000000ULL
 #define STATUS_PLAIN_INTERVAL_S 10
 
 enum { EV_BREACH = 1, EV_SIGNAL, EV_STATUS, EV_TARGET_EXIT, EV_DURATION, EV_DUMP };
@@ -408,6 +410,8 @@ static void housekeeping(struct session *s)
 
 	if (s->sampler.open)
 		ht_sampler_reap(&s->sampler);
+	/* Exited tasks' names are kept a while for the dumps that name them, then dropped. */
+	ht_monitor_forget_exited(&s->monitor, monotonic_ns() - COMM_KEEP_NS);
 	if (!s->opt->quiet && monotonic_ns() - s->last_status_ns >= interval - 50000000ULL)
 		print_status(s);
 }

@@ -103,11 +103,15 @@ struct ht_breach {
 	__u64 kstack[HT_MAX_KSTACK_DEPTH];
 };
 
-/* Entry of the pid-to-comm map, kept current at fork, exec, rename, exit. */
+/*
+ * Entry of the pid-to-comm map, kept current at fork, exec, rename, exit.
+ * User space deletes an entry a while after its task exited.
+ */
 struct ht_comm_entry {
 	char comm[HT_COMM_LEN];
 	__u32 tgid;
 	__u32 exited;
+	__u64 exit_ns; /* CLOCK_MONOTONIC of the exit; 0 while it lives */
 };
 
 /* Counters in a per-CPU array; nothing is dropped without one of these. */

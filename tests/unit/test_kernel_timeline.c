@@ -202,3 +202,25 @@ TEST(cpu_tracks_show_who_ran)
 	CHECK_EQ_U64(cpu_slices, 3);
 	tl_free(tl);
 }
+
+TEST(many_thread_creations_keep_their_parent)
+{
+	struct timeline *tl;
+	size_t created = 0;
+
+	nevents = 0;
+	/* More children than the builder's first allocation holds. */
+	for (uint32_t i = 0; i < 40; i++)
+		add(0, 1000 + i, HT_FR_FORK, HT_FRF_TARGET, A, 5000 + i, 0, TGID);
+	tl = build(500, 2000, NULL);
+	for (size_t i = 0; i < tl_event_count(tl); i++) {
+		const struct tl_event *e = tl_event(tl, i);
+
+		if (!strcmp(tl_str_get(tl, e->name), "thread created")) {
+			CHECK((uint32_t)tl_track(tl, e->track)->tid == A);
+			created++;
+		}
+	}
+	CHECK_EQ_U64(created, 40);
+	tl_free(tl);
+}

@@ -1,0 +1,110 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * User marks (include/hybtrace/mark.h) read out of a target at dump time:
+ * its registries found by symbol (or section) in its modules, the
+ * registries and rings read with process_vm_readv and checked field by
+ * field, since the target's memory is untrusted input: a bad registry is
+ * rejected whole, a bad slot or record skipped and counted, and nothing is
+ * allocated beyond a fixed budget however large the numbers it claims.
+ * Timestamps move from the TSC onto CLOCK_MONOTONIC through two (rdtsc,
+ * clock_gettime) pairs taken by hybtrace on the same machine.
+ */
+#ifndef HT_MARKS_H
+#define HT_MARKS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define HT_MARK_NAME_LEN 56
+/* Registries of one process: one per module that includes mark.h, in practice. */
+#define HT_MARKS_MAX_REGISTRIES 16
+/* Bytes of rings read per dump unless the window says otherwise: 1M records. */
+#define HT_MARKS_DEFAULT_BUDGET (32u << 20)
+
+/* One (TSC, CLOCK_MONOTONIC) reading, the two as close together as could be had. */
+struct ht_tsc_pair {
+	uint64_t tsc;
+	uint64_t ns;
+};
+
+void ht_tsc_pair_take(struct ht_tsc_pair *p);
+
+/*
+ * TSC value TSC on CLOCK_MONOTONIC, through the line between pairs A and B
+ * (taken apart: at attach and at the dump). Returns 0, or -1 when the pairs
+ * are unusable (equal TSCs, time going backward).
+ */
+int ht_tsc_to_ns(const struct ht_tsc_pair *a, const struct ht_tsc_pair *b, uint64_t tsc,
+		 uint64_t *ns);
+
+struct ht_marks_window {
+	uint64_t t0_ns, t1_ns;	 /* CLOCK_MONOTONIC, inclusive */
+	struct ht_tsc_pair a, b; /* for TSC marks */
+	size_t budget_bytes;	 /* of rings read; 0: HT_MARKS_DEFAULT_BUDGET */
+};
+
+struct ht_mark {
+	uint64_t time_ns; /* CLOCK_MONOTONIC */
+	uint64_t tsc;	  /* as written */
+	uint64_t index;	  /* the record's number in its thread's ring */
+	uint64_t a, b;
+	uint32_t id;
+	int tid;
+	const char *name; /* from hybtrace_mark_name(); NULL when unnamed. Lives in the set. */
+	int name_index;	  /* internal: -1, or the entry in the set's names */
+};
+
+struct ht_mark_name {
+	uint32_t id;
+	unsigned int registry;
+	char name[HT_MARK_NAME_LEN];
+};
+
+struct ht_mark_set {
+	struct ht_mark *v;
+	size_t count, cap;
+	struct ht_mark_name *names;
+	size_t nnames, names_cap;
+	uint64_t registries;	  /* registries read */
+	uint64_t threads;	  /* slots read */
+	uint64_t rejected_slots;  /* slots that did not validate */
+	uint64_t torn;		  /* records whose sequence did not match their place */
+	uint64_t overwritten;	  /* records rewritten while being read */
+	uint64_t dropped_threads; /* threads the target found no slot for (its count) */
+	uint64_t out_of_budget;	  /* records not read: the budget was spent */
+	uint64_t unreadable;	  /* slots whose memory could not be read */
+	size_t bytes_read;
+};
+
+/* Reads LEN bytes of the target at ADDR into BUF; 0, or -1 when it cannot. */
+typedef int (*ht_mem_read_fn)(void *ctx, uint64_t addr, void *buf, size_t len);
+
+/*
+ * Parse the registry at ADDR, reading memory through READ: its marks in
+ * W's window are appended to OUT (initialise it to zeroes first), names
+ * resolved. Returns 0; -1 with ht_last_error() when the registry itself
+ * does not validate (nothing appended then). Pure: fuzzed.
+ */
+int ht_marks_parse(ht_mem_read_fn read, void *ctx, uint64_t addr, const struct ht_marks_window *w,
+		   struct ht_mark_set *out);
+
+/*
+ * The runtime addresses of the mark registries in process PID: the
+ * symbol hybtrace_mark_registry of each module, or in a stripped module
+ * each registry in its section hybtrace_marks. Up to MAX into ADDRS, *FOUND
+ * how many. Returns 0 (also when there are none), or -1 with ht_last_error().
+ */
+int ht_marks_locate(int pid, uint64_t *addrs, size_t max, size_t *found);
+
+/*
+ * The marks of process PID in W's window from the registries at ADDRS
+ * (from ht_marks_locate), time-ordered, into OUT (initialised here).
+ * Returns 0 when at least one registry was read or there were none; -1 with
+ * ht_last_error() when every registry was rejected or unreadable.
+ */
+int ht_marks_read(int pid, const uint64_t *addrs, size_t n, const struct ht_marks_window *w,
+		  struct ht_mark_set *out);
+
+void ht_mark_set_free(struct ht_mark_set *s);
+
+#endif /* HT_MARKS_H */
