@@ -115,13 +115,21 @@ $(ASAN)/tests/%: tests/unit/%.c tests/unit/check.h $(ASAN)/libhybtrace.a | $(ASA
 # Workloads: built without optimisation surprises, with frame pointers.
 $(BUILD)/workloads/%: tests/workloads/%.c tests/workloads/workload.h | $(BUILD)/workloads
 	$(call msg,WORKLOAD,$@)
-	$(Q)$(CC) -D_GNU_SOURCE -O2 -g -fno-omit-frame-pointer -Wall -Wextra -Werror -Iinclude -o $@ $< -lpthread
+	$(Q)$(CC) -D_GNU_SOURCE -O2 -g -fno-omit-frame-pointer -Wall -Wextra -Werror -Iinclude -o $@ $< -lpthread $(LDLIBS_WORKLOAD)
 
 # The same call structure without frame pointers, for DWARF unwinding.
 $(BUILD)/workloads/callstack_nofp: tests/workloads/callstack.c tests/workloads/workload.h | $(BUILD)/workloads
 	$(call msg,WORKLOAD,$@)
 	$(Q)$(CC) -D_GNU_SOURCE -O2 -g -fomit-frame-pointer -Wall -Wextra -Werror -Iinclude -o $@ $< -lpthread
 WORKLOAD_BINS += $(BUILD)/workloads/callstack_nofp
+
+# The library trigger_target loads with dlopen; not a program of its own.
+WORKLOAD_BINS := $(filter-out $(BUILD)/workloads/libtrig,$(WORKLOAD_BINS)) $(BUILD)/workloads/libtrig.so
+$(BUILD)/workloads/libtrig.so: tests/workloads/libtrig.c | $(BUILD)/workloads
+	$(call msg,WORKLOAD,$@)
+	$(Q)$(CC) -O2 -g -shared -fPIC -Wall -Wextra -Werror -o $@ $<
+
+$(BUILD)/workloads/trigger_target: LDLIBS_WORKLOAD := -ldl
 
 unit: $(UNIT_BINS) $(ASAN_UNIT_BINS)
 

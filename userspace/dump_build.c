@@ -115,6 +115,24 @@ void ht_dump_window(const struct ht_dumper_config *cfg, const struct ht_dump_job
 	*t1 = job->end_ns + cfg->post_ns;
 }
 
+/* The target's user marks in the window, read from its memory now (after the freeze). */
+static void capture_marks(const struct ht_dumper_config *cfg, struct ht_dump_capture *c)
+{
+	struct ht_marks_window w = { .t0_ns = c->t0, .t1_ns = c->t1 };
+	uint64_t addrs[4];
+	size_t found = 0;
+
+	if (!cfg->marks)
+		return;
+	w.a = cfg->marks->attach_pair;
+	ht_tsc_pair_take(&w.b);
+	/* A program without the mark header has no registry: nothing to say. */
+	if (ht_marks_locate(cfg->marks->tgid, addrs, 4, &found) || !found)
+		return;
+	c->have_marks = !ht_marks_read(cfg->marks->tgid, addrs, found < 4 ? found : 4, &w,
+				       &c->marks);
+}
+
 int ht_dump_capture_take(const struct ht_dumper_config *cfg, const struct ht_dump_job *job,
 			 struct ht_dump_capture *c)
 {
@@ -133,6 +151,7 @@ int ht_dump_capture_take(const struct ht_dumper_config *cfg, const struct ht_dum
 			ht_sampler_frozen_free(&c->frozen);
 		return -1;
 	}
+	capture_marks(cfg, c);
 	/* Nothing was recorded before attach: that part of the window is clipped too. */
 	if (c->t0 < m->attached_ns) {
 		c->w.clipped = true;
@@ -147,6 +166,8 @@ void ht_dump_capture_free(struct ht_dump_capture *c)
 	ht_fr_window_free(&c->w);
 	if (c->have_samples)
 		ht_sampler_frozen_free(&c->frozen);
+	if (c->have_marks)
+		ht_mark_set_free(&c->marks);
 }
 
 /* The on-CPU source's part of the window: sampled stacks on the thread tracks. */
@@ -191,6 +212,82 @@ static void add_user_timeline(struct ht_dump_builder *b, struct timeline *tl,
 	ht_sample_set_free(&set);
 }
 
+/* The track of thread TID, made if no source had an event of it. */
+static int thread_track_of(struct timeline *tl, int pid, uint32_t tid)
+{
+	struct tl_track_desc desc = { .kind = TL_TRACK_THREAD, .pid = pid, .tid = (int32_t)tid };
+	uint64_t parent = 0;
+	char name[32];
+
+	for (size_t i = 0; i < tl_track_count(tl); i++) {
+		const struct tl_track *t = tl_track(tl, i);
+
+		if (t->kind == TL_TRACK_THREAD && (uint32_t)t->tid == tid)
+			return (int)i;
+		if (t->kind == TL_TRACK_PROCESS)
+			parent = t->uuid;
+	}
+	snprintf(name, sizeof(name), "tid %u", tid);
+	desc.name = name;
+	desc.parent_uuid = parent;
+	return tl_add_track(tl, &desc);
+}
+
+static void add_hit_args(struct timeline *tl, long ev, const struct ht_dump_job *job)
+{
+	tl_event_arg_str(tl, ev, HT_ARG_TRIGGER, job->trigger);
+	tl_event_arg_str(tl, ev, HT_ARG_FUNCTION, job->function);
+	tl_event_arg_uint(tl, ev, HT_ARG_TID, job->hit.tid);
+	tl_event_arg_uint(tl, ev, HT_ARG_CPU, job->hit.cpu);
+	tl_event_arg_uint(tl, ev, HT_ARG_IP, job->hit.ip);
+	if (!job->hit.regs_valid)
+		return;
+	tl_event_arg_uint(tl, ev, HT_ARG_RDI, job->hit.arg[0]);
+	tl_event_arg_uint(tl, ev, HT_ARG_RSI, job->hit.arg[1]);
+	tl_event_arg_uint(tl, ev, HT_ARG_RDX, job->hit.arg[2]);
+}
+
+/* A trigger's hit: on the hybtrace track, and on the track of the thread that hit it. */
+static void add_trigger_hit(struct timeline *tl, const struct ht_dump_job *job)
+{
+	long hybtrace = tl_track_find(tl, TL_HYBTRACE_UUID);
+	int thread;
+
+	if (!job->has_hit)
+		return;
+	tl_meta_set(tl, HT_META_TRIGGER, job->trigger);
+	if (hybtrace >= 0)
+		add_hit_args(tl, tl_add_instant(tl, (int)hybtrace, job->hit.time_ns, HT_EV_TRIGGER,
+						HT_CAT_BREACH), job);
+	thread = thread_track_of(tl, (int)job->hit.pid, job->hit.tid);
+	if (thread >= 0)
+		add_hit_args(tl, tl_add_instant(tl, thread, job->hit.time_ns, HT_EV_TRIGGER,
+						HT_CAT_USER), job);
+}
+
+/* User marks as instants on their threads' tracks, named as the program named them. */
+static void add_marks(struct timeline *tl, const struct ht_dump_capture *c, int tgid)
+{
+	char name[32];
+
+	if (!c->have_marks)
+		return;
+	for (size_t i = 0; i < c->marks.count; i++) {
+		const struct ht_mark *mk = &c->marks.v[i];
+		int track = thread_track_of(tl, tgid, (uint32_t)mk->tid);
+		long ev;
+
+		if (track < 0)
+			continue;
+		snprintf(name, sizeof(name), HT_EV_MARK " %u", mk->id);
+		ev = tl_add_instant(tl, track, mk->time_ns, mk->name ? mk->name : name, HT_CAT_USER);
+		tl_event_arg_uint(tl, ev, HT_ARG_MARK_ID, mk->id);
+		tl_event_arg_uint(tl, ev, HT_ARG_MARK_A, mk->a);
+		tl_event_arg_uint(tl, ev, HT_ARG_MARK_B, mk->b);
+	}
+	meta_u64(tl, HT_META_LOSS_MARKS, c->marks.torn + c->marks.overwritten + c->marks.unreadable);
+}
+
 /* Lower the captured window into TL. */
 static int build_timeline(struct ht_dump_builder *b, struct timeline *tl,
 			  const struct ht_dump_job *job, const struct ht_dump_capture *c,
@@ -224,8 +321,11 @@ static int build_timeline(struct ht_dump_builder *b, struct timeline *tl,
 	tl_meta_set(tl, HT_META_TARGET_COMM, target_comm);
 	rc = ht_kernel_timeline_build(tl, &kw);
 	ht_sched_index_free(&idx);
-	if (!rc)
+	if (!rc) {
 		add_user_timeline(b, tl, job, c);
+		add_trigger_hit(tl, job);
+		add_marks(tl, c, b->cfg->tgid);
+	}
 	return rc;
 }
 

@@ -13,6 +13,8 @@
 #include "dump_policy.h"
 #include "hybtrace/records.h"
 #include "recorder.h"
+#include "breakpoint.h"
+#include "marks.h"
 #include "sampler.h"
 
 struct ht_monitor;
@@ -33,6 +35,7 @@ struct ht_dumper_config {
 	const struct ht_ksyms *ksyms;
 	struct ht_sampler *sampler; /* NULL: no on-CPU source */
 	unsigned int rt_priority;   /* the builder thread's, while urgent; 0: off */
+	const struct ht_marks_source *marks; /* NULL: no user marks are read */
 };
 
 struct ht_dump_job {
@@ -43,6 +46,17 @@ struct ht_dump_job {
 	uint64_t start_ns, end_ns; /* the interval the window is built around */
 	bool asked;		   /* manual or exit: not held to the minimum interval */
 	bool deferred;		   /* it waited for another dump: its sources froze late */
+	/* A code trigger's hit: the breakpoint, the spec, the function it stopped in. */
+	bool has_hit;
+	struct ht_bp_hit hit;
+	char trigger[128];
+	char function[256];
+};
+
+/* User marks: where the target's registries are, and a (rdtsc, clock) pair from attach. */
+struct ht_marks_source {
+	int tgid;
+	struct ht_tsc_pair attach_pair;
 };
 
 /* What the sources held at the end of a dump's window. */
@@ -52,6 +66,8 @@ struct ht_dump_capture {
 	struct ht_fr_window w;
 	bool have_samples;
 	struct ht_sampler_frozen frozen;
+	bool have_marks;
+	struct ht_mark_set marks;
 };
 
 /* The builder's own symbol state, kept across dumps (one thread uses it). */

@@ -26,10 +26,12 @@
 /* On a thread's own track: user-space slices (named by function), and two instants. */
 #define HT_EV_STACK_BEFORE "user stack before" /* the breached thread's last sample before it */
 #define HT_EV_STACK_AFTER  "user stack after"  /* its first sample after it */
+#define HT_EV_MARK	   "mark"	       /* a user mark, unless it has a name: args id, a, b */
 /* On the hybtrace track. */
 #define HT_EV_BREACH	 "breach"    /* slice over the breach interval and instant at its end */
 #define HT_EV_WINDOW	 "window"    /* slice over the dump window */
 #define HT_EV_CLIPPED	 "clipped"   /* slice over the part of the window the rings lost */
+#define HT_EV_TRIGGER	 "trigger"   /* a code trigger's hit, here and on its thread's track */
 
 /* Argument names. */
 #define HT_ARG_KIND	     "kind"	      /* breach kind, "manual", "exit" */
@@ -56,6 +58,15 @@
 #define HT_ARG_END_NS	     "end_ns"
 #define HT_ARG_BEFORE_WINDOW "began_before_window" /* 1: the slice's real start is earlier */
 #define HT_ARG_SAMPLES	     "samples"	      /* user slices: how many samples it spans */
+#define HT_ARG_TRIGGER	     "trigger"	      /* the spec as given */
+#define HT_ARG_FUNCTION	     "function"	      /* where the trigger stopped */
+#define HT_ARG_IP	     "ip"
+#define HT_ARG_RDI	     "rdi"	      /* the first three integer arguments */
+#define HT_ARG_RSI	     "rsi"
+#define HT_ARG_RDX	     "rdx"
+#define HT_ARG_MARK_ID	     "id"
+#define HT_ARG_MARK_A	     "a"
+#define HT_ARG_MARK_B	     "b"
 
 /* Metadata keys (tl_meta_*). Losses are counts; "0" when none. */
 #define HT_META_VERSION	       "hybtrace_version"
@@ -66,6 +77,8 @@
 #define HT_META_TARGET_COMM    "target_comm"
 #define HT_META_KIND	       "dump_kind"	   /* rq-delay, off-cpu, syscall, manual, exit */
 #define HT_META_WALL_CLOCK     "wall_clock"	   /* ISO 8601 with ms and zone, breach end */
+#define HT_META_TRIGGER	       "trigger"	/* trigger dumps: the spec */
+#define HT_META_LOSS_MARKS     "loss.marks"	/* torn, overwritten or unreadable mark records */
 #define HT_META_BREACH_TID     "breach_tid"
 #define HT_META_BREACH_COMM    "breach_comm"
 #define HT_META_BREACH_START   "breach_start_ns"

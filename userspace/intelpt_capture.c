@@ -206,18 +206,18 @@ struct cap_file {
 #define CAP_AT(field) offsetof(struct ht_intelpt_pmu, field)
 
 static const struct cap_file cap_files[] = {
-	{ "mtc", CAP_BOOL, CAP_AT(cap_mtc) },
-	{ "psb_cyc", CAP_BOOL, CAP_AT(cap_psb_cyc) },
-	{ "ip_filtering", CAP_BOOL, CAP_AT(cap_ip_filtering) },
-	{ "cr3_filtering", CAP_BOOL, CAP_AT(cap_cr3_filtering) },
-	{ "ptwrite", CAP_BOOL, CAP_AT(cap_ptwrite) },
-	{ "power_event_trace", CAP_BOOL, CAP_AT(cap_power_event_trace) },
-	{ "topa_multiple_entries", CAP_BOOL, CAP_AT(cap_topa_multiple_entries) },
-	{ "single_range_output", CAP_BOOL, CAP_AT(cap_single_range_output) },
-	{ "mtc_periods", CAP_HEX, CAP_AT(mtc_periods) },
-	{ "psb_periods", CAP_HEX, CAP_AT(psb_periods) },
-	{ "cycle_thresholds", CAP_HEX, CAP_AT(cycle_thresholds) },
-	{ "num_address_ranges", CAP_DEC, CAP_AT(num_address_ranges) },
+	{"mtc", CAP_BOOL, CAP_AT(cap_mtc)},
+	{"psb_cyc", CAP_BOOL, CAP_AT(cap_psb_cyc)},
+	{"ip_filtering", CAP_BOOL, CAP_AT(cap_ip_filtering)},
+	{"cr3_filtering", CAP_BOOL, CAP_AT(cap_cr3_filtering)},
+	{"ptwrite", CAP_BOOL, CAP_AT(cap_ptwrite)},
+	{"power_event_trace", CAP_BOOL, CAP_AT(cap_power_event_trace)},
+	{"topa_multiple_entries", CAP_BOOL, CAP_AT(cap_topa_multiple_entries)},
+	{"single_range_output", CAP_BOOL, CAP_AT(cap_single_range_output)},
+	{"mtc_periods", CAP_HEX, CAP_AT(mtc_periods)},
+	{"psb_periods", CAP_HEX, CAP_AT(psb_periods)},
+	{"cycle_thresholds", CAP_HEX, CAP_AT(cycle_thresholds)},
+	{"num_address_ranges", CAP_DEC, CAP_AT(num_address_ranges)},
 };
 
 static int read_caps(const char *dir, struct ht_intelpt_pmu *pmu)
@@ -293,7 +293,8 @@ int ht_intelpt_pmu_read(const char *sysroot, struct ht_intelpt_pmu *pmu)
 		return ht_fail("sysfs root too long: %s", sysroot);
 	if (stat(dir, &st))
 		return ht_fail("no Intel PT on this machine (%s: %s; AMD CPUs and most virtual "
-			       "machines have none)", dir, strerror(errno));
+			       "machines have none)",
+			       dir, strerror(errno));
 	snprintf(path, sizeof(path), "%s/type", dir);
 	if (read_text(path, text, sizeof(text)))
 		return ht_fail("cannot read %s: %s", path, strerror(errno));
@@ -358,7 +359,8 @@ static const char *bits_list(uint32_t bits, char *buf, size_t len)
 			at += (size_t)snprintf(buf + at, len - at, "%s%d-%d", at ? "," : "", b, e);
 		else
 			for (int i = b; i <= e && at < len; i++)
-				at += (size_t)snprintf(buf + at, len - at, "%s%d", at ? "," : "", i);
+				at += (size_t)snprintf(buf + at, len - at, "%s%d", at ? "," : "",
+						       i);
 		b = e;
 	}
 	return buf;
@@ -386,7 +388,8 @@ static int put_checked(const struct ht_intelpt_pmu *pmu, enum ht_pt_term t, int 
 			       term_names[t], width < 6 ? (1 << width) - 1 : 31);
 	if (value && !(allowed & (1u << value)))
 		return ht_fail("%s=%d is not supported by this CPU's Intel PT (caps/%s allows "
-			       "%s)", term_names[t], value, caps_name,
+			       "%s)",
+			       term_names[t], value, caps_name,
 			       bits_list(allowed | 1, list, sizeof(list)));
 	return ht_pt_term_put(pmu->term_mask[t], (uint64_t)value, config);
 }
@@ -412,22 +415,24 @@ int ht_intelpt_build_config(const struct ht_intelpt_pmu *pmu, const struct ht_in
 	/* MTC: timing between TSC packets. Asked for: it must be there; by default: if it is. */
 	if (req->mtc_period >= 0 && !pmu->cap_mtc)
 		return ht_fail("mtc_period=%d asked for, but this CPU's Intel PT has no MTC "
-			       "packets (caps/mtc is 0 or missing)", req->mtc_period);
+			       "packets (caps/mtc is 0 or missing)",
+			       req->mtc_period);
 	period = req->mtc_period >= 0 ? req->mtc_period : pick_bit(pmu->mtc_periods, 3);
 	if (pmu->cap_mtc && period >= 0) {
 		if (put_flag(pmu, HT_PT_TERM_MTC, &c) ||
-		    put_checked(pmu, HT_PT_TERM_MTC_PERIOD, period, pmu->mtc_periods,
-				"mtc_periods", &c))
+		    put_checked(pmu, HT_PT_TERM_MTC_PERIOD, period, pmu->mtc_periods, "mtc_periods",
+				&c))
 			return -1;
 	}
 	/* PSB period: how often the decoder can sync; perf sets it only with MTC too. */
 	if (req->psb_period >= 0 && !pmu->cap_psb_cyc)
 		return ht_fail("psb_period=%d asked for, but this CPU's Intel PT cannot change "
-			       "it (caps/psb_cyc is 0 or missing)", req->psb_period);
+			       "it (caps/psb_cyc is 0 or missing)",
+			       req->psb_period);
 	period = req->psb_period >= 0 ? req->psb_period : pick_bit(pmu->psb_periods, 3);
 	if (pmu->cap_psb_cyc && period >= 0 && (req->psb_period >= 0 || pmu->mtc_periods)) {
-		if (put_checked(pmu, HT_PT_TERM_PSB_PERIOD, period, pmu->psb_periods,
-				"psb_periods", &c))
+		if (put_checked(pmu, HT_PT_TERM_PSB_PERIOD, period, pmu->psb_periods, "psb_periods",
+				&c))
 			return -1;
 	}
 	if (req->fine_timing) {
@@ -436,9 +441,9 @@ int ht_intelpt_build_config(const struct ht_intelpt_pmu *pmu, const struct ht_in
 				       "PT lacks (caps/psb_cyc is 0 or missing): use --pt-timing "
 				       "coarse");
 		if (put_flag(pmu, HT_PT_TERM_CYC, &c) ||
-		    put_checked(pmu, HT_PT_TERM_CYC_THRESH, req->cyc_thresh >= 0 ?
-				req->cyc_thresh : 0, pmu->cycle_thresholds, "cycle_thresholds",
-				&c))
+		    put_checked(pmu, HT_PT_TERM_CYC_THRESH,
+				req->cyc_thresh >= 0 ? req->cyc_thresh : 0, pmu->cycle_thresholds,
+				"cycle_thresholds", &c))
 			return -1;
 	} else if (req->cyc_thresh >= 0) {
 		return ht_fail("cyc_thresh=%d needs fine timing (--pt-timing fine)",
@@ -594,8 +599,9 @@ int ht_intelpt_probe(const char *sysroot, struct ht_intelpt_info *info)
 	info->kernel_aux_action = kernel > 0;
 	if (ht_intelpt_pmu_read(sysroot, &info->pmu)) {
 		snprintf(info->why, sizeof(info->why), "%s", ht_last_error());
-		info->aux_pause = kernel > 0 ? HT_AUX_PAUSE_NO_PMU :
-			kernel == 0 ? HT_AUX_PAUSE_NO_KERNEL : HT_AUX_PAUSE_UNKNOWN;
+		info->aux_pause = kernel > 0	? HT_AUX_PAUSE_NO_PMU
+				  : kernel == 0 ? HT_AUX_PAUSE_NO_KERNEL
+						: HT_AUX_PAUSE_UNKNOWN;
 		if (kernel > 0)
 			snprintf(info->aux_pause_why, sizeof(info->aux_pause_why),
 				 "the kernel has aux_pause, but there is no Intel PT");
@@ -853,8 +859,10 @@ static uint64_t thread_start_ticks(int tgid, int tid)
 		return 0;
 	/* The comm may hold spaces and parentheses: fields count from the last ')'. */
 	p = strrchr(text, ')');
-	if (!p || sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d "
-			 "%*d %*d %*d %*d %llu", &start) != 1)
+	if (!p || sscanf(p + 1,
+			 " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d "
+			 "%*d %*d %*d %*d %llu",
+			 &start) != 1)
 		return 0;
 	return start;
 }
@@ -921,8 +929,8 @@ static int map_area(struct ht_intelpt *pt, unsigned int cpu, int fd, int tid)
 		int err = errno;
 
 		a->base = NULL;
-		return ht_fail("cannot map the Intel PT event of CPU %u: %s%s", cpu,
-			       strerror(err), locked_hint(err));
+		return ht_fail("cannot map the Intel PT event of CPU %u: %s%s", cpu, strerror(err),
+			       locked_hint(err));
 	}
 	/* Where the AUX area goes, said before it is mapped. */
 	pg = a->base;
@@ -969,10 +977,12 @@ static int open_error(const char *what, int tid, unsigned int cpu, int err)
 {
 	if (err == EACCES || err == EPERM)
 		return ht_fail("cannot open %s for tid %d on CPU %u: %s (needs root, or "
-			       "CAP_PERFMON)", what, tid, cpu, strerror(err));
+			       "CAP_PERFMON)",
+			       what, tid, cpu, strerror(err));
 	if (err == EMFILE || err == ENFILE)
 		return ht_fail("cannot open %s for tid %d on CPU %u: %s (too many threads x CPUs "
-			       "for the descriptor limit)", what, tid, cpu, strerror(err));
+			       "for the descriptor limit)",
+			       what, tid, cpu, strerror(err));
 	return ht_fail("cannot open %s for tid %d on CPU %u: %s", what, tid, cpu, strerror(err));
 }
 
@@ -1040,9 +1050,11 @@ static int open_pt_event(struct ht_intelpt *pt, struct ht_intelpt_thread *t, uns
 		if (sb_fd >= 0)
 			close(sb_fd);
 		if (err == EBUSY)
-			return ht_fail("Intel PT is in use by another tool on CPU %u (perf record "
-				       "-e intel_pt, another hybtrace, a debugger): stop it, or use "
-				       "--source sample", cpu);
+			return ht_fail(
+				"Intel PT is in use by another tool on CPU %u (perf record "
+				"-e intel_pt, another hybtrace, a debugger): stop it, or use "
+				"--source sample",
+				cpu);
 		return open_error("an Intel PT event", t->tid, cpu, err);
 	}
 	if (sb_fd >= 0 && attach_sideband(pt, t, cpu, sb_fd)) {
@@ -1156,14 +1168,16 @@ static int check_sizes(struct ht_intelpt_config *cfg, unsigned int online)
 			       MIN_AUX_PAGES * page / 1024);
 	if (!is_pow2(cfg->sideband_bytes) || cfg->sideband_bytes < page)
 		return ht_fail("the sideband ring must be a power of two of at least %" PRIu64
-			       " bytes", page);
+			       " bytes",
+			       page);
 	need = ht_intelpt_memory_needed(cfg->aux_bytes, cfg->sideband_bytes, online,
 					cfg->sideband_only);
 	if (cfg->memory_budget_bytes && need > cfg->memory_budget_bytes)
 		return ht_fail("Intel PT needs %" PRIu64 "M (%u CPUs x %" PRIu64 "k of PT area and "
 			       "sideband), more than the memory budget of %" PRIu64 "M: lower "
-			       "--pt-size or raise --max-memory", need >> 20, online,
-			       (need / online) >> 10, cfg->memory_budget_bytes >> 20);
+			       "--pt-size or raise --max-memory",
+			       need >> 20, online, (need / online) >> 10,
+			       cfg->memory_budget_bytes >> 20);
 	return 0;
 }
 
@@ -1587,7 +1601,8 @@ static int freeze_areas(struct ht_intelpt *pt, struct ht_rawcap *out, uint64_t *
 				s->len = ht_intelpt_ring_copy(a->aux, a->aux_len, head, s->data);
 				out->nstreams++;
 			} else {
-				rc = ht_fail("out of memory copying the Intel PT area of CPU %u", c);
+				rc = ht_fail("out of memory copying the Intel PT area of CPU %u",
+					     c);
 			}
 		}
 		set_all(pt, c, PERF_EVENT_IOC_ENABLE);

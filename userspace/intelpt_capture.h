@@ -145,7 +145,7 @@ struct ht_intelpt_info {
 	struct ht_intelpt_pmu pmu;
 	char default_config[96]; /* "tsc,mtc,mtc_period=3,psb_period=3,pt,branch" */
 	uint64_t default_config_bits;
-	bool kernel_aux_action;	 /* the kernel knows aux_start_paused/aux_pause/aux_resume */
+	bool kernel_aux_action; /* the kernel knows aux_start_paused/aux_pause/aux_resume */
 	enum ht_aux_pause_support aux_pause;
 	char aux_pause_why[160];
 };
@@ -159,9 +159,9 @@ struct ht_intelpt_config {
 	int tgid;
 	const char *sysroot; /* NULL: the machine's own */
 	struct ht_intelpt_request request;
-	uint64_t aux_bytes;	       /* per CPU, a power of two (--pt-size); 0: 4M */
-	uint64_t sideband_bytes;       /* per CPU, a power of two; 0: 256k */
-	uint64_t memory_budget_bytes;  /* all areas and rings together; 0: no limit */
+	uint64_t aux_bytes;	      /* per CPU, a power of two (--pt-size); 0: 4M */
+	uint64_t sideband_bytes;      /* per CPU, a power of two; 0: 256k */
+	uint64_t memory_budget_bytes; /* all areas and rings together; 0: no limit */
 	/* Only the sideband events (no PT hardware needed): tests, and sideband alone. */
 	bool sideband_only;
 };
@@ -204,7 +204,7 @@ struct ht_intelpt {
 	uint64_t config;
 	unsigned int ncpus;
 	bool *cpu_online;
-	struct ht_intelpt_area *areas;	/* per CPU */
+	struct ht_intelpt_area *areas;	 /* per CPU */
 	struct ht_intelpt_sbring *rings; /* per CPU */
 	struct ht_intelpt_thread *threads;
 	size_t nthreads, threads_cap;

@@ -188,6 +188,8 @@ enum {
 	OPT_CALLGRAPH,
 	OPT_MAX_MEMORY,
 	OPT_RT_PRIORITY,
+	OPT_TRIGGER,
+	OPT_MULTI,
 };
 
 static const struct option long_options[] = {
@@ -215,6 +217,8 @@ static const struct option long_options[] = {
 	{ "callgraph", required_argument, NULL, OPT_CALLGRAPH },
 	{ "max-memory", required_argument, NULL, OPT_MAX_MEMORY },
 	{ "rt-priority", required_argument, NULL, OPT_RT_PRIORITY },
+	{ "trigger", required_argument, NULL, OPT_TRIGGER },
+	{ "multi", no_argument, NULL, OPT_MULTI },
 	{ "help", no_argument, NULL, 'h' },
 	{ NULL, 0, NULL, 0 },
 };
@@ -318,6 +322,18 @@ static int parse_source_option(struct ht_options *o, int opt, const char *arg)
 	case OPT_RT_PRIORITY:
 		if (parse_count("rt-priority", arg, &o->rt_priority) || o->rt_priority > 99)
 			return ht_fail("--rt-priority: '%s' is not a priority from 0 (off) to 99", arg);
+		return 0;
+	case OPT_TRIGGER:
+		if (o->ntriggers == HT_MAX_TRIGGERS)
+			return ht_fail("--trigger: at most %d triggers (x86 has 4 debug registers "
+				       "per thread)", HT_MAX_TRIGGERS);
+		if (!*arg)
+			return ht_fail("--trigger needs a symbol, module:symbol, module:0xADDR, "
+				       "file.c:LINE or '.'");
+		o->triggers[o->ntriggers++] = (char *)arg;
+		return 0;
+	case OPT_MULTI:
+		o->multi = true;
 		return 0;
 	}
 	return ht_fail("unknown option (see hybtrace --help)");
@@ -491,6 +507,11 @@ void ht_options_usage(void)
 	       "  --max-memory SIZE    all rings together (default 512M)\n"
 	       "  --rt-priority N      SCHED_FIFO priority for the event loop and freezing the\n"
 	       "                       sources (default 0: off)\n"
+	       "\n"
+	       "Code triggers (hardware breakpoints; a hit is a dump of KIND trigger):\n"
+	       "  --trigger SPEC       symbol, module:symbol, module:0xADDR, file.c:LINE, or '.' for\n"
+	       "                       hybtrace_trigger() (include/hybtrace/hybtrace.h); up to 4\n"
+	       "  --multi              dump at every hit (under the dump policy), not only the first\n"
 	       "  -h, --help           this text\n"
 	       "\n"
 	       "Durations take a unit: ns, us, ms, s (2ms, 500us, 1.5s).\n"

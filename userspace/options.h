@@ -22,6 +22,9 @@ enum ht_source {
 
 enum ht_callgraph_mode { HT_CALLGRAPH_MODE_FP = 0, HT_CALLGRAPH_MODE_DWARF };
 
+/* x86 has 4 debug registers per thread. */
+#define HT_MAX_TRIGGERS 4
+
 struct ht_options {
 	int pid;		/* target process; 0 until known */
 	uint64_t rq_delay_ns;	/* 0: off */
@@ -50,6 +53,10 @@ struct ht_options {
 	enum ht_callgraph_mode callgraph;
 	uint64_t max_memory_bytes;
 	unsigned int rt_priority; /* SCHED_FIFO for the event loop and freezes; 0: off */
+	/* Code triggers. */
+	char *triggers[HT_MAX_TRIGGERS];
+	unsigned int ntriggers;
+	bool multi;		  /* every hit dumps (under the policy), not just the first */
 	char cmdline[1024];	/* how hybtrace was started, for the dumps' metadata */
 };
 

@@ -24,15 +24,15 @@
 #define FILE_HEADER_BYTES    16
 #define SECTION_HEADER_BYTES 16
 /* Larger files are not raw captures hybtrace wrote (256 CPUs x 16M of PT is 4G). */
-#define MAX_FILE_BYTES	     (16ULL << 30)
-#define MAX_SECTIONS	     (1u << 20)
-#define MAX_PATH_BYTES	     4096
-#define MAX_BUILD_ID_HEX     128
-#define MAX_SHORT_STRING     64
-#define MAX_CPUS	     65536
-#define FR_EVENT_BYTES	     36
-#define CLOCK_PAIR_BYTES     24
-#define MAPPING_MIN_BYTES    (8 * 3 + 4 + 4 + 2)
+#define MAX_FILE_BYTES	  (16ULL << 30)
+#define MAX_SECTIONS	  (1u << 20)
+#define MAX_PATH_BYTES	  4096
+#define MAX_BUILD_ID_HEX  128
+#define MAX_SHORT_STRING  64
+#define MAX_CPUS	  65536
+#define FR_EVENT_BYTES	  36
+#define CLOCK_PAIR_BYTES  24
+#define MAPPING_MIN_BYTES (8 * 3 + 4 + 4 + 2)
 /* CLOCKS as format 1.0 wrote it ended after the pairs. */
 #define CLOCKS_MINOR_CONV 1
 
@@ -123,7 +123,7 @@ static void mb_u8(struct mbuf *b, uint8_t v)
 
 static void mb_u16(struct mbuf *b, uint16_t v)
 {
-	uint8_t x[2] = { (uint8_t)v, (uint8_t)(v >> 8) };
+	uint8_t x[2] = {(uint8_t)v, (uint8_t)(v >> 8)};
 
 	mb_put(b, x, 2);
 }
@@ -214,7 +214,7 @@ static void w_put(struct writer *w, const void *data, uint64_t len)
 static void w_section(struct writer *w, uint32_t tag, struct mbuf *b, const void *tail,
 		      uint64_t tail_len)
 {
-	struct mbuf h = { 0 };
+	struct mbuf h = {0};
 	uint32_t crc;
 
 	if (b->oom) {
@@ -325,7 +325,7 @@ static void write_pt_config(struct writer *w, struct mbuf *b, const struct ht_ra
 
 static void write_cpuid(struct writer *w, struct mbuf *b, const struct ht_cpuid_values *c)
 {
-	char vendor[12] = { 0 };
+	char vendor[12] = {0};
 
 	memcpy(vendor, c->vendor, strnlen(c->vendor, sizeof(vendor)));
 	mb_put(b, vendor, 12);
@@ -366,7 +366,7 @@ static void write_maps(struct writer *w, struct mbuf *b, const struct ht_rawcap_
 	for (size_t i = 0; i < m->count; i++) {
 		const struct ht_rawcap_mapping *x = &m->v[i];
 		size_t path_len = x->path ? strnlen(x->path, MAX_PATH_BYTES) : 0;
-		char perms[4] = { 0 };
+		char perms[4] = {0};
 
 		memcpy(perms, x->perms, strnlen(x->perms, 4));
 		mb_u64(b, x->start);
@@ -424,7 +424,7 @@ static int check_writable(const struct ht_rawcap *c)
 int ht_rawcap_write_fd(int fd, const struct ht_rawcap *c)
 {
 	struct writer *w;
-	struct mbuf b = { 0 }, h = { 0 };
+	struct mbuf b = {0}, h = {0};
 	int err;
 
 	if (check_writable(c))
@@ -892,7 +892,7 @@ static void parse_clocks(struct rctx *x, struct rd *r)
 static void parse_stream(struct rctx *x, struct rd *r)
 {
 	struct ht_rawcap *c = x->out;
-	struct ht_rawcap_stream s = { 0 };
+	struct ht_rawcap_stream s = {0};
 
 	s.cpu = rd_u32(r);
 	s.tid = (int32_t)rd_u32(r);
@@ -913,7 +913,7 @@ static void parse_stream(struct rctx *x, struct rd *r)
 static void parse_sideband(struct rctx *x, struct rd *r)
 {
 	struct ht_rawcap *c = x->out;
-	struct ht_rawcap_sideband s = { 0 };
+	struct ht_rawcap_sideband s = {0};
 
 	s.cpu = rd_u32(r);
 	s.frozen_ns = rd_u64(r);
@@ -941,7 +941,7 @@ static void free_maps(struct ht_rawcap_maps *m)
 static void parse_maps(struct rctx *x, struct rd *r)
 {
 	struct ht_rawcap *c = x->out;
-	struct ht_rawcap_maps m = { 0 };
+	struct ht_rawcap_maps m = {0};
 	uint32_t n;
 
 	m.taken_ns = rd_u64(r);
@@ -976,8 +976,7 @@ static void parse_maps(struct rctx *x, struct rd *r)
 			e->build_id = NULL;
 		}
 	}
-	if (r->bad || x->oom ||
-	    grow((void **)&c->maps, &x->maps_cap, c->nmaps, sizeof(m))) {
+	if (r->bad || x->oom || grow((void **)&c->maps, &x->maps_cap, c->nmaps, sizeof(m))) {
 		x->oom = x->oom || !r->bad;
 		free_maps(&m);
 		return;
@@ -1102,21 +1101,22 @@ static int read_sections(struct rctx *x, const uint8_t *data, size_t len, size_t
 		size_t at = pos;
 
 		if (len - pos < SECTION_HEADER_BYTES)
-			return rfail(x, "truncated at byte %zu: no END section (%s)",
-				     pos, pos == len ? "the file ends" : "a partial section header");
-		h = (struct rd){ data + pos, data + len, false };
+			return rfail(x, "truncated at byte %zu: no END section (%s)", pos,
+				     pos == len ? "the file ends" : "a partial section header");
+		h = (struct rd){data + pos, data + len, false};
 		tag = rd_u32(&h);
 		crc = rd_u32(&h);
 		plen = rd_u64(&h);
 		pos += SECTION_HEADER_BYTES;
 		if (plen > len - pos)
-			return rfail(x, "truncated at byte %zu: the %s section claims %llu bytes, "
-				     "%zu are left", at, tag_name(tag), (unsigned long long)plen,
-				     len - pos);
+			return rfail(x,
+				     "truncated at byte %zu: the %s section claims %llu bytes, "
+				     "%zu are left",
+				     at, tag_name(tag), (unsigned long long)plen, len - pos);
 		if (crc32_of(0, data + pos, plen) != crc)
 			return rfail(x, "corrupted %s section at byte %zu (checksum mismatch)",
 				     tag_name(tag), at);
-		r = (struct rd){ data + pos, data + pos + plen, false };
+		r = (struct rd){data + pos, data + pos + plen, false};
 		pos += plen;
 		if (tag == HT_RAWSEC_END) {
 			end_count = rd_u32(&r);
@@ -1148,9 +1148,9 @@ static int read_sections(struct rctx *x, const uint8_t *data, size_t len, size_t
 int ht_rawcap_read_mem(const uint8_t *data, size_t len, const char *name, struct ht_rawcap *out,
 		       char *err, size_t errlen)
 {
-	struct rctx x = { .name = name ? name : "raw capture", .err = err, .errlen = errlen,
-			  .out = out };
-	struct rd h = { data, data + len, false };
+	struct rctx x = {
+		.name = name ? name : "raw capture", .err = err, .errlen = errlen, .out = out};
+	struct rd h = {data, data + len, false};
 	uint16_t major, minor;
 	uint32_t header_len;
 
@@ -1167,8 +1167,10 @@ int ht_rawcap_read_mem(const uint8_t *data, size_t len, const char *name, struct
 	if (h.bad)
 		return rfail(&x, "truncated in the file header");
 	if (major > HT_RAWCAP_MAJOR)
-		return rfail(&x, "made by a newer hybtrace (format %u.%u); this one reads up to "
-			     "%d.%d", major, minor, HT_RAWCAP_MAJOR, HT_RAWCAP_MINOR);
+		return rfail(&x,
+			     "made by a newer hybtrace (format %u.%u); this one reads up to "
+			     "%d.%d",
+			     major, minor, HT_RAWCAP_MAJOR, HT_RAWCAP_MINOR);
 	if (major < 1)
 		return rfail(&x, "format %u.%u was never written by hybtrace", major, minor);
 	if (header_len < FILE_HEADER_BYTES || header_len > len)
@@ -1490,8 +1492,8 @@ static int sb_record(struct ht_sb_set *s, const uint8_t *rec, uint16_t size, uin
 	memcpy(&h, rec, sizeof(h));
 	if (h.type == PERF_RECORD_SAMPLE || size < sizeof(h) + id_bytes)
 		return h.type == PERF_RECORD_SAMPLE ? (s->unknown++, 0) : 1;
-	body = (struct rd){ rec + sizeof(h), rec + size - id_bytes, false };
-	id = (struct rd){ rec + size - id_bytes, rec + size, false };
+	body = (struct rd){rec + sizeof(h), rec + size - id_bytes, false};
+	id = (struct rd){rec + size - id_bytes, rec + size, false};
 	switch (h.type) {
 	case PERF_RECORD_SWITCH:
 	case PERF_RECORD_SWITCH_CPU_WIDE:
@@ -1513,7 +1515,8 @@ static int sb_record(struct ht_sb_set *s, const uint8_t *rec, uint16_t size, uin
 	switch (h.type) {
 	case PERF_RECORD_SWITCH:
 	case PERF_RECORD_SWITCH_CPU_WIDE:
-		e->kind = (h.misc & PERF_RECORD_MISC_SWITCH_OUT) ? HT_SB_SWITCH_OUT : HT_SB_SWITCH_IN;
+		e->kind =
+			(h.misc & PERF_RECORD_MISC_SWITCH_OUT) ? HT_SB_SWITCH_OUT : HT_SB_SWITCH_IN;
 		e->preempt = (h.misc & PERF_RECORD_MISC_SWITCH_OUT_PREEMPT) != 0;
 		break;
 	case PERF_RECORD_MMAP:

@@ -43,7 +43,7 @@ enum ht_rawcap_tag {
 	HT_RAWSEC_SIDEBAND = 7,	 /* one per CPU */
 	HT_RAWSEC_MAPS = 8,	 /* one per reading of /proc/PID/maps */
 	HT_RAWSEC_VDSO = 9,
-	HT_RAWSEC_KWINDOW = 10,	 /* the flight-recorder window */
+	HT_RAWSEC_KWINDOW = 10,	  /* the flight-recorder window */
 	HT_RAWSEC_END = 0x454e44, /* "END": the file is complete */
 };
 
@@ -59,7 +59,7 @@ struct ht_rawcap_pt_config {
 	uint32_t pmu_type;
 	uint64_t config; /* attr.config as opened */
 	struct ht_pt_fields fields;
-	uint64_t aux_bytes;	     /* each AUX area */
+	uint64_t aux_bytes;	       /* each AUX area */
 	uint64_t sideband_sample_type; /* sample_id layout of the sideband records */
 	/* /sys/bus/event_source/devices/intel_pt: what libipt's pt_config wants. */
 	bool has_max_nonturbo_ratio;
@@ -90,7 +90,7 @@ enum ht_clock_pair_when {
 /* One reading of the TSC bracketed by two of CLOCK_MONOTONIC, the tightest of several. */
 struct ht_clock_pair {
 	uint64_t tsc;
-	uint64_t mono_ns; /* the middle of the bracket */
+	uint64_t mono_ns;   /* the middle of the bracket */
 	uint32_t spread_ns; /* the bracket's width: the pair's uncertainty */
 	uint32_t when;	    /* enum ht_clock_pair_when */
 };
@@ -107,11 +107,11 @@ struct ht_perf_time_conv {
 /* The PT bytes of one AUX area. */
 struct ht_rawcap_stream {
 	uint32_t cpu;
-	int32_t tid;	    /* the thread whose event owns the area; -1 for a per-CPU event */
+	int32_t tid;	     /* the thread whose event owns the area; -1 for a per-CPU event */
 	uint64_t ring_bytes; /* the area's size */
-	uint64_t aux_head;  /* where in the area the oldest byte was */
-	uint64_t frozen_ns; /* CLOCK_MONOTONIC when it was disabled */
-	uint8_t *data;	    /* oldest first; never-written bytes left out */
+	uint64_t aux_head;   /* where in the area the oldest byte was */
+	uint64_t frozen_ns;  /* CLOCK_MONOTONIC when it was disabled */
+	uint8_t *data;	     /* oldest first; never-written bytes left out */
 	uint64_t len;
 };
 
@@ -260,15 +260,15 @@ enum ht_sb_kind {
 struct ht_sb_event {
 	uint8_t kind; /* enum ht_sb_kind */
 	bool preempt;
-	bool exec;		 /* comm: from an exec */
-	uint64_t time_ns;	 /* CLOCK_MONOTONIC */
+	bool exec;		/* comm: from an exec */
+	uint64_t time_ns;	/* CLOCK_MONOTONIC */
 	uint32_t cpu, pid, tid; /* from the record's sample_id */
 	/* mmap: the mapping; fork/exit: ppid in addr's place is not used */
 	uint64_t addr, len, pgoff;
 	uint32_t prot, flags;
-	size_t path_offset; /* mmap: into the set's strings; comm: its name */
-	uint32_t ppid, ptid;   /* fork, exit */
-	uint64_t lost;	       /* lost */
+	size_t path_offset;  /* mmap: into the set's strings; comm: its name */
+	uint32_t ppid, ptid; /* fork, exit */
+	uint64_t lost;	     /* lost */
 };
 
 struct ht_sb_set {

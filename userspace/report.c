@@ -37,6 +37,7 @@ struct report_options {
 struct dump_view {
 	const struct timeline *tl;
 	long stack_before, stack_after; /* the breached thread's user stacks around it */
+	long trigger;			/* a code trigger's hit on the hybtrace track, or -1 */
 	const char *path;
 	const char *kind;
 	bool has_breach;
@@ -148,6 +149,31 @@ static long find_thread_instant(const struct dump_view *v, const char *name)
 	return -1;
 }
 
+/* A trigger dump: the hit is the moment the report is built around. */
+static void view_trigger(struct dump_view *v)
+{
+	const struct timeline *tl = v->tl;
+	uint64_t tid = 0;
+
+	v->start_ns = v->end_ns = v->window_end_ns;
+	for (size_t i = 0; i < tl_event_count(tl); i++) {
+		const struct tl_event *e = tl_event(tl, i);
+
+		if (e->kind != TL_EVENT_INSTANT || strcmp(event_name(tl, e), HT_EV_TRIGGER) ||
+		    track_of(tl, e)->uuid != TL_HYBTRACE_UUID)
+			continue;
+		v->trigger = (long)i;
+		v->start_ns = v->end_ns = e->ts_ns;
+		arg_u64(tl, e, HT_ARG_TID, &tid);
+		v->tid = (uint32_t)tid;
+		break;
+	}
+	if (v->trigger < 0)
+		return;
+	v->stack_before = find_thread_instant(v, HT_EV_STACK_BEFORE);
+	v->stack_after = find_thread_instant(v, HT_EV_STACK_AFTER);
+}
+
 static void view_init(struct dump_view *v, const struct timeline *tl, const char *path)
 {
 	memset(v, 0, sizeof(*v));
@@ -155,6 +181,7 @@ static void view_init(struct dump_view *v, const struct timeline *tl, const char
 	v->path = path;
 	v->rq_slice = v->off_slice = v->syscall_slice = v->breach_instant = -1;
 	v->stack_before = v->stack_after = -1;
+	v->trigger = -1;
 	v->kind = meta_str(tl, HT_META_KIND);
 	if (!*v->kind)
 		v->kind = "unknown";
@@ -182,7 +209,7 @@ static void view_init(struct dump_view *v, const struct timeline *tl, const char
 	if (!v->comm)
 		v->comm = "?";
 	if (!v->has_breach) {
-		v->start_ns = v->end_ns = v->window_end_ns;
+		view_trigger(v);
 		return;
 	}
 	v->stack_before = find_thread_instant(v, HT_EV_STACK_BEFORE);
@@ -516,7 +543,8 @@ static void print_timeline_text(const struct dump_view *v, const struct report_o
 	struct line *lines;
 
 	n = pick_lines(v, o, &lines, &omitted);
-	printf("\ntimeline (ms from the breach's start; kernel and user events):\n");
+	printf("\ntimeline (ms from the %s; kernel and user events):\n",
+	       v->has_breach ? "breach's start" : v->trigger >= 0 ? "trigger's hit" : "window's end");
 	for (size_t i = 0; i < n; i++) {
 		const struct tl_event *e = tl_event(tl, lines[i].event);
 		int c = line_cpu(tl, e);
@@ -597,12 +625,24 @@ static void print_headline(const struct dump_view *v)
 	const struct timeline *tl = v->tl;
 	char dur[32], thr[32], win[32];
 
-	if (v->has_breach)
+	if (v->has_breach) {
 		printf("%s %s (threshold %s) in tid %u (%s) of pid %s (%s)\n", v->kind,
 		       ht_format_duration(v->end_ns - v->start_ns, dur, sizeof(dur)),
 		       ht_format_duration(v->threshold_ns, thr, sizeof(thr)), v->tid, v->comm,
 		       meta_str(tl, HT_META_TARGET_PID), meta_str(tl, HT_META_TARGET_COMM));
-	else
+	} else if (v->trigger >= 0) {
+		const struct tl_event *e = tl_event(tl, (size_t)v->trigger);
+		uint64_t rdi = 0, rsi = 0, rdx = 0;
+
+		arg_u64(tl, e, HT_ARG_RDI, &rdi);
+		arg_u64(tl, e, HT_ARG_RSI, &rsi);
+		arg_u64(tl, e, HT_ARG_RDX, &rdx);
+		printf("trigger %s hit in tid %u of pid %s (%s) at %s: rdi=%#" PRIx64 " rsi=%#" PRIx64
+		       " rdx=%#" PRIx64 "\n",
+		       arg_str(tl, e, HT_ARG_TRIGGER) ?: "?", v->tid,
+		       meta_str(tl, HT_META_TARGET_PID), meta_str(tl, HT_META_TARGET_COMM),
+		       arg_str(tl, e, HT_ARG_FUNCTION) ?: "?", rdi, rsi, rdx);
+	} else
 		printf("%s dump of pid %s (%s)\n", v->kind, meta_str(tl, HT_META_TARGET_PID),
 		       meta_str(tl, HT_META_TARGET_COMM));
 	printf("  at %s; window %s\n", meta_str(tl, HT_META_WALL_CLOCK),
@@ -775,6 +815,20 @@ static void print_header_json(const struct dump_view *v)
 	printf(",\"kind\":");
 	ht_json_string(stdout, v->kind);
 	printf(",\"breach\":%s", v->has_breach ? "true" : "false");
+	if (v->trigger >= 0) {
+		const struct tl_event *e = tl_event(tl, (size_t)v->trigger);
+		uint64_t r[3] = { 0 };
+
+		arg_u64(tl, e, HT_ARG_RDI, &r[0]);
+		arg_u64(tl, e, HT_ARG_RSI, &r[1]);
+		arg_u64(tl, e, HT_ARG_RDX, &r[2]);
+		printf(",\"trigger\":{\"spec\":");
+		ht_json_string(stdout, arg_str(tl, e, HT_ARG_TRIGGER) ?: "");
+		printf(",\"function\":");
+		ht_json_string(stdout, arg_str(tl, e, HT_ARG_FUNCTION) ?: "");
+		printf(",\"tid\":%u,\"time_ns\":%" PRIu64 ",\"args\":[%" PRIu64 ",%" PRIu64 ",%" PRIu64
+		       "]}", v->tid, e->ts_ns, r[0], r[1], r[2]);
+	}
 	if (v->has_breach) {
 		printf(",\"duration_ns\":%" PRIu64 ",\"threshold_ns\":%" PRIu64 ",\"tid\":%u,\"comm\":",
 		       v->end_ns - v->start_ns, v->threshold_ns, v->tid);

@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "breach_format.h"
+#include "code_triggers.h"
 #include "comm_cache.h"
 #include "dumper.h"
 #include "histogram.h"
@@ -26,6 +27,7 @@
 #include "privileges.h"
 #include "proc.h"
 #include "sampler.h"
+#include "symbolizer.h"
 #include "unwind_dwarf.h"
 #include "session.h"
 #include "units.h"
@@ -37,7 +39,7 @@
 #define COMM_KEEP_NS 1000000000ULL
 #define STATUS_PLAIN_INTERVAL_S 10
 
-enum { EV_BREACH = 1, EV_SIGNAL, EV_STATUS, EV_TARGET_EXIT, EV_DURATION, EV_DUMP };
+enum { EV_BREACH = 1, EV_SIGNAL, EV_STATUS, EV_TARGET_EXIT, EV_DURATION, EV_DUMP, EV_TRIGGER };
 
 struct kind_stats {
 	uint64_t count;
@@ -52,7 +54,10 @@ struct session {
 	char target_comm[HT_COMM_BUF];
 	struct ht_monitor monitor;
 	struct ht_sampler sampler;
+	struct ht_code_triggers triggers;
+	struct ht_marks_source marks;
 	struct ht_dumper dumper;
+	uint64_t trigger_hits;
 	struct ht_comm_cache *comms;
 	struct ht_ksyms *ksyms;
 	uint64_t start_ns;
@@ -352,6 +357,17 @@ static int arm_timer(int fd, uint64_t first_ns, uint64_t interval_ns)
 	return timerfd_settime(fd, 0, &its, NULL);
 }
 
+static int add_trigger_fds(struct session *s)
+{
+	int fds[256];
+	size_t n = ht_code_triggers_fds(&s->triggers, fds, 256);
+
+	for (size_t i = 0; i < n; i++)
+		if (add_fd(s, fds[i], EV_TRIGGER))
+			return -1;
+	return 0;
+}
+
 static int open_loop_fds(struct session *s)
 {
 	sigset_t mask;
@@ -378,7 +394,62 @@ static int open_loop_fds(struct session *s)
 	    add_fd(s, s->pidfd, EV_TARGET_EXIT) || add_fd(s, s->durationfd, EV_DURATION) ||
 	    add_fd(s, s->dumpfd, EV_DUMP) || add_fd(s, ht_dumper_fd(&s->dumper), EV_DUMP))
 		return -1;
-	return 0;
+	return add_trigger_fds(s);
+}
+
+/* A code trigger's hit: a dump of kind "trigger" around it. */
+static void offer_trigger_dump(struct session *s, const struct ht_bp_hit *hit)
+{
+	struct ht_dump_job job;
+	struct ht_symbol sym;
+
+	memset(&job, 0, sizeof(job));
+	snprintf(job.kind, sizeof(job.kind), "trigger");
+	job.start_ns = hit->time_ns;
+	job.end_ns = hit->time_ns;
+	job.has_hit = true;
+	job.hit = *hit;
+	snprintf(job.trigger, sizeof(job.trigger), "%s",
+		 ht_code_trigger_text(&s->triggers, hit->trigger));
+	if (s->triggers.symbolizer && !ht_symbolize(s->triggers.symbolizer, hit->ip, &sym))
+		ht_symbol_format(&sym, hit->ip, job.function, sizeof(job.function));
+	else
+		snprintf(job.function, sizeof(job.function), "0x%llx", (unsigned long long)hit->ip);
+	clear_status_line(s);
+	if (s->opt->json) {
+		flockfile(stdout);
+		printf("{\"type\":\"trigger\",\"time_s\":%.6f,\"trigger\":",
+		       (double)(int64_t)(hit->time_ns - s->start_ns) / 1e9);
+		ht_json_string(stdout, job.trigger);
+		printf(",\"function\":");
+		ht_json_string(stdout, job.function);
+		printf(",\"tid\":%u,\"cpu\":%u,\"ip\":%llu,\"args\":[%llu,%llu,%llu],"
+		       "\"time_ns\":%llu}\n",
+		       hit->tid, hit->cpu, (unsigned long long)hit->ip,
+		       (unsigned long long)hit->arg[0], (unsigned long long)hit->arg[1],
+		       (unsigned long long)hit->arg[2], (unsigned long long)hit->time_ns);
+		funlockfile(stdout);
+	} else {
+		printf("%.6f trigger %s hit in tid %u cpu %u at %s: rdi=%#llx rsi=%#llx rdx=%#llx\n",
+		       (double)(int64_t)(hit->time_ns - s->start_ns) / 1e9, job.trigger, hit->tid,
+		       hit->cpu, job.function, (unsigned long long)hit->arg[0],
+		       (unsigned long long)hit->arg[1], (unsigned long long)hit->arg[2]);
+	}
+	s->trigger_hits++;
+	ht_dumper_offer(&s->dumper, &job);
+}
+
+static void handle_trigger_hits(struct session *s)
+{
+	struct ht_bp_hits hits;
+
+	if (ht_code_triggers_drain(&s->triggers, &hits)) {
+		ht_warn("triggers: %s", ht_last_error());
+		return;
+	}
+	for (size_t i = 0; i < hits.count; i++)
+		offer_trigger_dump(s, &hits.v[i]);
+	ht_bp_hits_free(&hits);
 }
 
 static void handle_signal(struct session *s)
@@ -410,6 +481,7 @@ static void housekeeping(struct session *s)
 
 	if (s->sampler.open)
 		ht_sampler_reap(&s->sampler);
+	ht_code_triggers_reap(&s->triggers);
 	/* Exited tasks' names are kept a while for the dumps that name them, then dropped. */
 	ht_monitor_forget_exited(&s->monitor, monotonic_ns() - COMM_KEEP_NS);
 	if (!s->opt->quiet && monotonic_ns() - s->last_status_ns >= interval - 50000000ULL)
@@ -468,6 +540,9 @@ static int run_loop(struct session *s)
 				drain_timer(s->dumpfd);
 				ht_dumper_tick(&s->dumper, monotonic_ns());
 				break;
+			case EV_TRIGGER:
+				handle_trigger_hits(s);
+				break;
 			case EV_DURATION:
 			case EV_TARGET_EXIT:
 				s->stop = true;
@@ -492,6 +567,7 @@ static void finish_dumps(struct session *s)
 static void close_session(struct session *s)
 {
 	ht_dumper_stop(&s->dumper);
+	ht_code_triggers_close(&s->triggers);
 	ht_sampler_close(&s->sampler);
 	ht_monitor_close(&s->monitor);
 	ht_ksyms_free(s->ksyms);
@@ -544,6 +620,8 @@ static int set_realtime(unsigned int priority)
 
 static int start_dumper(struct session *s)
 {
+	s->marks.tgid = s->tgid;
+	ht_tsc_pair_take(&s->marks.attach_pair);
 	const struct ht_options *o = s->opt;
 	struct ht_dumper_config cfg = {
 		.output_dir = o->output_dir,
@@ -558,6 +636,7 @@ static int start_dumper(struct session *s)
 		.ksyms = s->ksyms,
 		.sampler = s->sampler.open ? &s->sampler : NULL,
 		.rt_priority = o->rt_priority,
+		.marks = &s->marks,
 	};
 
 	return ht_dumper_start(&s->dumper, &cfg);
@@ -616,6 +695,10 @@ static int start_session(struct session *s, const struct ht_options *o, int tgid
 		ht_fail("out of memory");
 		return HT_EXIT_FAILURE;
 	}
+	/* Specs are checked before anything else attaches: a typo is exit 2, nothing left. */
+	if (o->ntriggers && ht_code_triggers_open(&s->triggers, s->tgid, o->triggers, o->ntriggers,
+						  o->multi, s->child != 0))
+		return HT_EXIT_USAGE;
 	/* Kernel addresses are readable now, while we are privileged. */
 	s->ksyms = ht_ksyms_load(NULL);
 	if (ht_monitor_open(&s->monitor, &cfg))

@@ -95,15 +95,16 @@ static void check_clocks(const struct ht_rawcap *c)
 static void check_same(const struct ht_rawcap *a, const struct ht_rawcap *b)
 {
 	if (a->pid != b->pid || strcmp(a->comm, b->comm) || strcmp(a->kind, b->kind) ||
-	    a->nstreams != b->nstreams || a->nsidebands != b->nsidebands ||
-	    a->nmaps != b->nmaps || a->nclocks != b->nclocks || a->vdso_len != b->vdso_len ||
+	    a->nstreams != b->nstreams || a->nsidebands != b->nsidebands || a->nmaps != b->nmaps ||
+	    a->nclocks != b->nclocks || a->vdso_len != b->vdso_len ||
 	    a->has_breach != b->has_breach || a->has_window != b->has_window ||
 	    a->window.count != b->window.count || a->window.ncpus != b->window.ncpus ||
-	    memcmp(&a->pt, &b->pt, sizeof(a->pt)) || memcmp(&a->cpuid, &b->cpuid, sizeof(a->cpuid)) ||
+	    memcmp(&a->pt, &b->pt, sizeof(a->pt)) ||
+	    memcmp(&a->cpuid, &b->cpuid, sizeof(a->cpuid)) ||
 	    memcmp(&a->breach, &b->breach, sizeof(a->breach)) ||
 	    memcmp(&a->time_conv, &b->time_conv, sizeof(a->time_conv)) ||
-	    (a->window.count &&
-	     memcmp(a->window.events, b->window.events, a->window.count * sizeof(*a->window.events))))
+	    (a->window.count && memcmp(a->window.events, b->window.events,
+				       a->window.count * sizeof(*a->window.events))))
 		abort();
 	for (size_t i = 0; i < a->nstreams; i++)
 		if (a->streams[i].len != b->streams[i].len ||

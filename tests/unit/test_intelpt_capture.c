@@ -8,6 +8,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -65,17 +66,27 @@ static const char *fake_tree(char *dir, size_t len)
 {
 	static char sysroot[256];
 	static const char *const formats[][2] = {
-		{ "format/pt", "config:0" },	     { "format/cyc", "config:1" },
-		{ "format/mtc", "config:9" },	     { "format/tsc", "config:10" },
-		{ "format/noretcomp", "config:11" }, { "format/branch", "config:13" },
-		{ "format/mtc_period", "config:14-17" }, { "format/cyc_thresh", "config:19-22" },
-		{ "format/psb_period", "config:24-27" }, { "caps/mtc", "1" },
-		{ "caps/psb_cyc", "1" },	     { "caps/mtc_periods", "249" },
-		{ "caps/psb_periods", "3f" },	     { "caps/cycle_thresholds", "3fff" },
-		{ "caps/ip_filtering", "1" },	     { "caps/num_address_ranges", "2" },
-		{ "caps/ptwrite", "0" },	     { "caps/topa_multiple_entries", "1" },
-		{ "max_nonturbo_ratio", "40" },	     { "tsc_art_ratio", "188:2" },
-		{ "type", FAKE_TYPE },
+		{"format/pt", "config:0"},
+		{"format/cyc", "config:1"},
+		{"format/mtc", "config:9"},
+		{"format/tsc", "config:10"},
+		{"format/noretcomp", "config:11"},
+		{"format/branch", "config:13"},
+		{"format/mtc_period", "config:14-17"},
+		{"format/cyc_thresh", "config:19-22"},
+		{"format/psb_period", "config:24-27"},
+		{"caps/mtc", "1"},
+		{"caps/psb_cyc", "1"},
+		{"caps/mtc_periods", "249"},
+		{"caps/psb_periods", "3f"},
+		{"caps/cycle_thresholds", "3fff"},
+		{"caps/ip_filtering", "1"},
+		{"caps/num_address_ranges", "2"},
+		{"caps/ptwrite", "0"},
+		{"caps/topa_multiple_entries", "1"},
+		{"max_nonturbo_ratio", "40"},
+		{"tsc_art_ratio", "188:2"},
+		{"type", FAKE_TYPE},
 	};
 	char sub[PATH_MAX + 16];
 
@@ -270,8 +281,8 @@ TEST(missing_files_and_trees)
 TEST(malformed_files_are_named)
 {
 	static const char *const bad_formats[] = {
-		"config:a-b", "config:17-14", "config:60-64", "config1:0", "config:", "config:3-",
-		"config:1,x", "",
+		"config:a-b", "config:17-14", "config:60-64", "config1:0",
+		"config:",    "config:3-",    "config:1,x",   "",
 	};
 	struct ht_intelpt_pmu pmu;
 	char dir[PATH_MAX];
@@ -419,8 +430,8 @@ TEST(ring_rotation_from_aux_head)
 static size_t make_record(uint8_t *p, uint32_t type, uint16_t misc, const void *body,
 			  size_t body_len, uint32_t pid, uint32_t tid, uint64_t time, uint32_t cpu)
 {
-	struct perf_event_header h = { type, misc, (uint16_t)(8 + ((body_len + 7) & ~7UL) + 24) };
-	uint32_t ids[2] = { pid, tid }, cpus[2] = { cpu, 0 };
+	struct perf_event_header h = {type, misc, (uint16_t)(8 + ((body_len + 7) & ~7UL) + 24)};
+	uint32_t ids[2] = {pid, tid}, cpus[2] = {cpu, 0};
 
 	memset(p, 0, h.size);
 	memcpy(p, &h, 8);
@@ -486,7 +497,7 @@ TEST(backward_sideband_ring_read_oldest_first)
 
 static struct ht_clock_pair pair(uint64_t tsc, uint64_t mono)
 {
-	return (struct ht_clock_pair){ .tsc = tsc, .mono_ns = mono, .spread_ns = 40 };
+	return (struct ht_clock_pair){.tsc = tsc, .mono_ns = mono, .spread_ns = 40};
 }
 
 TEST(tsc_to_monotonic_on_synthetic_pairs)
@@ -501,7 +512,7 @@ TEST(tsc_to_monotonic_on_synthetic_pairs)
 	CHECK_EQ_U64(ht_tsc_to_mono(&m, 4500000000ULL), 1500000000ULL);
 	CHECK_EQ_U64(ht_tsc_to_mono(&m, 3000000000ULL), 1000000000ULL);
 	CHECK_EQ_U64(ht_tsc_to_mono(&m, 9000000000ULL), 3000000000ULL); /* after */
-	CHECK_EQ_U64(ht_tsc_to_mono(&m, 2999999997ULL), 999999999ULL);	 /* before */
+	CHECK_EQ_U64(ht_tsc_to_mono(&m, 2999999997ULL), 999999999ULL);	/* before */
 	ht_tsc_map_free(&m);
 	/* Before the first pair and before time 0: clamped. */
 	p[0] = pair(3000000000ULL, 1000);
@@ -602,7 +613,7 @@ static size_t count_fds(void)
 
 TEST(open_without_pt_says_so)
 {
-	struct ht_intelpt_config cfg = { .tgid = getpid() };
+	struct ht_intelpt_config cfg = {.tgid = getpid()};
 	struct ht_intelpt pt;
 
 	if (machine_has_pt())
@@ -615,7 +626,7 @@ TEST(open_without_pt_says_so)
 
 TEST(open_on_a_fake_tree_fails_cleanly)
 {
-	struct ht_intelpt_config cfg = { .tgid = getpid() };
+	struct ht_intelpt_config cfg = {.tgid = getpid()};
 	struct ht_intelpt pt;
 	char dir[PATH_MAX];
 	size_t fds = count_fds();
@@ -663,8 +674,8 @@ TEST(probe_reports_presence_and_aux_pause)
 		CHECK(has(info.why, "no Intel PT on this machine"));
 		if (info.aux_pause != HT_AUX_PAUSE_UNKNOWN) {
 			CHECK(info.kernel_aux_action == kernel_at_least(6, 13));
-			CHECK(info.aux_pause == (kernel_at_least(6, 13) ? HT_AUX_PAUSE_NO_PMU :
-							HT_AUX_PAUSE_NO_KERNEL));
+			CHECK(info.aux_pause == (kernel_at_least(6, 13) ? HT_AUX_PAUSE_NO_PMU
+									: HT_AUX_PAUSE_NO_KERNEL));
 		}
 	}
 	CHECK(!ht_intelpt_probe(sys, &info));
@@ -733,7 +744,7 @@ static bool ends_with(const char *s, const char *suffix)
 
 TEST(sideband_follows_a_thread_born_after_attach)
 {
-	struct ht_intelpt_config cfg = { 0 };
+	struct ht_intelpt_config cfg = {0};
 	struct ht_intelpt pt;
 	struct ht_rawcap cap;
 	struct ht_sb_set set;
@@ -768,7 +779,7 @@ TEST(sideband_follows_a_thread_born_after_attach)
 		return;
 	}
 	CHECK(write(go[1], "g", 1) == 1);
-	pfd = (struct pollfd){ .fd = rep[0], .events = POLLIN };
+	pfd = (struct pollfd){.fd = rep[0], .events = POLLIN};
 	CHECK(poll(&pfd, 1, 10000) == 1 && read(rep[0], &tid, sizeof(tid)) == sizeof(tid));
 	usleep(2000);
 	trigger = mono_now();
@@ -845,15 +856,15 @@ static void spin_child(void)
 /* A PSB packet: 02 82 repeated eight times. */
 static bool has_psb(const uint8_t *p, size_t n)
 {
-	static const uint8_t psb[16] = { 2, 0x82, 2, 0x82, 2, 0x82, 2, 0x82,
-					 2, 0x82, 2, 0x82, 2, 0x82, 2, 0x82 };
+	static const uint8_t psb[16] = {2, 0x82, 2, 0x82, 2, 0x82, 2, 0x82,
+					2, 0x82, 2, 0x82, 2, 0x82, 2, 0x82};
 
 	return n >= 16 && memmem(p, n, psb, 16) != NULL;
 }
 
 TEST(real_pt_capture)
 {
-	struct ht_intelpt_config cfg = { 0 };
+	struct ht_intelpt_config cfg = {0};
 	struct ht_intelpt pt;
 	struct ht_rawcap cap;
 	bool psb = false;
@@ -890,4 +901,19 @@ TEST(real_pt_capture)
 	ht_intelpt_close(&pt);
 	kill(pid, SIGKILL);
 	waitpid(pid, NULL, 0);
+}
+
+static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	(void)st;
+	(void)flag;
+	(void)ftw;
+	return remove(path);
+}
+
+/* The temporary tree goes with the test. */
+__attribute__((destructor)) static void cleanup(void)
+{
+	if (strcmp(root + strlen(root) - 6, "XXXXXX"))
+		nftw(root, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
 }

@@ -6,6 +6,7 @@
  * lie, sections missing, doubled or trailing).
  */
 #include <fcntl.h>
+#include <ftw.h>
 #include <linux/perf_event.h>
 #include <stdio.h>
 #include <sys/stat.h>
@@ -94,7 +95,7 @@ static void make_full(struct ht_rawcap *c, size_t pt_len)
 	c->breach.kstack[31] = 0xffffffff81234567ULL;
 	c->pt.pmu_type = 8;
 	c->pt.config = 0x3012601;
-	c->pt.fields = (struct ht_pt_fields){ 1, 1, 1, 1, 1, 1, 3, 2, 3 };
+	c->pt.fields = (struct ht_pt_fields){1, 1, 1, 1, 1, 1, 3, 2, 3};
 	c->pt.aux_bytes = 4 << 20;
 	c->pt.sideband_sample_type = 0x86;
 	c->pt.has_max_nonturbo_ratio = true;
@@ -113,9 +114,9 @@ static void make_full(struct ht_rawcap *c, size_t pt_len)
 	c->nclocks = 3;
 	c->clocks = calloc(3, sizeof(*c->clocks));
 	for (size_t i = 0; i < 3; i++)
-		c->clocks[i] = (struct ht_clock_pair){ 1000000 * (i + 1), 2000 * (i + 1),
-						       (uint32_t)(30 + i), (uint32_t)(i ? 2 : 1) };
-	c->time_conv = (struct ht_perf_time_conv){ true, true, 31, 1234567, 987654321 };
+		c->clocks[i] = (struct ht_clock_pair){1000000 * (i + 1), 2000 * (i + 1),
+						      (uint32_t)(30 + i), (uint32_t)(i ? 2 : 1)};
+	c->time_conv = (struct ht_perf_time_conv){true, true, 31, 1234567, 987654321};
 	c->nstreams = 2;
 	c->streams = calloc(2, sizeof(*c->streams));
 	for (size_t i = 0; i < 2; i++) {
@@ -172,7 +173,8 @@ static void make_full(struct ht_rawcap *c, size_t pt_len)
 	for (unsigned int i = 0; i < 4; i++) {
 		c->window.entry_valid[i] = i != 2;
 		if (i != 2)
-			c->window.entry_switch[i] = fr(4900000000ULL + i, HT_FR_SWITCH, i, i + 1, i);
+			c->window.entry_switch[i] =
+				fr(4900000000ULL + i, HT_FR_SWITCH, i, i + 1, i);
 	}
 }
 
@@ -680,8 +682,8 @@ static size_t rec(uint8_t *p, uint32_t type, uint16_t misc, const void *body, si
 		  uint32_t pid, uint32_t tid, uint64_t time, uint32_t cpu)
 {
 	size_t size = 8 + ((body_len + 7) & ~(size_t)7) + 24;
-	struct perf_event_header h = { type, misc, (uint16_t)size };
-	uint32_t ids[2] = { pid, tid }, cpus[2] = { cpu, 0 };
+	struct perf_event_header h = {type, misc, (uint16_t)size};
+	uint32_t ids[2] = {pid, tid}, cpus[2] = {cpu, 0};
 
 	memset(p, 0, size);
 	memcpy(p, &h, 8);
@@ -701,8 +703,9 @@ TEST(sideband_records_parse)
 	uint32_t u[4];
 	uint64_t q[3];
 
-	n += rec(buf + n, PERF_RECORD_SWITCH, PERF_RECORD_MISC_SWITCH_OUT |
-		 PERF_RECORD_MISC_SWITCH_OUT_PREEMPT, NULL, 0, 10, 11, 100, 2);
+	n += rec(buf + n, PERF_RECORD_SWITCH,
+		 PERF_RECORD_MISC_SWITCH_OUT | PERF_RECORD_MISC_SWITCH_OUT_PREEMPT, NULL, 0, 10, 11,
+		 100, 2);
 	n += rec(buf + n, PERF_RECORD_SWITCH, 0, NULL, 0, 10, 11, 200, 3);
 	/* mmap2: pid, tid, addr, len, pgoff, 24 bytes of ids, prot, flags, name */
 	memset(body, 0, sizeof(body));
@@ -769,13 +772,17 @@ TEST(sideband_records_parse)
 	ht_sb_set_free(&s);
 }
 
+static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	(void)st;
+	(void)flag;
+	(void)ftw;
+	return remove(path);
+}
+
+/* The temporary tree goes with the test. */
 __attribute__((destructor)) static void cleanup(void)
 {
-	char cmd[PATH_MAX + 16];
-
-	if (strcmp(dir + strlen(dir) - 6, "XXXXXX")) {
-		snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
-		if (system(cmd))
-			return;
-	}
+	if (strcmp(dir + strlen(dir) - 6, "XXXXXX"))
+		nftw(dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
 }

@@ -1,0 +1,147 @@
+# SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+"""Code triggers for real: hardware breakpoints on workload functions, the stop function, marks."""
+import glob
+import json
+import os
+import subprocess
+import tempfile
+import time
+
+from harness import HYBTRACE, WORKLOADS, check, hybtrace, need_root, test, workload
+
+TARGET = workload("trigger_target")
+
+
+def triggered(args, mode, timeout=60, env=None):
+    with tempfile.TemporaryDirectory() as out:
+        run = hybtrace(["run", "--json", "--rq-delay", "off", "--output", out] + args +
+                       ["--", TARGET] + mode, timeout=timeout, env=env)
+        check(run.rc == 0, run.describe())
+        hits = [o for o in run.json_lines() if o.get("type") == "trigger"]
+        dumps = sorted(glob.glob(os.path.join(out, "*-trigger.perfetto-trace")))
+        reports = []
+        for d in dumps:
+            p = subprocess.run([HYBTRACE, "report", "--json", "--all", d], capture_output=True,
+                               text=True, timeout=60)
+            check(p.returncode == 0, p.stderr)
+            reports.append(json.loads(p.stdout))
+        return run, hits, reports
+
+
+@test
+def fires_once_by_default_with_the_arguments():
+    need_root()
+    run, hits, reports = triggered(["--trigger", "send_order"], ["calls", "3"])
+    calls = run.events("call")
+    check(len(calls) == 3, "the workload made %d calls" % len(calls))
+    check(len(hits) == 1, "%d hits without --multi, want 1\n%s" % (len(hits), run.describe()))
+    check(hits[0]["args"] == calls[0]["args"], "registers %r, the call passed %r"
+          % (hits[0]["args"], calls[0]["args"]))
+    check(len(reports) == 1 and reports[0]["trigger"]["args"] == calls[0]["args"],
+          "the dump does not hold the hit: %r" % [r.get("trigger") for r in reports])
+    check(reports[0]["trigger"]["function"] == "send_order", "hit at %r" % reports[0]["trigger"])
+
+
+@test
+def multi_fires_at_every_call():
+    need_root()
+    run, hits, reports = triggered(["--trigger", "send_order", "--multi", "--min-interval", "0ms"],
+                                   ["calls", "3"])
+    calls = run.events("call")
+    check([h["args"] for h in hits] == [c["args"] for c in calls],
+          "hits %r, calls %r" % ([h["args"] for h in hits], [c["args"] for c in calls]))
+    check(len(reports) == 3, "%d dumps for 3 hits with --multi --min-interval 0ms" % len(reports))
+
+
+@test
+def fires_in_a_thread_born_after_attach():
+    need_root()
+    run, hits, _ = triggered(["--trigger", "send_order"], ["thread"])
+    calls = run.events("call")
+    check(hits and calls, "no hit\n" + run.describe())
+    check(hits[0]["tid"] == calls[0]["tid"] and hits[0]["tid"] != calls[0]["pid"],
+          "hit in tid %d, the call was in new thread %d" % (hits[0]["tid"], calls[0]["tid"]))
+    check(hits[0]["args"] == [7, 8, 9], "registers %r" % hits[0]["args"])
+
+
+@test
+def fires_in_a_library_function_through_the_plt():
+    need_root()
+    run, hits, _ = triggered(["--trigger", "libc.so.6:getppid", "--multi", "--min-interval",
+                              "0ms"], ["plt", "3"])
+    check(len(hits) == 3, "%d hits for 3 calls of getppid\n%s" % (len(hits), run.describe()))
+    check(all(h["function"] == "getppid" for h in hits), "hits at %r" % hits)
+
+
+@test
+def fires_in_a_library_loaded_with_dlopen_after_attach():
+    need_root()
+    lib = os.path.join(WORKLOADS, "libtrig.so")
+    run, hits, _ = triggered(["--trigger", "libtrig.so:dl_order", "--multi", "--min-interval",
+                              "0ms"], ["dlopen", lib])
+    check(len(hits) == 2, "%d hits for 2 calls after dlopen\n%s" % (len(hits), run.describe()))
+    check(hits[0]["args"] == [1, 2, 3], "registers %r" % hits[0]["args"])
+    check(hits[0]["time_ns"] > run.events("dlopened")[0]["ts_ns"], "hit before the dlopen?")
+
+
+@test
+def follows_the_target_across_exec():
+    need_root()
+    run, hits, _ = triggered(["--trigger", "send_order", "--multi", "--min-interval", "0ms"],
+                             ["exec"])
+    calls = run.events("call")
+    execed = run.events("exec")[0]["ts_ns"]
+    check(len(calls) == 2, "the new image made %d calls" % len(calls))
+    check(all(h["time_ns"] > execed for h in hits), "a hit before the exec: %r" % hits)
+    check([h["args"] for h in hits] == [c["args"] for c in calls],
+          "hits %r after exec, calls %r" % (hits, calls))
+
+
+@test
+def stop_function_triggers_with_its_argument():
+    need_root()
+    run, hits, reports = triggered(["--trigger", "."], ["stop", "42"])
+    check(len(hits) == 1 and hits[0]["args"][0] == 42, "hits %r" % hits)
+    check(hits[0]["function"] == "hybtrace_trigger", "hit at %r" % hits[0]["function"])
+    check(reports and reports[0]["trigger"]["args"][0] == 42, "dump %r" % reports)
+
+
+@test
+def user_marks_sit_between_the_syscalls_around_them():
+    need_root()
+    run, hits, reports = triggered(["--trigger", ".", "--syscall", "10s", "--pre", "100ms"],
+                                   ["marks", "10"])
+    check(reports, "no trigger dump\n" + run.describe())
+    tl = [l for l in reports[0]["timeline"] if l["name"] in ("getppid", "order sent")]
+    names = [l["name"] for l in sorted(tl, key=lambda l: l["t_ns"])]
+    check(names.count("order sent") == 10, "marks in the dump: %r" % names)
+    # Each mark lies between the getppid the workload made before it and the one after.
+    pattern = ["getppid", "order sent", "getppid"] * 10
+    check(names == pattern, "order in the dump: %r" % names)
+
+
+def expect_spec_error(specs, needle, pid):
+    args = [HYBTRACE, "--pid", str(pid), "--quiet", "--output", tempfile.gettempdir()]
+    for s in specs:
+        args += ["--trigger", s]
+    p = subprocess.run(args, capture_output=True, text=True, timeout=60)
+    err = p.stderr.strip()
+    check(p.returncode == 2, "%r: rc %d, want 2: %s" % (specs, p.returncode, err))
+    check(err.count("\n") == 0 and needle in err, "%r: %r does not say %r" % (specs, err, needle))
+
+
+@test
+def trigger_spec_errors():
+    need_root()
+    target = subprocess.Popen([TARGET, "calls", "200"], stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)
+    try:
+        time.sleep(0.2)
+        expect_spec_error(["send_ordr"], "send_order", target.pid)          # a suggestion
+        expect_spec_error(["_dl_catch_exception"], "libc.so.6", target.pid)  # ambiguous
+        expect_spec_error(["trigger_target.c:2"], "no code", target.pid)
+        expect_spec_error(["a", "b", "c", "d", "e"], "4", target.pid)
+        expect_spec_error(["nosuchmodule.so:x"], "nosuchmodule.so", target.pid)
+    finally:
+        target.kill()
+        target.wait()

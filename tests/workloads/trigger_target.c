@@ -1,0 +1,113 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * Functions for code triggers, called in known ways, each call logged with
+ * its arguments. Every mode waits 300 ms first, for the tracer.
+ * usage: trigger_target calls N      send_order(i, 0x1234, 2*i) N times, 20 ms apart
+ *        trigger_target thread       a thread born now calls send_order(7, 8, 9) at once
+ *        trigger_target plt N        getppid() through the PLT, N times
+ *        trigger_target dlopen LIB   dlopen LIB, then dl_order(1, 2, 3) twice
+ *        trigger_target exec         exec itself as `calls 2`
+ *        trigger_target stop ARG     hybtrace_trigger(ARG)
+ *        trigger_target marks N      getppid(); mark 7 (i, 0); getppid(): N times, then
+ *                                    hybtrace_trigger(1)
+ */
+#include <dlfcn.h>
+#include "hybtrace/hybtrace.h"
+#include "hybtrace/mark.h"
+#include "workload.h"
+
+__attribute__((noinline)) uint64_t send_order(uint64_t a, uint64_t b, uint64_t c)
+{
+	__asm__ __volatile__("" : : "r"(a), "r"(b), "r"(c) : "memory");
+	return a ^ b ^ c;
+}
+
+static void calls(int n)
+{
+	for (int i = 0; i < n; i++) {
+		wl_log("call", "\"args\":[%d,%d,%d]", i, 0x1234, 2 * i);
+		send_order((uint64_t)i, 0x1234, 2 * (uint64_t)i);
+		wl_sleep_ns(20000000ULL);
+	}
+}
+
+static void *thread_main(void *arg)
+{
+	(void)arg;
+	wl_log("call", "\"args\":[7,8,9]");
+	send_order(7, 8, 9);
+	return NULL;
+}
+
+static int use_library(const char *path)
+{
+	uint64_t (*fn)(uint64_t, uint64_t, uint64_t);
+	void *lib = dlopen(path, RTLD_NOW);
+
+	if (!lib || !(fn = (uint64_t (*)(uint64_t, uint64_t, uint64_t))dlsym(lib, "dl_order"))) {
+		fprintf(stderr, "trigger_target: %s\n", dlerror());
+		return 1;
+	}
+	wl_log("dlopened", NULL);
+	/* Give the tracer time to see the new mapping and arm the trigger. */
+	wl_sleep_ns(300000000ULL);
+	for (int i = 0; i < 2; i++) {
+		wl_log("call", "\"args\":[1,2,3]");
+		fn(1, 2, 3);
+		wl_sleep_ns(20000000ULL);
+	}
+	return 0;
+}
+
+static void marks(int n)
+{
+	hybtrace_mark_name(7, "order sent");
+	for (int i = 0; i < n; i++) {
+		wl_log("before", "\"i\":%d", i);
+		getppid();
+		hybtrace_mark(7, (uint64_t)i, 0);
+		getppid();
+		wl_log("after", "\"i\":%d", i);
+		wl_sleep_ns(1000000ULL);
+	}
+	hybtrace_trigger(1);
+}
+
+int main(int argc, char **argv)
+{
+	const char *mode = argc > 1 ? argv[1] : "calls";
+	long n = wl_arg(argc, argv, 2, 3);
+	pthread_t t;
+
+	wl_sleep_ns(300000000ULL);
+	if (!strcmp(mode, "calls")) {
+		calls((int)n);
+	} else if (!strcmp(mode, "thread")) {
+		if (pthread_create(&t, NULL, thread_main, NULL))
+			return 1;
+		pthread_join(t, NULL);
+	} else if (!strcmp(mode, "plt")) {
+		for (long i = 0; i < n; i++) {
+			wl_log("call", NULL);
+			getppid();
+			wl_sleep_ns(20000000ULL);
+		}
+	} else if (!strcmp(mode, "dlopen")) {
+		return use_library(argc > 2 ? argv[2] : "libtrig.so");
+	} else if (!strcmp(mode, "exec")) {
+		wl_log("exec", NULL);
+		execl("/proc/self/exe", argv[0], "calls", "2", (char *)NULL);
+		return 127;
+	} else if (!strcmp(mode, "stop")) {
+		wl_log("stop", "\"arg\":%ld", n);
+		hybtrace_trigger((uint64_t)n);
+		wl_sleep_ns(20000000ULL);
+	} else if (!strcmp(mode, "marks")) {
+		marks((int)n);
+		wl_sleep_ns(20000000ULL);
+	} else {
+		fprintf(stderr, "trigger_target: unknown mode %s\n", mode);
+		return 2;
+	}
+	return 0;
+}
