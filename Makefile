@@ -143,7 +143,7 @@ demo: deps
 
 # The benchmark: hybtrace next to the tools a user would pick instead, in one run.
 BENCH_PACKAGES := bpftrace linux-perf
-BENCH_BINS := $(BUILD)/bench/empty_progs
+BENCH_BINS := $(BUILD)/bench/empty_progs $(BUILD)/bench/mark_bench
 
 bench-deps: deps
 	@missing=""; for p in $(BENCH_PACKAGES); do \
@@ -170,6 +170,10 @@ $(BUILD)/bench/empty.skel.h: $(BUILD)/bench/empty.bpf.o
 $(BUILD)/bench/empty_progs: tests/bench/empty_progs.c $(BUILD)/bench/empty.skel.h
 	$(call msg,LINK,$@)
 	$(Q)$(CC) $(CFLAGS) -I$(BUILD)/bench -o $@ $< -lbpf -lelf -lz
+
+$(BUILD)/bench/mark_bench: tests/bench/mark_bench.c include/hybtrace/mark.h | $(BUILD)/bench
+	$(call msg,LINK,$@)
+	$(Q)$(CC) -O2 -g -Iinclude -o $@ $<
 
 bench: bench-deps
 	$(MAKE) all $(WORKLOAD_BINS) $(BENCH_BINS)

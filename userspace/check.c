@@ -10,6 +10,7 @@
 #include <bpf/btf.h>
 #include <bpf/libbpf.h>
 #include "check.h"
+#include "intelpt_capture.h"
 #include "kernel_btf.h"
 #include "log.h"
 #include "machine.h"
@@ -96,6 +97,7 @@ static int probe_monitor(bool prev_state_arg, char *detail, size_t len)
 int ht_check_main(int argc, char **argv)
 {
 	bool has_btf, prev_arg = false, sys_tp = false, pt, root;
+	struct ht_intelpt_info ptinfo;
 	struct utsname u;
 	char detail[512], cpu[128];
 	struct btf *btf;
@@ -130,8 +132,10 @@ int ht_check_main(int argc, char **argv)
 	row("hardware breakpoints", bp == 0, bp ? strerror(-bp) : "(PERF_TYPE_BREAKPOINT, execute)");
 	clk = probe_cpu_clock();
 	row("cpu-clock sampling", clk == 0, clk ? strerror(-clk) : "(software event)");
-	pt = access(INTEL_PT_SYSFS, F_OK) == 0;
-	row("intel_pt", pt, pt ? "(" INTEL_PT_SYSFS ")" : "(no " INTEL_PT_SYSFS ")");
+	ht_intelpt_probe(NULL, &ptinfo);
+	pt = ptinfo.present;
+	row("intel_pt", pt, ptinfo.why);
+	row("PT exact stop (aux_pause)", ptinfo.aux_pause == HT_AUX_PAUSE_YES, ptinfo.aux_pause_why);
 	row("privileges", root, root ? "(CAP_BPF and CAP_PERFMON)" : "(run as root to attach)");
 	if (has_btf && root) {
 		mon = probe_monitor(prev_arg, detail, sizeof(detail));

@@ -350,6 +350,19 @@ def section_dump_cost(args, out):
         seconds, cpu_s, 100.0 * cpu_s / seconds, hwm))
 
 
+def section_marks(args, out):
+    """One user mark against a bare rdtsc, in the same run."""
+    n = "2000000" if args.smoke else "100000000"
+    p = subprocess.run([os.path.join(ROOT, "build", "bench", "mark_bench"), n,
+                        "3" if args.smoke else "20"], capture_output=True, text=True, timeout=600)
+    log("\n7. user marks (include/hybtrace/mark.h) against a bare rdtsc")
+    for line in p.stdout.splitlines():
+        log("  " + line)
+    m = re.search(r"mark - rdtsc\s+([-\d.]+) ns", p.stdout)
+    if m:
+        log("  %s" % verdict(float(m.group(1)), 5, " ns over rdtsc"))
+
+
 SECTIONS = {
     "self": section_overhead_self,
     "others": section_overhead_others,
@@ -357,6 +370,7 @@ SECTIONS = {
     "bpf": section_bpf_cost,
     "latency": section_trigger_latency,
     "dump": section_dump_cost,
+    "marks": section_marks,
 }
 
 
