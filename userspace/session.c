@@ -58,6 +58,7 @@ struct session {
 	struct ht_marks_source marks;
 	struct ht_dumper dumper;
 	uint64_t trigger_hits;
+	uint64_t lost_reported; /* losses already said on stderr */
 	struct ht_comm_cache *comms;
 	struct ht_ksyms *ksyms;
 	uint64_t start_ns;
@@ -473,6 +474,34 @@ static void handle_signal(struct session *s)
 	}
 }
 
+/* Losses are said as they happen, not only in the status line and the summary. */
+static void report_new_losses(struct session *s)
+{
+	struct ht_monitor_counters c;
+	uint64_t lost;
+
+	if (ht_monitor_read_counters(&s->monitor, &c))
+		return;
+	lost = total_lost(&c);
+	if (lost <= s->lost_reported)
+		return;
+	clear_status_line(s);
+	fprintf(stderr, "hybtrace: %llu more events lost (breach ring buffer %llu, task storage "
+			"%llu, comm map %llu, recursion %llu in all)\n",
+		(unsigned long long)(lost - s->lost_reported),
+		(unsigned long long)c.value[HT_CNT_RB_DROPS],
+		(unsigned long long)c.value[HT_CNT_STORAGE_FAILS],
+		(unsigned long long)c.value[HT_CNT_COMM_UPDATE_FAILS],
+		(unsigned long long)c.recursion_misses);
+	if (s->opt->json) {
+		flockfile(stdout);
+		printf("{\"type\":\"lost\",\"total\":%llu,\"ring_buffer\":%llu}\n",
+		       (unsigned long long)lost, (unsigned long long)c.value[HT_CNT_RB_DROPS]);
+		funlockfile(stdout);
+	}
+	s->lost_reported = lost;
+}
+
 /* Every second: events of exited threads closed; the status line when it is due. */
 static void housekeeping(struct session *s)
 {
@@ -484,6 +513,7 @@ static void housekeeping(struct session *s)
 	ht_code_triggers_reap(&s->triggers);
 	/* Exited tasks' names are kept a while for the dumps that name them, then dropped. */
 	ht_monitor_forget_exited(&s->monitor, monotonic_ns() - COMM_KEEP_NS);
+	report_new_losses(s);
 	if (!s->opt->quiet && monotonic_ns() - s->last_status_ns >= interval - 50000000ULL)
 		print_status(s);
 }
