@@ -209,7 +209,12 @@ FUZZ_ELF_READER_SRCS := userspace/elf_symbols.c userspace/log.c
 FUZZ_RAWCAP_READER_SRCS := userspace/rawcap.c userspace/output.c userspace/log.c
 # User marks read out of a target's memory (include/hybtrace/mark.h's registry and rings).
 FUZZ_MARKS_SRCS := userspace/marks.c userspace/proc_maps.c userspace/target_files.c userspace/log.c
-FUZZ_NAMES := trace_reader maps_parser perf_map elf_reader rawcap_reader marks
+# Command lines: options and the trigger specs they carry.
+FUZZ_OPTIONS_SRCS := userspace/options.c userspace/syscalls.c userspace/trigger_spec.c \
+	userspace/symbolizer.c userspace/proc_maps.c userspace/elf_symbols.c userspace/perf_map.c \
+	userspace/target_files.c \
+	userspace/log.c
+FUZZ_NAMES := trace_reader maps_parser perf_map elf_reader rawcap_reader marks options
 FUZZ_CORPORA := $(patsubst %,$(BUILD)/fuzz/corpus/%,$(FUZZ_NAMES))
 
 $(BUILD)/fuzz $(FUZZ_CORPORA):
@@ -245,22 +250,26 @@ $(BUILD)/fuzz/fuzz_marks: tests/fuzz/fuzz_marks.c $(FUZZ_MARKS_SRCS) \
 	$(call msg,FUZZ,$@)
 	$(Q)$(CLANG) $(CPPFLAGS_ALL) $(FUZZ_CFLAGS) $(WARNINGS) -o $@ $< $(FUZZ_MARKS_SRCS) -lelf -lz
 
+$(BUILD)/fuzz/fuzz_options: tests/fuzz/fuzz_options.c $(FUZZ_OPTIONS_SRCS) \
+		$(wildcard userspace/*.h) | $(BUILD)/fuzz
+	$(call msg,FUZZ,$@)
+	$(Q)$(CLANG) $(CPPFLAGS_ALL) $(FUZZ_CFLAGS) $(WARNINGS) -o $@ $< $(FUZZ_OPTIONS_SRCS) -ldw -lelf -lz
+
 FUZZ_TARGETS := $(patsubst %,$(BUILD)/fuzz/fuzz_%,$(FUZZ_NAMES))
 
 .PHONY: fuzz fuzz-targets
 fuzz-targets: $(FUZZ_TARGETS)
 
-# `make fuzz`: each target for FUZZ_SECONDS (default 60) seconds.
+# `make fuzz`: each target for FUZZ_RUNS executions (default one million), or for
+# FUZZ_SECONDS seconds when that is given. A crash stops it, leaving crash-* here:
+# the input goes into tests/fuzz/corpus/NAME as a regression input.
+FUZZ_RUNS ?= 1000000
+FUZZ_LIMIT = $(if $(FUZZ_SECONDS),-max_total_time=$(FUZZ_SECONDS),-runs=$(FUZZ_RUNS))
 fuzz: $(FUZZ_TARGETS) | $(FUZZ_CORPORA)
-	$(BUILD)/fuzz/fuzz_trace_reader -max_total_time=$(or $(FUZZ_SECONDS),60) -max_len=8192 \
-		$(BUILD)/fuzz/corpus/trace_reader tests/fuzz/corpus/trace_reader
-	$(BUILD)/fuzz/fuzz_maps_parser -max_total_time=$(or $(FUZZ_SECONDS),60) -max_len=8192 \
-		$(BUILD)/fuzz/corpus/maps_parser tests/fuzz/corpus/maps_parser
-	$(BUILD)/fuzz/fuzz_perf_map -max_total_time=$(or $(FUZZ_SECONDS),60) -max_len=8192 \
-		$(BUILD)/fuzz/corpus/perf_map tests/fuzz/corpus/perf_map
-	$(BUILD)/fuzz/fuzz_elf_reader -max_total_time=$(or $(FUZZ_SECONDS),60) -max_len=8192 \
-		$(BUILD)/fuzz/corpus/elf_reader tests/fuzz/corpus/elf_reader
-	$(BUILD)/fuzz/fuzz_rawcap_reader -max_total_time=$(or $(FUZZ_SECONDS),60) -max_len=8192 \
-		-malloc_limit_mb=64 $(BUILD)/fuzz/corpus/rawcap_reader tests/fuzz/corpus/rawcap_reader
-	$(BUILD)/fuzz/fuzz_marks -max_total_time=$(or $(FUZZ_SECONDS),60) -max_len=8192 \
-		$(BUILD)/fuzz/corpus/marks tests/fuzz/corpus/marks
+	$(Q)set -e; for name in $(FUZZ_NAMES); do \
+		echo "fuzz_$$name: $(FUZZ_LIMIT)"; \
+		$(BUILD)/fuzz/fuzz_$$name $(FUZZ_LIMIT) -max_len=8192 -malloc_limit_mb=256 \
+			-print_final_stats=1 $(BUILD)/fuzz/corpus/$$name tests/fuzz/corpus/$$name \
+			> $(BUILD)/fuzz/$$name.log 2>&1 || { tail -40 $(BUILD)/fuzz/$$name.log; exit 1; }; \
+		grep -E '^stat::number_of_executed_units' $(BUILD)/fuzz/$$name.log; \
+	done

@@ -427,7 +427,8 @@ int ht_options_parse(struct ht_options *o, int argc, char **argv, bool run, bool
 
 	*want_help = false;
 	record_cmdline(o, argc, argv);
-	optind = 1;
+	/* 0, not 1: glibc then forgets a previous scan (subcommands, tests, the fuzzer). */
+	optind = 0;
 	opterr = 0;
 	/* '+': stop at the first non-option, which starts the command of `run`. */
 	while ((opt = getopt_long(argc, argv, "+p:h", long_options, NULL)) != -1) {
