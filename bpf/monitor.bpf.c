@@ -126,27 +126,35 @@ struct {
 /*
  * bpf_ktime_get_ns() costs about 90 ns in a KVM guest, most of a context
  * switch's budget. The scheduler has just read its clock into rq->clock
- * when sched_switch and sched_wakeup{,_new} run; their time is that plus
- * the rq's offset to CLOCK_MONOTONIC, which each CPU's sched_switch
- * measures again once a millisecond. An offset older than CLOCK_STALE_NS
- * (an idle CPU) is not trusted: bpf_ktime_get_ns() then.
+ * when sched_wakeup{,_new} run, and usually when sched_switch runs; their
+ * time is that plus the rq's offset to CLOCK_MONOTONIC, which each CPU's
+ * sched_switch measures again once a millisecond. An offset older than
+ * CLOCK_STALE_NS (an idle CPU) is not trusted: bpf_ktime_get_ns() then.
+ *
+ * But a wakeup that preempts the running task asks the next __schedule to
+ * skip its clock update (rq_clock_skip_update), so at that switch rq->clock
+ * is as old as the wakeup: tens of microseconds, up to a tick where the
+ * kernel does not preempt. A switch of a target thread therefore reads the
+ * clock itself; other switches take rq->clock, kept from going back before
+ * the last time written on the CPU.
  */
 #define CLOCK_SYNC_NS  1000000ULL
 #define CLOCK_STALE_NS 10000000ULL
 /*
  * A measurement is the true offset plus the little, varying time __schedule
- * spends between reading its clock and the tracepoint. The offset follows
- * the smallest measurements at once and larger ones (the clocks drift
- * apart as NTP slews CLOCK_MONOTONIC) by at most CLOCK_CREEP_NS per sync:
- * timestamps stay steady, and intervals measured across a sync stay exact
- * to a few hundred ns.
+ * spends between reading its clock and the tracepoint (or much more, when
+ * the update was skipped). The offset follows the smallest measurements at
+ * once and larger ones (the clocks drift apart as NTP slews
+ * CLOCK_MONOTONIC) by at most CLOCK_CREEP_NS per sync: timestamps stay
+ * steady, and intervals measured across a sync stay exact to a few hundred ns.
  */
 #define CLOCK_CREEP_NS 50
 
 struct clock_sync {
 	__u64 rq_clock; /* when the offset was last measured; 0: never */
 	__s64 offset;	/* CLOCK_MONOTONIC - rq->clock */
-	__u64 pad[6];	/* one cache line per CPU */
+	__u64 last_ns;	/* the latest switch time written on this CPU */
+	__u64 pad[5];	/* one cache line per CPU */
 };
 
 struct {
@@ -155,6 +163,28 @@ struct {
 	__type(value, struct clock_sync);
 	__uint(max_entries, 1); /* set by user space: possible CPUs */
 } clock_syncs SEC(".maps");
+
+/*
+ * A target thread's last preemption, by tid modulo PREEMPT_NOTES: the
+ * stale rq->clock that sched_info.last_queued got then, and the true time.
+ * When the thread runs again and last_queued still holds that clock, its
+ * run-queue wait started at the true time.
+ */
+#define PREEMPT_NOTES 4096 /* a power of two */
+
+struct preempt_note {
+	__u32 tid;
+	__u32 pad;
+	__u64 clock;
+	__u64 now;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__type(key, __u32);
+	__type(value, struct preempt_note);
+	__uint(max_entries, PREEMPT_NOTES);
+} preempt_notes SEC(".maps");
 
 /* Kernels before 5.14 name the state field "state". */
 struct task_struct___pre514 {
@@ -251,38 +281,50 @@ static __always_inline struct rq *rq_of(struct task_struct *t)
 
 /* The time of a context switch: the rq's clock and CLOCK_MONOTONIC. */
 struct switch_time {
-	__u64 clock; /* rq->clock; 0 when the kernel has no such thing to read */
-	__u64 now;   /* CLOCK_MONOTONIC */
+	__u64 clock;  /* rq->clock; 0 when the kernel has no such thing to read */
+	__s64 offset; /* CLOCK_MONOTONIC - rq->clock on this CPU */
+	__u64 now;    /* CLOCK_MONOTONIC */
 };
 
-/* CLOCK_MONOTONIC at sched_switch, PREV leaving this CPU: see clock_sync. */
-static __always_inline void switch_now(struct task_struct *prev, struct switch_time *t)
+/*
+ * CLOCK_MONOTONIC at sched_switch, PREV leaving this CPU: see clock_sync.
+ * EXACT (a target thread switches) reads the clock itself.
+ */
+static __always_inline void switch_now(struct task_struct *prev, struct switch_time *t, bool exact)
 {
 	__u32 cpu = bpf_get_smp_processor_id();
 	struct rq *rq = rq_of(prev);
 	struct clock_sync *sync;
+	__u64 fresh = 0;
 	__s64 measured;
 
 	sync = bpf_map_lookup_elem(&clock_syncs, &cpu);
 	if (!rq || !sync) {
 		t->clock = 0;
+		t->offset = 0;
 		t->now = bpf_ktime_get_ns();
 		return;
 	}
 	t->clock = rq->clock;
-	if (sync->rq_clock && t->clock >= sync->rq_clock &&
-	    t->clock - sync->rq_clock < CLOCK_SYNC_NS) {
-		t->now = t->clock + sync->offset;
-		return;
+	if (exact)
+		fresh = bpf_ktime_get_ns();
+	if (!sync->rq_clock || t->clock < sync->rq_clock ||
+	    t->clock - sync->rq_clock >= CLOCK_SYNC_NS) {
+		measured = (__s64)((fresh ?: bpf_ktime_get_ns()) - t->clock);
+		if (!sync->rq_clock || measured < sync->offset)
+			sync->offset = measured;
+		else
+			sync->offset += measured - sync->offset < CLOCK_CREEP_NS
+						? measured - sync->offset
+						: CLOCK_CREEP_NS;
+		sync->rq_clock = t->clock;
 	}
-	measured = (__s64)(bpf_ktime_get_ns() - t->clock);
-	if (!sync->rq_clock || measured < sync->offset)
-		sync->offset = measured;
-	else
-		sync->offset += measured - sync->offset < CLOCK_CREEP_NS ? measured - sync->offset
-									  : CLOCK_CREEP_NS;
-	sync->rq_clock = t->clock;
-	t->now = t->clock + sync->offset;
+	t->offset = sync->offset;
+	t->now = fresh ?: t->clock + sync->offset;
+	/* A skipped clock update must not put this switch before the one it follows. */
+	if (t->now < sync->last_ns)
+		t->now = sync->last_ns;
+	sync->last_ns = t->now;
 }
 
 /* CLOCK_MONOTONIC as P is enqueued: its rq's clock was just updated. */
@@ -480,8 +522,18 @@ static __always_inline bool rq_delay_from_sched_info(struct task_struct *next,
 	    !bpf_core_field_exists(next->sched_info.last_queued))
 		return false;
 	queued = next->sched_info.last_queued;
-	if (queued && queued <= t->clock)
-		judge_rq_delay(next, NULL, queued + (t->now - t->clock), t->now);
+	if (queued && queued <= t->clock) {
+		__u32 slot = (__u32)next->pid & (PREEMPT_NOTES - 1);
+		struct preempt_note *note = bpf_map_lookup_elem(&preempt_notes, &slot);
+		__u64 since = queued + t->offset;
+
+		/* Queued by its preemption, at a clock that may have been stale. */
+		if (note && note->tid == next->pid && note->clock == queued)
+			since = note->now;
+		if (since > t->now)
+			since = t->now;
+		judge_rq_delay(next, NULL, since, t->now);
+	}
 	return true;
 }
 
@@ -516,6 +568,19 @@ static __always_inline void target_switch_in(struct task_struct *next, const str
 							      sizeof(st->syscall_kstack), 0);
 }
 
+/* PREV was preempted: sched_info_enqueue stamps it with t->clock. */
+static __always_inline void note_preemption(struct task_struct *prev, const struct switch_time *t)
+{
+	__u32 slot = (__u32)prev->pid & (PREEMPT_NOTES - 1);
+	struct preempt_note *note = bpf_map_lookup_elem(&preempt_notes, &slot);
+
+	if (!note)
+		return;
+	note->tid = prev->pid;
+	note->clock = t->clock;
+	note->now = t->now;
+}
+
 SEC("tp_btf/sched_switch")
 int BPF_PROG(handle_sched_switch, bool preempt, struct task_struct *prev, struct task_struct *next)
 {
@@ -525,7 +590,7 @@ int BPF_PROG(handle_sched_switch, bool preempt, struct task_struct *prev, struct
 	struct switch_time t;
 	__u8 flags = 0;
 
-	switch_now(prev, &t);
+	switch_now(prev, &t, prev_target || next_target);
 	if (preempt)
 		flags |= HT_FRF_PREEMPT;
 	if (prev_target)
@@ -534,8 +599,11 @@ int BPF_PROG(handle_sched_switch, bool preempt, struct task_struct *prev, struct
 		flags |= HT_FRF_NEXT_TARGET;
 	fr_write(t.now, HT_FR_SWITCH, flags, 0, prev->pid, next->pid, state);
 
-	if (prev_target)
+	if (prev_target) {
 		target_switch_out(prev, state, preempt, t.now);
+		if ((preempt || state == TASK_RUNNING) && t.clock)
+			note_preemption(prev, &t);
+	}
 	if (next_target)
 		target_switch_in(next, &t);
 	return 0;
