@@ -325,6 +325,7 @@ static int build_timeline(struct ht_dump_builder *b, struct timeline *tl,
 		add_user_timeline(b, tl, job, c);
 		add_trigger_hit(tl, job);
 		add_marks(tl, c, b->cfg->tgid);
+		meta_u64(tl, HT_META_UNTANGLED, tl_untangle(tl));
 	}
 	return rc;
 }

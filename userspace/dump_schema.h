@@ -101,6 +101,8 @@
 #define HT_META_SAMPLES	       "samples_in_window"
 #define HT_META_FREEZE_LATE    "freeze_late_ns"	/* on-CPU sources frozen this long after the window's end */
 #define HT_META_LOSS_SAMPLES   "loss.samples_lost"	/* PERF_RECORD_LOST */
+/* Slices moved to nest on their track: their sources' clocks disagreed (see tl_untangle). */
+#define HT_META_UNTANGLED      "timeline.slices_moved"
 #define HT_META_LOSS_THROTTLE  "loss.sample_throttles" /* PERF_RECORD_THROTTLE */
 
 #endif /* HT_DUMP_SCHEMA_H */

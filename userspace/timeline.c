@@ -1099,6 +1099,59 @@ int tl_validate(const struct timeline *tl, char *why, size_t whylen)
 	return err;
 }
 
+/*
+ * One pass of tl_untangle: a slice that starts inside the slice open on its
+ * track but ends after it starts where that one ends instead.
+ */
+static size_t tl_untangle_pass(struct timeline *tl, const uint32_t *order, struct tl_event **stack)
+{
+	size_t depth = 0, moved = 0;
+
+	for (size_t i = 0; i < tl->nevents; i++) {
+		struct tl_event *e = &tl->events[order[i]];
+		uint64_t end = tl_end(e);
+
+		if (i && e->track != tl->events[order[i - 1]].track)
+			depth = 0;
+		if (e->kind != TL_EVENT_SLICE)
+			continue;
+		while (depth && tl_end(stack[depth - 1]) <= e->ts_ns)
+			depth--;
+		if (depth && end > tl_end(stack[depth - 1])) {
+			e->ts_ns = tl_end(stack[depth - 1]);
+			e->dur_ns = end - e->ts_ns;
+			moved++;
+			continue; /* placed anew by the next pass */
+		}
+		stack[depth++] = e;
+	}
+	return moved;
+}
+
+size_t tl_untangle(struct timeline *tl)
+{
+	struct tl_event **stack = malloc((tl->nevents + 1) * sizeof(*stack));
+	size_t total = 0;
+
+	if (!stack)
+		return 0;
+	/* Each pass moves starts only later, and a slice past its neighbours stops moving. */
+	for (int pass = 0; pass < 8; pass++) {
+		uint32_t *order = tl_sorted_order(tl);
+		size_t moved;
+
+		if (!order)
+			break;
+		moved = tl_untangle_pass(tl, order, stack);
+		free(order);
+		total += moved;
+		if (!moved)
+			break;
+	}
+	free(stack);
+	return total;
+}
+
 /* Equality. */
 
 static bool tl_args_equal(const struct timeline *ta, const struct tl_event *a,

@@ -242,6 +242,14 @@ uint32_t *tl_sorted_order(const struct timeline *tl);
 int tl_validate(const struct timeline *tl, char *why, size_t whylen);
 
 /*
+ * Make the slices of each track nest where two sources' clocks disagree: a
+ * slice that starts inside another but ends after it starts at the other's
+ * end instead (a start measured a few microseconds early is the usual
+ * cause). Returns how many slices moved.
+ */
+size_t tl_untangle(struct timeline *tl);
+
+/*
  * Whether A and B hold the same tracks (by uuid), events (in canonical
  * order, with equal arguments, flows and call stacks), metadata and clock
  * snapshot. When they differ, WHY says where first.

@@ -333,6 +333,34 @@ TEST(validate_rejects_overlapping_siblings)
 	tl_free(tl);
 }
 
+TEST(untangle_moves_a_crossing_start_to_the_enclosing_end)
+{
+	struct timeline *tl = tl_new();
+	int t = add_thread(tl, 1, 2, "worker");
+	int u = add_thread(tl, 1, 3, "other");
+	char why[256] = "";
+
+	/* A syscall, and a run-queue wait whose start was read a little early. */
+	tl_add_slice(tl, t, 1000, 500, "clone3", NULL);
+	tl_add_slice(tl, t, 1400, 5000, "runqueue", NULL);
+	tl_add_slice(tl, t, 1420, 10, "inside", NULL);
+	tl_add_slice(tl, u, 1000, 100, "elsewhere", NULL);
+	CHECK(tl_validate(tl, why, sizeof(why)) == -EINVAL);
+	CHECK_EQ_U64(tl_untangle(tl), 1);
+	CHECK(!tl_validate(tl, why, sizeof(why)));
+	for (size_t i = 0; i < tl_event_count(tl); i++) {
+		const struct tl_event *e = tl_event(tl, i);
+
+		if (!strcmp(tl_str_get(tl, e->name), "runqueue")) {
+			CHECK_EQ_U64(e->ts_ns, 1500);
+			CHECK_EQ_U64(e->ts_ns + e->dur_ns, 6400);
+		}
+	}
+	/* Nested timelines are left as they are. */
+	CHECK_EQ_U64(tl_untangle(tl), 0);
+	tl_free(tl);
+}
+
 TEST(sort_puts_parents_before_children)
 {
 	struct timeline *tl = tl_new();
