@@ -137,6 +137,7 @@ static void *builder_main(void *arg)
 				ht_warn("cannot wake the event loop: %s", strerror(errno));
 		}
 		d->building = true;
+		d->building_t0 = capture.t0;
 		not_dumped = d->not_dumped_since_last;
 		d->not_dumped_since_last = 0;
 		memset(d->said, 0, sizeof(d->said));
@@ -177,6 +178,29 @@ int ht_dumper_start(struct ht_dumper *d, const struct ht_dumper_config *cfg)
 }
 
 /* ---- the event loop's side ---- */
+
+static uint64_t window_start(const struct ht_dumper *d, const struct ht_dump_job *job)
+{
+	return job->start_ns > d->cfg.pre_ns ? job->start_ns - d->cfg.pre_ns : 0;
+}
+
+uint64_t ht_dumper_oldest_window(struct ht_dumper *d)
+{
+	uint64_t oldest = UINT64_MAX;
+
+	if (d->armed)
+		oldest = window_start(d, &d->armed_job);
+	if (d->have_pending && window_start(d, &d->pending) < oldest)
+		oldest = window_start(d, &d->pending);
+	pthread_mutex_lock(&d->lock);
+	for (unsigned int i = 0; i < d->queued; i++)
+		if (d->queue[i].capture.t0 < oldest)
+			oldest = d->queue[i].capture.t0;
+	if (d->building && d->building_t0 < oldest)
+		oldest = d->building_t0;
+	pthread_mutex_unlock(&d->lock);
+	return oldest;
+}
 
 static void say_decision(struct ht_dumper *d, const struct ht_dump_job *job,
 			 enum ht_dump_decision decision)

@@ -46,6 +46,7 @@ struct ht_dumper {
 	} queue[HT_DUMP_QUEUE];
 	unsigned int queued;
 	bool building;
+	uint64_t building_t0; /* the window start of the dump being written */
 	struct ht_dump_tally tally;
 	struct ht_dumper_stats stats;
 	uint64_t not_dumped_since_last; /* breaches seen but not dumped since the last dump */
@@ -66,6 +67,13 @@ uint64_t ht_dumper_deadline(struct ht_dumper *d);
 
 /* Freeze what is due at NOW_NS and hand it to the builder. Event loop only. */
 void ht_dumper_tick(struct ht_dumper *d, uint64_t now_ns);
+
+/*
+ * The start of the oldest window a dump not yet written covers (CLOCK_MONOTONIC
+ * ns), or UINT64_MAX: tasks that exited before it appear in no dump to come.
+ * Event loop only.
+ */
+uint64_t ht_dumper_oldest_window(struct ht_dumper *d);
 
 /* Freeze what is armed or pending, then wait until every dump is written. */
 void ht_dumper_wait_idle(struct ht_dumper *d);

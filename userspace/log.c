@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 #include "log.h"
@@ -8,6 +9,7 @@ static __thread char last_error[512];
 int ht_fail(const char *fmt, ...)
 {
 	char message[sizeof(last_error)];
+	int saved_errno = errno; /* callers may still look at it */
 	va_list ap;
 
 	/* Format apart: callers often wrap the previous message, ht_last_error(). */
@@ -15,6 +17,7 @@ int ht_fail(const char *fmt, ...)
 	vsnprintf(message, sizeof(message), fmt, ap);
 	va_end(ap);
 	memcpy(last_error, message, sizeof(last_error));
+	errno = saved_errno;
 	return -1;
 }
 

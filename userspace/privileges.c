@@ -1,18 +1,46 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+#include <errno.h>
 #include <linux/capability.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 #include "log.h"
 #include "privileges.h"
+#include "proc.h"
 
-bool ht_has_capability(int cap)
+#define CAP_BIT(c) (1ULL << (c))
+
+static int read_caps(uint64_t *effective, uint64_t *permitted)
 {
 	struct __user_cap_header_struct header = { _LINUX_CAPABILITY_VERSION_3, 0 };
 	struct __user_cap_data_struct data[2] = {};
 
 	if (syscall(SYS_capget, &header, data))
-		return false;
-	return data[cap / 32].effective & (1U << (cap % 32));
+		return -1;
+	*effective = data[0].effective | (uint64_t)data[1].effective << 32;
+	*permitted = data[0].permitted | (uint64_t)data[1].permitted << 32;
+	return 0;
+}
+
+/* This thread's sets become EFFECTIVE and PERMITTED; nothing inheritable. */
+static int write_caps(uint64_t effective, uint64_t permitted)
+{
+	struct __user_cap_header_struct header = { _LINUX_CAPABILITY_VERSION_3, 0 };
+	struct __user_cap_data_struct data[2] = {
+		{ (uint32_t)effective, (uint32_t)permitted, 0 },
+		{ (uint32_t)(effective >> 32), (uint32_t)(permitted >> 32), 0 },
+	};
+
+	return syscall(SYS_capset, &header, data) ? -1 : 0;
+}
+
+bool ht_has_capability(int cap)
+{
+	uint64_t effective, permitted;
+
+	return !read_caps(&effective, &permitted) && (effective & CAP_BIT(cap));
 }
 
 int ht_check_monitor_privileges(void)
@@ -26,4 +54,119 @@ int ht_check_monitor_privileges(void)
 		return ht_fail("missing capability CAP_PERFMON: run as root (sudo hybtrace ...) "
 			       "or grant CAP_BPF and CAP_PERFMON");
 	return 0;
+}
+
+int ht_check_target_privileges(int tgid)
+{
+	unsigned int uid;
+
+	if (ht_has_capability(HT_CAP_SYS_PTRACE))
+		return 0;
+	if (ht_proc_real_uid(tgid, &uid))
+		return -1;
+	if (uid == geteuid())
+		return 0;
+	return ht_fail("missing capability CAP_SYS_PTRACE: process %d belongs to uid %u, "
+		       "and watching another user's process needs it", tgid, uid);
+}
+
+static int last_cap(void)
+{
+	FILE *f = fopen("/proc/sys/kernel/cap_last_cap", "re");
+	int n = -1;
+
+	if (f) {
+		if (fscanf(f, "%d", &n) != 1)
+			n = -1;
+		fclose(f);
+	}
+	return n >= 0 && n < 64 ? n : 40;
+}
+
+/*
+ * What monitoring needs once attached: perf events for threads and images
+ * that come later (PERFMON, IPC_LOCK), the target's memory and files
+ * (SYS_PTRACE, and CHECKPOINT_RESTORE for map_files, which kernels before
+ * 5.9 gave only to SYS_ADMIN), writing dumps for the invoking user (CHOWN,
+ * DAC_*, FOWNER), the real-time event loop (SYS_NICE), signalling a child
+ * started by `run` (KILL).
+ */
+static uint64_t needed_after_setup(int last)
+{
+	uint64_t keep = CAP_BIT(HT_CAP_PERFMON) | CAP_BIT(HT_CAP_IPC_LOCK) |
+			CAP_BIT(HT_CAP_SYS_PTRACE) | CAP_BIT(HT_CAP_CHOWN) |
+			CAP_BIT(HT_CAP_DAC_OVERRIDE) | CAP_BIT(HT_CAP_DAC_READ_SEARCH) |
+			CAP_BIT(HT_CAP_FOWNER) | CAP_BIT(HT_CAP_SYS_NICE) | CAP_BIT(HT_CAP_KILL);
+
+	if (last >= HT_CAP_CHECKPOINT_RESTORE)
+		keep |= CAP_BIT(HT_CAP_CHECKPOINT_RESTORE);
+	else
+		keep |= CAP_BIT(HT_CAP_SYS_ADMIN);
+	return keep;
+}
+
+int ht_drop_capabilities(int (*bpf_probe)(void *ctx), void *ctx, uint64_t *kept)
+{
+	uint64_t effective, permitted, keep;
+	int last = last_cap();
+
+	if (read_caps(&effective, &permitted))
+		return ht_fail("capget: %s", strerror(errno));
+	keep = needed_after_setup(last) & permitted;
+	/* The bounding set first: that needs CAP_SETPCAP, which goes next. */
+	if (effective & CAP_BIT(HT_CAP_SETPCAP))
+		for (int cap = 0; cap <= last; cap++)
+			if (!(keep & CAP_BIT(cap)) && prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) &&
+			    errno != EINVAL)
+				return ht_fail("dropping capability %d: %s", cap, strerror(errno));
+	prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
+	/* Try without CAP_BPF, able to take it back while it is still permitted. */
+	if (write_caps(keep, keep | (permitted & CAP_BIT(HT_CAP_BPF))))
+		return ht_fail("capset: %s", strerror(errno));
+	if (bpf_probe && bpf_probe(ctx) && (errno == EPERM || errno == EACCES))
+		keep |= permitted & CAP_BIT(HT_CAP_BPF);
+	if (write_caps(keep, keep))
+		return ht_fail("capset: %s", strerror(errno));
+	if (kept)
+		*kept = keep;
+	return 0;
+}
+
+void ht_capability_names(uint64_t mask, char *buf, size_t len)
+{
+	static const char *const names[] = {
+		[HT_CAP_CHOWN] = "CAP_CHOWN",
+		[HT_CAP_DAC_OVERRIDE] = "CAP_DAC_OVERRIDE",
+		[HT_CAP_DAC_READ_SEARCH] = "CAP_DAC_READ_SEARCH",
+		[HT_CAP_FOWNER] = "CAP_FOWNER",
+		[HT_CAP_KILL] = "CAP_KILL",
+		[HT_CAP_SETPCAP] = "CAP_SETPCAP",
+		[HT_CAP_IPC_LOCK] = "CAP_IPC_LOCK",
+		[HT_CAP_SYS_PTRACE] = "CAP_SYS_PTRACE",
+		[HT_CAP_SYS_ADMIN] = "CAP_SYS_ADMIN",
+		[HT_CAP_SYS_NICE] = "CAP_SYS_NICE",
+		[HT_CAP_SYSLOG] = "CAP_SYSLOG",
+		[HT_CAP_PERFMON] = "CAP_PERFMON",
+		[HT_CAP_BPF] = "CAP_BPF",
+		[HT_CAP_CHECKPOINT_RESTORE] = "CAP_CHECKPOINT_RESTORE",
+	};
+	size_t used = 0;
+
+	buf[0] = '\0';
+	for (int cap = 0; cap < 64 && used < len; cap++) {
+		const char *name = cap < (int)(sizeof(names) / sizeof(names[0])) ? names[cap] : NULL;
+		char other[16];
+		int n;
+
+		if (!(mask & CAP_BIT(cap)))
+			continue;
+		if (!name) {
+			snprintf(other, sizeof(other), "cap%d", cap);
+			name = other;
+		}
+		n = snprintf(buf + used, len - used, "%s%s", used ? "," : "", name);
+		if (n < 0)
+			break;
+		used += (size_t)n;
+	}
 }

@@ -1,13 +1,29 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
-/* Which capabilities this process holds, and what a feature is missing. */
+/*
+ * Which capabilities this process holds, what a feature is missing, and the
+ * drop to the few that monitoring still needs once everything is attached.
+ */
 #ifndef HT_PRIVILEGES_H
 #define HT_PRIVILEGES_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
-#define HT_CAP_SYS_ADMIN 21
-#define HT_CAP_PERFMON	 38
-#define HT_CAP_BPF	 39
+/* Capability numbers (linux/capability.h), named here so old headers do not matter. */
+#define HT_CAP_CHOWN		   0
+#define HT_CAP_DAC_OVERRIDE	   1
+#define HT_CAP_DAC_READ_SEARCH	   2
+#define HT_CAP_FOWNER		   3
+#define HT_CAP_KILL		   5
+#define HT_CAP_SETPCAP		   8
+#define HT_CAP_IPC_LOCK		   14
+#define HT_CAP_SYS_PTRACE	   19
+#define HT_CAP_SYS_ADMIN	   21
+#define HT_CAP_SYS_NICE		   23
+#define HT_CAP_SYSLOG		   34
+#define HT_CAP_PERFMON		   38
+#define HT_CAP_BPF		   39
+#define HT_CAP_CHECKPOINT_RESTORE  40
 
 /* Whether the effective set holds capability CAP. */
 bool ht_has_capability(int cap);
@@ -17,5 +33,24 @@ bool ht_has_capability(int cap);
  * -1 with a one-line reason naming the missing capability.
  */
 int ht_check_monitor_privileges(void);
+
+/*
+ * Watching another user's process (its threads' perf events, its memory, its
+ * files through /proc/PID/map_files) needs CAP_SYS_PTRACE. Returns 0, or -1
+ * with the reason.
+ */
+int ht_check_target_privileges(int tgid);
+
+/*
+ * Drop every capability that monitoring no longer needs, from the calling
+ * thread and the bounding set; call it before any other thread starts.
+ * BPF_PROBE does one map operation on an attached map: where the kernel still
+ * asks CAP_BPF for that (before 6.5, with unprivileged BPF disabled), CAP_BPF
+ * is kept. Returns 0, or -1 with the reason; *KEPT says what stayed.
+ */
+int ht_drop_capabilities(int (*bpf_probe)(void *ctx), void *ctx, uint64_t *kept);
+
+/* "CAP_PERFMON,CAP_SYS_PTRACE,..." for a capability mask, into BUF. */
+void ht_capability_names(uint64_t mask, char *buf, size_t len);
 
 #endif /* HT_PRIVILEGES_H */

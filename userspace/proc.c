@@ -99,3 +99,16 @@ bool ht_proc_alive(int tgid)
 		return false;
 	return state != 'Z' && state != 'X';
 }
+
+int ht_proc_real_uid(int tgid, unsigned int *uid)
+{
+	char path[64], buf[2048], *line;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", tgid);
+	if (read_small_file(path, buf, sizeof(buf)))
+		return ht_fail("cannot read %s: %s", path, strerror(errno));
+	line = strstr(buf, "\nUid:");
+	if (!line || sscanf(line + 5, "%u", uid) != 1)
+		return ht_fail("%s has no Uid line", path);
+	return 0;
+}

@@ -22,6 +22,9 @@ int ht_proc_stat_state(int tid, char *state, unsigned long *flags);
 /* Whether the process (thread group) TGID still exists and is not a zombie. */
 bool ht_proc_alive(int tgid);
 
+/* The real uid of process TGID. Returns 0, or -1 with the reason. */
+int ht_proc_real_uid(int tgid, unsigned int *uid);
+
 /* The kernel's thread flag for kernel threads (include/linux/sched.h). */
 #define HT_PF_KTHREAD 0x00200000UL
 

@@ -35,9 +35,14 @@
 #include <bpf/btf.h>
 
 #define STATUS_TTY_INTERVAL_S  1
-/* How long an exited task's name stays in the comm map. */
-#define COMM_KEEP_NS 1000000000ULL
 #define STATUS_PLAIN_INTERVAL_S 10
+/* Housekeeping: what exited threads held is given back this often. */
+#define HOUSEKEEPING_NS 250000000ULL
+/*
+ * How long an exited task's name stays in the comm map at least; longer
+ * while a dump whose window it may appear in is not yet written.
+ */
+#define COMM_KEEP_NS 250000000ULL
 
 enum { EV_BREACH = 1, EV_SIGNAL, EV_STATUS, EV_TARGET_EXIT, EV_DURATION, EV_DUMP, EV_TRIGGER };
 
@@ -385,7 +390,7 @@ static int open_loop_fds(struct session *s)
 	s->dumpfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
 	if (s->epfd < 0 || s->sigfd < 0 || s->statusfd < 0 || s->durationfd < 0 || s->dumpfd < 0)
 		return ht_fail("cannot set up the event loop: %s", strerror(errno));
-	interval = 1000000000ULL;
+	interval = HOUSEKEEPING_NS;
 	if (arm_timer(s->statusfd, interval, interval))
 		return ht_fail("timerfd: %s", strerror(errno));
 	if (s->opt->duration_ns && arm_timer(s->durationfd, s->opt->duration_ns, 0))
@@ -502,19 +507,30 @@ static void report_new_losses(struct session *s)
 	s->lost_reported = lost;
 }
 
-/* Every second: events of exited threads closed; the status line when it is due. */
+/*
+ * Four times a second: what exited threads held (perf events, breakpoints,
+ * names) is given back, losses are said; the status line when it is due.
+ */
 static void housekeeping(struct session *s)
 {
 	uint64_t interval = (s->status_on_tty ? STATUS_TTY_INTERVAL_S : STATUS_PLAIN_INTERVAL_S) *
 			    1000000000ULL;
+	uint64_t now = monotonic_ns(), forget_before;
 
 	if (s->sampler.open)
 		ht_sampler_reap(&s->sampler);
 	ht_code_triggers_reap(&s->triggers);
-	/* Exited tasks' names are kept a while for the dumps that name them, then dropped. */
-	ht_monitor_forget_exited(&s->monitor, monotonic_ns() - COMM_KEEP_NS);
+	/* A name goes once no dump still to be written can show its task. */
+	forget_before = now - COMM_KEEP_NS;
+	if (s->dumper.started) {
+		uint64_t oldest = ht_dumper_oldest_window(&s->dumper);
+
+		if (oldest < forget_before)
+			forget_before = oldest;
+	}
+	ht_monitor_forget_exited(&s->monitor, forget_before);
 	report_new_losses(s);
-	if (!s->opt->quiet && monotonic_ns() - s->last_status_ns >= interval - 50000000ULL)
+	if (!s->opt->quiet && now - s->last_status_ns >= interval - HOUSEKEEPING_NS / 2)
 		print_status(s);
 }
 
@@ -687,6 +703,15 @@ static bool resolve_prev_state_arg(const struct ht_options *o)
 	return has_arg;
 }
 
+/* One map operation, as the loop and the dumper will do them. */
+static int probe_bpf_maps(void *ctx)
+{
+	struct session *s = ctx;
+	struct ht_monitor_counters c;
+
+	return ht_monitor_read_counters(&s->monitor, &c);
+}
+
 /*
  * Everything between "we know the target" and "the loop runs". Returns 0, or
  * the exit status to fail with (the reason in ht_last_error()).
@@ -736,6 +761,9 @@ static int start_session(struct session *s, const struct ht_options *o, int tgid
 	ht_comm_cache_init(s->comms, &s->monitor);
 	s->start_ns = s->monitor.attached_ns;
 	s->last_status_ns = s->start_ns;
+	/* Attached: from here on only what perf events, dumps and /proc need. */
+	if (ht_drop_capabilities(probe_bpf_maps, s, NULL))
+		return HT_EXIT_FAILURE;
 	if (start_sampler(s) || start_dumper(s))
 		return HT_EXIT_FAILURE;
 	if (o->rt_priority && set_realtime(o->rt_priority))
@@ -797,7 +825,14 @@ static void announce(const struct session *s)
 {
 	char buf[64];
 
-	if (s->opt->quiet || s->opt->json)
+	if (s->opt->json) {
+		/* Whoever reads the stream learns when monitoring has begun. */
+		printf("{\"type\":\"attached\",\"pid\":%d,\"comm\":", s->tgid);
+		ht_json_string(stdout, s->target_comm);
+		printf(",\"source\":\"%s\"}\n", s->sampler.open ? "sample" : "none");
+		return;
+	}
+	if (s->opt->quiet)
 		return;
 	fprintf(stderr, "hybtrace: watching pid %d (%s): rq-delay %s", s->tgid, s->target_comm,
 		s->opt->rq_delay_ns ? ht_format_duration(s->opt->rq_delay_ns, buf, sizeof(buf))
@@ -828,7 +863,7 @@ int ht_session_record(struct ht_options *o)
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	status = HT_EXIT_USAGE;
 	if (ht_proc_resolve_target(o->pid, &tgid) || ht_check_monitor_privileges() ||
-	    ht_output_dir_check(o->output_dir) || check_sources(o))
+	    ht_check_target_privileges(tgid) || ht_output_dir_check(o->output_dir) || check_sources(o))
 		goto fail;
 	s.pidfd = pidfd_open_target(tgid);
 	if (s.pidfd < 0)
