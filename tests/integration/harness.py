@@ -142,3 +142,89 @@ def wait_for(predicate, timeout_s, what):
             return
         time.sleep(0.02)
     raise Failure("timed out waiting for " + what)
+
+
+class Attached:
+    """hybtrace running in the background (with --json): watch its output while it runs."""
+
+    def __init__(self, args, cwd=None, env=None):
+        self.dir = tempfile.TemporaryDirectory()
+        self.out_path = os.path.join(self.dir.name, "stdout")
+        self.err_path = os.path.join(self.dir.name, "stderr")
+        e = dict(os.environ)
+        e.update(env or {})
+        with open(self.out_path, "w") as out, open(self.err_path, "w") as err:
+            self.proc = subprocess.Popen([HYBTRACE] + args, stdout=out, stderr=err,
+                                         cwd=cwd or self.dir.name, env=e)
+        self.rusage = None
+        self.rc = None
+        self.kept = None  # (stdout, stderr) once closed
+
+    @property
+    def pid(self):
+        return self.proc.pid
+
+    def stdout(self):
+        if self.kept:
+            return self.kept[0]
+        with open(self.out_path) as f:
+            return f.read()
+
+    def stderr(self):
+        if self.kept:
+            return self.kept[1]
+        with open(self.err_path) as f:
+            return f.read()
+
+    def json_lines(self):
+        return Run(0, self.stdout(), "", []).json_lines()
+
+    def breaches(self, kind=None):
+        return Run(0, self.stdout(), "", []).breaches(kind)
+
+    def summary(self):
+        return Run(0, self.stdout(), "", []).summary()
+
+    def wait_attached(self, timeout_s=30):
+        wait_for(lambda: self.proc.poll() is not None or
+                 any(o.get("type") == "attached" for o in self.json_lines()),
+                 timeout_s, "hybtrace to attach")
+        check(self.proc.poll() is None, "hybtrace exited early:\n" + self.describe())
+
+    def stop(self, sig=2, timeout_s=60):
+        """Send SIG (SIGINT by default) unless it has exited; wait, keeping its rusage."""
+        if self.proc.poll() is None and sig:
+            self.proc.send_signal(sig)
+        return self.wait(timeout_s)
+
+    def wait(self, timeout_s=60):
+        deadline = time.monotonic() + timeout_s
+        while self.rc is None:
+            pid, status, usage = os.wait4(self.proc.pid, os.WNOHANG)
+            if pid:
+                self.rc = os.waitstatus_to_exitcode(status)
+                self.rusage = usage
+                self.proc.returncode = self.rc
+                break
+            if time.monotonic() > deadline:
+                self.proc.kill()
+                self.proc.wait()
+                raise Failure("hybtrace did not exit:\n" + self.describe())
+            time.sleep(0.02)
+        return self.rc
+
+    def cpu_seconds(self):
+        return self.rusage.ru_utime + self.rusage.ru_stime
+
+    def describe(self):
+        return "rc=%s\nstdout:\n%s\nstderr:\n%s" % (self.rc, self.stdout()[-3000:],
+                                                     self.stderr()[-2000:])
+
+    def close(self):
+        """Kill it if it still runs; what it wrote stays readable."""
+        if self.proc.poll() is None and self.rc is None:
+            self.proc.kill()
+            self.proc.wait()
+        if not self.kept:
+            self.kept = (self.stdout(), self.stderr())
+            self.dir.cleanup()

@@ -69,11 +69,15 @@ def rq_delay_dump_names_the_culprit():
         inside = [r for r in reports if r.get("tid") == victim and r["ran_instead"]
                   and r["start_ns"] > run.events("contention_start")[0]["ts_ns"]]
         check(len(inside) >= 3, "want 3+ rq-delay dumps during the contention: %r" % reports)
-        # On a busy machine another task can cause one wait; the hog must cause most.
-        led = [r for r in inside if r["ran_instead"][0]["task"] == "rq_hog[%d]" % hog
-               and r["ran_instead"][0]["share"] > 0.5]
-        check(len(led) >= len(inside) * 2 / 3, "rq_hog[%d] led %d of %d dumps: %r"
-              % (hog, len(led), len(inside), [r["ran_instead"] for r in inside]))
+        # On a busy machine other tasks take part of some waits; the hog is in every
+        # one and leads most.
+        name = "rq_hog[%d]" % hog
+        led = [r for r in inside if r["ran_instead"][0]["task"] == name]
+        check(len(led) > len(inside) / 2, "%s led %d of %d dumps: %r"
+              % (name, len(led), len(inside), [r["ran_instead"] for r in inside]))
+        for r in inside:
+            check(any(c["task"] == name for c in r["ran_instead"]),
+                  "%s is not among the culprits: %r" % (name, r["ran_instead"]))
         for r in inside:
             check(r["kernel_stack"], "no kernel stack in %r" % r)
             check(r["losses"]["loss.ring_buffer_drops"] == 0, "losses %r" % r["losses"])
