@@ -108,6 +108,11 @@ $(ASAN)/libhybtrace.a: $(ASAN_LIB_OBJS)
 	$(call msg,AR,$@)
 	$(Q)rm -f $@ && ar rcs $@ $^
 
+# hybtrace itself under the sanitizers, for the soak test's leak check.
+$(ASAN)/hybtrace: $(ASAN)/obj/main.o $(ASAN)/libhybtrace.a
+	$(call msg,LINK-ASAN,$@)
+	$(Q)$(CC) $(ASAN_CFLAGS) -o $@ $^ $(LDLIBS)
+
 $(ASAN)/tests/%: tests/unit/%.c tests/unit/check.h $(ASAN)/libhybtrace.a | $(ASAN)/tests
 	$(call msg,TEST-ASAN,$@)
 	$(Q)$(CC) $(CPPFLAGS_ALL) -Itests/unit $(ASAN_CFLAGS) $(WARNINGS) -o $@ $< $(ASAN)/libhybtrace.a $(LDLIBS)
@@ -134,7 +139,7 @@ $(BUILD)/workloads/trigger_target: LDLIBS_WORKLOAD := -ldl
 unit: $(UNIT_BINS) $(ASAN_UNIT_BINS)
 
 test: deps bench-deps
-	$(MAKE) all unit $(WORKLOAD_BINS) fuzz-targets $(BENCH_BINS)
+	$(MAKE) all unit $(ASAN)/hybtrace $(WORKLOAD_BINS) fuzz-targets $(BENCH_BINS)
 	tests/run
 
 demo: deps
