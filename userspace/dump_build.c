@@ -207,6 +207,7 @@ static void add_user_timeline(struct ht_dump_builder *b, struct timeline *tl,
 	if (ht_user_timeline_build(tl, &uw))
 		ht_warn("dump without user-space stacks: %s", ht_last_error());
 	meta_u64(tl, HT_META_SAMPLES, set.count);
+	meta_u64(tl, HT_META_SAMPLES_FOREIGN, set.foreign);
 	meta_u64(tl, HT_META_LOSS_SAMPLES, set.lost);
 	meta_u64(tl, HT_META_LOSS_THROTTLE, set.throttled);
 	ht_sample_set_free(&set);

@@ -99,6 +99,7 @@
 #define HT_META_SAMPLE_FREQ    "sample_freq_hz"
 #define HT_META_CALLGRAPH      "callgraph"	/* fp, dwarf */
 #define HT_META_SAMPLES	       "samples_in_window"
+#define HT_META_SAMPLES_FOREIGN "samples_of_other_processes" /* in the rings: always 0 */
 #define HT_META_FREEZE_LATE    "freeze_late_ns"	/* on-CPU sources frozen this long after the window's end */
 #define HT_META_LOSS_SAMPLES   "loss.samples_lost"	/* PERF_RECORD_LOST */
 /* Slices moved to nest on their track: their sources' clocks disagreed (see tl_untangle). */

@@ -1,21 +1,18 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
-#include <dirent.h>
 #include <errno.h>
 #include <linux/perf_event.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
-#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 #include <bpf/libbpf.h>
 #include "log.h"
+#include "sample_filter.skel.h"
 #include "sampler.h"
 
-/* New threads appear while we open events for the old ones: look again this often. */
-#define ENUMERATE_PASSES 8
 #define MAX_RECORD_BYTES 65536
 
 static int perf_open(struct perf_event_attr *attr, int pid, int cpu)
@@ -32,49 +29,19 @@ static void build_attr(const struct ht_sampler *s, struct perf_event_attr *a)
 	/* A fixed period in ns: slices can honestly end one period after their last sample. */
 	a->sample_period = s->period_ns;
 	a->sample_type = s->format.sample_type;
-	a->inherit = 1;
 	a->write_backward = 1;
 	a->use_clockid = 1;
 	a->clockid = CLOCK_MONOTONIC;
 	a->sample_id_all = 1;
 	a->exclude_hv = 1;
+	/* The idle task is never the target: its ticks need not even reach the filter. */
+	a->exclude_idle = 1;
 	if (s->cfg.callgraph == HT_CALLGRAPH_DWARF) {
 		a->sample_regs_user = s->cfg.regs_mask;
 		a->sample_stack_user = s->cfg.stack_bytes;
 		/* Without frame pointers the kernel's user walk is noise: the stack copy replaces it. */
 		a->exclude_callchain_user = 1;
 	}
-}
-
-size_t ht_sampler_fds_needed(size_t nthreads, unsigned int ncpus)
-{
-	return nthreads * ncpus;
-}
-
-/* Room for NEED more descriptors than we hold now, raising RLIMIT_NOFILE if needed. */
-static int reserve_fds(size_t need)
-{
-	struct rlimit rl;
-	DIR *d = opendir("/proc/self/fd");
-	size_t open_now = 0;
-
-	while (d && readdir(d))
-		open_now++;
-	if (d)
-		closedir(d);
-	if (getrlimit(RLIMIT_NOFILE, &rl))
-		return ht_fail("getrlimit: %s", strerror(errno));
-	need += open_now + 64;
-	if (rl.rlim_cur >= need)
-		return 0;
-	rl.rlim_cur = need;
-	if (rl.rlim_max < need)
-		rl.rlim_max = need;
-	if (setrlimit(RLIMIT_NOFILE, &rl))
-		return ht_fail("sampling needs %zu file descriptors, more than RLIMIT_NOFILE "
-			       "allows: %s (raise it with ulimit -n, or run as root)",
-			       need, strerror(errno));
-	return 0;
 }
 
 static int map_ring(struct ht_sampler *s, unsigned int cpu, int fd)
@@ -92,124 +59,55 @@ static int map_ring(struct ht_sampler *s, unsigned int cpu, int fd)
 		r->base = NULL;
 		return ht_fail("cannot map a sampling ring of %zu bytes: %s%s", r->data_size,
 			       strerror(errno),
-			       errno == EPERM ? " (locked memory: run as root or lower "
-						"--sample-history)" : "");
+			       errno == EPERM ? " (locked memory: needs CAP_IPC_LOCK, or a "
+						"smaller --sample-history)" : "");
 	}
 	r->fd = fd;
 	return 0;
 }
 
-static struct ht_sampler_thread *find_thread(struct ht_sampler *s, int tid)
+/* The filter that keeps the target's samples only, loaded once for every CPU's event. */
+static int load_filter(struct ht_sampler *s)
 {
-	for (size_t i = 0; i < s->nthreads; i++)
-		if (s->threads[i].tid == tid)
-			return &s->threads[i];
-	return NULL;
-}
-
-static struct ht_sampler_thread *add_thread(struct ht_sampler *s, int tid)
-{
-	struct ht_sampler_thread *t;
-
-	if (s->nthreads == s->threads_cap) {
-		size_t cap = s->threads_cap ? s->threads_cap * 2 : 16;
-		struct ht_sampler_thread *v = realloc(s->threads, cap * sizeof(*v));
-
-		if (!v)
-			return NULL;
-		s->threads = v;
-		s->threads_cap = cap;
-	}
-	t = &s->threads[s->nthreads];
-	t->tid = tid;
-	t->fds = malloc(s->ncpus * sizeof(*t->fds));
-	if (!t->fds)
-		return NULL;
-	for (unsigned int c = 0; c < s->ncpus; c++)
-		t->fds[c] = -1;
-	s->nthreads++;
-	return t;
-}
-
-/* Events for one thread on every CPU; the first ones own the rings. */
-static int open_thread(struct ht_sampler *s, int tid)
-{
-	struct ht_sampler_thread *t;
-	struct perf_event_attr attr;
-
-	if (find_thread(s, tid))
-		return 0;
-	t = add_thread(s, tid);
-	if (!t)
-		return ht_fail("out of memory");
-	build_attr(s, &attr);
-	for (unsigned int cpu = 0; cpu < s->ncpus; cpu++) {
-		int fd = perf_open(&attr, tid, (int)cpu);
-
-		if (fd < 0) {
-			if (errno == ESRCH)
-				return 0; /* it exited meanwhile */
-			return ht_fail("cannot open a cpu-clock sampling event for tid %d on CPU %u: "
-				       "%s", tid, cpu, strerror(errno));
-		}
-		if (s->rings[cpu].fd < 0) {
-			if (map_ring(s, cpu, fd)) {
-				close(fd);
-				return -1;
-			}
-			continue;
-		}
-		t->fds[cpu] = fd;
-		if (ioctl(fd, PERF_EVENT_IOC_SET_OUTPUT, s->rings[cpu].fd))
-			return ht_fail("cannot share CPU %u's sampling ring: %s", cpu,
-				       strerror(errno));
-	}
+	s->filter = sample_filter_bpf__open();
+	if (!s->filter)
+		return ht_fail("cannot open the sampling filter: %s", strerror(errno));
+	s->filter->rodata->target_tgid = (__u32)s->cfg.tgid;
+	if (sample_filter_bpf__load(s->filter))
+		return ht_fail("cannot load the sampling filter: %s", strerror(errno));
 	return 0;
 }
 
-/* One pass over /proc/TGID/task; returns how many threads were new, or -1. */
-static int open_new_threads(struct ht_sampler *s)
+/* One event on CPU, with the filter, owning that CPU's ring. */
+static int open_cpu(struct ht_sampler *s, unsigned int cpu)
 {
-	char path[64];
-	struct dirent *de;
-	int added = 0;
-	DIR *d;
+	int prog = bpf_program__fd(s->filter->progs.keep_target_samples);
+	struct perf_event_attr attr;
+	int fd;
 
-	snprintf(path, sizeof(path), "/proc/%d/task", s->cfg.tgid);
-	d = opendir(path);
-	/* Gone already: nothing to sample; the session sees the exit and ends. */
-	if (!d && errno == ENOENT)
-		return 0;
-	if (!d)
-		return ht_fail("cannot list the threads of pid %d: %s", s->cfg.tgid, strerror(errno));
-	while ((de = readdir(d))) {
-		int tid = atoi(de->d_name);
-
-		if (tid <= 0 || find_thread(s, tid))
-			continue;
-		if (open_thread(s, tid)) {
-			closedir(d);
-			return -1;
-		}
-		added++;
+	build_attr(s, &attr);
+	attr.disabled = 1; /* until the filter is on: no other process's sample is written */
+	fd = perf_open(&attr, -1, (int)cpu);
+	if (fd < 0) {
+		/* A CPU that is possible but offline has nothing to sample. */
+		if (errno == ENODEV)
+			return 0;
+		return ht_fail("cannot open a cpu-clock sampling event on CPU %u: %s%s", cpu,
+			       strerror(errno),
+			       errno == EACCES || errno == EPERM ? " (needs CAP_PERFMON)" : "");
 	}
-	closedir(d);
-	return added;
-}
-
-static size_t count_threads(int tgid)
-{
-	char path[64];
-	size_t n = 0;
-	DIR *d;
-
-	snprintf(path, sizeof(path), "/proc/%d/task", tgid);
-	d = opendir(path);
-	while (d && readdir(d))
-		n++;
-	if (d)
-		closedir(d);
-	return n;
+	if (ioctl(fd, PERF_EVENT_IOC_SET_BPF, prog)) {
+		ht_fail("cannot attach the sampling filter on CPU %u: %s", cpu, strerror(errno));
+		close(fd);
+		return -1;
+	}
+	if (map_ring(s, cpu, fd)) {
+		close(fd);
+		return -1;
+	}
+	if (ioctl(fd, PERF_EVENT_IOC_ENABLE, 0))
+		return ht_fail("cannot start sampling on CPU %u: %s", cpu, strerror(errno));
+	return 0;
 }
 
 int ht_sampler_open(struct ht_sampler *s, const struct ht_sampler_config *cfg)
@@ -236,17 +134,11 @@ int ht_sampler_open(struct ht_sampler *s, const struct ht_sampler_config *cfg)
 	for (unsigned int c = 0; c < s->ncpus; c++)
 		s->rings[c].fd = -1;
 	s->open = true;
-	if (reserve_fds(ht_sampler_fds_needed(count_threads(cfg->tgid) * 2, s->ncpus)))
+	if (load_filter(s))
 		goto fail;
-	/* Until a pass finds no thread it had not seen: all are covered, later ones inherit. */
-	for (int pass = 0; pass < ENUMERATE_PASSES; pass++) {
-		int added = open_new_threads(s);
-
-		if (added < 0)
+	for (unsigned int cpu = 0; cpu < s->ncpus; cpu++)
+		if (open_cpu(s, cpu))
 			goto fail;
-		if (!added)
-			return 0;
-	}
 	return 0;
 fail:
 	ht_sampler_close(s);
@@ -257,49 +149,15 @@ void ht_sampler_close(struct ht_sampler *s)
 {
 	if (!s->open)
 		return;
-	for (size_t i = 0; i < s->nthreads; i++) {
-		for (unsigned int c = 0; c < s->ncpus; c++)
-			if (s->threads[i].fds[c] >= 0)
-				close(s->threads[i].fds[c]);
-		free(s->threads[i].fds);
-	}
 	for (unsigned int c = 0; c < s->ncpus; c++) {
 		if (s->rings[c].base)
 			munmap(s->rings[c].base, s->rings[c].mmap_len);
 		if (s->rings[c].fd >= 0)
 			close(s->rings[c].fd);
 	}
-	free(s->threads);
+	sample_filter_bpf__destroy(s->filter);
 	free(s->rings);
 	memset(s, 0, sizeof(*s));
-}
-
-static bool thread_alive(int tgid, int tid)
-{
-	char path[64];
-
-	snprintf(path, sizeof(path), "/proc/%d/task/%d", tgid, tid);
-	return access(path, F_OK) == 0;
-}
-
-void ht_sampler_reap(struct ht_sampler *s)
-{
-	size_t out = 0;
-
-	for (size_t i = 0; i < s->nthreads; i++) {
-		struct ht_sampler_thread *t = &s->threads[i];
-
-		if (thread_alive(s->cfg.tgid, t->tid)) {
-			s->threads[out++] = *t;
-			continue;
-		}
-		/* Ring owners stay open: their rings still take inherited threads' samples. */
-		for (unsigned int c = 0; c < s->ncpus; c++)
-			if (t->fds[c] >= 0)
-				close(t->fds[c]);
-		free(t->fds);
-	}
-	s->nthreads = out;
 }
 
 /* ---- parsing ---- */
@@ -449,6 +307,7 @@ static int parse_sample(const uint8_t *rec, size_t len, const struct ht_sample_f
 		parse_callchain(&r, smp);
 	if ((int)smp->pid != tgid || smp->time_ns < t0 || smp->time_ns > t1 || r.bad) {
 		set->malformed += r.bad;
+		set->foreign += !r.bad && (int)smp->pid != tgid;
 		return 0;
 	}
 	if (fmt->sample_type & PERF_SAMPLE_REGS_USER)

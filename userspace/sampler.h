@@ -2,9 +2,11 @@
 /*
  * The on-CPU source where there is no Intel PT: software cpu-clock sampling
  * of every thread of the target into per-CPU rings written backward, so the
- * last moments can be read from the newest record on. Events are opened per
- * (thread, CPU) with inherit, so threads born later are sampled from their
- * first instruction; every event on a CPU writes into that CPU's one ring.
+ * last moments can be read from the newest record on. One event per CPU,
+ * CPU-wide, with a BPF filter (bpf/sample_filter.bpf.c) that drops other
+ * processes' samples before they are written: threads born later are
+ * sampled from their first instruction, and the target's context switches
+ * do not pay for perf contexts of their own.
  */
 #ifndef HT_SAMPLER_H
 #define HT_SAMPLER_H
@@ -60,6 +62,7 @@ struct ht_sample_set {
 	uint64_t lost;	    /* PERF_RECORD_LOST: samples the kernel could not write */
 	uint64_t throttled; /* PERF_RECORD_THROTTLE: times sampling was throttled */
 	uint64_t malformed; /* records that did not parse */
+	uint64_t foreign;   /* samples of other processes: the filter lets none through */
 };
 
 struct ht_sampler_ring {
@@ -69,31 +72,22 @@ struct ht_sampler_ring {
 	size_t data_size;
 };
 
-struct ht_sampler_thread {
-	int tid;
-	int *fds; /* per CPU; -1 where the fd is a ring's owner (kept in the ring) */
-};
-
 struct ht_sampler {
 	struct ht_sampler_config cfg;
 	struct ht_sample_format format;
 	uint64_t period_ns;
 	unsigned int ncpus;
-	struct ht_sampler_ring *rings;
-	struct ht_sampler_thread *threads;
-	size_t nthreads, threads_cap;
+	struct ht_sampler_ring *rings; /* per CPU; fd -1 for a CPU that is offline */
+	struct sample_filter_bpf *filter;
 	bool open;
 };
 
-/* Open events for every thread of cfg->tgid. Returns 0, or -1 with ht_last_error(). */
+/*
+ * Start sampling cfg->tgid (needs CAP_PERFMON and CAP_BPF, for the filter).
+ * Returns 0, or -1 with ht_last_error().
+ */
 int ht_sampler_open(struct ht_sampler *s, const struct ht_sampler_config *cfg);
 void ht_sampler_close(struct ht_sampler *s);
-
-/* File descriptors the sampler would need for NTHREADS threads (for RLIMIT_NOFILE). */
-size_t ht_sampler_fds_needed(size_t nthreads, unsigned int ncpus);
-
-/* Close the events of threads that have exited (their fds; the rings stay). */
-void ht_sampler_reap(struct ht_sampler *s);
 
 /* Copies of every ring, taken at one moment, to be parsed at leisure. */
 struct ht_sampler_frozen {

@@ -508,8 +508,8 @@ static void report_new_losses(struct session *s)
 }
 
 /*
- * Four times a second: what exited threads held (perf events, breakpoints,
- * names) is given back, losses are said; the status line when it is due.
+ * Four times a second: what exited threads held (breakpoints, names) is
+ * given back, losses are said; the status line when it is due.
  */
 static void housekeeping(struct session *s)
 {
@@ -517,8 +517,6 @@ static void housekeeping(struct session *s)
 			    1000000000ULL;
 	uint64_t now = monotonic_ns(), forget_before;
 
-	if (s->sampler.open)
-		ht_sampler_reap(&s->sampler);
 	ht_code_triggers_reap(&s->triggers);
 	/* A name goes once no dump still to be written can show its task. */
 	forget_before = now - COMM_KEEP_NS;
@@ -761,10 +759,10 @@ static int start_session(struct session *s, const struct ht_options *o, int tgid
 	ht_comm_cache_init(s->comms, &s->monitor);
 	s->start_ns = s->monitor.attached_ns;
 	s->last_status_ns = s->start_ns;
-	/* Attached: from here on only what perf events, dumps and /proc need. */
-	if (ht_drop_capabilities(probe_bpf_maps, s, NULL))
+	if (start_sampler(s))
 		return HT_EXIT_FAILURE;
-	if (start_sampler(s) || start_dumper(s))
+	/* Attached: from here on only what perf events, dumps and /proc need. */
+	if (ht_drop_capabilities(probe_bpf_maps, s, NULL) || start_dumper(s))
 		return HT_EXIT_FAILURE;
 	if (o->rt_priority && set_realtime(o->rt_priority))
 		return HT_EXIT_FAILURE;

@@ -164,3 +164,31 @@ def target_in_its_own_namespaces_resolves():
         rep = report(dumps[0])
         names = {l["name"] for l in rep["timeline"] if "samples)" in l["what"]}
         check({"work_a", "work_b", "work_c"} <= names, "unresolved stacks: %r" % sorted(names)[:30])
+
+
+@test
+def only_the_targets_samples_are_recorded():
+    need_root()
+    # The events are CPU-wide; their filter must keep every other process out of the rings.
+    with tempfile.TemporaryDirectory() as out:
+        hog = subprocess.Popen([workload("busy_threads"), "2", "4"],
+                               env=dict(os.environ, HT_WORKLOAD_LOG=os.devnull))
+        try:
+            p = subprocess.Popen([HYBTRACE, "run", "--json", "--quiet", "--rq-delay", "off",
+                                  "--sample-freq", "4999", "--pre", "300ms", "--output", out,
+                                  "--", workload("busy_threads"), "1", "3"],
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                 env=dict(os.environ, HT_WORKLOAD_LOG=os.devnull))
+            time.sleep(1.5)
+            p.send_signal(signal.SIGUSR2)
+            wait_for(lambda: glob.glob(os.path.join(out, "*-manual.perfetto-trace")), 20,
+                     "the manual dump")
+            p.communicate(timeout=30)
+        finally:
+            hog.kill()
+            hog.wait()
+        rep = report(glob.glob(os.path.join(out, "*-manual.perfetto-trace"))[0])
+        meta = rep["metadata"]
+        check(int(meta["samples_in_window"]) >= 100, "too few samples: %r" % meta)
+        check(meta["samples_of_other_processes"] == "0",
+              "other processes' samples were recorded: %r" % meta)
