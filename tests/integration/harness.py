@@ -116,6 +116,14 @@ def hybtrace(args, timeout=60, env=None, stdin=None):
         return Run(p.returncode, p.stdout, p.stderr, read_log(log))
 
 
+def report_json(path):
+    """`hybtrace report --json PATH`, parsed; the report must succeed."""
+    p = subprocess.run([HYBTRACE, "report", "--json", path], capture_output=True, text=True,
+                       timeout=120)
+    check(p.returncode == 0, "report %s failed: %s" % (path, p.stderr))
+    return json.loads(p.stdout)
+
+
 def our_bpf_links():
     """Links of hybtrace's programs still attached (bpftool link), by program name."""
     p = subprocess.run(["bpftool", "-j", "link", "show"], capture_output=True, text=True)

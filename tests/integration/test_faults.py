@@ -8,15 +8,8 @@ import subprocess
 import tempfile
 import time
 
-from harness import (HYBTRACE, Attached, Failure, check, hybtrace, need_root, read_log, test,
-                     wait_for, workload)
-
-
-def report_json(path):
-    p = subprocess.run([HYBTRACE, "report", "--json", path], capture_output=True, text=True,
-                       timeout=120)
-    check(p.returncode == 0, "report %s: %s" % (path, p.stderr))
-    return json.loads(p.stdout)
+from harness import (Attached, Failure, check, hybtrace, need_root, read_log, report_json,
+                     test, wait_for, workload)
 
 
 def dumps_in(d):
