@@ -25,7 +25,7 @@ endif
 CFLAGS ?= -O2 -g
 WARNINGS := -Wall -Wextra -Werror -Wno-missing-field-initializers
 CPPFLAGS_ALL := -D_GNU_SOURCE -DHT_VERSION='"$(VERSION)"' -Iinclude -Iuserspace -I$(BUILD)
-LDLIBS := -lbpf -ldw -lelf -lz -lpthread
+LDLIBS := -lbpf -ldw -lelf -lz -lpthread -lipt
 
 BPF_SRCS := $(wildcard bpf/*.bpf.c)
 BPF_OBJS := $(patsubst bpf/%.bpf.c,$(BUILD)/%.bpf.o,$(BPF_SRCS))
@@ -219,7 +219,9 @@ FUZZ_OPTIONS_SRCS := userspace/options.c userspace/syscalls.c userspace/trigger_
 	userspace/symbolizer.c userspace/proc_maps.c userspace/elf_symbols.c userspace/perf_map.c \
 	userspace/target_files.c \
 	userspace/log.c
-FUZZ_NAMES := trace_reader maps_parser perf_map elf_reader rawcap_reader marks options
+# The OCaml exception-trap note of a traced binary (its note section, or the ELF file).
+FUZZ_OCAML_EH_SRCS := userspace/ocaml_eh.c userspace/log.c
+FUZZ_NAMES := trace_reader maps_parser perf_map elf_reader rawcap_reader marks options ocaml_eh
 FUZZ_CORPORA := $(patsubst %,$(BUILD)/fuzz/corpus/%,$(FUZZ_NAMES))
 
 $(BUILD)/fuzz $(FUZZ_CORPORA):
@@ -259,6 +261,11 @@ $(BUILD)/fuzz/fuzz_options: tests/fuzz/fuzz_options.c $(FUZZ_OPTIONS_SRCS) \
 		$(wildcard userspace/*.h) | $(BUILD)/fuzz
 	$(call msg,FUZZ,$@)
 	$(Q)$(CLANG) $(CPPFLAGS_ALL) $(FUZZ_CFLAGS) $(WARNINGS) -o $@ $< $(FUZZ_OPTIONS_SRCS) -ldw -lelf -lz
+
+$(BUILD)/fuzz/fuzz_ocaml_eh: tests/fuzz/fuzz_ocaml_eh.c $(FUZZ_OCAML_EH_SRCS) \
+		$(wildcard userspace/*.h) | $(BUILD)/fuzz
+	$(call msg,FUZZ,$@)
+	$(Q)$(CLANG) $(CPPFLAGS_ALL) $(FUZZ_CFLAGS) $(WARNINGS) -o $@ $< $(FUZZ_OCAML_EH_SRCS) -lelf
 
 FUZZ_TARGETS := $(patsubst %,$(BUILD)/fuzz/fuzz_%,$(FUZZ_NAMES))
 

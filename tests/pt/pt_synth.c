@@ -1,0 +1,775 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * Test only (included by the tests that use it): see pt_synth.h.
+ */
+#include <elf.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <intel-pt.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ptrace.h>
+#include <sys/user.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include "elf_symbols.h"
+#include "log.h"
+#include "proc_maps.h"
+#include "pt_synth.h"
+
+/* Instruction classification, with libipt's decoder on a one-instruction image. */
+
+struct synth_class {
+	uint64_t ip;
+	uint8_t size, iclass, indirect, rep, valid;
+};
+
+#define CLASS_SLOTS 65536 /* a power of two */
+
+struct classifier {
+	int mem_fd;
+	struct synth_class *slots;
+};
+
+struct one_insn {
+	uint64_t ip;
+	uint8_t bytes[16];
+	size_t len;
+};
+
+static int read_one(uint8_t *buffer, size_t size, const struct pt_asid *asid, uint64_t ip,
+		    void *context)
+{
+	struct one_insn *o = context;
+	size_t n;
+
+	(void)asid;
+	if (ip < o->ip || ip >= o->ip + o->len)
+		return -pte_nomap;
+	n = o->ip + o->len - ip;
+	if (n > size)
+		n = size;
+	memcpy(buffer, o->bytes + (ip - o->ip), n);
+	return (int)n;
+}
+
+static int put_packet(struct pt_encoder *enc, const struct pt_packet *p)
+{
+	return pt_enc_next(enc, p) < 0 ? -1 : 0;
+}
+
+static struct pt_packet ip_packet(enum pt_packet_type type, uint64_t ip)
+{
+	struct pt_packet p = {.type = type};
+
+	p.payload.ip.ipc = pt_ipc_sext_48;
+	p.payload.ip.ip = ip & 0xffffffffffffull;
+	return p;
+}
+
+static struct pt_packet mode_exec_packet(void)
+{
+	struct pt_packet p = {.type = ppt_mode};
+
+	p.payload.mode.leaf = pt_mol_exec;
+	p.payload.mode.bits.exec = pt_set_exec_mode(ptem_64bit);
+	return p;
+}
+
+static struct pt_packet tsc_packet(uint64_t tsc)
+{
+	struct pt_packet p = {.type = ppt_tsc};
+
+	p.payload.tsc.tsc = tsc;
+	return p;
+}
+
+static int write_psb_plus(struct pt_encoder *enc, uint64_t ip, uint64_t tsc)
+{
+	struct pt_packet psb = {.type = ppt_psb}, end = {.type = ppt_psbend};
+	struct pt_packet t = tsc_packet(tsc), mode = mode_exec_packet();
+	struct pt_packet fup = ip_packet(ppt_fup, ip);
+
+	if (put_packet(enc, &psb) || put_packet(enc, &t) || put_packet(enc, &mode) ||
+	    put_packet(enc, &fup) || put_packet(enc, &end))
+		return -1;
+	return 0;
+}
+
+int ht_synth_psb_plus(uint8_t *buf, size_t cap, uint64_t ip, uint64_t tsc)
+{
+	struct pt_config cfg;
+	struct pt_encoder *enc;
+	uint64_t off = 0;
+	int rc;
+
+	pt_config_init(&cfg);
+	cfg.begin = buf;
+	cfg.end = buf + cap;
+	enc = pt_alloc_encoder(&cfg);
+	if (!enc)
+		return -1;
+	rc = write_psb_plus(enc, ip, tsc);
+	pt_enc_get_offset(enc, &off);
+	pt_free_encoder(enc);
+	return rc ? -1 : (int)off;
+}
+
+/* Whether the instruction at RAW is an indirect near call or jump: opcode FF. */
+static int is_indirect(const uint8_t *raw, size_t n)
+{
+	size_t i = 0;
+
+	while (i < n && (raw[i] == 0x66 || raw[i] == 0x67 || raw[i] == 0xf2 || raw[i] == 0xf3 ||
+			 raw[i] == 0x2e || raw[i] == 0x3e || raw[i] == 0x26 || raw[i] == 0x36 ||
+			 raw[i] == 0x64 || raw[i] == 0x65 || raw[i] == 0xf0))
+		i++;
+	if (i < n && (raw[i] & 0xf0) == 0x40)
+		i++;
+	return i < n && raw[i] == 0xff;
+}
+
+static int has_rep(const uint8_t *raw, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		if (raw[i] == 0xf3 || raw[i] == 0xf2)
+			return 1;
+		if (raw[i] != 0x66 && raw[i] != 0x67 && raw[i] != 0x2e && raw[i] != 0x3e &&
+		    raw[i] != 0x26 && raw[i] != 0x36 && raw[i] != 0x64 && raw[i] != 0x65 &&
+		    raw[i] != 0xf0)
+			return 0;
+	}
+	return 0;
+}
+
+/* Decode the instruction in O with libipt: PSB+ naming its address, then ask for it. */
+static int classify_bytes(struct one_insn *o, struct synth_class *c)
+{
+	uint8_t stream[64];
+	struct pt_config cfg;
+	struct pt_insn_decoder *dec;
+	struct pt_image *image;
+	struct pt_insn insn;
+	struct pt_event ev;
+	int len, status;
+
+	len = ht_synth_psb_plus(stream, sizeof(stream), o->ip, 0);
+	if (len < 0)
+		return -1;
+	pt_config_init(&cfg);
+	cfg.begin = stream;
+	cfg.end = stream + len;
+	dec = pt_insn_alloc_decoder(&cfg);
+	image = pt_image_alloc(NULL);
+	if (!dec || !image)
+		goto fail;
+	pt_image_set_callback(image, read_one, o);
+	pt_insn_set_image(dec, image);
+	status = pt_insn_sync_forward(dec);
+	while (status >= 0 && (status & pts_event_pending))
+		status = pt_insn_event(dec, &ev, sizeof(ev));
+	if (status < 0)
+		goto fail;
+	memset(&insn, 0, sizeof(insn));
+	/* It fills in the instruction before it looks for the trace it needs to go on. */
+	pt_insn_next(dec, &insn, sizeof(insn));
+	if (!insn.size || insn.iclass == ptic_error)
+		goto fail;
+	c->ip = o->ip;
+	c->size = insn.size;
+	c->iclass = (uint8_t)insn.iclass;
+	c->indirect = is_indirect(insn.raw, insn.size);
+	c->rep = has_rep(insn.raw, insn.size);
+	c->valid = 1;
+	pt_insn_free_decoder(dec);
+	pt_image_free(image);
+	return 0;
+fail:
+	if (dec)
+		pt_insn_free_decoder(dec);
+	if (image)
+		pt_image_free(image);
+	return -1;
+}
+
+static const struct synth_class *classify(struct classifier *cl, uint64_t ip)
+{
+	struct synth_class *c = &cl->slots[(ip ^ (ip >> 16)) & (CLASS_SLOTS - 1)];
+	struct one_insn o = {.ip = ip};
+	ssize_t n;
+
+	if (c->valid && c->ip == ip)
+		return c;
+	n = pread(cl->mem_fd, o.bytes, sizeof(o.bytes), (off_t)ip);
+	if (n <= 0)
+		return NULL;
+	o.len = (size_t)n;
+	memset(c, 0, sizeof(*c));
+	if (classify_bytes(&o, c))
+		return NULL;
+	return c;
+}
+
+/* The child. */
+
+static int wait_stop(pid_t pid, int *sig)
+{
+	int status;
+
+	if (waitpid(pid, &status, 0) != pid)
+		return ht_fail("waitpid: %s", strerror(errno));
+	if (WIFEXITED(status) || WIFSIGNALED(status))
+		return 1;
+	*sig = WIFSTOPPED(status) ? WSTOPSIG(status) : 0;
+	return 0;
+}
+
+static int get_rip(pid_t pid, uint64_t *rip)
+{
+	struct user_regs_struct regs;
+
+	if (ptrace(PTRACE_GETREGS, pid, NULL, &regs))
+		return ht_fail("PTRACE_GETREGS: %s", strerror(errno));
+	*rip = regs.rip;
+	return 0;
+}
+
+static int set_rip(pid_t pid, uint64_t rip)
+{
+	struct user_regs_struct regs;
+
+	if (ptrace(PTRACE_GETREGS, pid, NULL, &regs))
+		return -1;
+	regs.rip = rip;
+	return ptrace(PTRACE_SETREGS, pid, NULL, &regs) ? -1 : 0;
+}
+
+/* The executable's load bias: from its mapping that holds the ELF header's file offset 0. */
+static int exe_bias(pid_t pid, const char *exe, struct ht_elf_symbols *elf, uint64_t *bias)
+{
+	struct ht_maps maps;
+	int rc = -1;
+
+	if (ht_maps_read(pid, &maps))
+		return -1;
+	for (size_t i = 0; i < maps.count && rc; i++) {
+		const struct ht_mapping *m = &maps.v[i];
+
+		if (!ht_mapping_is_exec(m) || strcmp(m->path, exe))
+			continue;
+		rc = ht_elf_load_bias(elf, m->start, m->end, m->offset, m->perms, bias);
+	}
+	ht_maps_free(&maps);
+	if (rc)
+		return ht_fail("no executable mapping of %s", exe);
+	return 0;
+}
+
+static int read_vdso(int mem_fd, const struct ht_mapping *m, struct ht_pt_mapping *out)
+{
+	size_t len = m->end - m->start;
+	void *copy = malloc(len);
+
+	if (!copy || pread(mem_fd, copy, len, (off_t)m->start) != (ssize_t)len) {
+		free(copy);
+		return -1;
+	}
+	out->data = copy;
+	out->data_len = len;
+	return 0;
+}
+
+/* Save the child's executable mappings: files by path, the vdso by a copy of its bytes. */
+static int save_mappings(pid_t pid, int mem_fd, struct ht_synth_trace *t)
+{
+	struct ht_maps maps;
+
+	if (ht_maps_read(pid, &maps))
+		return -1;
+	t->maps = calloc(maps.count + 1, sizeof(*t->maps));
+	if (!t->maps) {
+		ht_maps_free(&maps);
+		return ht_fail("out of memory");
+	}
+	for (size_t i = 0; i < maps.count; i++) {
+		const struct ht_mapping *m = &maps.v[i];
+		struct ht_pt_mapping *out = &t->maps[t->nmaps];
+
+		if (!ht_mapping_is_exec(m))
+			continue;
+		out->start = m->start;
+		out->end = m->end;
+		out->file_offset = m->offset;
+		if (m->path[0] == '/') {
+			out->path = strdup(m->path);
+			t->nmaps++;
+		} else if (!strcmp(m->path, "[vdso]") && !read_vdso(mem_fd, m, out)) {
+			t->nmaps++;
+		}
+	}
+	ht_maps_free(&maps);
+	return 0;
+}
+
+static pid_t start_child(const struct ht_synth_record_opts *opts)
+{
+	char *default_argv[] = {(char *)opts->exe, NULL};
+	pid_t pid = fork();
+
+	if (pid)
+		return pid;
+	ptrace(PTRACE_TRACEME, 0, NULL, NULL);
+	execv(opts->exe, opts->argv ? opts->argv : default_argv);
+	_exit(127);
+}
+
+/* Run to ADDR with a breakpoint; rip is then ADDR. */
+static int run_to(pid_t pid, uint64_t addr)
+{
+	long word, trap;
+	int sig;
+
+	errno = 0;
+	word = ptrace(PTRACE_PEEKTEXT, pid, (void *)addr, NULL);
+	if (errno)
+		return ht_fail("PEEKTEXT %#lx: %s", (unsigned long)addr, strerror(errno));
+	trap = (word & ~0xffl) | 0xcc;
+	if (ptrace(PTRACE_POKETEXT, pid, (void *)addr, (void *)trap))
+		return ht_fail("POKETEXT: %s", strerror(errno));
+	for (;;) {
+		if (ptrace(PTRACE_CONT, pid, NULL, NULL) || wait_stop(pid, &sig))
+			return ht_fail("the program ended before reaching its start function");
+		if (sig == SIGTRAP)
+			break;
+	}
+	if (ptrace(PTRACE_POKETEXT, pid, (void *)addr, (void *)word) || set_rip(pid, addr))
+		return ht_fail("cannot restore the breakpoint: %s", strerror(errno));
+	return 0;
+}
+
+static int append(struct ht_synth_trace *t, size_t *cap, const struct synth_class *c)
+{
+	if (t->count == *cap) {
+		size_t ncap = *cap ? *cap * 2 : 4096;
+		void *p = realloc(t->insns, ncap * sizeof(*t->insns));
+
+		if (!p)
+			return ht_fail("out of memory");
+		t->insns = p;
+		*cap = ncap;
+	}
+	t->insns[t->count++] = (struct ht_synth_insn){
+		.ip = c->ip,
+		.size = c->size,
+		.iclass = c->iclass,
+		.indirect = c->indirect,
+	};
+	return 0;
+}
+
+/*
+ * Single-step from rip to STOP. A step that stops with SIGTRAP executed the
+ * instruction (a rep string instruction traps after each iteration: it is
+ * one instruction to PT, counted when rip moves on). A step that stops with
+ * another signal executed it only if rip moved; the signal is delivered on
+ * the next step, which stops at the handler's first instruction.
+ */
+static int step_loop(pid_t pid, struct classifier *cl, uint64_t stop, size_t max,
+		     struct ht_synth_trace *t)
+{
+	size_t cap = 0, steps = 0;
+	uint64_t cur = 0, next = 0;
+	int pending = 0, sig, ended;
+
+	if (get_rip(pid, &cur))
+		return -1;
+	while (cur != stop && steps++ < max) {
+		const struct synth_class *c = classify(cl, cur);
+		int delivering = pending;
+
+		if (!c)
+			return ht_fail("cannot decode the instruction at %#lx", (unsigned long)cur);
+		if (ptrace(PTRACE_SINGLESTEP, pid, NULL, (void *)(long)pending))
+			return ht_fail("PTRACE_SINGLESTEP: %s", strerror(errno));
+		pending = 0;
+		ended = wait_stop(pid, &sig);
+		if (ended < 0)
+			return -1;
+		if (ended) {
+			t->exited = 1;
+			return append(t, &cap, c);
+		}
+		if (get_rip(pid, &next))
+			return -1;
+		if (delivering) {
+			/* Nothing ran: the kernel set up the handler's frame instead. */
+			if (t->count) {
+				t->insns[t->count - 1].interrupted = 1;
+				t->insns[t->count - 1].resume_ip = cur;
+			}
+		} else if (sig == SIGTRAP) {
+			if (!(next == cur && c->rep) && append(t, &cap, c))
+				return -1;
+		} else {
+			if (next != cur && append(t, &cap, c))
+				return -1;
+			pending = sig;
+		}
+		cur = next;
+	}
+	t->end_ip = cur;
+	return 0;
+}
+
+int ht_synth_record(const struct ht_synth_record_opts *opts, struct ht_synth_trace *out)
+{
+	struct classifier cl = {.mem_fd = -1};
+	struct ht_elf_symbols *elf = NULL;
+	uint64_t start = 0, stop = 0;
+	char path[64];
+	pid_t pid;
+	int sig, rc = -1, fd;
+
+	memset(out, 0, sizeof(*out));
+	if (!realpath(opts->exe, out->exe))
+		return ht_fail("%s: %s", opts->exe, strerror(errno));
+	fd = open(out->exe, O_RDONLY | O_CLOEXEC);
+	elf = fd >= 0 ? ht_elf_symbols_open_fd(fd, out->exe) : NULL;
+	if (fd >= 0)
+		close(fd);
+	if (!elf)
+		return ht_fail("%s: cannot read its symbols", out->exe);
+	cl.slots = calloc(CLASS_SLOTS, sizeof(*cl.slots));
+	pid = start_child(opts);
+	if (pid < 0 || !cl.slots || wait_stop(pid, &sig)) {
+		ht_fail("cannot start %s", out->exe);
+		goto done;
+	}
+	if (exe_bias(pid, out->exe, elf, &out->exe_bias))
+		goto kill;
+	start = ht_synth_symbol(out, opts->start);
+	stop = opts->stop ? ht_synth_symbol(out, opts->stop) : 0;
+	if (!start || (opts->stop && !stop)) {
+		ht_fail("%s: no function %s", out->exe, start ? opts->stop : opts->start);
+		goto kill;
+	}
+	snprintf(path, sizeof(path), "/proc/%d/mem", pid);
+	cl.mem_fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (cl.mem_fd < 0 || run_to(pid, start) || save_mappings(pid, cl.mem_fd, out))
+		goto kill;
+	rc = step_loop(pid, &cl, stop, opts->max_steps, out);
+kill:
+	if (!out->exited) {
+		kill(pid, SIGKILL);
+		waitpid(pid, NULL, 0);
+	}
+done:
+	if (cl.mem_fd >= 0)
+		close(cl.mem_fd);
+	free(cl.slots);
+	ht_elf_symbols_free(elf);
+	return rc;
+}
+
+uint64_t ht_synth_symbol(const struct ht_synth_trace *t, const char *name)
+{
+	const struct ht_elf_sym *sym;
+	struct ht_elf_symbols *elf;
+	uint64_t addr = 0;
+	int fd = open(t->exe, O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return 0;
+	elf = ht_elf_symbols_open_fd(fd, t->exe);
+	close(fd);
+	if (elf && ht_elf_symbols_lookup(elf, name, &sym, 1))
+		addr = sym->addr + t->exe_bias;
+	ht_elf_symbols_free(elf);
+	return addr;
+}
+
+void ht_synth_trace_free(struct ht_synth_trace *t)
+{
+	for (size_t i = 0; i < t->nmaps; i++) {
+		free((void *)t->maps[i].path);
+		free((void *)t->maps[i].data);
+	}
+	free(t->maps);
+	free(t->insns);
+	memset(t, 0, sizeof(*t));
+}
+
+/*
+ * A syscall that a signal interrupted comes back in the handler, which is
+ * the next instruction recorded; any other instruction was on its way to
+ * resume_ip when the signal came.
+ */
+uint64_t ht_synth_flow_target(const struct ht_synth_trace *t, size_t i)
+{
+	const struct ht_synth_insn *in = &t->insns[i];
+
+	if (in->interrupted && in->iclass != ptic_far_call)
+		return in->resume_ip;
+	return i + 1 < t->count ? t->insns[i + 1].ip : t->end_ip;
+}
+
+/* Encoding. */
+
+#define RETSTACK 64 /* libipt's return-compression stack keeps the last 64 calls */
+
+struct encoder {
+	struct pt_encoder *enc;
+	const struct ht_synth_encode_opts *o;
+	struct ht_synth_stream *out;
+	uint64_t tnt_bits;
+	unsigned tnt_count;
+	uint64_t ret[RETSTACK];
+	unsigned ret_top, ret_count;
+	uint64_t tsc;
+	uint64_t last_psb;
+	size_t psb_cap;
+};
+
+static uint64_t enc_offset(struct encoder *e)
+{
+	uint64_t off = 0;
+
+	pt_enc_get_offset(e->enc, &off);
+	return off;
+}
+
+static int flush_tnt(struct encoder *e)
+{
+	struct pt_packet p = {.type = e->tnt_count > 6 ? ppt_tnt_64 : ppt_tnt_8};
+
+	if (!e->tnt_count)
+		return 0;
+	p.payload.tnt.bit_size = (uint8_t)e->tnt_count;
+	p.payload.tnt.payload = e->tnt_bits;
+	e->tnt_bits = 0;
+	e->tnt_count = 0;
+	return put_packet(e->enc, &p);
+}
+
+/* Oldest branch in the most significant bit, as the decoder reads them. */
+static int add_tnt(struct encoder *e, int taken)
+{
+	e->tnt_bits = e->tnt_bits << 1 | (taken ? 1 : 0);
+	if (++e->tnt_count == 47)
+		return flush_tnt(e);
+	return 0;
+}
+
+static int put_ip(struct encoder *e, enum pt_packet_type type, uint64_t ip)
+{
+	struct pt_packet p = ip_packet(type, ip);
+
+	if (flush_tnt(e))
+		return -1;
+	return put_packet(e->enc, &p);
+}
+
+static int put_tsc(struct encoder *e)
+{
+	struct pt_packet p = tsc_packet(e->tsc);
+
+	if (flush_tnt(e))
+		return -1;
+	return put_packet(e->enc, &p);
+}
+
+static int put_pgd(struct encoder *e)
+{
+	struct pt_packet p = {.type = ppt_tip_pgd};
+
+	if (flush_tnt(e))
+		return -1;
+	p.payload.ip.ipc = pt_ipc_suppressed;
+	return put_packet(e->enc, &p);
+}
+
+static void push_ret(struct encoder *e, uint64_t ip)
+{
+	e->ret_top = (e->ret_top + 1) % RETSTACK;
+	e->ret[e->ret_top] = ip;
+	if (e->ret_count < RETSTACK)
+		e->ret_count++;
+}
+
+/* A return can be a taken TNT bit when it goes where the last unmatched call came from. */
+static int try_compress(struct encoder *e, uint64_t target)
+{
+	if (e->o->noretcomp || !e->ret_count || e->ret[e->ret_top] != target)
+		return 0;
+	e->ret_top = (e->ret_top + RETSTACK - 1) % RETSTACK;
+	e->ret_count--;
+	return 1;
+}
+
+/* The kernel ran: tracing stops (PGD) and starts again (TSC, MODE.exec, PGE) at RESUME. */
+static int kernel_excursion(struct encoder *e, uint64_t resume)
+{
+	struct pt_packet mode = mode_exec_packet();
+
+	if (put_pgd(e))
+		return -1;
+	e->tsc += e->o->tsc_per_kernel;
+	if (put_tsc(e) || put_packet(e->enc, &mode) || put_ip(e, ppt_tip_pge, resume))
+		return -1;
+	/* Whether the decoder forgets its return stack here or not, an empty one is safe. */
+	e->ret_count = 0;
+	return 0;
+}
+
+static int encode_flow(struct encoder *e, const struct ht_synth_insn *in, uint64_t target)
+{
+	uint64_t fallthrough = in->ip + in->size;
+
+	switch (in->iclass) {
+	case ptic_cond_jump:
+		return add_tnt(e, target != fallthrough);
+	case ptic_call:
+		if (!(!in->indirect && target == fallthrough))
+			push_ret(e, fallthrough);
+		return in->indirect ? put_ip(e, ppt_tip, target) : 0;
+	case ptic_jump:
+		return in->indirect ? put_ip(e, ppt_tip, target) : 0;
+	case ptic_return:
+		if (try_compress(e, target))
+			return add_tnt(e, 1);
+		return put_ip(e, ppt_tip, target);
+	case ptic_far_call:
+		return kernel_excursion(e, target);
+	case ptic_far_return:
+	case ptic_far_jump:
+		return ht_fail("far transfer at %#lx in user space", (unsigned long)in->ip);
+	default:
+		return 0;
+	}
+}
+
+static int record_psb(struct encoder *e, uint64_t offset, size_t index)
+{
+	struct ht_synth_stream *s = e->out;
+
+	if (s->npsbs == e->psb_cap) {
+		size_t ncap = e->psb_cap ? e->psb_cap * 2 : 64;
+		void *p = realloc(s->psbs, ncap * sizeof(*s->psbs));
+
+		if (!p)
+			return -1;
+		s->psbs = p;
+		e->psb_cap = ncap;
+	}
+	s->psbs[s->npsbs++] = (struct ht_synth_psb){offset, index};
+	return 0;
+}
+
+static int psb(struct encoder *e, uint64_t ip, size_t index)
+{
+	uint64_t off;
+
+	if (flush_tnt(e))
+		return -1;
+	off = enc_offset(e);
+	if (write_psb_plus(e->enc, ip, e->tsc) || record_psb(e, off, index))
+		return -1;
+	e->last_psb = off;
+	/* A decoder that syncs here starts with an empty return stack. */
+	e->ret_count = 0;
+	return 0;
+}
+
+/* Lose instructions [at, at + len): flush what came before, OVF, then FUP where it resumes. */
+static int overflow(struct encoder *e, const struct ht_synth_trace *t, size_t resume)
+{
+	struct pt_packet ovf = {.type = ppt_ovf};
+
+	if (flush_tnt(e))
+		return -1;
+	e->out->ovf_offset = enc_offset(e);
+	e->out->ovf_resume = resume;
+	if (put_packet(e->enc, &ovf) || put_tsc(e) || put_ip(e, ppt_fup, t->insns[resume].ip))
+		return -1;
+	e->ret_count = 0;
+	return 0;
+}
+
+static int encode_insn(struct encoder *e, const struct ht_synth_trace *t, size_t i, size_t last)
+{
+	const struct ht_synth_insn *in = &t->insns[i];
+	const struct ht_synth_encode_opts *o = e->o;
+	uint64_t next = i + 1 < t->count ? t->insns[i + 1].ip : t->end_ip;
+	int async = in->interrupted && in->iclass != ptic_far_call;
+	int lost = o->ovf_len && i >= o->ovf_at && i < o->ovf_at + o->ovf_len;
+
+	e->out->tsc[i] = e->tsc;
+	e->tsc += o->tsc_per_insn;
+	if (!lost && in->iclass == ptic_far_call && i + 1 == t->count && t->exited)
+		return put_pgd(e); /* exit_group: the kernel never comes back */
+	if (!lost && encode_flow(e, in, ht_synth_flow_target(t, i)))
+		return -1;
+	/* A signal interrupted the thread on its way to resume_ip: it comes back in the handler. */
+	if (!lost && async && (put_ip(e, ppt_fup, in->resume_ip) || kernel_excursion(e, next)))
+		return -1;
+	if (i + 1 >= last)
+		return 0;
+	if (o->ovf_len && i + 1 == o->ovf_at + o->ovf_len)
+		return overflow(e, t, i + 1);
+	if (lost)
+		return 0;
+	if (o->tsc_every && (i + 1) % o->tsc_every == 0 && put_tsc(e))
+		return -1;
+	if (o->psb_period && enc_offset(e) - e->last_psb >= o->psb_period)
+		return psb(e, t->insns[i + 1].ip, i + 1);
+	return 0;
+}
+
+int ht_synth_encode(const struct ht_synth_trace *t, size_t first, size_t last,
+		    const struct ht_synth_encode_opts *opts, struct ht_synth_stream *out)
+{
+	struct pt_config cfg;
+	struct encoder e = {.o = opts, .out = out, .tsc = opts->tsc0};
+	size_t cap = (last - first) * 24 + 4096;
+
+	memset(out, 0, sizeof(*out));
+	out->opts = *opts;
+	if (first >= last || last > t->count)
+		return ht_fail("bad instruction range");
+	out->buf = malloc(cap);
+	out->tsc = calloc(t->count, sizeof(*out->tsc));
+	if (!out->buf || !out->tsc)
+		return ht_fail("out of memory");
+	pt_config_init(&cfg);
+	cfg.begin = out->buf;
+	cfg.end = out->buf + cap;
+	e.enc = pt_alloc_encoder(&cfg);
+	if (!e.enc)
+		return ht_fail("libipt refused the encoder configuration");
+	if (!opts->no_header && psb(&e, t->insns[first].ip, first))
+		goto fail;
+	for (size_t i = first; i < last; i++)
+		if (encode_insn(&e, t, i, last))
+			goto fail;
+	if (flush_tnt(&e))
+		goto fail;
+	if (opts->end_disable && (put_ip(&e, ppt_fup, t->end_ip) || put_pgd(&e)))
+		goto fail;
+	out->len = enc_offset(&e);
+	pt_free_encoder(e.enc);
+	return 0;
+fail:
+	pt_free_encoder(e.enc);
+	return ht_fail("encoding failed at offset %lu", (unsigned long)enc_offset(&e));
+}
+
+void ht_synth_stream_free(struct ht_synth_stream *s)
+{
+	free(s->buf);
+	free(s->psbs);
+	free(s->tsc);
+	memset(s, 0, sizeof(*s));
+}
