@@ -11,7 +11,7 @@ BTF_FILE ?= /sys/kernel/btf/vmlinux
 
 # Debian 12 packages the build, the tests and the demo need.
 DEB_PACKAGES := make gcc clang llvm libbpf-dev bpftool libelf-dev libdw-dev libipt-dev \
-	zlib1g-dev pkg-config protobuf-compiler python3 libclang-rt-14-dev binutils
+	zlib1g-dev pkg-config protobuf-compiler python3 libclang-rt-14-dev binutils libcap2-bin
 
 # `make V=1` shows every command.
 ifeq ($(V),1)
@@ -47,7 +47,7 @@ WORKLOAD_SRCS := $(wildcard tests/workloads/*.c)
 WORKLOAD_BINS := $(patsubst tests/workloads/%.c,$(BUILD)/workloads/%,$(WORKLOAD_SRCS))
 
 .SECONDARY: $(BPF_OBJS) $(GENERATED)
-.PHONY: all deps bench-deps test unit demo install uninstall clean format bench bench-smoke
+.PHONY: all deps bench-deps test unit demo install uninstall clean format bench bench-smoke soak
 
 all: $(BUILD)/hybtrace
 
@@ -187,6 +187,12 @@ bench: bench-deps
 # One short iteration of every measurement, so the benchmark never rots.
 bench-smoke: all $(WORKLOAD_BINS) $(BENCH_BINS)
 	python3 tests/bench/bench.py --smoke
+
+# hybtrace under ASan+LSan against steady breaches for SOAK_SECONDS (default 10 min):
+# RSS and descriptors flat after the warm-up, no leaks at exit. Needs root.
+SOAK_SECONDS ?= 600
+soak: $(ASAN)/hybtrace $(BUILD)/workloads/steady
+	python3 tests/soak.py --seconds $(SOAK_SECONDS)
 
 install: $(BUILD)/hybtrace
 	install -D -m 0755 $(BUILD)/hybtrace $(DESTDIR)$(PREFIX)/bin/hybtrace
