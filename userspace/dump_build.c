@@ -12,11 +12,14 @@
 #include "dump_build.h"
 #include "dump_schema.h"
 #include "kernel_timeline.h"
+#include "ksyms.h"
 #include "log.h"
 #include "machine.h"
+#include "intelpt_capture.h"
 #include "monitor.h"
 #include "output.h"
 #include "perfetto_write.h"
+#include "pt_dump.h"
 #include "sched_index.h"
 #include "symbolizer.h"
 #include "timeline.h"
@@ -50,6 +53,14 @@ static void format_wall_clock(uint64_t realtime_ns, char *buf, size_t len)
 	snprintf(buf, len, "%s.%03u%s", date, (unsigned int)(realtime_ns / 1000000ULL % 1000), zone);
 }
 
+/* CLOCK_MONOTONIC T as wall-clock time: through the capture's moment on both clocks if any. */
+static uint64_t realtime_of(const struct ht_dump_capture *c, uint64_t t)
+{
+	if (c->have_raw && c->raw.snap_mono_ns && c->raw.snap_real_ns)
+		return c->raw.snap_real_ns - (c->raw.snap_mono_ns - t);
+	return ht_monotonic_to_realtime(t);
+}
+
 static void meta_u64(struct timeline *tl, const char *key, uint64_t v)
 {
 	char buf[32];
@@ -58,23 +69,30 @@ static void meta_u64(struct timeline *tl, const char *key, uint64_t v)
 	tl_meta_set(tl, key, buf);
 }
 
+/*
+ * Where and when the dump was made: this machine and now live; what the raw
+ * capture recorded when one is decoded (RAW has the machine then).
+ */
 static void set_metadata(const struct ht_dumper_config *cfg, struct timeline *tl,
-			 const struct ht_dump_job *job, const struct ht_fr_window *w, uint64_t t0,
-			 uint64_t t1, uint64_t not_dumped)
+			 const struct ht_dump_job *job, const struct ht_dump_capture *c,
+			 uint64_t not_dumped)
 {
-	struct ht_monitor_counters c;
+	const struct ht_rawcap *raw = c->have_raw && c->raw.kernel[0] ? &c->raw : NULL;
+	const struct ht_fr_window *w = &c->w;
+	struct ht_monitor_counters mc;
 	struct utsname u;
 	char buf[256];
 
 	tl_meta_set(tl, HT_META_VERSION, HT_VERSION);
 	uname(&u);
-	tl_meta_set(tl, HT_META_KERNEL, u.release);
-	tl_meta_set(tl, HT_META_CPU_MODEL, ht_machine_cpu_model(buf, sizeof(buf)));
-	tl_meta_set(tl, HT_META_CMDLINE, cfg->cmdline);
+	tl_meta_set(tl, HT_META_KERNEL, raw ? raw->kernel : u.release);
+	tl_meta_set(tl, HT_META_CPU_MODEL,
+		    raw ? raw->cpu_model : ht_machine_cpu_model(buf, sizeof(buf)));
+	tl_meta_set(tl, HT_META_CMDLINE, raw ? raw->cmdline : cfg->cmdline);
 	meta_u64(tl, HT_META_TARGET_PID, (uint64_t)cfg->tgid);
 	tl_meta_set(tl, HT_META_TARGET_COMM, cfg->target_comm);
 	tl_meta_set(tl, HT_META_KIND, job->kind);
-	format_wall_clock(ht_monotonic_to_realtime(job->end_ns), buf, sizeof(buf));
+	format_wall_clock(realtime_of(c, job->end_ns), buf, sizeof(buf));
 	tl_meta_set(tl, HT_META_WALL_CLOCK, buf);
 	if (job->has_breach) {
 		meta_u64(tl, HT_META_BREACH_TID, job->breach.tid);
@@ -84,19 +102,25 @@ static void set_metadata(const struct ht_dumper_config *cfg, struct timeline *tl
 		meta_u64(tl, HT_META_BREACH_END, job->breach.end_ns);
 		meta_u64(tl, HT_META_THRESHOLD, job->threshold_ns);
 	}
-	meta_u64(tl, HT_META_WINDOW_START, t0);
-	meta_u64(tl, HT_META_WINDOW_END, t1);
+	meta_u64(tl, HT_META_WINDOW_START, c->t0);
+	meta_u64(tl, HT_META_WINDOW_END, c->t1);
 	if (w->clipped)
 		meta_u64(tl, HT_META_CLIPPED_TO, w->covered_from_ns);
-	meta_u64(tl, HT_META_RECORDING_START, cfg->monitor->attached_ns);
 	meta_u64(tl, HT_META_LOSS_FR_SKIP, w->skipped_records);
-	if (!ht_monitor_read_counters(cfg->monitor, &c)) {
-		meta_u64(tl, HT_META_LOSS_RB, c.value[HT_CNT_RB_DROPS]);
-		meta_u64(tl, HT_META_LOSS_STORAGE, c.value[HT_CNT_STORAGE_FAILS]);
-		meta_u64(tl, HT_META_LOSS_COMM, c.value[HT_CNT_COMM_UPDATE_FAILS]);
-		meta_u64(tl, HT_META_LOSS_RECURSION, c.recursion_misses);
+	/* Offline, the live counters are not at hand (the window's own losses are). */
+	if (cfg->monitor)
+		meta_u64(tl, HT_META_RECORDING_START, cfg->monitor->attached_ns);
+	if (cfg->monitor && !ht_monitor_read_counters(cfg->monitor, &mc)) {
+		meta_u64(tl, HT_META_LOSS_RB, mc.value[HT_CNT_RB_DROPS]);
+		meta_u64(tl, HT_META_LOSS_STORAGE, mc.value[HT_CNT_STORAGE_FAILS]);
+		meta_u64(tl, HT_META_LOSS_COMM, mc.value[HT_CNT_COMM_UPDATE_FAILS]);
+		meta_u64(tl, HT_META_LOSS_RECURSION, mc.recursion_misses);
 	}
-	meta_u64(tl, HT_META_BREACHES_MISSED, not_dumped);
+	/* What the live session saw around the dump is not in the capture. */
+	if (cfg->decoded_from)
+		tl_meta_set(tl, HT_META_DECODED_FROM, cfg->decoded_from);
+	else
+		meta_u64(tl, HT_META_BREACHES_MISSED, not_dumped);
 	meta_u64(tl, HT_META_DEFERRED, job->deferred);
 }
 
@@ -133,6 +157,28 @@ static void capture_marks(const struct ht_dumper_config *cfg, struct ht_dump_cap
 				       &c->marks);
 }
 
+/* What a raw capture needs besides the rings to be decoded into the same dump later. */
+static void describe_raw(const struct ht_dumper_config *cfg, const struct ht_dump_job *job,
+			 struct ht_rawcap *raw)
+{
+	struct utsname u;
+
+	snprintf(raw->kind, sizeof(raw->kind), "%s", job->kind);
+	snprintf(raw->version, sizeof(raw->version), "%s", HT_VERSION);
+	raw->threshold_ns = job->threshold_ns;
+	raw->start_ns = job->start_ns;
+	raw->end_ns = job->end_ns;
+	raw->pre_ns = cfg->pre_ns;
+	raw->post_ns = cfg->post_ns;
+	raw->has_breach = job->has_breach;
+	if (job->has_breach)
+		raw->breach = job->breach;
+	uname(&u);
+	snprintf(raw->kernel, sizeof(raw->kernel), "%s", u.release);
+	ht_machine_cpu_model(raw->cpu_model, sizeof(raw->cpu_model));
+	snprintf(raw->cmdline, sizeof(raw->cmdline), "%s", cfg->cmdline ? cfg->cmdline : "");
+}
+
 int ht_dump_capture_take(const struct ht_dumper_config *cfg, const struct ht_dump_job *job,
 			 struct ht_dump_capture *c)
 {
@@ -141,6 +187,11 @@ int ht_dump_capture_take(const struct ht_dumper_config *cfg, const struct ht_dum
 	memset(c, 0, sizeof(*c));
 	ht_dump_window(cfg, job, &c->t0, &c->t1);
 	c->frozen_ns = clock_ns(CLOCK_MONOTONIC);
+	if (cfg->intelpt) {
+		c->have_raw = !ht_intelpt_freeze(cfg->intelpt, c->frozen_ns, &c->raw);
+		if (!c->have_raw)
+			ht_warn("dump without Intel PT: %s", ht_last_error());
+	}
 	if (cfg->sampler) {
 		c->have_samples = !ht_sampler_freeze(cfg->sampler, &c->frozen);
 		if (!c->have_samples)
@@ -149,9 +200,13 @@ int ht_dump_capture_take(const struct ht_dumper_config *cfg, const struct ht_dum
 	if (ht_recorder_read(&m->recorder, c->t0, c->t1, &c->w)) {
 		if (c->have_samples)
 			ht_sampler_frozen_free(&c->frozen);
+		if (c->have_raw)
+			ht_rawcap_free(&c->raw);
 		return -1;
 	}
 	capture_marks(cfg, c);
+	if (c->have_raw)
+		describe_raw(cfg, job, &c->raw);
 	/* Nothing was recorded before attach: that part of the window is clipped too. */
 	if (c->t0 < m->attached_ns) {
 		c->w.clipped = true;
@@ -168,6 +223,47 @@ void ht_dump_capture_free(struct ht_dump_capture *c)
 		ht_sampler_frozen_free(&c->frozen);
 	if (c->have_marks)
 		ht_mark_set_free(&c->marks);
+	if (c->have_raw)
+		ht_rawcap_free(&c->raw);
+}
+
+static bool cfg_has_pt(const struct ht_dumper_config *cfg)
+{
+	return cfg->intelpt != NULL;
+}
+
+/* Intel PT: every call and return of the target's threads, decoded from the frozen rings. */
+static void add_pt_timeline(struct ht_dump_builder *b, struct timeline *tl,
+			    const struct ht_dump_capture *c)
+{
+	const struct ht_rawcap *raw = &c->raw;
+	struct ht_pt_dump_stats st;
+	char root[64], config[128];
+	struct ht_pt_dump_input in = { .cap = raw, .tgid = b->cfg->tgid, .t0 = c->t0 };
+
+	tl_meta_set(tl, HT_META_SOURCE, "pt");
+	tl_meta_set(tl, HT_META_PT_CONFIG, ht_pt_fields_format(&raw->pt.fields, config,
+								sizeof(config)));
+	meta_u64(tl, HT_META_PT_FREEZE_FIRST, raw->freeze_first_ns);
+	meta_u64(tl, HT_META_PT_FREEZE_LAST, raw->freeze_last_ns);
+	/* Live, the target's files are read in its own mount namespace. */
+	if (b->cfg->monitor) {
+		snprintf(root, sizeof(root), "/proc/%d/root", b->cfg->tgid);
+		if (!access(root, R_OK))
+			in.file_root = root;
+	}
+	if (ht_pt_dump_build(tl, &in, &st)) {
+		ht_warn("dump without Intel PT call stacks: %s", ht_last_error());
+		return;
+	}
+	meta_u64(tl, HT_META_PT_BYTES, st.bytes);
+	meta_u64(tl, HT_META_PT_INSNS, st.insns);
+	meta_u64(tl, HT_META_PT_THREADS, st.threads);
+	meta_u64(tl, HT_META_PT_FROM, st.first_ns);
+	meta_u64(tl, HT_META_LOSS_PT_ERRORS, st.errors);
+	meta_u64(tl, HT_META_LOSS_PT_OVF, st.overflows);
+	meta_u64(tl, HT_META_LOSS_PT_ITEMS, st.items_dropped);
+	meta_u64(tl, HT_META_LOSS_PT_IMAGE, st.image_skipped);
 }
 
 /* The on-CPU source's part of the window: sampled stacks on the thread tracks. */
@@ -179,8 +275,12 @@ static void add_user_timeline(struct ht_dump_builder *b, struct timeline *tl,
 	struct ht_user_window uw;
 	char count[32];
 
+	if (c->have_raw) {
+		add_pt_timeline(b, tl, c);
+		return;
+	}
 	if (!sampler) {
-		tl_meta_set(tl, HT_META_SOURCE, "none");
+		tl_meta_set(tl, HT_META_SOURCE, cfg_has_pt(b->cfg) ? "pt" : "none");
 		return;
 	}
 	tl_meta_set(tl, HT_META_SOURCE, "sample");
@@ -213,27 +313,6 @@ static void add_user_timeline(struct ht_dump_builder *b, struct timeline *tl,
 	ht_sample_set_free(&set);
 }
 
-/* The track of thread TID, made if no source had an event of it. */
-static int thread_track_of(struct timeline *tl, int pid, uint32_t tid)
-{
-	struct tl_track_desc desc = { .kind = TL_TRACK_THREAD, .pid = pid, .tid = (int32_t)tid };
-	uint64_t parent = 0;
-	char name[32];
-
-	for (size_t i = 0; i < tl_track_count(tl); i++) {
-		const struct tl_track *t = tl_track(tl, i);
-
-		if (t->kind == TL_TRACK_THREAD && (uint32_t)t->tid == tid)
-			return (int)i;
-		if (t->kind == TL_TRACK_PROCESS)
-			parent = t->uuid;
-	}
-	snprintf(name, sizeof(name), "tid %u", tid);
-	desc.name = name;
-	desc.parent_uuid = parent;
-	return tl_add_track(tl, &desc);
-}
-
 static void add_hit_args(struct timeline *tl, long ev, const struct ht_dump_job *job)
 {
 	tl_event_arg_str(tl, ev, HT_ARG_TRIGGER, job->trigger);
@@ -260,7 +339,7 @@ static void add_trigger_hit(struct timeline *tl, const struct ht_dump_job *job)
 	if (hybtrace >= 0)
 		add_hit_args(tl, tl_add_instant(tl, (int)hybtrace, job->hit.time_ns, HT_EV_TRIGGER,
 						HT_CAT_BREACH), job);
-	thread = thread_track_of(tl, (int)job->hit.pid, job->hit.tid);
+	thread = tl_thread_track(tl, (int)job->hit.pid, (int)job->hit.tid);
 	if (thread >= 0)
 		add_hit_args(tl, tl_add_instant(tl, thread, job->hit.time_ns, HT_EV_TRIGGER,
 						HT_CAT_USER), job);
@@ -275,7 +354,7 @@ static void add_marks(struct timeline *tl, const struct ht_dump_capture *c, int 
 		return;
 	for (size_t i = 0; i < c->marks.count; i++) {
 		const struct ht_mark *mk = &c->marks.v[i];
-		int track = thread_track_of(tl, tgid, (uint32_t)mk->tid);
+		int track = tl_thread_track(tl, tgid, (int)mk->tid);
 		long ev;
 
 		if (track < 0)
@@ -316,9 +395,16 @@ static int build_timeline(struct ht_dump_builder *b, struct timeline *tl,
 		.breach = job->has_breach ? &job->breach : NULL,
 		.threshold_ns = job->threshold_ns,
 	};
-	if (!tl_clock_snapshot_now(&snap))
+	/* A raw capture's moment on the three clocks, so a decode elsewhere lines up the same. */
+	if (c->have_raw && c->raw.snap_mono_ns) {
+		snap = (struct tl_clock_snapshot){ .monotonic_ns = c->raw.snap_mono_ns,
+						   .boottime_ns = c->raw.snap_boot_ns,
+						   .realtime_ns = c->raw.snap_real_ns };
 		tl_set_clock_snapshot(tl, &snap);
-	set_metadata(b->cfg, tl, job, &c->w, c->t0, c->t1, not_dumped);
+	} else if (!tl_clock_snapshot_now(&snap)) {
+		tl_set_clock_snapshot(tl, &snap);
+	}
+	set_metadata(b->cfg, tl, job, c, not_dumped);
 	tl_meta_set(tl, HT_META_TARGET_COMM, target_comm);
 	rc = ht_kernel_timeline_build(tl, &kw);
 	ht_sched_index_free(&idx);
@@ -329,6 +415,88 @@ static int build_timeline(struct ht_dump_builder *b, struct timeline *tl,
 		meta_u64(tl, HT_META_UNTANGLED, tl_untangle(tl));
 	}
 	return rc;
+}
+
+static void save_comm(struct ht_comm_cache *comms, struct ht_rawcap *raw, uint32_t pid,
+		      unsigned int cpu)
+{
+	char name[HT_COMM_LEN + 8];
+
+	if (!pid)
+		return;
+	ht_comm_lookup(comms, pid, cpu, name, sizeof(name));
+	if (strcmp(name, "[exited]"))
+		ht_rawcap_add_comm(raw, pid, name);
+}
+
+/* The names the dump gave every task of the window, so a decode elsewhere gives the same. */
+static void save_comms(struct ht_dump_builder *b, const struct ht_fr_window *w,
+		       struct ht_rawcap *raw)
+{
+	save_comm(b->comms, raw, (uint32_t)b->cfg->tgid, 0);
+	for (size_t i = 0; i < w->count; i++) {
+		save_comm(b->comms, raw, w->events[i].rec.tid_a, w->events[i].cpu);
+		save_comm(b->comms, raw, w->events[i].rec.tid_b, w->events[i].cpu);
+	}
+	for (unsigned int cpu = 0; cpu < w->ncpus; cpu++) {
+		if (!w->entry_valid || !w->entry_valid[cpu])
+			continue;
+		save_comm(b->comms, raw, w->entry_switch[cpu].rec.tid_a, cpu);
+		save_comm(b->comms, raw, w->entry_switch[cpu].rec.tid_b, cpu);
+	}
+	if (raw->has_breach)
+		save_comm(b->comms, raw, raw->breach.waker_tid, raw->breach.wake_cpu);
+}
+
+/* The names of the breach's kernel stack: the capture may be decoded under another kernel. */
+static void save_ksyms(const struct ht_ksyms *ksyms, struct ht_rawcap *raw)
+{
+	int depth = raw->breach.kstack_bytes > 0 ? raw->breach.kstack_bytes / 8 : 0;
+
+	if (!raw->has_breach || !ksyms)
+		return;
+	for (int i = 0; i < depth && i < HT_MAX_KSTACK_DEPTH; i++) {
+		uint64_t start;
+		const char *name = ht_ksyms_find(ksyms, raw->breach.kstack[i], &start);
+
+		if (name && ht_rawcap_add_ksym(raw, start, name))
+			return;
+	}
+}
+
+/*
+ * --keep-raw: the snapshot next to its dump, under the dump's own name. A
+ * failure costs the raw file only: the dump is written already.
+ */
+static void save_raw(struct ht_dump_builder *b, const struct ht_dump_capture *c,
+		     const char *dump_path)
+{
+	struct ht_rawcap raw = c->raw; /* a view: it owns nothing the capture does not */
+	const char *name = strrchr(dump_path, '/');
+	char base[256], final[PATH_MAX + 64];
+	size_t n;
+
+	name = name ? name + 1 : dump_path;
+	n = strlen(name);
+	if (n > strlen(HT_DUMP_SUFFIX) && !strcmp(name + n - strlen(HT_DUMP_SUFFIX), HT_DUMP_SUFFIX))
+		n -= strlen(HT_DUMP_SUFFIX);
+	snprintf(base, sizeof(base), "%.*s", (int)n, name);
+	raw.has_window = true;
+	raw.window = c->w;
+	raw.comms = NULL;
+	raw.ncomms = raw.comms_cap = 0;
+	raw.ksyms = NULL;
+	raw.nksyms = 0;
+	save_comms(b, &c->w, &raw);
+	save_ksyms(b->cfg->ksyms, &raw);
+	if (ht_rawcap_save(b->cfg->output_dir, base, &raw, final, sizeof(final)))
+		ht_warn("raw capture not kept: %s", ht_last_error());
+	else if (!b->cfg->json)
+		fprintf(stderr, "hybtrace: raw capture kept: %s\n", final);
+	free(raw.comms);
+	for (size_t i = 0; i < raw.nksyms; i++)
+		free(raw.ksyms[i].name);
+	free(raw.ksyms);
 }
 
 int ht_dump_builder_write(struct ht_dump_builder *b, const struct ht_dump_job *job,
@@ -346,8 +514,11 @@ int ht_dump_builder_write(struct ht_dump_builder *b, const struct ht_dump_job *j
 	if (build_timeline(b, tl, job, c, not_dumped))
 		goto out;
 	*events = tl_event_count(tl);
-	ht_dump_base_name(b->cfg->tgid, ht_monotonic_to_realtime(job->end_ns), job->kind, base,
-			  sizeof(base));
+	if (b->cfg->base_name)
+		snprintf(base, sizeof(base), "%s", b->cfg->base_name);
+	else
+		ht_dump_base_name(b->cfg->tgid, ht_monotonic_to_realtime(job->end_ns), job->kind,
+				  base, sizeof(base));
 	if (ht_output_begin(b->cfg->output_dir, &f))
 		goto out;
 	if (pftw_write_fd(tl, f.fd, err, sizeof(err))) {
@@ -357,6 +528,8 @@ int ht_dump_builder_write(struct ht_dump_builder *b, const struct ht_dump_job *j
 	}
 	*bytes = fstat(f.fd, &st) ? 0 : (uint64_t)st.st_size;
 	rc = ht_output_commit(&f, b->cfg->output_dir, base, path, len);
+	if (!rc && c->have_raw && b->cfg->keep_raw)
+		save_raw(b, c, path);
 out:
 	tl_free(tl);
 	return rc;
@@ -396,6 +569,8 @@ void ht_dump_builder_free(struct ht_dump_builder *b)
 	ht_symbolizer_free(b->symbolizer);
 	if (b->unwinder)
 		ht_dwarf_unwinder_free(b->unwinder);
+	if (b->comms)
+		ht_comm_cache_free(b->comms);
 	free(b->comms);
 	memset(b, 0, sizeof(*b));
 }

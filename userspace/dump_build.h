@@ -15,6 +15,7 @@
 #include "recorder.h"
 #include "breakpoint.h"
 #include "marks.h"
+#include "rawcap.h"
 #include "sampler.h"
 
 struct ht_monitor;
@@ -22,6 +23,7 @@ struct ht_ksyms;
 struct ht_comm_cache;
 struct ht_symbolizer;
 struct ht_dwarf_unwinder;
+struct ht_intelpt;
 
 struct ht_dumper_config {
 	const char *output_dir;
@@ -31,9 +33,13 @@ struct ht_dumper_config {
 	const char *target_comm;
 	const char *cmdline;
 	bool json; /* report written dumps as JSON lines on stdout */
-	const struct ht_monitor *monitor;
+	const struct ht_monitor *monitor; /* NULL: offline (`hybtrace decode`) */
 	const struct ht_ksyms *ksyms;
-	struct ht_sampler *sampler; /* NULL: no on-CPU source */
+	struct ht_sampler *sampler; /* NULL: no sampling */
+	struct ht_intelpt *intelpt; /* NULL: no Intel PT */
+	bool keep_raw;		    /* save each PT snapshot next to its dump */
+	const char *base_name;	    /* the file's name without suffix; NULL: from the dump */
+	const char *decoded_from;   /* `hybtrace decode`: the raw capture's path */
 	unsigned int rt_priority;   /* the builder thread's, while urgent; 0: off */
 	const struct ht_marks_source *marks; /* NULL: no user marks are read */
 };
@@ -68,6 +74,9 @@ struct ht_dump_capture {
 	struct ht_sampler_frozen frozen;
 	bool have_marks;
 	struct ht_mark_set marks;
+	/* Intel PT: the frozen rings and all a decode needs (kept as a raw capture). */
+	bool have_raw;
+	struct ht_rawcap raw;
 };
 
 /* The builder's own symbol state, kept across dumps (one thread uses it). */

@@ -105,5 +105,18 @@
 /* Slices moved to nest on their track: their sources' clocks disagreed (see tl_untangle). */
 #define HT_META_UNTANGLED      "timeline.slices_moved"
 #define HT_META_LOSS_THROTTLE  "loss.sample_throttles" /* PERF_RECORD_THROTTLE */
+/* Intel PT: the trigger-to-freeze delays, what was decoded, and what was lost. */
+#define HT_META_PT_CONFIG	"pt.config"	    /* as perf writes it: tsc,mtc,mtc_period=3,... */
+#define HT_META_PT_FREEZE_FIRST "pt.freeze_first_ns" /* trigger to the first ring disabled */
+#define HT_META_PT_FREEZE_LAST	"pt.freeze_last_ns"  /* ... and to the last */
+#define HT_META_PT_BYTES	"pt.bytes"
+#define HT_META_PT_INSNS	"pt.instructions"
+#define HT_META_PT_THREADS	"pt.threads"
+#define HT_META_PT_FROM		"pt.trace_from_ns"  /* the oldest time decoded */
+#define HT_META_LOSS_PT_ERRORS	"loss.pt_decode_errors"
+#define HT_META_LOSS_PT_OVF	"loss.pt_overflows"
+#define HT_META_LOSS_PT_ITEMS	"loss.pt_items_dropped"
+#define HT_META_LOSS_PT_IMAGE	"loss.pt_code_unreadable" /* mappings whose code was not readable */
+#define HT_META_DECODED_FROM	"decoded_from"	    /* `hybtrace decode`: the raw capture */
 
 #endif /* HT_DUMP_SCHEMA_H */

@@ -108,6 +108,25 @@ oom:
 	return NULL;
 }
 
+struct ht_ksyms *ht_ksyms_from_list(const uint64_t *starts, const char *const *names, size_t n)
+{
+	struct ht_ksyms *k = calloc(1, sizeof(*k));
+
+	if (!k)
+		goto oom;
+	for (size_t i = 0; i < n; i++)
+		if (add_symbol(k, starts[i], names[i]))
+			goto oom;
+	k->usable = n > 0;
+	if (k->count > 1)
+		qsort(k->syms, k->count, sizeof(*k->syms), ksym_cmp);
+	return k;
+oom:
+	ht_ksyms_free(k);
+	ht_fail("out of memory for kernel symbols");
+	return NULL;
+}
+
 void ht_ksyms_free(struct ht_ksyms *k)
 {
 	if (!k)

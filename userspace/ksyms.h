@@ -12,6 +12,9 @@ struct ht_ksyms;
 struct ht_ksyms *ht_ksyms_load(const char *path);
 void ht_ksyms_free(struct ht_ksyms *k);
 
+/* Symbols from N (start, name) pairs, as a raw capture keeps them. NULL when out of memory. */
+struct ht_ksyms *ht_ksyms_from_list(const uint64_t *starts, const char *const *names, size_t n);
+
 /* Whether addresses were visible (not all zero, as without CAP_SYSLOG). */
 int ht_ksyms_usable(const struct ht_ksyms *k);
 

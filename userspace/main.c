@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 #include "check.h"
+#include "decode.h"
 #include "log.h"
 #include "monitor.h"
 #include "options.h"
@@ -70,6 +71,7 @@ static const struct {
 	{ "run", cmd_run },
 	{ "check", ht_check_main },
 	{ "report", ht_report_main },
+	{ "decode", ht_decode_main },
 	{ "help", cmd_help },
 	{ "--help", cmd_help },
 	{ "-h", cmd_help },

@@ -23,6 +23,7 @@ void ht_options_init(struct ht_options *o)
 	o->max_disk_bytes = HT_DEFAULT_MAX_DISK;
 	o->sample_freq_hz = HT_DEFAULT_SAMPLE_FREQ;
 	o->max_memory_bytes = HT_DEFAULT_MAX_MEMORY;
+	o->pt_size_bytes = HT_DEFAULT_PT_SIZE;
 }
 
 /* Parse "INT[.FRAC]" scaled by `scale`; *end gets what follows the number. */
@@ -190,6 +191,9 @@ enum {
 	OPT_RT_PRIORITY,
 	OPT_TRIGGER,
 	OPT_MULTI,
+	OPT_PT_SIZE,
+	OPT_PT_TIMING,
+	OPT_KEEP_RAW,
 };
 
 static const struct option long_options[] = {
@@ -219,6 +223,9 @@ static const struct option long_options[] = {
 	{ "rt-priority", required_argument, NULL, OPT_RT_PRIORITY },
 	{ "trigger", required_argument, NULL, OPT_TRIGGER },
 	{ "multi", no_argument, NULL, OPT_MULTI },
+	{ "pt-size", required_argument, NULL, OPT_PT_SIZE },
+	{ "pt-timing", required_argument, NULL, OPT_PT_TIMING },
+	{ "keep-raw", no_argument, NULL, OPT_KEEP_RAW },
 	{ "help", no_argument, NULL, 'h' },
 	{ NULL, 0, NULL, 0 },
 };
@@ -282,6 +289,32 @@ static int parse_count(const char *opt, const char *arg, unsigned int *n)
 	return 0;
 }
 
+static int parse_pt_option(struct ht_options *o, int opt, const char *arg)
+{
+	switch (opt) {
+	case OPT_PT_SIZE:
+		if (ht_parse_size(arg, &o->pt_size_bytes))
+			return ht_fail("--pt-size: %s", ht_last_error());
+		/* The AUX area is mapped in pages and the kernel wants a power of two of them. */
+		if (o->pt_size_bytes < (64ULL << 10) || o->pt_size_bytes > (1ULL << 30) ||
+		    (o->pt_size_bytes & (o->pt_size_bytes - 1)))
+			return ht_fail("--pt-size: %s is not a power of two from 64k to 1G", arg);
+		return 0;
+	case OPT_PT_TIMING:
+		if (!strcmp(arg, "coarse"))
+			o->pt_fine_timing = false;
+		else if (!strcmp(arg, "fine"))
+			o->pt_fine_timing = true;
+		else
+			return ht_fail("--pt-timing: '%s' is not coarse or fine", arg);
+		return 0;
+	case OPT_KEEP_RAW:
+		o->keep_raw = true;
+		return 0;
+	}
+	return ht_fail("unknown option (see hybtrace --help)");
+}
+
 static int parse_source_option(struct ht_options *o, int opt, const char *arg)
 {
 	static const char *const sources[] = { "auto", "pt", "sample", "none" };
@@ -336,7 +369,7 @@ static int parse_source_option(struct ht_options *o, int opt, const char *arg)
 		o->multi = true;
 		return 0;
 	}
-	return ht_fail("unknown option (see hybtrace --help)");
+	return parse_pt_option(o, opt, arg);
 }
 
 static int parse_dump_option(struct ht_options *o, int opt, const char *arg)
@@ -505,6 +538,10 @@ void ht_options_usage(void)
 	       "  --sample-freq HZ     sampling rate per thread (default 999)\n"
 	       "  --sample-history SIZE  sampling ring per CPU (default 1M; 8M with dwarf)\n"
 	       "  --callgraph MODE     fp (frame pointers, default) or dwarf (for code without them)\n"
+	       "  --pt-size SIZE       Intel PT ring per CPU, a power of two (default 4M)\n"
+	       "  --pt-timing MODE     coarse (TSC and MTC, default) or fine (cycle-accurate CYC too)\n"
+	       "  --keep-raw           also save each PT snapshot as FILE.hybtrace-raw, for\n"
+	       "                       `hybtrace decode FILE` (here or on another machine)\n"
 	       "  --max-memory SIZE    all rings together (default 512M)\n"
 	       "  --rt-priority N      SCHED_FIFO priority for the event loop and freezing the\n"
 	       "                       sources (default 0: off)\n"

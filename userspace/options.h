@@ -51,6 +51,9 @@ struct ht_options {
 	unsigned int sample_freq_hz;
 	uint64_t sample_history_bytes; /* per CPU; 0: the callgraph's default */
 	enum ht_callgraph_mode callgraph;
+	uint64_t pt_size_bytes; /* Intel PT AUX area per CPU, a power of two */
+	bool pt_fine_timing;	/* CYC packets too */
+	bool keep_raw;		/* save each PT snapshot for `hybtrace decode` */
 	uint64_t max_memory_bytes;
 	unsigned int rt_priority; /* SCHED_FIFO for the event loop and freezes; 0: off */
 	/* Code triggers. */
@@ -74,6 +77,7 @@ struct ht_options {
 #define HT_DEFAULT_SAMPLE_FREQ	 999
 #define HT_DEFAULT_SAMPLE_HISTORY_FP	(1ULL << 20)
 #define HT_DEFAULT_SAMPLE_HISTORY_DWARF (8ULL << 20)
+#define HT_DEFAULT_PT_SIZE	 (4ULL << 20)
 #define HT_DEFAULT_MAX_MEMORY	 (512ULL << 20)
 #define HT_MAX_HISTORY_BYTES	 (1ULL << 30)
 

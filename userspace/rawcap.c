@@ -27,12 +27,14 @@
 #define MAX_FILE_BYTES	  (16ULL << 30)
 #define MAX_SECTIONS	  (1u << 20)
 #define MAX_PATH_BYTES	  4096
+#define MAX_KSYM_NAME	  512 /* "function [module]" */
 #define MAX_BUILD_ID_HEX  128
 #define MAX_SHORT_STRING  64
 #define MAX_CPUS	  65536
 #define FR_EVENT_BYTES	  36
 #define CLOCK_PAIR_BYTES  24
 #define MAPPING_MIN_BYTES (8 * 3 + 4 + 4 + 2)
+#define COMM_ENTRY_BYTES  (4 + HT_COMM_LEN)
 /* CLOCKS as format 1.0 wrote it ended after the pairs. */
 #define CLOCKS_MINOR_CONV 1
 
@@ -41,6 +43,8 @@ _Static_assert(sizeof(struct ht_flight_record) == 32,
 	       "ht_flight_record changed: update put_fr_event/rd_fr_event and FR_EVENT_BYTES");
 _Static_assert(sizeof(struct ht_breach) == 368,
 	       "ht_breach changed: update write_breach/parse_breach");
+/* COMMS entries are fixed-size: a longer comm would be a new section. */
+_Static_assert(HT_COMM_LEN == 16, "HT_COMM_LEN changed: COMMS entries are pid + 16 bytes");
 
 static const char *tag_name(uint32_t tag)
 {
@@ -65,6 +69,10 @@ static const char *tag_name(uint32_t tag)
 		return "VDSO";
 	case HT_RAWSEC_KWINDOW:
 		return "KWINDOW";
+	case HT_RAWSEC_COMMS:
+		return "COMMS";
+	case HT_RAWSEC_KSYMS:
+		return "KSYMS";
 	case HT_RAWSEC_END:
 		return "END";
 	}
@@ -270,6 +278,10 @@ static void write_meta(struct writer *w, struct mbuf *b, const struct ht_rawcap 
 	mb_u64(b, c->snap_mono_ns);
 	mb_u64(b, c->snap_boot_ns);
 	mb_u64(b, c->snap_real_ns);
+	/* 1.2: where and how the capture was made. */
+	mb_str16(b, c->kernel, sizeof(c->kernel));
+	mb_str16(b, c->cpu_model, sizeof(c->cpu_model));
+	mb_str16(b, c->cmdline, sizeof(c->cmdline));
 	w_section(w, HT_RAWSEC_META, b, NULL, 0);
 }
 
@@ -401,6 +413,29 @@ static void write_window(struct writer *w, struct mbuf *b, const struct ht_fr_wi
 	w_section(w, HT_RAWSEC_KWINDOW, b, NULL, 0);
 }
 
+/* COMMS: entries back to back, no count (the payload length says it). */
+static void write_comms(struct writer *w, struct mbuf *b, const struct ht_rawcap *c)
+{
+	for (size_t i = 0; i < c->ncomms; i++) {
+		char comm[HT_COMM_LEN] = {0};
+
+		memcpy(comm, c->comms[i].comm, strnlen(c->comms[i].comm, HT_COMM_LEN - 1));
+		mb_u32(b, c->comms[i].pid);
+		mb_put(b, comm, HT_COMM_LEN);
+	}
+	w_section(w, HT_RAWSEC_COMMS, b, NULL, 0);
+}
+
+/* KSYMS: (start, name) pairs back to back. */
+static void write_ksyms(struct writer *w, struct mbuf *b, const struct ht_rawcap *c)
+{
+	for (size_t i = 0; i < c->nksyms; i++) {
+		mb_u64(b, c->ksyms[i].start);
+		mb_str16(b, c->ksyms[i].name, MAX_KSYM_NAME);
+	}
+	w_section(w, HT_RAWSEC_KSYMS, b, NULL, 0);
+}
+
 static int check_writable(const struct ht_rawcap *c)
 {
 	if (c->nclocks > UINT32_MAX)
@@ -418,6 +453,13 @@ static int check_writable(const struct ht_rawcap *c)
 		return ht_fail("raw capture: the vdso has no data");
 	if (c->has_window && c->window.count && !c->window.events)
 		return ht_fail("raw capture: the kernel window has no events");
+	if (c->ncomms && !c->comms)
+		return ht_fail("raw capture: the task names have no data");
+	/* The reader refuses anything else; ht_rawcap_add_comm keeps this. */
+	for (size_t i = 1; i < c->ncomms; i++)
+		if (c->comms[i - 1].pid >= c->comms[i].pid)
+			return ht_fail("raw capture: task names out of pid order (%u after %u)",
+				       c->comms[i].pid, c->comms[i - 1].pid);
 	return 0;
 }
 
@@ -473,6 +515,10 @@ int ht_rawcap_write_fd(int fd, const struct ht_rawcap *c)
 	}
 	if (c->has_window)
 		write_window(w, &b, &c->window);
+	if (c->ncomms)
+		write_comms(w, &b, c);
+	if (c->nksyms)
+		write_ksyms(w, &b, c);
 	mb_u32(&b, w->sections);
 	w_section(w, HT_RAWSEC_END, &b, NULL, 0);
 	w_flush(w);
@@ -713,7 +759,7 @@ struct rctx {
 	uint16_t minor;
 	bool seen[16];
 	bool oom;
-	size_t streams_cap, sidebands_cap, maps_cap;
+	size_t streams_cap, sidebands_cap, maps_cap, ksyms_cap;
 };
 
 static int rfail(struct rctx *x, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -766,6 +812,11 @@ static void parse_meta(struct rd *r, struct ht_rawcap *c)
 	c->snap_mono_ns = rd_u64(r);
 	c->snap_boot_ns = rd_u64(r);
 	c->snap_real_ns = rd_u64(r);
+	if (!rd_left(r))
+		return; /* 1.1 ends here */
+	rd_str16(r, c->kernel, sizeof(c->kernel));
+	rd_str16(r, c->cpu_model, sizeof(c->cpu_model));
+	rd_str16(r, c->cmdline, sizeof(c->cmdline));
 }
 
 static void parse_breach(struct rd *r, struct ht_breach *x)
@@ -1037,12 +1088,70 @@ static void parse_window(struct rctx *x, struct rd *r)
 	}
 }
 
+/* Whole entries, pids strictly increasing (what add_comm's binary search needs). */
+static void parse_comms(struct rctx *x, struct rd *r)
+{
+	struct ht_rawcap *c = x->out;
+	uint64_t n = rd_left(r) / COMM_ENTRY_BYTES;
+
+	if (rd_left(r) % COMM_ENTRY_BYTES) {
+		r->bad = true;
+		return;
+	}
+	if (n && !(c->comms = calloc(n, sizeof(*c->comms)))) {
+		x->oom = true;
+		return;
+	}
+	c->comms_cap = n;
+	for (uint64_t i = 0; i < n; i++) {
+		struct ht_rawcap_comm *e = &c->comms[i];
+		const uint8_t *p;
+
+		e->pid = rd_u32(r);
+		if ((p = rd_take(r, HT_COMM_LEN)))
+			memcpy(e->comm, p, HT_COMM_LEN);
+		/* The file's bytes may not end in a NUL: ours do. */
+		e->comm[HT_COMM_LEN - 1] = 0;
+		clean_text(e->comm, HT_COMM_LEN);
+		if (i && e->pid <= c->comms[i - 1].pid) {
+			r->bad = true;
+			return;
+		}
+		c->ncomms = i + 1;
+	}
+}
+
+/* Names for the kernel stacks: a name, never empty, with no NUL inside. */
+static void parse_ksyms(struct rctx *x, struct rd *r)
+{
+	struct ht_rawcap *c = x->out;
+
+	while (rd_left(r) && !r->bad && !x->oom) {
+		struct ht_rawcap_ksym k;
+
+		k.start = rd_u64(r);
+		k.name = rd_dup(r, 2, MAX_KSYM_NAME, &x->oom);
+		if (!k.name || !k.name[0]) {
+			r->bad = r->bad || !x->oom;
+			free(k.name);
+			return;
+		}
+		clean_text(k.name, strlen(k.name) + 1);
+		if (grow((void **)&c->ksyms, &x->ksyms_cap, c->nksyms, sizeof(k))) {
+			x->oom = true;
+			free(k.name);
+			return;
+		}
+		c->ksyms[c->nksyms++] = k;
+	}
+}
+
 /* Sections that may appear once. */
 static bool singleton(uint32_t tag)
 {
 	return tag == HT_RAWSEC_META || tag == HT_RAWSEC_BREACH || tag == HT_RAWSEC_PT_CONFIG ||
 	       tag == HT_RAWSEC_CPUID || tag == HT_RAWSEC_CLOCKS || tag == HT_RAWSEC_VDSO ||
-	       tag == HT_RAWSEC_KWINDOW;
+	       tag == HT_RAWSEC_KWINDOW || tag == HT_RAWSEC_COMMS || tag == HT_RAWSEC_KSYMS;
 }
 
 static int parse_section(struct rctx *x, uint32_t tag, struct rd *r)
@@ -1081,6 +1190,12 @@ static int parse_section(struct rctx *x, uint32_t tag, struct rd *r)
 	case HT_RAWSEC_KWINDOW:
 		c->has_window = true;
 		parse_window(x, r);
+		break;
+	case HT_RAWSEC_COMMS:
+		parse_comms(x, r);
+		break;
+	case HT_RAWSEC_KSYMS:
+		parse_ksyms(x, r);
 		break;
 	default:
 		return 0; /* a newer minor's section: skipped */
@@ -1248,7 +1363,63 @@ void ht_rawcap_free(struct ht_rawcap *c)
 	free(c->window.events);
 	free(c->window.entry_switch);
 	free(c->window.entry_valid);
+	free(c->comms);
+	for (size_t i = 0; i < c->nksyms; i++)
+		free(c->ksyms[i].name);
+	free(c->ksyms);
 	memset(c, 0, sizeof(*c));
+}
+
+/* Where PID is in the sorted COMMS, or where it would go (*FOUND says which). */
+static size_t comm_index(const struct ht_rawcap *c, uint32_t pid, bool *found)
+{
+	size_t lo = 0, hi = c->ncomms;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (c->comms[mid].pid < pid)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	*found = lo < c->ncomms && c->comms[lo].pid == pid;
+	return lo;
+}
+
+const char *ht_rawcap_find_comm(const struct ht_rawcap *c, uint32_t pid)
+{
+	bool found;
+	size_t i = comm_index(c, pid, &found);
+
+	return found ? c->comms[i].comm : NULL;
+}
+
+int ht_rawcap_add_comm(struct ht_rawcap *c, uint32_t pid, const char *comm)
+{
+	struct ht_rawcap_comm *e;
+	bool found;
+	size_t i = comm_index(c, pid, &found);
+
+	if (found)
+		return 0;
+	if (c->ncomms >= c->comms_cap) {
+		size_t cap = c->ncomms ? c->ncomms * 2 : 64;
+		struct ht_rawcap_comm *p = realloc(c->comms, cap * sizeof(*p));
+
+		if (!p)
+			return ht_fail("out of memory naming the tasks of the raw capture");
+		c->comms = p;
+		c->comms_cap = cap;
+	}
+	/* Sorted inserts: the window's tasks are few, its events many. */
+	memmove(&c->comms[i + 1], &c->comms[i], (c->ncomms - i) * sizeof(*c->comms));
+	e = &c->comms[i];
+	memset(e, 0, sizeof(*e));
+	e->pid = pid;
+	snprintf(e->comm, sizeof(e->comm), "%s", comm ? comm : "");
+	c->ncomms++;
+	return 0;
 }
 
 int ht_rawcap_set_window(struct ht_rawcap *c, const struct ht_fr_window *w)
@@ -1649,5 +1820,24 @@ int ht_perf_backward_linearize(const uint8_t *ring, size_t size, uint64_t head, 
 	free(starts);
 	*out = buf;
 	*len = total;
+	return 0;
+}
+
+int ht_rawcap_add_ksym(struct ht_rawcap *cap, uint64_t start, const char *name)
+{
+	struct ht_rawcap_ksym *grown;
+
+	for (size_t i = 0; i < cap->nksyms; i++)
+		if (cap->ksyms[i].start == start)
+			return 0;
+	grown = realloc(cap->ksyms, (cap->nksyms + 1) * sizeof(*grown));
+	if (!grown)
+		return ht_fail("out of memory");
+	cap->ksyms = grown;
+	cap->ksyms[cap->nksyms].start = start;
+	cap->ksyms[cap->nksyms].name = strndup(name, MAX_KSYM_NAME);
+	if (!cap->ksyms[cap->nksyms].name)
+		return ht_fail("out of memory");
+	cap->nksyms++;
 	return 0;
 }

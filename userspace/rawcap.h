@@ -29,7 +29,7 @@
 
 #define HT_RAWCAP_MAGIC	 "HYBTRAW\n"
 #define HT_RAWCAP_MAJOR	 1
-#define HT_RAWCAP_MINOR	 1 /* 1.1: the mmap page's TSC conversion in CLOCKS */
+#define HT_RAWCAP_MINOR	 2 /* 1.1: the mmap page's TSC conversion in CLOCKS; 1.2: COMMS, machine and command in META */
 #define HT_RAWCAP_SUFFIX ".hybtrace-raw"
 
 /* Section tags. */
@@ -44,6 +44,8 @@ enum ht_rawcap_tag {
 	HT_RAWSEC_MAPS = 8,	 /* one per reading of /proc/PID/maps */
 	HT_RAWSEC_VDSO = 9,
 	HT_RAWSEC_KWINDOW = 10,	  /* the flight-recorder window */
+	HT_RAWSEC_COMMS = 11,	  /* pid -> comm of the tasks in the window */
+	HT_RAWSEC_KSYMS = 12,	  /* 1.2: names of the kernel addresses the dump shows */
 	HT_RAWSEC_END = 0x454e44, /* "END": the file is complete */
 };
 
@@ -137,7 +139,22 @@ struct ht_rawcap_maps {
 	size_t count;
 };
 
+/*
+ * The name a task in the kernel window had when the dump was made, so an
+ * offline decode names it as the live dump did (its /proc is not ours).
+ */
+struct ht_rawcap_comm {
+	uint32_t pid;
+	char comm[HT_COMM_LEN];
+};
+
 #define HT_RAWCAP_KIND_LEN 16
+
+/* A kernel function: its first address and its name as kallsyms gave it. */
+struct ht_rawcap_ksym {
+	uint64_t start;
+	char *name;
+};
 
 struct ht_rawcap {
 	/* The version of the file read (the writer writes its own). */
@@ -155,6 +172,10 @@ struct ht_rawcap {
 	uint64_t freeze_first_ns;  /* delay from the trigger to the first area disabled */
 	uint64_t freeze_last_ns;   /* ... and to the last */
 	uint64_t snap_mono_ns, snap_boot_ns, snap_real_ns; /* one moment on three clocks */
+	/* 1.2: the machine and the command (empty in older files). */
+	char kernel[65];     /* uname release */
+	char cpu_model[128]; /* /proc/cpuinfo model name */
+	char cmdline[1024];  /* how hybtrace was started */
 
 	bool has_breach;
 	struct ht_breach breach;
@@ -179,6 +200,14 @@ struct ht_rawcap {
 	uint64_t vdso_addr;
 	uint8_t *vdso;
 	size_t vdso_len;
+
+	/* COMMS: sorted by pid, each pid once (ht_rawcap_add_comm keeps it so). */
+	struct ht_rawcap_comm *comms;
+	size_t ncomms;
+	size_t comms_cap; /* entries allocated */
+	/* The kernel functions of the stacks the dump shows: a decode elsewhere names them alike. */
+	struct ht_rawcap_ksym *ksyms;
+	size_t nksyms;
 };
 
 /*
@@ -187,8 +216,20 @@ struct ht_rawcap {
  */
 void ht_rawcap_free(struct ht_rawcap *cap);
 
+/* Name the kernel function at START (once per START). 0, or -1 with ht_fail(). */
+int ht_rawcap_add_ksym(struct ht_rawcap *cap, uint64_t start, const char *name);
+
 /* Copy window W into CAP (has_window set). 0, or -1 with ht_fail(). */
 int ht_rawcap_set_window(struct ht_rawcap *cap, const struct ht_fr_window *w);
+
+/*
+ * Name PID COMM (truncated to HT_COMM_LEN - 1) in CAP's COMMS; a pid already
+ * there keeps its first name. 0, or -1 with ht_fail() (memory).
+ */
+int ht_rawcap_add_comm(struct ht_rawcap *cap, uint32_t pid, const char *comm);
+
+/* The name COMMS gives PID, or NULL. */
+const char *ht_rawcap_find_comm(const struct ht_rawcap *cap, uint32_t pid);
 
 /* Write CAP to FD (positioned where the file starts). 0, or -1 with ht_fail(). */
 int ht_rawcap_write_fd(int fd, const struct ht_rawcap *cap);

@@ -27,6 +27,7 @@
 #include "privileges.h"
 #include "proc.h"
 #include "sampler.h"
+#include "intelpt_capture.h"
 #include "symbolizer.h"
 #include "unwind_dwarf.h"
 #include "session.h"
@@ -59,6 +60,7 @@ struct session {
 	char target_comm[HT_COMM_BUF];
 	struct ht_monitor monitor;
 	struct ht_sampler sampler;
+	struct ht_intelpt pt;
 	struct ht_code_triggers triggers;
 	struct ht_marks_source marks;
 	struct ht_dumper dumper;
@@ -518,6 +520,8 @@ static void housekeeping(struct session *s)
 	uint64_t now = monotonic_ns(), forget_before;
 
 	ht_code_triggers_reap(&s->triggers);
+	if (s->pt.open)
+		ht_intelpt_reap(&s->pt);
 	/* A name goes once no dump still to be written can show its task. */
 	forget_before = now - COMM_KEEP_NS;
 	if (s->dumper.started) {
@@ -613,6 +617,8 @@ static void close_session(struct session *s)
 	ht_dumper_stop(&s->dumper);
 	ht_code_triggers_close(&s->triggers);
 	ht_sampler_close(&s->sampler);
+	if (s->pt.open)
+		ht_intelpt_close(&s->pt);
 	ht_monitor_close(&s->monitor);
 	ht_ksyms_free(s->ksyms);
 	free(s->comms);
@@ -632,10 +638,40 @@ static void block_loop_signals(void)
 	sigprocmask(SIG_BLOCK, &mask, NULL);
 }
 
-/* Sampling of every thread of the target, when that is the on-CPU source. */
+/*
+ * Intel PT for every thread of the target. With `auto`, a PT that cannot be
+ * had (another tool holds it on a CPU, the memory budget) falls back to
+ * sampling, said in one line; with `--source pt` it is an error.
+ */
+static int start_intelpt(struct session *s, enum ht_source *source)
+{
+	const struct ht_options *o = s->opt;
+	struct ht_intelpt_config cfg = {
+		.tgid = s->tgid,
+		.aux_bytes = o->pt_size_bytes,
+		/* check_sources made sure the flight recorder leaves this much. */
+		.memory_budget_bytes = o->max_memory_bytes -
+				       o->history_bytes * (uint64_t)libbpf_num_possible_cpus(),
+		/* Tests on machines without PT: the sideband, maps and raw captures, no PT bytes. */
+		.sideband_only = getenv("HYBTRACE_TEST_PT_SIDEBAND_ONLY") != NULL,
+	};
+
+	ht_intelpt_request_default(&cfg.request);
+	cfg.request.fine_timing = o->pt_fine_timing;
+	if (!ht_intelpt_open(&s->pt, &cfg))
+		return 0;
+	if (o->source == HT_SOURCE_PT)
+		return -1;
+	ht_warn("Intel PT not used, sampling instead: %s", ht_last_error());
+	*source = HT_SOURCE_SAMPLE;
+	return 0;
+}
+
+/* The on-CPU source: Intel PT, or sampling of every thread of the target. */
 static int start_sampler(struct session *s)
 {
 	const struct ht_options *o = s->opt;
+	enum ht_source source = o->source;
 	struct ht_sampler_config cfg = {
 		.tgid = s->tgid,
 		.freq_hz = o->sample_freq_hz,
@@ -646,7 +682,9 @@ static int start_sampler(struct session *s)
 		.stack_bytes = HT_SAMPLE_STACK_BYTES,
 	};
 
-	if (o->source == HT_SOURCE_NONE)
+	if (source == HT_SOURCE_PT && start_intelpt(s, &source))
+		return -1;
+	if (source != HT_SOURCE_SAMPLE)
 		return 0;
 	return ht_sampler_open(&s->sampler, &cfg);
 }
@@ -679,6 +717,8 @@ static int start_dumper(struct session *s)
 		.monitor = &s->monitor,
 		.ksyms = s->ksyms,
 		.sampler = s->sampler.open ? &s->sampler : NULL,
+		.intelpt = s->pt.open ? &s->pt : NULL,
+		.keep_raw = o->keep_raw,
 		.rt_priority = o->rt_priority,
 		.marks = &s->marks,
 	};
@@ -786,24 +826,29 @@ static int check_sources(struct ht_options *o)
 	uint64_t need;
 
 	if (o->source == HT_SOURCE_PT || o->source == HT_SOURCE_AUTO) {
-		bool has_pt = access("/sys/bus/event_source/devices/intel_pt", F_OK) == 0;
+		bool has_pt = access("/sys/bus/event_source/devices/intel_pt", F_OK) == 0 ||
+			      getenv("HYBTRACE_TEST_PT_SIDEBAND_ONLY");
 
-		if (o->source == HT_SOURCE_PT)
-			return ht_fail(has_pt ? "--source pt: Intel PT capture is not supported by "
-						"this build of hybtrace; use --source sample"
-					      : "--source pt: this machine has no Intel PT (no "
-						"/sys/bus/event_source/devices/intel_pt); use --source "
-						"sample");
-		o->source = HT_SOURCE_SAMPLE;
+		if (o->source == HT_SOURCE_PT && !has_pt)
+			return ht_fail("--source pt: this machine has no Intel PT (no "
+				       "/sys/bus/event_source/devices/intel_pt); use --source sample");
+		o->source = has_pt ? HT_SOURCE_PT : HT_SOURCE_SAMPLE;
 	}
+	if (o->keep_raw && o->source != HT_SOURCE_PT)
+		return ht_fail("--keep-raw saves Intel PT snapshots: it needs --source pt (or auto "
+			       "on a machine with Intel PT)");
 	if (ncpus <= 0)
 		return ht_fail("cannot count CPUs");
 	need = (uint64_t)ncpus * o->history_bytes;
 	if (o->source == HT_SOURCE_SAMPLE)
 		need += (uint64_t)ncpus * o->sample_history_bytes;
+	if (o->source == HT_SOURCE_PT)
+		need += ht_intelpt_memory_needed(o->pt_size_bytes, HT_INTELPT_SIDEBAND_BYTES,
+						 (unsigned int)ncpus, false);
 	if (need > o->max_memory_bytes)
 		return ht_fail("the rings need %lluM on %d CPUs, more than --max-memory %lluM: "
-			       "lower --history or --sample-history, or raise --max-memory",
+			       "lower --history, --sample-history or --pt-size, or raise "
+			       "--max-memory",
 			       (unsigned long long)(need >> 20), ncpus,
 			       (unsigned long long)(o->max_memory_bytes >> 20));
 	return 0;
@@ -819,6 +864,11 @@ static int pidfd_open_target(int pid)
 	return fd;
 }
 
+static const char *on_cpu_source_name(const struct session *s)
+{
+	return s->pt.open ? "pt" : s->sampler.open ? "sample" : "none";
+}
+
 static void announce(const struct session *s)
 {
 	char buf[64];
@@ -827,7 +877,7 @@ static void announce(const struct session *s)
 		/* Whoever reads the stream learns when monitoring has begun. */
 		printf("{\"type\":\"attached\",\"pid\":%d,\"comm\":", s->tgid);
 		ht_json_string(stdout, s->target_comm);
-		printf(",\"source\":\"%s\"}\n", s->sampler.open ? "sample" : "none");
+		printf(",\"source\":\"%s\"}\n", on_cpu_source_name(s));
 		return;
 	}
 	if (s->opt->quiet)
@@ -841,13 +891,17 @@ static void announce(const struct session *s)
 	fprintf(stderr, ", syscall %s; Ctrl-C to stop\n",
 		s->opt->syscall_ns ? ht_format_duration(s->opt->syscall_ns, buf, sizeof(buf))
 				   : "off");
-	if (s->sampler.open)
-		fprintf(stderr, "hybtrace: on-CPU source: sampling at %u Hz with %s call stacks "
-				"(no Intel PT %s)\n",
+	if (s->pt.open)
+		fprintf(stderr, "hybtrace: on-CPU source: Intel PT, %lluk per CPU, %s timing%s\n",
+			(unsigned long long)(s->opt->pt_size_bytes >> 10),
+			s->opt->pt_fine_timing ? "fine (CYC)" : "coarse (TSC, MTC)",
+			s->pt.cfg.sideband_only ? " (test mode: sideband only, no PT bytes)" : "");
+	else if (s->sampler.open)
+		fprintf(stderr, "hybtrace: on-CPU source: sampling at %u Hz with %s call stacks%s\n",
 			s->opt->sample_freq_hz,
 			s->opt->callgraph == HT_CALLGRAPH_MODE_DWARF ? "DWARF" : "frame-pointer",
-			access("/sys/bus/event_source/devices/intel_pt", F_OK) ? "on this machine"
-									    : "capture in this build");
+			access("/sys/bus/event_source/devices/intel_pt", F_OK)
+				? " (no Intel PT on this machine)" : "");
 	else
 		fprintf(stderr, "hybtrace: on-CPU source: none\n");
 }

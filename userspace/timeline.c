@@ -1327,3 +1327,23 @@ const char *tl_track_kind_name(enum tl_track_kind kind)
 	}
 	return "unknown";
 }
+
+int tl_thread_track(struct timeline *tl, int pid, int tid)
+{
+	struct tl_track_desc desc = { .kind = TL_TRACK_THREAD, .pid = pid, .tid = (int32_t)tid };
+	uint64_t parent = 0;
+	char name[32];
+
+	for (size_t i = 0; i < tl_track_count(tl); i++) {
+		const struct tl_track *t = tl_track(tl, i);
+
+		if (t->kind == TL_TRACK_THREAD && t->tid == tid)
+			return (int)i;
+		if (t->kind == TL_TRACK_PROCESS)
+			parent = t->uuid;
+	}
+	snprintf(name, sizeof(name), "tid %d", tid);
+	desc.name = name;
+	desc.parent_uuid = parent;
+	return tl_add_track(tl, &desc);
+}

@@ -167,6 +167,8 @@ size_t tl_track_count(const struct timeline *tl);
 const struct tl_track *tl_track(const struct timeline *tl, size_t index);
 /* Index of the track with UUID, or -ENOENT. */
 long tl_track_find(const struct timeline *tl, uint64_t uuid);
+/* The track of thread TID of PID, made (under the process track) when no source drew one. */
+int tl_thread_track(struct timeline *tl, int pid, int tid);
 
 /* Events: each returns the event's index (valid until tl_sort()), or -errno. */
 long tl_add_slice(struct timeline *tl, int track, uint64_t ts_ns, uint64_t dur_ns, const char *name,

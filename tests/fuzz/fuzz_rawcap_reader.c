@@ -50,7 +50,8 @@ static void fix_crcs(uint8_t *b, size_t len)
 static void check_empty(const struct ht_rawcap *c)
 {
 	if (c->streams || c->nstreams || c->sidebands || c->maps || c->clocks || c->vdso ||
-	    c->window.events || c->window.entry_switch || c->window.entry_valid)
+	    c->window.events || c->window.entry_switch || c->window.entry_valid || c->comms ||
+	    c->ncomms || c->ksyms || c->nksyms)
 		abort();
 }
 
@@ -103,6 +104,9 @@ static void check_same(const struct ht_rawcap *a, const struct ht_rawcap *b)
 	    memcmp(&a->cpuid, &b->cpuid, sizeof(a->cpuid)) ||
 	    memcmp(&a->breach, &b->breach, sizeof(a->breach)) ||
 	    memcmp(&a->time_conv, &b->time_conv, sizeof(a->time_conv)) ||
+	    strcmp(a->kernel, b->kernel) || strcmp(a->cpu_model, b->cpu_model) ||
+	    strcmp(a->cmdline, b->cmdline) || a->ncomms != b->ncomms || a->nksyms != b->nksyms ||
+	    (a->ncomms && memcmp(a->comms, b->comms, a->ncomms * sizeof(*a->comms))) ||
 	    (a->window.count && memcmp(a->window.events, b->window.events,
 				       a->window.count * sizeof(*a->window.events))))
 		abort();
@@ -110,6 +114,9 @@ static void check_same(const struct ht_rawcap *a, const struct ht_rawcap *b)
 		if (a->streams[i].len != b->streams[i].len ||
 		    (a->streams[i].len &&
 		     memcmp(a->streams[i].data, b->streams[i].data, a->streams[i].len)))
+			abort();
+	for (size_t i = 0; i < a->nksyms; i++)
+		if (a->ksyms[i].start != b->ksyms[i].start || strcmp(a->ksyms[i].name, b->ksyms[i].name))
 			abort();
 	for (size_t i = 0; i < a->nmaps; i++) {
 		if (a->maps[i].count != b->maps[i].count)

@@ -3,7 +3,8 @@
  * The raw capture file: a full round trip, versions (an older minor, a
  * newer minor with unknown sections, a newer major refused), and every kind
  * of bad input (truncated at every byte, corrupted, lengths and counts that
- * lie, sections missing, doubled or trailing).
+ * lie, sections missing, doubled or trailing). The task names it carries
+ * (COMMS) and the offline comm cache they seed.
  */
 #include <fcntl.h>
 #include <ftw.h>
@@ -13,6 +14,7 @@
 #include <unistd.h>
 #include <zlib.h>
 #include "check.h"
+#include "comm_cache.h"
 #include "log.h"
 #include "rawcap.h"
 
@@ -176,6 +178,18 @@ static void make_full(struct ht_rawcap *c, size_t pt_len)
 			c->window.entry_switch[i] =
 				fr(4900000000ULL + i, HT_FR_SWITCH, i, i + 1, i);
 	}
+	/* Out of order, a pid twice, two pids a direct-mapped cache would collide. */
+	ht_rawcap_add_comm(c, 20, "batch_job");
+	ht_rawcap_add_comm(c, 10, "worker");
+	ht_rawcap_add_comm(c, 20, "renamed");
+	ht_rawcap_add_comm(c, 10 + HT_COMM_CACHE_SLOTS, "collides_w_10");
+	ht_rawcap_add_comm(c, 4322, "");
+	snprintf(c->kernel, sizeof(c->kernel), "6.18.0-test");
+	snprintf(c->cpu_model, sizeof(c->cpu_model), "Intel(R) Xeon(R) Test CPU");
+	snprintf(c->cmdline, sizeof(c->cmdline), "hybtrace --pid 4321 --source pt --keep-raw");
+	ht_rawcap_add_ksym(c, 0xffffffff81000100ULL, "entry_SYSCALL_64_after_hwframe");
+	ht_rawcap_add_ksym(c, 0xffffffffc0001000ULL, "nf_hook [nf_tables]");
+	ht_rawcap_add_ksym(c, 0xffffffff81000100ULL, "a second name for one start");
 }
 
 static bool fr_eq(const struct ht_fr_event *a, const struct ht_fr_event *b)
@@ -189,6 +203,24 @@ static bool fr_eq(const struct ht_fr_event *a, const struct ht_fr_event *b)
 static bool str_eq(const char *a, const char *b)
 {
 	return (!a && !b) || (a && b && !strcmp(a, b));
+}
+
+/* What 1.2 added: task names, kernel symbols, the machine and the command. */
+static void check_same_comms(const struct ht_rawcap *a, const struct ht_rawcap *b)
+{
+	CHECK_STR(a->kernel, b->kernel);
+	CHECK_STR(a->cpu_model, b->cpu_model);
+	CHECK_STR(a->cmdline, b->cmdline);
+	CHECK_EQ_U64(a->nksyms, b->nksyms);
+	for (size_t i = 0; i < a->nksyms && i < b->nksyms; i++) {
+		CHECK_EQ_U64(a->ksyms[i].start, b->ksyms[i].start);
+		CHECK_STR(a->ksyms[i].name, b->ksyms[i].name);
+	}
+	CHECK_EQ_U64(a->ncomms, b->ncomms);
+	for (size_t i = 0; i < a->ncomms && i < b->ncomms; i++) {
+		CHECK_EQ_U64(a->comms[i].pid, b->comms[i].pid);
+		CHECK_STR(a->comms[i].comm, b->comms[i].comm);
+	}
 }
 
 /* Everything but the format version and what older minors lack (CONV: the 1.1 fields). */
@@ -350,6 +382,7 @@ TEST(round_trip_of_a_full_capture)
 	CHECK_EQ_U64(r.format_major, HT_RAWCAP_MAJOR);
 	CHECK_EQ_U64(r.format_minor, HT_RAWCAP_MINOR);
 	check_same(&c, &r, true);
+	check_same_comms(&c, &r);
 	ht_rawcap_free(&r);
 	/* Never over an existing file. */
 	CHECK(ht_rawcap_write(path, &c) == -1);
@@ -453,6 +486,7 @@ TEST(a_newer_minor_with_unknown_sections_is_read)
 	CHECK_STR(err, "");
 	CHECK_EQ_U64(r.format_minor, 7);
 	check_same(&c, &r, true);
+	check_same_comms(&c, &r);
 	ht_rawcap_free(&r);
 	ht_rawcap_free(&c);
 	free(b);
@@ -471,8 +505,8 @@ TEST(a_newer_major_is_refused)
 	b[8] = 2;
 	b[10] = 3;
 	CHECK(read_mem(b, len, &r, err, sizeof(err)) == -1);
-	CHECK_STR(err, "x.raw: made by a newer hybtrace (format 2.3); this one reads up to 1.1");
-	CHECK(!r.nstreams && !r.maps && !r.clocks);
+	CHECK_STR(err, "x.raw: made by a newer hybtrace (format 2.3); this one reads up to 1.2");
+	CHECK(!r.nstreams && !r.maps && !r.clocks && !r.comms);
 	ht_rawcap_free(&c);
 	free(b);
 }
@@ -492,7 +526,8 @@ TEST(truncated_at_every_byte)
 
 		memcpy(copy, b, cut);
 		if (read_mem(copy, cut, &r, err, sizeof(err)) != -1 || !err[0] ||
-		    (cut >= 16 && !has(err, "truncated")) || r.nstreams || r.window.events)
+		    (cut >= 16 && !has(err, "truncated")) || r.nstreams || r.window.events ||
+		    r.comms)
 			failed++;
 		free(copy);
 	}
@@ -674,6 +709,220 @@ TEST(window_copy)
 	CHECK(!d.window.entry_valid[2] && d.window.entry_valid[3]);
 	ht_rawcap_free(&d);
 	ht_rawcap_free(&c);
+}
+
+/* ---- task names (COMMS) and the comm cache they seed ---- */
+
+/* Drop N bytes at AT from B (*LEN bytes). */
+static void cut(uint8_t *b, size_t *len, size_t at, size_t n)
+{
+	memmove(b + at, b + at + n, *len - (at + n));
+	*len -= n;
+}
+
+TEST(task_names_round_trip_sorted_once_each)
+{
+	struct ht_rawcap c, r, none;
+	struct ht_rawcap_comm swap;
+	char err[256];
+	size_t len;
+	uint8_t *b;
+	int fd;
+
+	make_full(&c, 16);
+	CHECK_EQ_U64(c.ncomms, 4);
+	CHECK_EQ_U64(c.comms[0].pid, 10);
+	CHECK_EQ_U64(c.comms[2].pid, 10 + HT_COMM_CACHE_SLOTS);
+	CHECK_EQ_U64(c.comms[3].pid, 4322);
+	CHECK_STR(ht_rawcap_find_comm(&c, 20), "batch_job"); /* the first name stays */
+	CHECK_STR(ht_rawcap_find_comm(&c, 4322), "");
+	CHECK(ht_rawcap_find_comm(&c, 11) == NULL);
+	CHECK(!ht_rawcap_add_comm(&c, 5, "a_name_longer_than_a_comm"));
+	CHECK_STR(ht_rawcap_find_comm(&c, 5), "a_name_longer_t");
+	b = file_bytes(&c, &len);
+	CHECK(b && find_section(b, len, HT_RAWSEC_COMMS, 0));
+	CHECK(!read_mem(b, len, &r, err, sizeof(err)));
+	CHECK_STR(err, "");
+	check_same(&c, &r, true);
+	check_same_comms(&c, &r);
+	/* What was read takes more names, still in order; many of them grow the array. */
+	CHECK(!ht_rawcap_add_comm(&r, 15, "late"));
+	for (uint32_t pid = 100000; pid > 90000; pid -= 3)
+		CHECK(!ht_rawcap_add_comm(&r, pid, "many"));
+	CHECK_EQ_U64(r.ncomms, 6 + 3334);
+	for (size_t i = 1; i < r.ncomms; i++)
+		CHECK(r.comms[i - 1].pid < r.comms[i].pid);
+	CHECK_STR(ht_rawcap_find_comm(&r, 15), "late");
+	CHECK_STR(ht_rawcap_find_comm(&r, 4322), "");
+	ht_rawcap_free(&r);
+	CHECK(r.comms == NULL && r.ncomms == 0 && r.comms_cap == 0);
+	free(b);
+	/* No names, no section. */
+	memset(&none, 0, sizeof(none));
+	b = file_bytes(&none, &len);
+	CHECK(b && !find_section(b, len, HT_RAWSEC_COMMS, 0));
+	CHECK(!read_mem(b, len, &r, err, sizeof(err)) && !r.ncomms && !r.comms);
+	free(b);
+	/* Filled by hand out of order: refused, as no reader would take it. */
+	swap = c.comms[0];
+	c.comms[0] = c.comms[1];
+	c.comms[1] = swap;
+	fd = open("/dev/null", O_WRONLY);
+	CHECK(fd >= 0 && ht_rawcap_write_fd(fd, &c) == -1);
+	CHECK_STR(ht_last_error(), "raw capture: task names out of pid order (5 after 10)");
+	close(fd);
+	ht_rawcap_free(&c);
+}
+
+TEST(a_minor_1_file_without_task_names_is_read)
+{
+	struct ht_rawcap c, r;
+	char err[256];
+	size_t len, at;
+	uint8_t *b;
+
+	make_full(&c, 64);
+	b = file_bytes(&c, &len);
+	CHECK(b != NULL);
+	/* Format 1.1 had no COMMS: cut it out, END counts one section fewer. */
+	at = find_section(b, len, HT_RAWSEC_COMMS, 0);
+	CHECK(at != 0);
+	cut(b, &len, at, 16 + get64(b + at + 8));
+	at = find_section(b, len, HT_RAWSEC_END, 0);
+	CHECK(at != 0);
+	put32(b + at + 16, get32(b + at + 16) - 1);
+	fix_crc(b, at);
+	b[10] = 1; /* minor */
+	CHECK(!read_mem(b, len, &r, err, sizeof(err)));
+	CHECK_STR(err, "");
+	CHECK_EQ_U64(r.format_minor, 1);
+	CHECK(r.ncomms == 0 && r.comms == NULL);
+	check_same(&c, &r, true);
+	ht_rawcap_free(&r);
+	ht_rawcap_free(&c);
+	free(b);
+}
+
+TEST(bad_task_names_are_refused)
+{
+	struct ht_rawcap c, r;
+	char err[256], want[256];
+	size_t len, n_len, at, plen;
+	uint8_t *b, *n;
+
+	make_full(&c, 16);
+	b = file_bytes(&c, &len);
+	at = find_section(b, len, HT_RAWSEC_COMMS, 0);
+	CHECK(at != 0);
+	plen = get64(b + at + 8);
+	CHECK_EQ_U64(plen, c.ncomms * (4 + HT_COMM_LEN));
+	snprintf(want, sizeof(want), "x.raw: malformed COMMS section at byte %zu", at);
+	n = malloc(len + 16 + plen);
+	/* Not a whole number of entries: one byte short. */
+	memcpy(n, b, len);
+	n_len = len;
+	cut(n, &n_len, at + 16 + plen - 1, 1);
+	put64(n + at + 8, plen - 1);
+	fix_crc(n, at);
+	CHECK(read_mem(n, n_len, &r, err, sizeof(err)) == -1);
+	CHECK_STR(err, want);
+	CHECK(!r.comms && !r.ncomms);
+	/* Pids out of order, or one twice. */
+	memcpy(n, b, len);
+	put32(n + at + 16 + 20, 1);
+	fix_crc(n, at);
+	CHECK(read_mem(n, len, &r, err, sizeof(err)) == -1);
+	CHECK_STR(err, want);
+	memcpy(n, b, len);
+	put32(n + at + 16 + 20, get32(n + at + 16));
+	fix_crc(n, at);
+	CHECK(read_mem(n, len, &r, err, sizeof(err)) == -1);
+	CHECK_STR(err, want);
+	/* Names that fill all 16 bytes, or carry bytes after their NUL: ended and cleaned. */
+	memcpy(n, b, len);
+	memset(n + at + 16 + 4, 'A', HT_COMM_LEN);
+	memcpy(n + at + 16 + 24, "ab\0xyz", 6);
+	fix_crc(n, at);
+	CHECK(!read_mem(n, len, &r, err, sizeof(err)));
+	CHECK_STR(r.comms[0].comm, "AAAAAAAAAAAAAAA");
+	CHECK_STR(r.comms[1].comm, "ab");
+	CHECK(!memcmp(r.comms[1].comm, "ab\0\0\0\0", 6));
+	ht_rawcap_free(&r);
+	/* Two COMMS sections. */
+	memcpy(n, b, at + 16 + plen);
+	memcpy(n + at + 16 + plen, b + at, len - at);
+	CHECK(read_mem(n, len + 16 + plen, &r, err, sizeof(err)) == -1);
+	CHECK(has(err, "two COMMS sections"));
+	free(n);
+	free(b);
+	ht_rawcap_free(&c);
+}
+
+/* This process's comm, as /proc says it. */
+static void own_comm(char *buf, size_t len)
+{
+	FILE *f = fopen("/proc/self/comm", "r");
+
+	buf[0] = 0;
+	if (f && fgets(buf, (int)len, f))
+		buf[strcspn(buf, "\n")] = 0;
+	if (f)
+		fclose(f);
+}
+
+TEST(comm_cache_offline_names_only_what_was_seeded)
+{
+	static struct ht_comm_cache cache;
+	struct ht_rawcap c, r;
+	char buf[HT_COMM_LEN + 8], self[HT_COMM_LEN + 8], want[HT_COMM_LEN + 8], err[256];
+	uint32_t me = (uint32_t)getpid();
+	size_t len;
+	uint8_t *b;
+
+	make_full(&c, 8);
+	b = file_bytes(&c, &len);
+	CHECK(b && !read_mem(b, len, &r, err, sizeof(err)));
+	ht_comm_cache_init(&cache, NULL);
+	CHECK(!cache.offline);
+	cache.offline = true;
+	for (size_t i = 0; i < r.ncomms; i++)
+		CHECK(!ht_comm_cache_seed(&cache, r.comms[i].pid, r.comms[i].comm));
+	/* 10 and 10 + slots share a slot: both kept. */
+	CHECK_STR(ht_comm_lookup(&cache, 10, 0, buf, sizeof(buf)), "worker");
+	CHECK_STR(ht_comm_lookup(&cache, 10 + HT_COMM_CACHE_SLOTS, 0, buf, sizeof(buf)),
+		  "collides_w_10");
+	CHECK_STR(ht_comm_lookup(&cache, 20, 0, buf, sizeof(buf)), "batch_job");
+	CHECK_STR(ht_comm_lookup(&cache, 0, 3, buf, sizeof(buf)), "swapper/3");
+	/* This machine's tasks are not the capture's: /proc is never read. */
+	CHECK_STR(ht_comm_lookup(&cache, me, 0, buf, sizeof(buf)), "[exited]");
+	CHECK_STR(ht_comm_lookup(&cache, 1, 0, buf, sizeof(buf)), "[exited]");
+	/* Seeding again renames; a hundred pids on one slot all stay. */
+	CHECK(!ht_comm_cache_seed(&cache, 20, "renamed"));
+	CHECK_STR(ht_comm_lookup(&cache, 20, 0, buf, sizeof(buf)), "renamed");
+	for (uint32_t k = 0; k < 100; k++) {
+		snprintf(want, sizeof(want), "task%u", k);
+		CHECK(!ht_comm_cache_seed(&cache, 100000 + k * HT_COMM_CACHE_SLOTS, want));
+	}
+	for (uint32_t k = 0; k < 100; k++) {
+		snprintf(want, sizeof(want), "task%u", k);
+		CHECK_STR(ht_comm_lookup(&cache, 100000 + k * HT_COMM_CACHE_SLOTS, 0, buf,
+					 sizeof(buf)),
+			  want);
+	}
+	CHECK_EQ_U64(cache.nseeded, 4 + 100);
+	/* Live: /proc for what was not seeded, seeds before the slots. */
+	cache.offline = false;
+	own_comm(self, sizeof(self));
+	CHECK(self[0] != 0);
+	CHECK_STR(ht_comm_lookup(&cache, me, 0, buf, sizeof(buf)), self);
+	CHECK(!ht_comm_cache_seed(&cache, me, "seeded_me"));
+	CHECK_STR(ht_comm_lookup(&cache, me, 0, buf, sizeof(buf)), "seeded_me");
+	ht_comm_cache_free(&cache);
+	CHECK(!cache.seeded && !cache.nseeded && !cache.offline);
+	CHECK_STR(ht_comm_lookup(&cache, me, 0, buf, sizeof(buf)), self);
+	ht_rawcap_free(&r);
+	ht_rawcap_free(&c);
+	free(b);
 }
 
 /* ---- the sideband's records ---- */

@@ -1,0 +1,150 @@
+# SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+"""Intel PT end to end, on any machine: the live capture path, raw captures and decode.
+
+Machines without PT run the capture in its test mode (HYBTRACE_TEST_PT_SIDEBAND_ONLY):
+the sideband events, mappings, build-ids, clock pairs and freezes are real, only the
+PT bytes are missing. The PT bytes themselves are proven by the synthesized streams of
+the unit tests (tests/unit/test_intelpt.c, test_pt_dump.c); a real capture runs where
+/sys/bus/event_source/devices/intel_pt exists.
+"""
+import glob
+import os
+import shutil
+import struct
+import subprocess
+import tempfile
+
+from harness import (HYBTRACE, Failure, Skip, check, hybtrace, need_root, report_json, test,
+                     workload)
+
+HAS_PT = os.path.exists("/sys/bus/event_source/devices/intel_pt")
+TEST_MODE = {"HYBTRACE_TEST_PT_SIDEBAND_ONLY": "1"}
+# What a decode elsewhere cannot know, or says about itself.
+LIVE_ONLY_META = {"decoded_from", "recording_start_ns", "loss.ring_buffer_drops",
+                  "loss.task_storage_failures", "loss.comm_map_failures",
+                  "loss.recursion_misses", "breaches_not_dumped"}
+
+
+def decode(raw, outdir, as_nobody=False):
+    cmd = [HYBTRACE, "decode", raw, "--output", outdir]
+    if as_nobody:
+        cmd = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+               "--inh-caps=-all", "--bounding-set=-all"] + cmd
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+
+
+def live_pt_run(out, extra=(), env=None):
+    """steady under --source pt --keep-raw: syscall breaches, a dump or two with raw files."""
+    return hybtrace(["run", "--json", "--rq-delay", "off", "--syscall", "2ms", "--source", "pt",
+                     "--keep-raw", "--output", out, "--min-interval", "200ms", "--max-dumps",
+                     "2"] + list(extra) + ["--", workload("steady"), "1", "3", "500", "100"],
+                    env=env if env is not None else ({} if HAS_PT else TEST_MODE))
+
+
+def comparable(report):
+    """A report without what only the live session knows."""
+    r = dict(report)
+    r.pop("file")
+    r["metadata"] = {k: v for k, v in r["metadata"].items() if k not in LIVE_ONLY_META}
+    r["losses"] = {k: v for k, v in r["losses"].items() if k not in LIVE_ONLY_META}
+    return r
+
+
+@test
+def keep_raw_decodes_to_the_live_dump():
+    need_root()
+    with tempfile.TemporaryDirectory() as out, tempfile.TemporaryDirectory() as dec:
+        run = live_pt_run(out)
+        check(run.rc == 0, run.describe())
+        attached = [o for o in run.json_lines() if o.get("type") == "attached"]
+        check(attached and attached[0]["source"] == "pt", "source: %r" % attached)
+        raws = sorted(glob.glob(os.path.join(out, "*.hybtrace-raw")))
+        dumps = sorted(glob.glob(os.path.join(out, "*.perfetto-trace")))
+        check(raws and len(raws) == len(dumps), "raw %r, dumps %r" % (raws, dumps))
+        os.chmod(dec, 0o777)
+        os.chmod(out, 0o755)
+        for raw, dump in zip(raws, dumps):
+            os.chmod(raw, 0o644)
+            # Decoding needs no privileges at all.
+            p = decode(raw, dec, as_nobody=True)
+            check(p.returncode == 0, "decode %s: %s" % (raw, p.stderr))
+            made = p.stdout.strip()
+            check(os.path.dirname(made) == dec and made.endswith(".perfetto-trace"),
+                  "decode said %r" % p.stdout)
+            check(os.path.basename(made) == os.path.basename(dump),
+                  "named %s, want the dump's name %s" % (made, dump))
+            live, offline = report_json(dump), report_json(made)
+            check(offline["metadata"].get("decoded_from") == raw, "%r" % offline["metadata"])
+            check(live["metadata"]["on_cpu_source"] == "pt", "%r" % live["metadata"])
+            check(int(live["metadata"]["pt.freeze_last_ns"]) > 0, "no freeze delay")
+            check(live["timeline"], "empty timeline in %s" % dump)
+            a, b = comparable(live), comparable(offline)
+            diff = sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
+            check(not diff, "decoded differs from the live dump in %s:\n%s" % (
+                diff, "\n".join("%s: %r != %r" % (k, a.get(k), b.get(k)) for k in diff)))
+            # Decoding again never overwrites.
+            p = decode(raw, dec)
+            check(p.returncode == 0 and p.stdout.strip() != made, "second decode: %r %s"
+                  % (p.stdout, p.stderr))
+
+
+@test
+def decode_refuses_bad_files_in_one_line():
+    need_root()
+    with tempfile.TemporaryDirectory() as out, tempfile.TemporaryDirectory() as dec:
+        run = live_pt_run(out, ["--max-dumps", "1"])
+        check(run.rc == 0, run.describe())
+        raws = glob.glob(os.path.join(out, "*.hybtrace-raw"))
+        check(raws, "no raw capture: " + run.describe())
+        with open(raws[0], "rb") as f:
+            data = f.read()
+        cases = {
+            "truncated": data[:len(data) // 2],
+            "newer": data[:8] + struct.pack("<H", struct.unpack("<H", data[8:10])[0] + 1)
+                     + data[10:],
+            "not_raw": b"\x0a\x02hello" * 10,
+            "empty": b"",
+        }
+        for name, content in cases.items():
+            path = os.path.join(out, name + ".hybtrace-raw")
+            with open(path, "wb") as f:
+                f.write(content)
+            p = decode(path, dec)
+            lines = p.stderr.strip().splitlines()
+            check(p.returncode == 2 and len(lines) == 1 and path in lines[0],
+                  "%s: rc %d, stderr %r" % (name, p.returncode, p.stderr))
+            if name == "newer":
+                check("newer" in lines[0], "the refusal should say the file is newer: %r"
+                      % lines[0])
+        check(not glob.glob(os.path.join(dec, "*")), "files left: %r" % os.listdir(dec))
+        p = decode(os.path.join(out, "missing.hybtrace-raw"), dec)
+        check(p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1, p.stderr)
+
+
+@test
+def source_pt_without_pt_is_one_clear_line():
+    need_root()
+    if HAS_PT:
+        raise Skip("this machine has Intel PT")
+    run = hybtrace(["run", "--source", "pt", "--", "true"], env={})
+    lines = run.stderr.strip().splitlines()
+    check(run.rc == 2 and len(lines) == 1 and "no Intel PT" in lines[0], run.describe())
+    run = hybtrace(["run", "--keep-raw", "--source", "sample", "--", "true"], env={})
+    check(run.rc == 2 and "--keep-raw" in run.stderr, run.describe())
+    run = hybtrace(["run", "--pt-size", "3M", "--", "true"], env={})
+    check(run.rc == 2 and "power of two" in run.stderr, run.describe())
+
+
+@test
+def real_pt_capture_decodes_call_stacks():
+    need_root()
+    if not HAS_PT:
+        raise Skip("no Intel PT on this machine")
+    with tempfile.TemporaryDirectory() as out:
+        run = live_pt_run(out, env={})
+        check(run.rc == 0, run.describe())
+        dumps = sorted(glob.glob(os.path.join(out, "*.perfetto-trace")))
+        check(dumps, "no dump: " + run.describe())
+        r = report_json(dumps[0])
+        check(int(r["metadata"]["pt.instructions"]) > 0, "nothing decoded: %r" % r["metadata"])
+        check(int(r["metadata"]["pt.threads"]) >= 1, "%r" % r["metadata"])
