@@ -148,7 +148,7 @@ demo: deps
 
 # The benchmark: hybtrace next to the tools a user would pick instead, in one run.
 BENCH_PACKAGES := bpftrace linux-perf
-BENCH_BINS := $(BUILD)/bench/empty_progs $(BUILD)/bench/mark_bench
+BENCH_BINS := $(BUILD)/bench/empty_progs $(BUILD)/bench/mark_bench $(BUILD)/bench/bench_decode
 
 bench-deps: deps
 	@missing=""; for p in $(BENCH_PACKAGES); do \
@@ -179,6 +179,12 @@ $(BUILD)/bench/empty_progs: tests/bench/empty_progs.c $(BUILD)/bench/empty.skel.
 $(BUILD)/bench/mark_bench: tests/bench/mark_bench.c include/hybtrace/mark.h | $(BUILD)/bench
 	$(call msg,LINK,$@)
 	$(Q)$(CC) -O2 -g -Iinclude -o $@ $<
+
+# Intel PT decode speed without PT hardware: pt_synth.c is included, the workload built at run time.
+$(BUILD)/bench/bench_decode: tests/pt/bench_decode.c tests/pt/pt_synth.c tests/pt/pt_synth.h \
+		$(BUILD)/libhybtrace.a | $(BUILD)/bench
+	$(call msg,LINK,$@)
+	$(Q)$(CC) $(CPPFLAGS_ALL) -Itests/pt $(CFLAGS) $(WARNINGS) -o $@ $< $(BUILD)/libhybtrace.a $(LDLIBS)
 
 bench: bench-deps
 	$(MAKE) all $(WORKLOAD_BINS) $(BENCH_BINS)

@@ -97,7 +97,7 @@ void pb_raw(struct pb_buf *b, const void *data, size_t len)
 	b->len += len;
 }
 
-void pb_varint(struct pb_buf *b, uint32_t field, uint64_t value)
+void pb_varint_slow(struct pb_buf *b, uint32_t field, uint64_t value)
 {
 	pb_put_tag(b, field, PB_WIRE_VARINT);
 	pb_put_varint(b, value);

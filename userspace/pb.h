@@ -49,7 +49,34 @@ void pb_buf_truncate(struct pb_buf *b, size_t len);
 /* Append raw bytes (no tag). */
 void pb_raw(struct pb_buf *b, const void *data, size_t len);
 
-void pb_varint(struct pb_buf *b, uint32_t field, uint64_t value);
+void pb_varint_slow(struct pb_buf *b, uint32_t field, uint64_t value);
+
+/*
+ * A varint field. Inline: a dump has millions of them, and with room for
+ * the longest tag and value (20 bytes) they are written in place.
+ */
+static inline void pb_varint(struct pb_buf *b, uint32_t field, uint64_t value)
+{
+	uint64_t tag = (uint64_t)field << 3; /* wire type 0 */
+	uint8_t *p;
+
+	if (b->err || b->cap - b->len < 20) {
+		pb_varint_slow(b, field, value);
+		return;
+	}
+	p = b->data + b->len;
+	while (tag >= 0x80) {
+		*p++ = (uint8_t)(tag | 0x80);
+		tag >>= 7;
+	}
+	*p++ = (uint8_t)tag;
+	while (value >= 0x80) {
+		*p++ = (uint8_t)(value | 0x80);
+		value >>= 7;
+	}
+	*p++ = (uint8_t)value;
+	b->len = (size_t)(p - b->data);
+}
 /* A signed int32/int64 field: negative values take ten bytes, as protobuf says. */
 void pb_int(struct pb_buf *b, uint32_t field, int64_t value);
 void pb_fixed64(struct pb_buf *b, uint32_t field, uint64_t value);

@@ -45,6 +45,7 @@ struct pftw {
 	uint8_t *frame_sent;
 	uint8_t *callstack_sent;
 	bool no_module_sent;
+	uint32_t *order; /* the events in canonical order */
 	struct pftw_point *points;
 	size_t npoints;
 	pftw_flush_fn flush;
@@ -508,40 +509,79 @@ static void pftw_track_points(struct pftw *w, const uint32_t *order, size_t n, u
 			       PFT_TYPE_SLICE_END);
 }
 
-static int pftw_point_cmp(const void *pa, const void *pb)
+static bool pftw_point_before(const struct pftw_point *a, const struct pftw_point *b)
 {
-	const struct pftw_point *a = pa, *b = pb;
+	return a->ts_ns < b->ts_ns || (a->ts_ns == b->ts_ns && a->seq < b->seq);
+}
 
-	if (a->ts_ns != b->ts_ns)
-		return a->ts_ns < b->ts_ns ? -1 : 1;
-	return a->seq < b->seq ? -1 : a->seq > b->seq;
+/*
+ * Each track's stream is in time order already: merge neighbouring streams
+ * pairwise until one is left (what a sort by (time, seq) gives, in log2 of
+ * the track count passes instead of a sort of every point).
+ */
+static int pftw_merge_streams(struct pftw *w, size_t *bounds, size_t nstreams)
+{
+	struct pftw_point *a = w->points, *b = malloc((w->npoints + 1) * sizeof(*b)), *swap;
+
+	if (!b)
+		return -ENOMEM;
+	while (nstreams > 1) {
+		size_t out = 0, kept = 0;
+
+		for (size_t s = 0; s < nstreams; s += 2) {
+			size_t i = bounds[s], mid = bounds[s + 1];
+			size_t end = s + 2 <= nstreams ? bounds[s + 2] : mid, j = mid;
+
+			bounds[kept++] = out;
+			while (i < mid && j < end)
+				b[out++] = pftw_point_before(&a[j], &a[i]) ? a[j++] : a[i++];
+			while (i < mid)
+				b[out++] = a[i++];
+			while (j < end)
+				b[out++] = a[j++];
+		}
+		bounds[kept] = out;
+		nstreams = kept;
+		swap = a;
+		a = b;
+		b = swap;
+	}
+	if (a != w->points) {
+		memcpy(w->points, a, w->npoints * sizeof(*a));
+		b = a;
+	}
+	free(b);
+	return 0;
 }
 
 /* Every track's stream, merged by time; within a track the stream order stands. */
 static int pftw_make_points(struct pftw *w)
 {
 	const struct timeline *tl = w->tl;
-	size_t n = tl_event_count(tl);
-	uint32_t *order = tl_sorted_order(tl);
+	size_t n = tl_event_count(tl), nstreams = 0, start = 0;
+	const uint32_t *order = w->order;
 	uint32_t *stack = malloc((n + 1) * sizeof(*stack));
-	size_t start = 0;
+	size_t *bounds = malloc((tl_track_count(tl) + 2) * sizeof(*bounds));
+	int err;
 
 	w->points = malloc((2 * n + 1) * sizeof(*w->points));
-	if (!order || !stack || !w->points) {
-		free(order);
+	if (!stack || !bounds || !w->points) {
 		free(stack);
+		free(bounds);
 		return pftw_fail(w, -ENOMEM, "out of memory");
 	}
 	for (size_t i = 1; i <= n; i++) {
 		if (i < n && tl_event(tl, order[i])->track == tl_event(tl, order[start])->track)
 			continue;
+		bounds[nstreams++] = w->npoints;
 		pftw_track_points(w, order + start, i - start, stack);
 		start = i;
 	}
-	free(order);
+	bounds[nstreams] = w->npoints;
 	free(stack);
-	qsort(w->points, w->npoints, sizeof(*w->points), pftw_point_cmp);
-	return 0;
+	err = pftw_merge_streams(w, bounds, nstreams);
+	free(bounds);
+	return err ? pftw_fail(w, err, "out of memory") : 0;
 }
 
 /* The whole file. */
@@ -566,7 +606,11 @@ static int pftw_prepare(struct pftw *w)
 
 	if (tl_error(tl))
 		return pftw_fail(w, -EINVAL, "the timeline is incomplete: %s", tl_strerror(tl));
-	if (tl_validate(tl, why, sizeof(why)))
+	/* One canonical order serves the check and the layout. */
+	w->order = tl_sorted_order(tl);
+	if (!w->order)
+		return pftw_fail(w, -ENOMEM, "out of memory");
+	if (tl_validate_order(tl, w->order, why, sizeof(why)))
 		return pftw_fail(w, -EINVAL, "the timeline is not valid: %s", why);
 	w->str_sent = calloc(tl_str_count(tl) + 1, 1);
 	w->frame_sent = calloc(tl_frame_count(tl) + 1, 1);
@@ -604,6 +648,7 @@ static void pftw_done(struct pftw *w)
 	free(w->frame_sent);
 	free(w->callstack_sent);
 	free(w->points);
+	free(w->order);
 }
 
 static int pftw_write_to(const struct timeline *tl, pftw_flush_fn flush, void *ctx, char *err,

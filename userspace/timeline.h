@@ -242,6 +242,8 @@ uint32_t *tl_sorted_order(const struct timeline *tl);
  * -EINVAL with the first problem, naming both slices, in WHY.
  */
 int tl_validate(const struct timeline *tl, char *why, size_t whylen);
+/* The same with the canonical ORDER already at hand (tl_sorted_order()). */
+int tl_validate_order(const struct timeline *tl, const uint32_t *order, char *why, size_t whylen);
 
 /*
  * Make the slices of each track nest where two sources' clocks disagree: a

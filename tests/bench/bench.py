@@ -26,6 +26,7 @@ import time
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 HYBTRACE = os.path.join(ROOT, "build", "hybtrace")
 EMPTY_PROGS = os.path.join(ROOT, "build", "bench", "empty_progs")
+BENCH_DECODE = os.path.join(ROOT, "build", "bench", "bench_decode")
 WORKLOADS = os.path.join(ROOT, "build", "workloads")
 
 RUNQLAT_BT = r"""
@@ -363,6 +364,42 @@ def section_marks(args, out):
         log("  %s" % verdict(float(m.group(1)), 5, " ns over rdtsc"))
 
 
+def section_decode(args, out):
+    """Intel PT decode speed on a synthesized stream: no PT hardware, no root needed."""
+    if not os.access(BENCH_DECODE, os.X_OK):
+        log("\n8. Intel PT decode: %s is missing: run make build/bench/bench_decode" %
+            BENCH_DECODE)
+        return None
+    cmd = [BENCH_DECODE, "--runs", str(args.runs), "--workload", os.path.join(ROOT, "tests", "pt")]
+    if args.smoke:
+        cmd.append("--smoke")
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=3600, cwd=ROOT)
+    lines = [l for l in p.stdout.splitlines() if l.startswith("{")]
+    if p.returncode or not lines:
+        log("\n8. Intel PT decode: bench_decode failed (exit %d):\n%s" % (
+            p.returncode, (p.stdout + p.stderr)[-2000:]))
+        return None
+    r = json.loads(lines[-1])
+    log("\n8. Intel PT decode: %.1f MB of PT (%.1f M instructions), one single-stepped loop "
+        "iteration repeated; median of %d run%s in thread CPU time%s" % (
+            r["stream_mb"], r["stream_minsn"], r["runs"], "" if r["runs"] == 1 else "s",
+            " (smoke: under the 10 MB the target asks for)" if r["stream_mb"] < 10 else ""))
+    for key, name in (("libipt", "libipt block decoder alone"),
+                      ("libipt_calls", "libipt, blocks ending at calls and jumps"),
+                      ("decode", "ht_pt_decode, counting only"),
+                      ("path", "whole path: call stacks, timeline, Perfetto file")):
+        log("  %-48s %8.1f MB/s of PT %8.1f M instructions/s" % (
+            name, r[key + "_mb_s"], r[key + "_minsn_s"]))
+    log("  whole path: %.3f s to the timeline, %.3f s to the file; %.1f M slices, %.1f MB written"
+        % (r["path_timeline_s"], r["path_write_s"], r["slices"] / 1e6, r["file_bytes"] / 1e6))
+    # Speed is 1/time: the whole path over libipt alone is libipt's time over the path's.
+    point, lo, hi = bootstrap_ratio(r["libipt_runs"], r["path_runs"])
+    log("  %-48s %.3fx [%.3f, %.3f]  target >= 0.5x: %s" % (
+        "whole path / libipt alone (instructions/s)", point, lo, hi,
+        "met" if lo >= 0.5 else "NOT met"))
+    return r
+
+
 SECTIONS = {
     "self": section_overhead_self,
     "others": section_overhead_others,
@@ -371,6 +408,7 @@ SECTIONS = {
     "latency": section_trigger_latency,
     "dump": section_dump_cost,
     "marks": section_marks,
+    "decode": section_decode,
 }
 
 

@@ -2,19 +2,24 @@
 /*
  * Decode speed, without PT hardware: one iteration of a data-independent
  * loop (pt_workload's "bench" scenario) is single-stepped, its packets are
- * repeated into a stream of SIZE MiB (PSB+ every 4 KiB, as perf's default
- * psb_period does), and that stream is decoded three ways:
- *   libipt     the block decoder alone (ptxed's loop, nothing done per block)
- *   decode     ht_pt_decode() with a sink that only counts
- *   stacks     ht_pt_decode() into ht_callstack: slices in a timeline
- * Each prints MB/s of PT and millions of instructions per second, best of
- * five runs in thread CPU time.
+ * repeated into a stream of SIZE bytes (PSB+ every 4 KiB, as perf's default
+ * psb_period does), and that stream is decoded four ways:
+ *   libipt        the block decoder alone (ptxed's loop, nothing done per block)
+ *   libipt-calls  the same, ending blocks at calls and jumps as ht_pt_decode asks
+ *   decode        ht_pt_decode() with a sink that only counts
+ *   path          the whole path: ht_pt_decode() into ht_callstack, slices in a
+ *                 timeline, the timeline written as a Perfetto file
+ * Each prints MB/s of PT and millions of instructions per second, the median
+ * of RUNS runs in thread CPU time (the stages take turns, so a noisy moment
+ * hurts all of them alike), then one JSON line with the figures.
  *
- * Build and run from the repository root (after `make`):
- *   cc -D_GNU_SOURCE -O2 -g -Iinclude -Iuserspace -Itests/pt -o build/bench_decode \
- *      tests/pt/bench_decode.c build/libhybtrace.a -lipt -lbpf -ldw -lelf -lz -lpthread
- *   build/bench_decode [SIZE_MIB] [tests/pt]
+ * `make build/bench/bench_decode`, then from the repository root:
+ *   build/bench/bench_decode [--smoke] [--size SIZE] [--runs N] [--only STAGE]
+ *                            [--workload DIR]
+ * DIR holds pt_workload.c and pt_lib.c (built with cc into a temporary
+ * directory), or a pt_workload already built; default tests/pt.
  */
+#include <errno.h>
 #include <intel-pt.h>
 #include <limits.h>
 #include <stdio.h>
@@ -25,12 +30,33 @@
 #include "callstack.h"
 #include "intelpt_decode.h"
 #include "log.h"
+#include "options.h"
+#include "perfetto_write.h"
 #include "pt_resolver.h"
 #include "timeline.h"
 #include "pt_synth.c"
 
 #define PSB_EVERY 4096
-#define RUNS	  5
+#define MAX_RUNS  100
+
+/* The floor: at least 10 MB of PT; --smoke trades it for a few seconds. */
+#define DEFAULT_SIZE_BYTES (16ULL << 20)
+#define SMOKE_SIZE_BYTES   (1ULL << 20)
+#define MIN_SIZE_BYTES	   (64ULL << 10)
+#define MAX_SIZE_BYTES	   (1ULL << 30)
+#define DEFAULT_RUNS	   5
+#define SMOKE_RUNS	   3
+
+enum stage { ST_LIBIPT, ST_LIBIPT_CALLS, ST_DECODE, ST_PATH, NSTAGES };
+
+static const char *const stage_names[NSTAGES] = {"libipt", "libipt-calls", "decode", "path"};
+
+struct bench_opts {
+	uint64_t size_bytes;
+	unsigned runs;
+	int only; /* a stage, or -1: all */
+	const char *workload;
+};
 
 static double now(void)
 {
@@ -138,22 +164,25 @@ static int make_stream(const struct ht_synth_trace *t, size_t first, size_t last
 }
 
 /* libipt alone, ptxed's loop. */
-static uint64_t raw_libipt(const struct stream *s, struct ht_pt_image *img, int our_flags)
+static int raw_libipt(const struct stream *s, struct ht_pt_image *img, int end_on_branches,
+		      uint64_t *insns)
 {
 	struct pt_block_decoder *dec;
 	struct pt_config cfg;
 	struct pt_block block;
 	struct pt_event ev;
-	uint64_t insns = 0;
 	int status;
 
 	pt_config_init(&cfg);
 	cfg.begin = s->buf;
 	cfg.end = s->buf + s->len;
-	cfg.flags.variant.block.end_on_call = our_flags;
-	cfg.flags.variant.block.end_on_jump = our_flags;
+	cfg.flags.variant.block.end_on_call = end_on_branches;
+	cfg.flags.variant.block.end_on_jump = end_on_branches;
 	dec = pt_blk_alloc_decoder(&cfg);
+	if (!dec)
+		return -1;
 	pt_blk_set_image(dec, ht_pt_image_libipt(img));
+	*insns = 0;
 	for (;;) {
 		status = pt_blk_sync_forward(dec);
 		if (status < 0)
@@ -167,7 +196,7 @@ static uint64_t raw_libipt(const struct stream *s, struct ht_pt_image *img, int 
 			if (status < 0)
 				break;
 			status = pt_blk_next(dec, &block, sizeof(block));
-			insns += block.ninsn;
+			*insns += block.ninsn;
 			if (status < 0)
 				break;
 		}
@@ -175,7 +204,11 @@ static uint64_t raw_libipt(const struct stream *s, struct ht_pt_image *img, int 
 			break;
 	}
 	pt_blk_free_decoder(dec);
-	return insns;
+	if (status != -pte_eos) {
+		fprintf(stderr, "libipt: %s\n", pt_errstr(pt_errcode(status)));
+		return -1;
+	}
+	return 0;
 }
 
 static int count_sink(void *ctx, const struct ht_pt_item *items, size_t n)
@@ -187,32 +220,54 @@ static int count_sink(void *ctx, const struct ht_pt_item *items, size_t n)
 	return 0;
 }
 
-static uint64_t decode_only(const struct stream *s, struct ht_pt_image *img)
+static int decode_only(const struct stream *s, struct ht_pt_image *img, uint64_t *insns)
 {
 	struct ht_pt_decode_opts o = {.image = img};
-	uint64_t insns = 0;
 
-	if (ht_pt_decode(s->buf, s->len, &o, count_sink, &insns, NULL))
+	*insns = 0;
+	if (ht_pt_decode(s->buf, s->len, &o, count_sink, insns, NULL)) {
 		fprintf(stderr, "decode: %s\n", ht_last_error());
-	return insns;
+		return -1;
+	}
+	return 0;
 }
 
-static uint64_t slices;
+struct path_result {
+	uint64_t insns;
+	uint64_t slices;
+	uint64_t file_bytes;
+	double timeline_s; /* decode, call stacks, slices in the timeline */
+	double write_s;	   /* the timeline to the Perfetto file */
+	struct ht_callstack_stats stacks;
+};
 
-static uint64_t to_stacks(const struct stream *s, struct ht_pt_image *img,
-			  struct ht_pt_elf_resolver *res)
+/* The whole path, through to the written file. FD: an empty file to write. */
+static int whole_path(const struct stream *s, struct ht_pt_image *img,
+		      struct ht_pt_elf_resolver *res, int fd, struct path_result *out)
 {
 	struct tl_track_desc td = {.kind = TL_TRACK_THREAD, .name = "bench", .pid = 1, .tid = 1};
 	struct ht_pt_clock_pair pairs[] = {{0, 0}, {1000000000, 1000000000}};
 	struct ht_pt_decode_opts o = {.image = img};
 	struct ht_callstack_config cc = {0};
-	struct ht_callstack_stats st;
+	struct ht_callstack *cs = NULL;
 	struct ht_pt_decode_stats ds;
 	struct ht_pt_clock clock;
-	struct ht_callstack *cs;
-	struct timeline *tl = tl_new();
+	struct timeline *tl = NULL;
+	char err[256];
+	double t0, t1;
+	off_t end;
+	int ret = -1;
 
-	ht_pt_clock_init(&clock, pairs, 2, 0);
+	if (ht_pt_clock_init(&clock, pairs, 2, 0)) {
+		fprintf(stderr, "path: %s\n", ht_last_error());
+		return -1;
+	}
+	t0 = now();
+	tl = tl_new();
+	if (!tl) {
+		fprintf(stderr, "path: out of memory\n");
+		goto cleanup;
+	}
 	o.clock = &clock;
 	cc.tl = tl;
 	cc.track = tl_add_track(tl, &td);
@@ -220,46 +275,228 @@ static uint64_t to_stacks(const struct stream *s, struct ht_pt_image *img,
 	cc.resolve_ctx = res;
 	cs = ht_callstack_new(&cc);
 	if (!cs || ht_pt_decode(s->buf, s->len, &o, ht_callstack_items, cs, &ds) ||
-	    ht_callstack_finish(cs, 0))
-		fprintf(stderr, "stacks: %s\n", ht_last_error());
-	ht_callstack_get_stats(cs, &st);
-	slices = st.slices;
-	if (getenv("HT_BENCH_STATS"))
-		printf("calls %lu returns %lu tail %lu unwinds %lu gaps %lu kernel %lu\n",
-		       (unsigned long)st.calls, (unsigned long)st.returns,
-		       (unsigned long)st.tail_calls, (unsigned long)st.unwinds,
-		       (unsigned long)st.gaps, (unsigned long)st.kernel);
+	    ht_callstack_finish(cs, 0)) {
+		fprintf(stderr, "path: %s\n", ht_last_error());
+		goto cleanup;
+	}
+	t1 = now();
+	if (pftw_write_fd(tl, fd, err, sizeof(err))) {
+		fprintf(stderr, "path: %s\n", err);
+		goto cleanup;
+	}
+	out->write_s = now() - t1;
+	out->timeline_s = t1 - t0;
+	end = lseek(fd, 0, SEEK_CUR);
+	out->file_bytes = end > 0 ? (uint64_t)end : 0;
+	out->insns = ds.insns;
+	ht_callstack_get_stats(cs, &out->stacks);
+	out->slices = out->stacks.slices;
+	ret = 0;
+cleanup:
 	ht_callstack_free(cs);
 	tl_free(tl);
 	ht_pt_clock_free(&clock);
-	return ds.insns;
+	return ret;
+}
+
+/* An unlinked temporary file: the page cache, not the disk, is what a write costs here. */
+static int open_scratch(void)
+{
+	const char *tmpdir = getenv("TMPDIR");
+	char path[PATH_MAX];
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/ht-bench-decode-XXXXXX", tmpdir ? tmpdir : "/tmp");
+	fd = mkstemp(path);
+	if (fd < 0) {
+		fprintf(stderr, "cannot create a file in %s: %s (set TMPDIR)\n",
+			tmpdir ? tmpdir : "/tmp", strerror(errno));
+		return -1;
+	}
+	unlink(path);
+	return fd;
+}
+
+static int rewind_scratch(int fd)
+{
+	if (ftruncate(fd, 0) || lseek(fd, 0, SEEK_SET) < 0) {
+		fprintf(stderr, "cannot empty the scratch file: %s\n", strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return (x > y) - (x < y);
+}
+
+static double median(const double *values, unsigned n)
+{
+	double sorted[MAX_RUNS];
+
+	memcpy(sorted, values, n * sizeof(*values));
+	qsort(sorted, n, sizeof(*sorted), cmp_double);
+	return n % 2 ? sorted[n / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2;
 }
 
 static void report(const char *what, const struct stream *s, double secs, uint64_t insns)
 {
-	printf("%-8s %8.1f MB/s of PT %8.1f M instructions/s  (%.3f s, %.1f M instructions)\n",
-	       what, s->len / 1e6 / secs, insns / 1e6 / secs, secs, insns / 1e6);
+	printf("%-13s %8.1f MB/s of PT %8.1f M instructions/s  (%.3f s)\n", what,
+	       s->len / 1e6 / secs, insns / 1e6 / secs, secs);
+}
+
+static void usage(FILE *f, const char *prog)
+{
+	fprintf(f,
+		"usage: %s [--smoke] [--size SIZE] [--runs N] [--only STAGE] [--workload DIR]\n"
+		"  --smoke         a 1M stream, 3 runs: a few seconds\n"
+		"  --size SIZE     PT stream to decode (default 16M; 64k to 1G)\n"
+		"  --runs N        runs of each stage, the median reported (default 5; 1 to %d)\n"
+		"  --only STAGE    libipt, libipt-calls, decode or path (for profiling)\n"
+		"  --workload DIR  pt_workload.c and pt_lib.c, or a built pt_workload "
+		"(default tests/pt)\n",
+		prog, MAX_RUNS);
+}
+
+static int parse_args(int argc, char **argv, struct bench_opts *o)
+{
+	int smoke = 0, size_set = 0, runs_set = 0;
+
+	*o = (struct bench_opts){.size_bytes = DEFAULT_SIZE_BYTES,
+				 .runs = DEFAULT_RUNS,
+				 .only = -1,
+				 .workload = "tests/pt"};
+	for (int i = 1; i < argc; i++) {
+		const char *arg = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
+
+		if (!strcmp(arg, "--smoke")) {
+			smoke = 1;
+			continue;
+		}
+		if (!strcmp(arg, "-h") || !strcmp(arg, "--help")) {
+			usage(stdout, argv[0]);
+			exit(0);
+		}
+		if (strcmp(arg, "--size") && strcmp(arg, "--runs") && strcmp(arg, "--only") &&
+		    strcmp(arg, "--workload")) {
+			fprintf(stderr, "unknown argument '%s'\n", arg);
+			usage(stderr, argv[0]);
+			return -1;
+		}
+		if (!val) {
+			fprintf(stderr, "%s needs a value\n", arg);
+			return -1;
+		}
+		i++;
+		if (!strcmp(arg, "--size")) {
+			if (ht_parse_size(val, &o->size_bytes)) {
+				fprintf(stderr, "--size: %s\n", ht_last_error());
+				return -1;
+			}
+			if (o->size_bytes < MIN_SIZE_BYTES || o->size_bytes > MAX_SIZE_BYTES) {
+				fprintf(stderr, "--size %s is out of range: give 64k to 1G\n", val);
+				return -1;
+			}
+			size_set = 1;
+		} else if (!strcmp(arg, "--runs")) {
+			char *end;
+			long runs;
+
+			errno = 0;
+			runs = strtol(val, &end, 10);
+			if (errno || end == val || *end || runs < 1 || runs > MAX_RUNS) {
+				fprintf(stderr, "--runs '%s': give a whole number from 1 to %d\n",
+					val, MAX_RUNS);
+				return -1;
+			}
+			o->runs = (unsigned)runs;
+			runs_set = 1;
+		} else if (!strcmp(arg, "--only")) {
+			for (int st = 0; st < NSTAGES; st++)
+				if (!strcmp(val, stage_names[st]))
+					o->only = st;
+			if (o->only < 0) {
+				fprintf(stderr,
+					"--only '%s': give libipt, libipt-calls, decode or path\n",
+					val);
+				return -1;
+			}
+		} else {
+			o->workload = val;
+		}
+	}
+	if (smoke && !size_set)
+		o->size_bytes = SMOKE_SIZE_BYTES;
+	if (smoke && !runs_set)
+		o->runs = SMOKE_RUNS;
+	return 0;
+}
+
+/* Every run's seconds too, for an interval on the ratio (tests/bench/bench.py). */
+static void print_runs(const char *key, const double *secs, unsigned n)
+{
+	printf(",\"%s_runs\":[", key);
+	for (unsigned i = 0; i < n; i++)
+		printf("%s%.4f", i ? "," : "", secs[i]);
+	printf("]");
+}
+
+static void print_json(const struct stream *s, const struct bench_opts *o,
+		       const double med[NSTAGES], double secs[NSTAGES][MAX_RUNS],
+		       const uint64_t insns[NSTAGES], const struct path_result *path,
+		       double timeline_s, double write_s)
+{
+	printf("{\"stream_bytes\":%zu,\"stream_mb\":%.3f,\"stream_minsn\":%.3f,\"runs\":%u", s->len,
+	       s->len / 1e6, s->insns / 1e6, o->runs);
+	for (int st = 0; st < NSTAGES; st++) {
+		char key[32];
+
+		if (!med[st])
+			continue;
+		snprintf(key, sizeof(key), "%s", stage_names[st]);
+		for (char *c = key; *c; c++)
+			if (*c == '-')
+				*c = '_';
+		printf(",\"%s_s\":%.4f,\"%s_mb_s\":%.2f,\"%s_minsn_s\":%.2f", key, med[st], key,
+		       s->len / 1e6 / med[st], key, insns[st] / 1e6 / med[st]);
+		print_runs(key, secs[st], o->runs);
+	}
+	if (med[ST_PATH])
+		printf(",\"path_timeline_s\":%.4f,\"path_write_s\":%.4f,\"slices\":%lu,"
+		       "\"file_bytes\":%lu",
+		       timeline_s, write_s, (unsigned long)path->slices,
+		       (unsigned long)path->file_bytes);
+	if (med[ST_PATH] && med[ST_LIBIPT])
+		printf(",\"ratio\":%.4f", med[ST_LIBIPT] / med[ST_PATH]);
+	printf("}\n");
 }
 
 int main(int argc, char **argv)
 {
-	size_t size = (argc > 1 ? strtoul(argv[1], NULL, 10) : 16) << 20;
-	const char *src = argc > 2 ? argv[2] : "tests/pt";
 	char dir[PATH_MAX], exe[PATH_MAX + 32], *av[3];
-	int built;
 	struct ht_synth_record_opts ro = {
 		.start = "do_bench", .stop = "ht_trace_stop", .max_steps = 50000};
-	struct ht_synth_trace t;
-	struct ht_pt_elf_resolver *res;
-	struct ht_pt_image *img;
+	struct ht_synth_trace t = {0};
+	struct ht_pt_elf_resolver *res = NULL;
+	struct ht_pt_image *img = NULL;
 	struct stream s = {0};
+	struct bench_opts o;
+	struct path_result path = {0};
+	static double secs[NSTAGES][MAX_RUNS], timeline_s[MAX_RUNS], write_s[MAX_RUNS];
+	double med[NSTAGES] = {0};
+	uint64_t insns[NSTAGES] = {0};
 	size_t first = 0, last = 0;
-	double best[4] = {1e9, 1e9, 1e9, 1e9};
-	uint64_t insns[4] = {0};
+	int built = -1, fd = -1, ret = 1;
 
-	built = build(src, dir, sizeof(dir));
+	if (parse_args(argc, argv, &o))
+		return 2;
+	built = build(o.workload, dir, sizeof(dir));
 	if (built < 0) {
-		fprintf(stderr, "cannot build the workload from %s\n", src);
+		fprintf(stderr, "cannot build the workload from %s: give --workload DIR\n",
+			o.workload);
 		return 1;
 	}
 	snprintf(exe, sizeof(exe), "%s/pt_workload", dir);
@@ -269,49 +506,84 @@ int main(int argc, char **argv)
 	ro.exe = exe;
 	ro.argv = av;
 	if (ht_synth_record(&ro, &t) || find_iteration(&t, &first, &last) ||
-	    make_stream(&t, first, last, size, &s)) {
+	    make_stream(&t, first, last, o.size_bytes, &s)) {
 		fprintf(stderr, "cannot make the stream: %s\n", ht_last_error());
-		return 1;
+		goto cleanup;
 	}
 	img = ht_pt_image_new(t.maps, t.nmaps);
 	res = ht_pt_elf_resolver_new(t.maps, t.nmaps);
-	for (int run = 0; run < RUNS; run++) {
-		for (int way = 0; way < 4; way++) {
-			double t0 = now(), dt;
+	if (!img || !res) {
+		fprintf(stderr, "cannot load the workload's code: %s\n", ht_last_error());
+		goto cleanup;
+	}
+	fd = open_scratch();
+	if (fd < 0)
+		goto cleanup;
+	/* Untimed: the first pass pays for faulting in the stream and filling libipt's caches. */
+	if (raw_libipt(&s, img, 0, &insns[ST_LIBIPT]))
+		goto cleanup;
+	for (unsigned run = 0; run < o.runs; run++) {
+		for (int st = 0; st < NSTAGES; st++) {
+			double t0 = now();
 
-			if (getenv("HT_BENCH_ONLY") && atoi(getenv("HT_BENCH_ONLY")) != way)
+			if (o.only >= 0 && o.only != st)
 				continue;
-			if (way == 0)
-				insns[way] = raw_libipt(&s, img, 0);
-			else if (way == 1)
-				insns[way] = raw_libipt(&s, img, 1);
-			else if (way == 2)
-				insns[way] = decode_only(&s, img);
-			else
-				insns[way] = to_stacks(&s, img, res);
-			dt = now() - t0;
-			if (dt < best[way])
-				best[way] = dt;
+			if (st == ST_PATH) {
+				/* Timed inside: freeing the timeline is not part of writing it. */
+				if (rewind_scratch(fd) || whole_path(&s, img, res, fd, &path))
+					goto cleanup;
+				secs[st][run] = path.timeline_s + path.write_s;
+				timeline_s[run] = path.timeline_s;
+				write_s[run] = path.write_s;
+				insns[st] = path.insns;
+				continue;
+			}
+			if (st == ST_DECODE
+				    ? decode_only(&s, img, &insns[st])
+				    : raw_libipt(&s, img, st == ST_LIBIPT_CALLS, &insns[st]))
+				goto cleanup;
+			secs[st][run] = now() - t0;
 		}
 	}
-	report("libipt", &s, best[0], insns[0]);
-	report("libipt*", &s, best[1], insns[1]);
-	report("decode", &s, best[2], insns[2]);
-	report("stacks", &s, best[3], insns[3]);
-	printf("(libipt*: the block decoder ending blocks at calls and jumps, as ht_pt_decode "
-	       "asks)\n");
-	printf("stacks: %.1f M slices; whole path at %.0f%% of libipt alone\n", slices / 1e6,
-	       100.0 * best[0] / best[3]);
+	printf("median of %u runs, thread CPU time\n", o.runs);
+	for (int st = 0; st < NSTAGES; st++) {
+		if (o.only >= 0 && o.only != st)
+			continue;
+		med[st] = median(secs[st], o.runs);
+		report(stage_names[st], &s, med[st], insns[st]);
+	}
+	if (med[ST_PATH]) {
+		printf("  path: %.3f s decode to timeline, %.3f s to the file (medians); ",
+		       median(timeline_s, o.runs), median(write_s, o.runs));
+		printf("%.1f M slices, %.1f MB written\n", path.slices / 1e6,
+		       path.file_bytes / 1e6);
+		printf("  stacks: calls %lu returns %lu tail calls %lu unwinds %lu gaps %lu\n",
+		       (unsigned long)path.stacks.calls, (unsigned long)path.stacks.returns,
+		       (unsigned long)path.stacks.tail_calls, (unsigned long)path.stacks.unwinds,
+		       (unsigned long)path.stacks.gaps);
+	}
+	if (med[ST_PATH] && med[ST_LIBIPT])
+		printf("whole path at %.0f%% of libipt alone (target: at least 50%%)\n",
+		       100.0 * med[ST_LIBIPT] / med[ST_PATH]);
 	/* The stream ends without a PGD: libipt runs on to the next branch, a few more. */
-	if (insns[3] < s.insns || insns[0] < s.insns)
-		printf("warning: decoded %lu instructions of %lu\n", (unsigned long)insns[3],
-		       (unsigned long)s.insns);
+	for (int st = 0; st < NSTAGES; st++)
+		if (med[st] && insns[st] < s.insns)
+			printf("warning: %s decoded %lu instructions of %lu\n", stage_names[st],
+			       (unsigned long)insns[st], (unsigned long)s.insns);
+	print_json(&s, &o, med, secs, insns, &path, med[ST_PATH] ? median(timeline_s, o.runs) : 0,
+		   med[ST_PATH] ? median(write_s, o.runs) : 0);
+	ret = 0;
+cleanup:
+	if (fd >= 0)
+		close(fd);
 	ht_pt_elf_resolver_free(res);
 	ht_pt_image_free(img);
 	ht_synth_trace_free(&t);
 	free(s.buf);
-	if (built)
-		return 0;
-	snprintf(exe, sizeof(exe), "rm -rf '%s'", dir);
-	return system(exe) ? 1 : 0;
+	if (built == 0) {
+		snprintf(exe, sizeof(exe), "rm -rf '%s'", dir);
+		if (system(exe))
+			ret = 1;
+	}
+	return ret;
 }
