@@ -76,6 +76,7 @@ struct anchor {
 struct ht_callstack {
 	struct ht_callstack_config cfg;
 	struct timeline *tl;
+	size_t first_event; /* the first event this call stack added */
 	tl_str cat, name_syscall, name_kernel, name_signal, name_gap;
 	struct ht_callstack_stats st;
 	int err;
@@ -885,6 +886,9 @@ int ht_callstack_finish(struct ht_callstack *cs, uint64_t end_ns)
 		end_gap(cs, p);
 	cs->state = ST_IDLE;
 	flush(cs, 1);
+	/* Slices went in as they closed; in start order the file's writer sorts them in one pass. */
+	if (!cs->err && tl_reorder_nested(cs->tl, cs->first_event))
+		timeline_failed(cs);
 	return cs->err ? -1 : 0;
 }
 
@@ -951,6 +955,7 @@ struct ht_callstack *ht_callstack_new(const struct ht_callstack_config *cfg)
 	}
 	cs->cfg = *cfg;
 	cs->tl = cfg->tl;
+	cs->first_event = tl_event_count(cfg->tl);
 	cs->max_depth = cfg->max_depth ? cfg->max_depth : DEFAULT_MAX_DEPTH;
 	cs->stack = calloc(cs->max_depth, sizeof(*cs->stack));
 	cs->funcs = calloc(FUNC_CACHE, sizeof(*cs->funcs));

@@ -446,6 +446,7 @@ static void pftw_write_event_details(struct pftw *w, const struct tl_event *e)
 static void pftw_write_point(struct pftw *w, const struct pftw_point *pt)
 {
 	const struct tl_event *e = tl_event(w->tl, pt->event);
+	/* Every packet after the defaults must say it needs them (trace_packet.proto). */
 	size_t packet = pftw_packet_begin(w, PFT_SEQ_NEEDS_INCREMENTAL_STATE);
 	size_t event;
 

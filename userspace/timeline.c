@@ -20,8 +20,12 @@
 #define TL_CHUNK_BYTES (64 * 1024)
 /* Ids are uint32_t with 0 reserved, and event indices must fit a long on 32-bit too. */
 #define TL_MAX_ITEMS ((size_t)INT32_MAX)
-/* Uuids the timeline picks for tracks added with uuid 0 start here ("ht" ...). */
-#define TL_AUTO_UUID_BASE 0x6874000000000000ull
+/*
+ * Uuids the timeline picks for tracks added with uuid 0 start here: small,
+ * because every event names its track, and a varint of a small number is
+ * two bytes where one of a 64-bit hash is nine.
+ */
+#define TL_AUTO_UUID_BASE 0x1000ull
 
 /* An open-addressing table of ids (never 0), each kept with its hash. */
 struct tl_slot {
@@ -1007,13 +1011,33 @@ static int tl_event_cmp(const struct timeline *ta, const struct tl_event *a,
 	return c;
 }
 
+/*
+ * The canonical order within one timeline: track, start, longer first,
+ * slices before instants, then the order events were added in. Slices of
+ * equal span nest as they were added: a parent first (tl_reorder_nested).
+ */
 static int tl_order_cmp(const void *pa, const void *pb, void *ctx)
 {
 	const struct timeline *tl = ctx;
 	uint32_t a = *(const uint32_t *)pa, b = *(const uint32_t *)pb;
-	int c = tl_event_cmp(tl, &tl->events[a], tl, &tl->events[b]);
+	const struct tl_event *x = &tl->events[a], *y = &tl->events[b];
+	int c = tl_cmp_u64(tl->tracks[x->track].uuid, tl->tracks[y->track].uuid);
 
+	if (!c)
+		c = tl_cmp_u64(x->ts_ns, y->ts_ns);
+	if (!c)
+		c = tl_cmp_u64(y->dur_ns, x->dur_ns);
+	if (!c)
+		c = (int)x->kind - (int)y->kind;
 	return c ? c : tl_cmp_u64(a, b);
+}
+
+static int tl_track_uuid_cmp(const void *pa, const void *pb, void *ctx)
+{
+	const struct timeline *tl = ctx;
+	uint64_t a = tl->tracks[*(const uint32_t *)pa].uuid, b = tl->tracks[*(const uint32_t *)pb].uuid;
+
+	return a < b ? -1 : a > b;
 }
 
 /* What the canonical order looks at first, side by side: most comparisons end here. */
@@ -1076,33 +1100,127 @@ static struct tl_sort_key *tl_sort_keys(const struct timeline *tl, struct tl_sor
 	return a;
 }
 
+/*
+ * The canonical order: events grouped by track (tracks in uuid order, by a
+ * counting pass), each track's keys merge-sorted. A track whose events were
+ * added in order (tl_reorder_nested) costs one pass.
+ */
 uint32_t *tl_sorted_order(const struct timeline *tl)
 {
-	size_t n = tl->nevents;
+	size_t n = tl->nevents, nt = tl->ntracks;
 	uint32_t *order = malloc((n + 1) * sizeof(*order));
 	struct tl_sort_key *keys = malloc((n + 1) * sizeof(*keys));
 	struct tl_sort_key *tmp = malloc((n + 1) * sizeof(*tmp));
-	struct tl_sort_key *sorted = NULL;
+	size_t *at = calloc(nt + 1, sizeof(*at));
+	uint32_t *by_uuid = malloc((nt + 1) * sizeof(*by_uuid));
+	bool ok = order && keys && tmp && at && by_uuid;
 
-	if (order && keys && tmp) {
+	if (ok) {
+		/* Where each track's events start, tracks taken in uuid order. */
+		for (size_t i = 0; i < n; i++)
+			at[tl->events[i].track]++;
+		for (size_t t = 0; t < nt; t++)
+			by_uuid[t] = (uint32_t)t;
+		qsort_r(by_uuid, nt, sizeof(*by_uuid), tl_track_uuid_cmp, (void *)tl);
+		for (size_t k = 0, sum = 0; k < nt; k++) {
+			size_t count = at[by_uuid[k]];
+
+			at[by_uuid[k]] = sum;
+			sum += count;
+		}
 		for (size_t i = 0; i < n; i++) {
 			const struct tl_event *e = &tl->events[i];
 
-			keys[i] = (struct tl_sort_key){ tl->tracks[e->track].uuid, e->ts_ns,
-							~e->dur_ns, (uint32_t)i };
+			keys[at[e->track]++] = (struct tl_sort_key){ tl->tracks[e->track].uuid,
+								     e->ts_ns, ~e->dur_ns, (uint32_t)i };
 		}
-		sorted = tl_sort_keys(tl, keys, tmp, n);
+		/* at[t] is now the end of track t's part: sort each part. */
+		for (size_t k = 0, start = 0; k < nt && ok; k++) {
+			size_t end = at[by_uuid[k]];
+			const struct tl_sort_key *sorted =
+				end > start ? tl_sort_keys(tl, keys + start, tmp + start, end - start)
+					    : keys + start;
+
+			ok = sorted != NULL;
+			for (size_t i = start; ok && i < end; i++)
+				order[i] = sorted[i - start].idx;
+			start = end;
+		}
 	}
-	if (sorted)
-		for (size_t i = 0; i < n; i++)
-			order[i] = sorted[i].idx;
 	free(keys);
 	free(tmp);
-	if (!sorted) {
+	free(at);
+	free(by_uuid);
+	if (!ok) {
 		free(order);
 		return NULL;
 	}
 	return order;
+}
+
+/*
+ * Events [FIRST, n) are slices of one track that nest and were added as
+ * they closed (children before their parent): put them in start order, a
+ * parent before its children, which is the canonical order, so sorting
+ * them later is one pass. Each closed slice adopts the subtrees before it
+ * that start within it; a stack of subtrees (as linked lists) does it in
+ * one pass.
+ */
+int tl_reorder_nested(struct timeline *tl, size_t first)
+{
+	size_t n = tl->nevents > first ? tl->nevents - first : 0;
+	uint32_t *next, *head, *tail, *stack, depth = 0;
+	struct tl_event *moved;
+
+	if (n < 2)
+		return 0;
+	for (size_t i = first + 1; i < tl->nevents; i++)
+		if (tl->events[i].track != tl->events[first].track ||
+		    tl->events[i].kind != TL_EVENT_SLICE)
+			return 0; /* not one track's slices: left as they are */
+	next = malloc(n * sizeof(*next));
+	head = malloc(n * sizeof(*head));
+	tail = malloc(n * sizeof(*tail));
+	stack = malloc(n * sizeof(*stack));
+	moved = malloc(n * sizeof(*moved));
+	if (!next || !head || !tail || !stack || !moved) {
+		free(next);
+		free(head);
+		free(tail);
+		free(stack);
+		free(moved);
+		return tl_nomem(tl);
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		const struct tl_event *e = &tl->events[first + i];
+		uint32_t h = i, t = i;
+
+		next[i] = UINT32_MAX;
+		/* The subtrees on top that start within this slice are its children, in order. */
+		uint32_t from = depth;
+		while (from && tl->events[first + head[stack[from - 1]]].ts_ns >= e->ts_ns)
+			from--;
+		for (uint32_t k = from; k < depth; k++) {
+			next[t] = head[stack[k]];
+			t = tail[stack[k]];
+		}
+		depth = from;
+		head[i] = h;
+		tail[i] = t;
+		stack[depth++] = i;
+	}
+	/* The roots, in order, each followed by its subtree. */
+	size_t out = 0;
+	for (uint32_t k = 0; k < depth; k++)
+		for (uint32_t i = head[stack[k]]; i != UINT32_MAX; i = next[i])
+			moved[out++] = tl->events[first + i];
+	memcpy(tl->events + first, moved, n * sizeof(*moved));
+	free(next);
+	free(head);
+	free(tail);
+	free(stack);
+	free(moved);
+	return 0;
 }
 
 int tl_sort(struct timeline *tl)

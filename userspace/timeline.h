@@ -227,13 +227,21 @@ int tl_clock_snapshot_now(struct tl_clock_snapshot *snap);
 
 /*
  * Canonical order: by track uuid, then start time, then longer slices first
- * (so a parent precedes its children), slices before instants, then name
- * and category; events equal in all of these keep their order. tl_sort()
+ * (so a parent precedes its children), slices before instants, then the
+ * order they were added in (slices of equal span nest that way: add a
+ * parent before its children, or see tl_reorder_nested()). tl_sort()
  * puts the events in that order (event indices change); tl_sorted_order()
  * gives the permutation without moving anything (free() it).
  */
 int tl_sort(struct timeline *tl);
 uint32_t *tl_sorted_order(const struct timeline *tl);
+/*
+ * Events from FIRST on, slices of one track added as they closed (children
+ * first), rearranged into start order so that sorting them is cheap. Does
+ * nothing when they are not all slices of one track. Event indices from
+ * FIRST on change. Returns 0 or -ENOMEM.
+ */
+int tl_reorder_nested(struct timeline *tl, size_t first);
 
 /*
  * Check that the slices of each track nest: a slice that starts inside

@@ -525,8 +525,8 @@ static int by_start(const void *a, const void *b)
 		return ex->ts_ns < ey->ts_ns ? -1 : 1;
 	if (ex->dur_ns != ey->dur_ns)
 		return ex->dur_ns > ey->dur_ns ? -1 : 1;
-	/* Equal spans: a frame closes after its children, so the later one is the parent. */
-	return x > y ? -1 : 1;
+	/* Equal spans: call stacks put a parent before its children (tl_reorder_nested). */
+	return x < y ? -1 : 1;
 }
 
 static const char *arg_str(const struct timeline *tl, const struct tl_event *e, const char *name,

@@ -4,6 +4,7 @@
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "check.h"
@@ -378,6 +379,59 @@ TEST(sort_puts_parents_before_children)
 	CHECK_STR(tl_str_get(tl, tl_event(tl, 2)->name), "child");
 	CHECK_STR(tl_str_get(tl, tl_event(tl, 3)->name), "mark");
 	CHECK_STR(tl_str_get(tl, tl_event(tl, 4)->name), "elsewhere");
+	tl_free(tl);
+}
+
+static const char *name_at(const struct timeline *tl, size_t i)
+{
+	return tl_str_get(tl, tl_event(tl, i)->name);
+}
+
+/*
+ * A call stack adds slices as they close: children first. Reordered, they
+ * are in start order, a parent before its children even when both span the
+ * same time, so the canonical order is the identity and nesting is kept.
+ */
+TEST(reorder_nested_puts_slices_in_start_order)
+{
+	struct timeline *tl = tl_new();
+	int t = add_thread(tl, 1, 2, "t");
+	int u = add_thread(tl, 1, 3, "u");
+	uint32_t *order;
+	char why[128];
+	size_t first;
+
+	tl_add_instant(tl, u, 1, "before", NULL);
+	first = tl_event_count(tl);
+	/* main [0,100) { a [0,30) { leaf [5,10) }  b [40,100) { inner [40,100) { leaf [50,60) } } } */
+	tl_add_slice(tl, t, 5, 5, "leaf1", NULL);
+	tl_add_slice(tl, t, 0, 30, "a", NULL);
+	tl_add_slice(tl, t, 50, 10, "leaf2", NULL);
+	tl_add_slice(tl, t, 40, 60, "inner", NULL);
+	tl_add_slice(tl, t, 40, 60, "b", NULL);
+	tl_add_slice(tl, t, 0, 100, "main", NULL);
+	tl_add_slice(tl, t, 100, 5, "next", NULL);
+	CHECK(!tl_reorder_nested(tl, first));
+	CHECK_STR(name_at(tl, 0), "before");
+	CHECK_STR(name_at(tl, 1), "main");
+	CHECK_STR(name_at(tl, 2), "a");
+	CHECK_STR(name_at(tl, 3), "leaf1");
+	CHECK_STR(name_at(tl, 4), "b");
+	CHECK_STR(name_at(tl, 5), "inner");
+	CHECK_STR(name_at(tl, 6), "leaf2");
+	CHECK_STR(name_at(tl, 7), "next");
+	CHECK(!tl_validate(tl, why, sizeof(why)));
+	order = tl_sorted_order(tl);
+	CHECK(order != NULL);
+	for (size_t i = 0; order && i < tl_event_count(tl); i++) {
+		size_t want = i < 7 ? i + 1 : 0; /* track u's uuid sorts after t's */
+
+		CHECK_EQ_U64(order[i], want);
+	}
+	free(order);
+	/* Events of more than one track, or instants, are left alone. */
+	CHECK(!tl_reorder_nested(tl, 0));
+	CHECK_STR(name_at(tl, 0), "before");
 	tl_free(tl);
 }
 
