@@ -1168,58 +1168,81 @@ uint32_t *tl_sorted_order(const struct timeline *tl)
  */
 int tl_reorder_nested(struct timeline *tl, size_t first)
 {
-	size_t n = tl->nevents > first ? tl->nevents - first : 0;
-	uint32_t *next, *head, *tail, *stack, depth = 0;
-	struct tl_event *moved;
+	size_t n = tl->nevents > first ? tl->nevents - first : 0, out = 0;
+	uint32_t *next, *head, *tail, depth = 0;
+	struct tl_event *ev = tl->events + first;
 
 	if (n < 2)
 		return 0;
-	for (size_t i = first + 1; i < tl->nevents; i++)
-		if (tl->events[i].track != tl->events[first].track ||
-		    tl->events[i].kind != TL_EVENT_SLICE)
+	for (size_t i = 1; i < n; i++)
+		if (ev[i].track != ev[0].track || ev[i].kind != TL_EVENT_SLICE)
 			return 0; /* not one track's slices: left as they are */
 	next = malloc(n * sizeof(*next));
 	head = malloc(n * sizeof(*head));
 	tail = malloc(n * sizeof(*tail));
-	stack = malloc(n * sizeof(*stack));
-	moved = malloc(n * sizeof(*moved));
-	if (!next || !head || !tail || !stack || !moved) {
+	if (!next || !head || !tail) {
 		free(next);
 		free(head);
 		free(tail);
-		free(stack);
-		free(moved);
+		return tl_nomem(tl);
+	}
+	/*
+	 * A stack of subtrees, each a linked list in start order: subtree k's
+	 * root is stack entry k (kept in TAIL's unused slots of finished roots
+	 * would be clever; a separate array is plain), its list runs from
+	 * head[root] to tail[root] through next[].
+	 */
+	uint32_t *stack = malloc(n * sizeof(*stack));
+
+	if (!stack) {
+		free(next);
+		free(head);
+		free(tail);
 		return tl_nomem(tl);
 	}
 	for (uint32_t i = 0; i < n; i++) {
-		const struct tl_event *e = &tl->events[first + i];
-		uint32_t h = i, t = i;
+		uint32_t from = depth, t = i;
 
 		next[i] = UINT32_MAX;
 		/* The subtrees on top that start within this slice are its children, in order. */
-		uint32_t from = depth;
-		while (from && tl->events[first + head[stack[from - 1]]].ts_ns >= e->ts_ns)
+		while (from && ev[stack[from - 1]].ts_ns >= ev[i].ts_ns)
 			from--;
 		for (uint32_t k = from; k < depth; k++) {
-			next[t] = head[stack[k]];
+			next[t] = stack[k];
 			t = tail[stack[k]];
 		}
-		depth = from;
-		head[i] = h;
 		tail[i] = t;
+		depth = from;
 		stack[depth++] = i;
 	}
-	/* The roots, in order, each followed by its subtree. */
-	size_t out = 0;
+	/* The roots in order, each followed by its subtree: where each event goes. */
 	for (uint32_t k = 0; k < depth; k++)
-		for (uint32_t i = head[stack[k]]; i != UINT32_MAX; i = next[i])
-			moved[out++] = tl->events[first + i];
-	memcpy(tl->events + first, moved, n * sizeof(*moved));
+		for (uint32_t i = stack[k]; i != UINT32_MAX; i = next[i])
+			head[out++] = i; /* position OUT takes event I */
 	free(next);
-	free(head);
 	free(tail);
 	free(stack);
-	free(moved);
+	/* Apply it in place, one cycle at a time: no second copy of the events. */
+	for (uint32_t i = 0; i < n; i++) {
+		struct tl_event keep;
+		uint32_t j = i;
+
+		if (head[i] == UINT32_MAX || head[i] == i)
+			continue;
+		keep = ev[i];
+		for (;;) {
+			uint32_t src = head[j];
+
+			head[j] = UINT32_MAX;
+			if (src == i) {
+				ev[j] = keep;
+				break;
+			}
+			ev[j] = ev[src];
+			j = src;
+		}
+	}
+	free(head);
 	return 0;
 }
 
