@@ -205,9 +205,10 @@ uint64_t ht_dumper_oldest_window(struct ht_dumper *d)
 static void say_decision(struct ht_dumper *d, const struct ht_dump_job *job,
 			 enum ht_dump_decision decision)
 {
-	if (decision == HT_DUMP_NOW || d->said[decision])
+	/* Each reason once between dumps (a storm of breaches is not a storm of lines); a dump
+	 * someone asked for is answered every time. */
+	if (decision == HT_DUMP_NOW || (d->said[decision] && !job->asked))
 		return;
-	/* Each reason once between dumps: a storm of breaches is not a storm of lines. */
 	d->said[decision] = true;
 	fprintf(stderr, "hybtrace: %s not dumped: %s%s\n", job->kind,
 		ht_dump_decision_reason(decision),

@@ -67,7 +67,11 @@ class Run:
 
     def json_lines(self):
         out = []
-        for line in self.stdout.splitlines():
+        text = self.stdout
+        # Read while hybtrace writes: a last line without its newline is not whole yet.
+        if text and not text.endswith("\n"):
+            text = text[:text.rfind("\n") + 1]
+        for line in text.splitlines():
             line = line.strip()
             if line.startswith("{"):
                 out.append(json.loads(line))

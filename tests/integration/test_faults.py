@@ -284,8 +284,10 @@ def ring_buffer_overflow_is_counted_shown_and_dumped():
     with tempfile.TemporaryDirectory() as tmp:
         log = os.path.join(tmp, "log")
         target = start_workload("breach_storm", [9, 200], log, {"HT_START_DELAY_MS": "500"})
+        # Room for the manual dump: the storm must not use up --max-dumps before it.
         ht = Attached(["--pid", str(target.pid), "--json", "--syscall", "100us", "--off-cpu",
-                       "100us", "--min-interval", "0ms", "--output", tmp])
+                       "100us", "--min-interval", "500ms", "--max-dumps", "1000",
+                       "--output", tmp])
         try:
             ht.wait_attached()
             wait_for(lambda: any(e["event"] == "storm_start" for e in read_log(log)), 20,
