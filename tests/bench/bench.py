@@ -30,12 +30,12 @@ BENCH_DECODE = os.path.join(ROOT, "build", "bench", "bench_decode")
 WORKLOADS = os.path.join(ROOT, "build", "workloads")
 
 RUNQLAT_BT = r"""
-tracepoint:sched:sched_wakeup, tracepoint:sched:sched_wakeup_new { @qtime[args.pid] = nsecs; }
+tracepoint:sched:sched_wakeup, tracepoint:sched:sched_wakeup_new { @qtime[args->pid] = nsecs; }
 tracepoint:sched:sched_switch {
-  if (args.prev_state == 0) { @qtime[args.prev_pid] = nsecs; }
-  $ns = @qtime[args.next_pid];
+  if (args->prev_state == 0) { @qtime[args->prev_pid] = nsecs; }
+  $ns = @qtime[args->next_pid];
   if ($ns) { @usecs = hist((nsecs - $ns) / 1000); }
-  delete(@qtime[args.next_pid]);
+  delete(@qtime[args->next_pid]);
 }
 """
 
@@ -125,6 +125,10 @@ class Background:
                 if not line or re.search(ready_pattern, line):
                     break
         time.sleep(ready_delay)
+        # A peer that failed to start would make its configuration look free.
+        if self.p.poll() is not None:
+            raise RuntimeError("%s exited before the measurement: %s" % (
+                cmd[0], (self.p.stdout.read() or "")[-2000:]))
 
     def stop(self):
         self.p.send_signal(signal.SIGINT)
@@ -272,14 +276,20 @@ def hogs(n):
 
 
 def dump_latencies(opts, load, smoke):
-    """Breach end to on-CPU sources frozen, from each dump's metadata (post window 0)."""
-    rounds = 20 if smoke else 200
+    """Breach end to on-CPU sources frozen, from each dump's metadata (post window 0).
+
+    Under load the builder (nice 19) gets about 1.5% of a CPU next to the hogs, so a
+    dump takes a few hundred ms to write and breaches meanwhile are not dumped: the
+    breaches are spread out (--min-interval) and the run is longer, so that enough
+    dumps are taken to read a p99."""
+    rounds = (20 if smoke else 200) * (20 if load else 1)
+    interval = "400ms" if load else "0ms"
     with tempfile.TemporaryDirectory() as out:
         hog = hogs(os.cpu_count()) if load else []
         try:
             subprocess.run([HYBTRACE, "run", "--quiet", "--json", "--rq-delay", "off", "--syscall",
                             "1ms", "--syscalls", "clock_nanosleep", "--post", "0ms", "--pre",
-                            "2ms", "--min-interval", "0ms", "--max-dumps", "100000",
+                            "2ms", "--min-interval", interval, "--max-dumps", "100000",
                             "--output", out] + opts +
                            ["--", os.path.join(WORKLOADS, "sleeper"), "3", str(rounds)],
                            capture_output=True, text=True, timeout=600)
