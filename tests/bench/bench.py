@@ -183,6 +183,11 @@ def section_overhead_self(args, out):
     print_ratios("1. overhead on the target itself: perf bench sched pipe -T, usecs/op", results,
                  "untraced", {"hybtrace --source none (a)": 1.10,
                               "hybtrace all breaches + sampling (b)": 1.53})
+    # (b)'s target is bpftrace itself: compared with bpftrace as measured in this run.
+    point, lo, hi = bootstrap_ratio(results["hybtrace all breaches + sampling (b)"],
+                                    results["bpftrace runqlat logic"])
+    log("  %-44s %10s  %.3fx [%.3f, %.3f]  %s" % ("(b) over bpftrace, same run", "", point, lo,
+                                                  hi, verdict(hi, 1.0)))
     return results
 
 

@@ -27,95 +27,11 @@
 #include "timeline.h"
 #include "../pt/pt_synth.c"
 
-/* Building the test programs. */
-
-static char dir[PATH_MAX];
-static char src[PATH_MAX];
-static int built;
-
-static int sh(const char *fmt, ...)
-{
-	char cmd[8192];
-	va_list ap;
-	int rc;
-
-	va_start(ap, fmt);
-	vsnprintf(cmd, sizeof(cmd), fmt, ap);
-	va_end(ap);
-	rc = system(cmd);
-	if (rc)
-		printf("     command failed (%d): %s\n", rc, cmd);
-	return rc;
-}
-
-static void remove_dir(void)
-{
-	if (dir[0])
-		sh("rm -rf '%s'", dir);
-}
-
-static int has_sources(const char *d)
-{
-	char path[PATH_MAX + 32];
-
-	snprintf(path, sizeof(path), "%s/pt_workload.c", d);
-	return access(path, R_OK) == 0;
-}
-
-/* tests/pt, from the repository root, or from where this binary is (build/[asan/]tests/). */
-static int find_sources(void)
-{
-	char exe[PATH_MAX];
-	const char *env = getenv("HT_PT_SOURCES");
-	ssize_t n;
-
-	if (env && has_sources(env)) {
-		snprintf(src, sizeof(src), "%s", env);
-		return 0;
-	}
-	if (has_sources("tests/pt") && realpath("tests/pt", src))
-		return 0;
-	n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-	if (n <= 0)
-		return -1;
-	exe[n] = 0;
-	for (int up = 0; up < 4; up++) {
-		char *slash = strrchr(exe, '/');
-		char cand[PATH_MAX + 16];
-
-		if (!slash)
-			break;
-		*slash = 0;
-		snprintf(cand, sizeof(cand), "%s/tests/pt", exe);
-		if (has_sources(cand) && realpath(cand, src))
-			return 0;
-	}
-	return -1;
-}
-
-#define PROGRAM_CFLAGS "-O1 -g -fno-inline -fno-optimize-sibling-calls -fno-omit-frame-pointer"
+#include "../pt/pt_programs.c"
 
 static int build_programs(void)
 {
-	if (built)
-		return built > 0 ? 0 : -1;
-	built = -1;
-	if (find_sources()) {
-		printf("     cannot find tests/pt (set HT_PT_SOURCES)\n");
-		return -1;
-	}
-	snprintf(dir, sizeof(dir), "/tmp/ht-intelpt-XXXXXX");
-	if (!mkdtemp(dir))
-		return -1;
-	atexit(remove_dir);
-	if (sh("cd '%s' && cc " PROGRAM_CFLAGS " -shared -fPIC -o libptlib.so '%s/pt_lib.c'"
-	       " && cc " PROGRAM_CFLAGS " -Wl,-z,now -o pt_workload '%s/pt_workload.c'"
-	       " -L. -lptlib -Wl,-rpath,'%s'"
-	       " && cc " PROGRAM_CFLAGS " -o ocaml_workload '%s/ocaml_workload.c'",
-	       dir, src, src, dir, src))
-		return -1;
-	built = 1;
-	return 0;
+	return build_pt_programs("/tmp/ht-intelpt-XXXXXX", 1);
 }
 
 #define REQUIRE_PROGRAMS()                                                                         \

@@ -774,29 +774,48 @@ TEST(task_names_round_trip_sorted_once_each)
 	ht_rawcap_free(&c);
 }
 
+/* Bytes META's 1.2 strings take in C's file: three u16 lengths and their text. */
+static size_t meta_1_2_bytes(const struct ht_rawcap *c)
+{
+	return 6 + strlen(c->kernel) + strlen(c->cpu_model) + strlen(c->cmdline);
+}
+
 TEST(a_minor_1_file_without_task_names_is_read)
 {
 	struct ht_rawcap c, r;
 	char err[256];
-	size_t len, at;
+	size_t len, at, meta_tail;
 	uint8_t *b;
 
 	make_full(&c, 64);
 	b = file_bytes(&c, &len);
 	CHECK(b != NULL);
-	/* Format 1.1 had no COMMS: cut it out, END counts one section fewer. */
+	/* Format 1.1 had no COMMS nor KSYMS: cut them out, END counts two sections fewer. */
 	at = find_section(b, len, HT_RAWSEC_COMMS, 0);
 	CHECK(at != 0);
 	cut(b, &len, at, 16 + get64(b + at + 8));
+	at = find_section(b, len, HT_RAWSEC_KSYMS, 0);
+	CHECK(at != 0);
+	cut(b, &len, at, 16 + get64(b + at + 8));
+	/* ... and META ended at the three-clock moment. */
+	meta_tail = meta_1_2_bytes(&c);
+	at = find_section(b, len, HT_RAWSEC_META, 0);
+	CHECK(at != 0);
+	cut(b, &len, at + 16 + get64(b + at + 8) - meta_tail, meta_tail);
+	put64(b + at + 8, get64(b + at + 8) - meta_tail);
+	fix_crc(b, at);
 	at = find_section(b, len, HT_RAWSEC_END, 0);
 	CHECK(at != 0);
-	put32(b + at + 16, get32(b + at + 16) - 1);
+	put32(b + at + 16, get32(b + at + 16) - 2);
 	fix_crc(b, at);
 	b[10] = 1; /* minor */
 	CHECK(!read_mem(b, len, &r, err, sizeof(err)));
 	CHECK_STR(err, "");
 	CHECK_EQ_U64(r.format_minor, 1);
 	CHECK(r.ncomms == 0 && r.comms == NULL);
+	CHECK(r.nksyms == 0 && r.ksyms == NULL);
+	CHECK_STR(r.kernel, "");
+	CHECK_STR(r.cmdline, "");
 	check_same(&c, &r, true);
 	ht_rawcap_free(&r);
 	ht_rawcap_free(&c);
