@@ -24,6 +24,11 @@ class Skip(Exception):
     """Raised by a test that cannot run here, with the reason."""
 
 
+class NoHardware(Skip):
+    """A test of hardware this machine lacks (Intel PT): a skip even under CI, which has no
+    say over the hardware it is given."""
+
+
 class Failure(AssertionError):
     """A broken expectation, with what was seen."""
 

@@ -36,7 +36,7 @@ def main():
         try:
             fn()
         except harness.Skip as e:
-            if harness.in_ci():
+            if harness.in_ci() and not isinstance(e, harness.NoHardware):
                 print("FAIL %s: cannot skip under CI: %s" % (name, e))
                 failed += 1
             else:
