@@ -505,7 +505,8 @@ void ht_options_usage(void)
 {
 	printf("usage: hybtrace [record] --pid N [options]\n"
 	       "       hybtrace run [options] -- CMD [ARGS...]\n"
-	       "       hybtrace report FILE|DIR [--json]\n"
+	       "       hybtrace report FILE|DIR [--json] [--all]\n"
+	       "       hybtrace decode RAW [--output DIR]\n"
 	       "       hybtrace check\n"
 	       "       hybtrace --version | --help\n"
 	       "\n"
