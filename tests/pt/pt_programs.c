@@ -2,8 +2,8 @@
 /*
  * Test only: the PT test programs (in tests/pt) built at run time into a
  * temporary directory, for the unit tests that single-step them. Included
- * by those tests, as pt_synth.c is: DIR is where the programs are, SRC
- * where their sources were found.
+ * by those tests after check.h (for sh()), as pt_synth.c is: DIR is where
+ * the programs are, SRC where their sources were found.
  */
 #include <limits.h>
 #include <stdarg.h>
@@ -15,20 +15,6 @@ static char dir[PATH_MAX];
 static char src[PATH_MAX];
 static int built;
 
-static int sh(const char *fmt, ...)
-{
-	char cmd[8192];
-	va_list ap;
-	int rc;
-
-	va_start(ap, fmt);
-	vsnprintf(cmd, sizeof(cmd), fmt, ap);
-	va_end(ap);
-	rc = system(cmd);
-	if (rc)
-		printf("     command failed (%d): %s\n", rc, cmd);
-	return rc;
-}
 
 static void remove_dir(void)
 {

@@ -12,6 +12,7 @@
 #ifndef HT_TEST_CHECK_H
 #define HT_TEST_CHECK_H
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +21,24 @@ struct ht_test {
 	const char *name;
 	void (*fn)(void);
 };
+
+/* Run a shell command made like printf; a failure is printed with the command. */
+static int sh(const char *fmt, ...) __attribute__((format(printf, 1, 2), unused));
+
+static int sh(const char *fmt, ...)
+{
+	char cmd[8192];
+	va_list ap;
+	int rc;
+
+	va_start(ap, fmt);
+	vsnprintf(cmd, sizeof(cmd), fmt, ap);
+	va_end(ap);
+	rc = system(cmd);
+	if (rc)
+		printf("     command failed (%d): %s\n", rc, cmd);
+	return rc;
+}
 
 #define HT_MAX_TESTS 256
 static struct ht_test ht_tests[HT_MAX_TESTS];

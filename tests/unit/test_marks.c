@@ -337,22 +337,6 @@ TEST(forked_child_starts_its_own_registry)
 static char dir[64];
 static int built;
 
-static int sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-
-static int sh(const char *fmt, ...)
-{
-	char cmd[8192];
-	va_list ap;
-	int rc;
-
-	va_start(ap, fmt);
-	vsnprintf(cmd, sizeof(cmd), fmt, ap);
-	va_end(ap);
-	rc = system(cmd);
-	if (rc)
-		printf("     command failed (%d): %s\n", rc, cmd);
-	return rc;
-}
 
 static void remove_dir(void)
 {

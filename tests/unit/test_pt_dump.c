@@ -661,6 +661,29 @@ static int calls_match(const struct ht_synth_trace *t, size_t first, size_t last
 	return ok;
 }
 
+/* The recording split in two parts (make_parts), or the test stops. */
+#define REQUIRE_PARTS(t, p)                                                                       \
+	do {                                                                                       \
+		REQUIRE_TRACE(t);                                                                  \
+		if (make_parts(t, p)) {                                                            \
+			CHECK(!"encode failed");                                                   \
+			parts_free(p);                                                             \
+			return;                                                                    \
+		}                                                                                  \
+	} while (0)
+
+/* Part 1's calls on A's track, part 2's on B's. */
+static void check_a_then_b(const struct dump *d, const struct ht_synth_trace *t,
+			   const struct parts *p)
+{
+	struct slices a = thread_slices(d->tl, TID_A), b = thread_slices(d->tl, TID_B);
+
+	CHECK(calls_match(t, 0, p->k, &a));
+	CHECK(calls_match(t, p->k, t->count, &b));
+	free(a.v);
+	free(b.v);
+}
+
 /* Whether A and B hold the same slices (names, times, nesting, marks). */
 static int same_slices(const struct slices *a, const struct slices *b)
 {
@@ -758,12 +781,7 @@ TEST(one_thread_one_cpu)
 	struct timeline *ref = NULL;
 	long ref_track = -1;
 
-	REQUIRE_TRACE(t);
-	if (make_parts(t, &p)) {
-		CHECK(!"encode failed");
-		parts_free(&p);
-		return;
-	}
+	REQUIRE_PARTS(t, &p);
 	cap_init(&cap, t);
 	cap_part(&cap, 2, -1, &p.whole);
 	sb_comm(&sb, TGID, TID_A, mono_of(TSC_PART1) - 2000);
@@ -817,12 +835,7 @@ static void check_two_threads(const struct sideband *layout, int cpu_wide)
 	struct slices a = {0}, b = {0};
 	uint64_t sw;
 
-	REQUIRE_TRACE(t);
-	if (make_parts(t, &p)) {
-		CHECK(!"encode failed");
-		parts_free(&p);
-		return;
-	}
+	REQUIRE_PARTS(t, &p);
 	sw = switch_ns(&p);
 	cap_init(&cap, t);
 	if (layout)
@@ -901,12 +914,7 @@ TEST(foreign_thread_dropped)
 	struct parts p;
 	struct dump d;
 
-	REQUIRE_TRACE(t);
-	if (make_parts(t, &p)) {
-		CHECK(!"encode failed");
-		parts_free(&p);
-		return;
-	}
+	REQUIRE_PARTS(t, &p);
 	cap_init(&cap, t);
 	/* Owned by a thread of the target: still the sideband decides. */
 	cap_part(&cap, 1, TID_A, &p.whole);
@@ -937,12 +945,7 @@ TEST(foreign_thread_after_target_dropped)
 	struct slices a = {0};
 	uint64_t sw;
 
-	REQUIRE_TRACE(t);
-	if (make_parts(t, &p)) {
-		CHECK(!"encode failed");
-		parts_free(&p);
-		return;
-	}
+	REQUIRE_PARTS(t, &p);
 	sw = switch_ns(&p);
 	cap_init(&cap, t);
 	cap_parts(&cap, 0, -1, &p.p1, &p.p2);
@@ -980,12 +983,7 @@ TEST(migration_keeps_order)
 	struct slices a = {0}, ref = {0};
 	uint64_t sw;
 
-	REQUIRE_TRACE(t);
-	if (make_parts(t, &p)) {
-		CHECK(!"encode failed");
-		parts_free(&p);
-		return;
-	}
+	REQUIRE_PARTS(t, &p);
 	sw = switch_ns(&p);
 	cap_init(&cap, t);
 	cap_part(&cap, 0, -1, &p.p2_psb);
@@ -1044,12 +1042,7 @@ TEST(two_cpus_at_once)
 	struct dump d;
 	struct slices a = {0}, b = {0};
 
-	REQUIRE_TRACE(t);
-	if (make_parts(t, &p)) {
-		CHECK(!"encode failed");
-		parts_free(&p);
-		return;
-	}
+	REQUIRE_PARTS(t, &p);
 	cap_init(&cap, t);
 	/* Both streams run the whole path over the same times. */
 	cap_part(&cap, 0, -1, &p.whole);
@@ -1087,15 +1080,9 @@ static void check_switch_at(int64_t in_offset_ns, int with_out)
 	struct ht_rawcap cap;
 	struct parts p;
 	struct dump d;
-	struct slices a = {0}, b = {0};
 	uint64_t t2;
 
-	REQUIRE_TRACE(t);
-	if (make_parts(t, &p)) {
-		CHECK(!"encode failed");
-		parts_free(&p);
-		return;
-	}
+	REQUIRE_PARTS(t, &p);
 	t2 = mono_of(p.tsc2);
 	cap_init(&cap, t);
 	cap_parts(&cap, 3, -1, &p.p1, &p.p2);
@@ -1107,12 +1094,7 @@ static void check_switch_at(int64_t in_offset_ns, int with_out)
 	run_dump(&d, &cap, 0);
 	CHECK_EQ_U64(d.rc, 0);
 	CHECK_EQ_U64(d.st.threads, 2);
-	a = thread_slices(d.tl, TID_A);
-	b = thread_slices(d.tl, TID_B);
-	CHECK(calls_match(t, 0, p.k, &a));
-	CHECK(calls_match(t, p.k, t->count, &b));
-	free(a.v);
-	free(b.v);
+	check_a_then_b(&d, t, &p);
 	dump_free(&d);
 	ht_rawcap_free(&cap);
 	parts_free(&p);
@@ -1141,15 +1123,9 @@ TEST(before_first_switch_out)
 	struct ht_rawcap cap;
 	struct parts p;
 	struct dump d;
-	struct slices a = {0}, b = {0};
 	uint64_t sw;
 
-	REQUIRE_TRACE(t);
-	if (make_parts(t, &p)) {
-		CHECK(!"encode failed");
-		parts_free(&p);
-		return;
-	}
+	REQUIRE_PARTS(t, &p);
 	sw = switch_ns(&p);
 	cap_init(&cap, t);
 	cap_parts(&cap, 0, -1, &p.p1, &p.p2);
@@ -1161,12 +1137,7 @@ TEST(before_first_switch_out)
 	CHECK_EQ_U64(d.rc, 0);
 	CHECK_EQ_U64(d.st.threads, 2);
 	CHECK_EQ_U64(d.st.foreign_runs, 0);
-	a = thread_slices(d.tl, TID_A);
-	b = thread_slices(d.tl, TID_B);
-	CHECK(calls_match(t, 0, p.k, &a));
-	CHECK(calls_match(t, p.k, t->count, &b));
-	free(a.v);
-	free(b.v);
+	check_a_then_b(&d, t, &p);
 	dump_free(&d);
 	ht_rawcap_free(&cap);
 	parts_free(&p);
@@ -1183,14 +1154,8 @@ TEST(run_goes_to_thread_at_its_start)
 	struct ht_rawcap cap;
 	struct parts p;
 	struct dump d;
-	struct slices a = {0}, b = {0};
 
-	REQUIRE_TRACE(t);
-	if (make_parts(t, &p)) {
-		CHECK(!"encode failed");
-		parts_free(&p);
-		return;
-	}
+	REQUIRE_PARTS(t, &p);
 	cap_init(&cap, t);
 	cap_parts(&cap, 0, -1, &p.p1, &p.p2);
 	sb_switch(&sb, 1, TGID, TID_A, mono_of(TSC_PART1) - 1000);
@@ -1200,12 +1165,7 @@ TEST(run_goes_to_thread_at_its_start)
 	run_dump(&d, &cap, 0);
 	CHECK_EQ_U64(d.rc, 0);
 	CHECK_EQ_U64(d.st.threads, 2);
-	a = thread_slices(d.tl, TID_A);
-	b = thread_slices(d.tl, TID_B);
-	CHECK(calls_match(t, 0, p.k, &a));
-	CHECK(calls_match(t, p.k, t->count, &b));
-	free(a.v);
-	free(b.v);
+	check_a_then_b(&d, t, &p);
 	dump_free(&d);
 	ht_rawcap_free(&cap);
 	parts_free(&p);
@@ -1219,15 +1179,9 @@ TEST(sideband_sections_merged)
 	struct ht_rawcap cap;
 	struct parts p;
 	struct dump d;
-	struct slices a = {0}, b = {0};
 	uint64_t sw;
 
-	REQUIRE_TRACE(t);
-	if (make_parts(t, &p)) {
-		CHECK(!"encode failed");
-		parts_free(&p);
-		return;
-	}
+	REQUIRE_PARTS(t, &p);
 	sw = switch_ns(&p);
 	cap_init(&cap, t);
 	cap_parts(&cap, 0, -1, &p.p1, &p.p2);
@@ -1239,12 +1193,7 @@ TEST(sideband_sections_merged)
 	run_dump(&d, &cap, 0);
 	CHECK_EQ_U64(d.rc, 0);
 	CHECK_EQ_U64(d.st.threads, 2);
-	a = thread_slices(d.tl, TID_A);
-	b = thread_slices(d.tl, TID_B);
-	CHECK(calls_match(t, 0, p.k, &a));
-	CHECK(calls_match(t, p.k, t->count, &b));
-	free(a.v);
-	free(b.v);
+	check_a_then_b(&d, t, &p);
 	dump_free(&d);
 	ht_rawcap_free(&cap);
 	parts_free(&p);
@@ -1262,12 +1211,7 @@ TEST(t0_cuts_earlier_trace)
 	size_t mid, before_marked = 0, entered = 0, all = 0;
 	uint64_t t0;
 
-	REQUIRE_TRACE(t);
-	if (make_parts(t, &p)) {
-		CHECK(!"encode failed");
-		parts_free(&p);
-		return;
-	}
+	REQUIRE_PARTS(t, &p);
 	mid = t->count * 2 / 3;
 	t0 = mono_of(TSC_PART1 + 3 * mid);
 	cap_init(&cap, t);
@@ -1314,12 +1258,7 @@ TEST(t0_after_everything)
 	struct parts p;
 	struct dump d;
 
-	REQUIRE_TRACE(t);
-	if (make_parts(t, &p)) {
-		CHECK(!"encode failed");
-		parts_free(&p);
-		return;
-	}
+	REQUIRE_PARTS(t, &p);
 	cap_init(&cap, t);
 	cap_part(&cap, 0, -1, &p.whole);
 	sb_switch(&sb, 1, TGID, TID_A, mono_of(TSC_PART1) - 1000);
@@ -1343,12 +1282,7 @@ TEST(no_sideband_uses_owner)
 	struct dump d;
 	struct slices b = {0};
 
-	REQUIRE_TRACE(t);
-	if (make_parts(t, &p)) {
-		CHECK(!"encode failed");
-		parts_free(&p);
-		return;
-	}
+	REQUIRE_PARTS(t, &p);
 	cap_init(&cap, t);
 	cap_part(&cap, 5, TID_B, &p.whole);
 	run_dump(&d, &cap, 0);
@@ -1375,12 +1309,7 @@ TEST(garbage_sideband_uses_owner)
 	struct dump d;
 	struct slices b = {0};
 
-	REQUIRE_TRACE(t);
-	if (make_parts(t, &p)) {
-		CHECK(!"encode failed");
-		parts_free(&p);
-		return;
-	}
+	REQUIRE_PARTS(t, &p);
 	cap_init(&cap, t);
 	cap_part(&cap, 5, TID_B, &p.whole);
 	srand(11);
@@ -1408,12 +1337,7 @@ TEST(no_sideband_no_owner_dropped)
 	struct parts p;
 	struct dump d;
 
-	REQUIRE_TRACE(t);
-	if (make_parts(t, &p)) {
-		CHECK(!"encode failed");
-		parts_free(&p);
-		return;
-	}
+	REQUIRE_PARTS(t, &p);
 	cap_init(&cap, t);
 	cap_part(&cap, 0, -1, &p.whole);
 	run_dump(&d, &cap, 0);
@@ -1465,12 +1389,7 @@ TEST(corrupted_stream)
 	struct parts p;
 	struct dump d;
 
-	REQUIRE_TRACE(t);
-	if (make_parts(t, &p)) {
-		CHECK(!"encode failed");
-		parts_free(&p);
-		return;
-	}
+	REQUIRE_PARTS(t, &p);
 	srand(3);
 	for (size_t i = p.whole.len / 3; i < p.whole.len / 3 + 64 && i < p.whole.len; i++)
 		p.whole.buf[i] = (uint8_t)rand();
@@ -1522,12 +1441,7 @@ TEST(no_clock_refused)
 	struct parts p;
 	struct dump d;
 
-	REQUIRE_TRACE(t);
-	if (make_parts(t, &p)) {
-		CHECK(!"encode failed");
-		parts_free(&p);
-		return;
-	}
+	REQUIRE_PARTS(t, &p);
 	cap_init(&cap, t);
 	free(cap.clocks);
 	cap.clocks = NULL;
@@ -1563,12 +1477,7 @@ TEST(max_items_bounds_memory)
 	struct parts p;
 	char why[256];
 
-	REQUIRE_TRACE(t);
-	if (make_parts(t, &p)) {
-		CHECK(!"encode failed");
-		parts_free(&p);
-		return;
-	}
+	REQUIRE_PARTS(t, &p);
 	cap_init(&cap, t);
 	cap_part(&cap, 0, -1, &p.whole);
 	sb_switch(&sb, 1, TGID, TID_A, mono_of(TSC_PART1) - 1000);
@@ -1653,12 +1562,7 @@ TEST(max_items_keeps_each_cpus_newest)
 	struct slices a_all = {0}, b_all = {0}, a = {0}, b = {0};
 	struct parts p;
 
-	REQUIRE_TRACE(t);
-	if (make_parts(t, &p)) {
-		CHECK(!"encode failed");
-		parts_free(&p);
-		return;
-	}
+	REQUIRE_PARTS(t, &p);
 	CHECK(build_two_cpus(t, &p, 0, &all, &a_all, &b_all) == 0);
 	CHECK(all.items_dropped == 0);
 	CHECK(build_two_cpus(t, &p, items_of(t, &p.p1), &some, &a, &b) == 0);

@@ -140,23 +140,6 @@ static int write_file(const char *name, const char *text)
 	return fclose(f);
 }
 
-static int sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-
-static int sh(const char *fmt, ...)
-{
-	char cmd[4096];
-	va_list ap;
-	int rc;
-
-	va_start(ap, fmt);
-	vsnprintf(cmd, sizeof(cmd), fmt, ap);
-	va_end(ap);
-	rc = system(cmd);
-	if (rc)
-		printf("     command failed (%d): %s\n", rc, cmd);
-	return rc;
-}
-
 static void remove_dir(void)
 {
 	if (dir[0])
