@@ -668,7 +668,7 @@ static int start_intelpt(struct session *s, enum ht_source *source)
 }
 
 /* The on-CPU source: Intel PT, or sampling of every thread of the target. */
-static int start_sampler(struct session *s)
+static int start_on_cpu_source(struct session *s)
 {
 	const struct ht_options *o = s->opt;
 	enum ht_source source = o->source;
@@ -799,7 +799,7 @@ static int start_session(struct session *s, const struct ht_options *o, int tgid
 	ht_comm_cache_init(s->comms, &s->monitor);
 	s->start_ns = s->monitor.attached_ns;
 	s->last_status_ns = s->start_ns;
-	if (start_sampler(s))
+	if (start_on_cpu_source(s))
 		return HT_EXIT_FAILURE;
 	/* Attached: from here on only what perf events, dumps and /proc need. */
 	if (ht_drop_capabilities(probe_bpf_maps, s, NULL) || start_dumper(s))
