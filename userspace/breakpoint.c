@@ -8,13 +8,13 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
-#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 #include <bpf/libbpf.h>
 #include "breakpoint.h"
 #include "log.h"
+#include "proc.h"
 
 /* New threads appear while we open events for the old ones: look again this often. */
 #define ENUMERATE_PASSES   8
@@ -97,31 +97,6 @@ static void owner_attr(struct perf_event_attr *a)
 
 /* ---- Descriptors ---- */
 
-static int reserve_fds(size_t need)
-{
-	struct rlimit rl;
-	DIR *d = opendir("/proc/self/fd");
-	size_t open_now = 0;
-
-	while (d && readdir(d))
-		open_now++;
-	if (d)
-		closedir(d);
-	if (getrlimit(RLIMIT_NOFILE, &rl))
-		return ht_fail("getrlimit: %s", strerror(errno));
-	need += open_now + 64;
-	if (rl.rlim_cur >= need)
-		return 0;
-	rl.rlim_cur = need;
-	if (rl.rlim_max < need)
-		rl.rlim_max = need;
-	if (setrlimit(RLIMIT_NOFILE, &rl))
-		return ht_fail("triggers need %zu file descriptors, more than RLIMIT_NOFILE "
-			       "allows: %s (raise it with ulimit -n, or run as root)",
-			       need, strerror(errno));
-	return 0;
-}
-
 static unsigned int slots_used(const struct ht_breakpoints *b)
 {
 	unsigned int n = 0;
@@ -131,26 +106,11 @@ static unsigned int slots_used(const struct ht_breakpoints *b)
 	return n;
 }
 
-static size_t count_threads(int tgid)
-{
-	char path[64];
-	size_t n = 0;
-	DIR *d;
-
-	snprintf(path, sizeof(path), "/proc/%d/task", tgid);
-	d = opendir(path);
-	while (d && readdir(d))
-		n++;
-	if (d)
-		closedir(d);
-	return n;
-}
-
 static int reserve_for_threads(struct ht_breakpoints *b, unsigned int nslots)
 {
-	size_t n = count_threads(b->cfg.tgid) + b->nthreads;
+	size_t n = ht_proc_count_threads(b->cfg.tgid) + b->nthreads;
 
-	return reserve_fds(ht_bp_fds_needed(n * 2, b->ncpus, nslots));
+	return ht_reserve_fds(ht_bp_fds_needed(n * 2, b->ncpus, nslots), "triggers");
 }
 
 static int *fd_at(struct ht_bp_thread *t, unsigned int cpu, int slot)
@@ -366,7 +326,7 @@ int ht_bp_rescan(struct ht_breakpoints *b)
 
 int ht_bp_add_threads(struct ht_breakpoints *b, const int *tids, size_t n)
 {
-	if (reserve_fds(ht_bp_fds_needed(n, b->ncpus, slots_used(b))))
+	if (ht_reserve_fds(ht_bp_fds_needed(n, b->ncpus, slots_used(b)), "triggers"))
 		return -1;
 	for (size_t i = 0; i < n; i++)
 		if (tids[i] > 0 && open_tid(b, tids[i]))

@@ -13,7 +13,6 @@
 #include <sys/auxv.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/utsname.h>
@@ -22,6 +21,7 @@
 #include <x86intrin.h>
 #include "intelpt_capture.h"
 #include "log.h"
+#include "proc.h"
 #include "target_files.h"
 
 /* New threads appear while we open events for the old ones: look again this often. */
@@ -784,32 +784,6 @@ size_t ht_intelpt_fds_needed(size_t nthreads, unsigned int ncpus)
 	return nthreads * ncpus * 2;
 }
 
-/* Room for NEED more descriptors than we hold now, raising RLIMIT_NOFILE if needed. */
-static int reserve_fds(size_t need)
-{
-	struct rlimit rl;
-	DIR *d = opendir("/proc/self/fd");
-	size_t open_now = 0;
-
-	while (d && readdir(d))
-		open_now++;
-	if (d)
-		closedir(d);
-	if (getrlimit(RLIMIT_NOFILE, &rl))
-		return ht_fail("getrlimit: %s", strerror(errno));
-	need += open_now + 64;
-	if (rl.rlim_cur >= need)
-		return 0;
-	rl.rlim_cur = need;
-	if (rl.rlim_max < need)
-		rl.rlim_max = need;
-	if (setrlimit(RLIMIT_NOFILE, &rl))
-		return ht_fail("Intel PT capture needs %zu file descriptors, more than "
-			       "RLIMIT_NOFILE allows: %s (raise it with ulimit -n, or run as root)",
-			       need, strerror(errno));
-	return 0;
-}
-
 static bool is_pow2(uint64_t v)
 {
 	return v && !(v & (v - 1));
@@ -1140,21 +1114,6 @@ static int open_new_threads(struct ht_intelpt *pt)
 	return added;
 }
 
-static size_t count_threads(int tgid)
-{
-	char path[64];
-	size_t n = 0;
-	DIR *d;
-
-	snprintf(path, sizeof(path), "/proc/%d/task", tgid);
-	d = opendir(path);
-	while (d && readdir(d))
-		n++;
-	if (d)
-		closedir(d);
-	return n;
-}
-
 static int check_sizes(struct ht_intelpt_config *cfg, unsigned int online)
 {
 	uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE), need;
@@ -1216,7 +1175,8 @@ int ht_intelpt_open(struct ht_intelpt *pt, const struct ht_intelpt_config *cfg)
 	if (check_sizes(&pt->cfg, online ? online : 1))
 		goto fail;
 	ht_cpuid_read(&pt->cpuid);
-	if (reserve_fds(ht_intelpt_fds_needed(count_threads(cfg->tgid) * 2, pt->ncpus)))
+	if (ht_reserve_fds(ht_intelpt_fds_needed(ht_proc_count_threads(cfg->tgid) * 2, pt->ncpus),
+			   "Intel PT capture"))
 		goto fail;
 	pt->attach_boot_ticks = boot_ticks_now();
 	/* Until a pass finds no thread it had not seen: all are covered, later ones inherit. */

@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 #include "log.h"
 #include "proc.h"
@@ -110,5 +112,45 @@ int ht_proc_real_uid(int tgid, unsigned int *uid)
 	line = strstr(buf, "\nUid:");
 	if (!line || sscanf(line + 5, "%u", uid) != 1)
 		return ht_fail("%s has no Uid line", path);
+	return 0;
+}
+
+size_t ht_proc_count_threads(int tgid)
+{
+	char path[64];
+	size_t n = 0;
+	DIR *d;
+
+	snprintf(path, sizeof(path), "/proc/%d/task", tgid);
+	d = opendir(path);
+	while (d && readdir(d))
+		n++;
+	if (d)
+		closedir(d);
+	return n;
+}
+
+int ht_reserve_fds(size_t need, const char *who)
+{
+	struct rlimit rl;
+	DIR *d = opendir("/proc/self/fd");
+	size_t open_now = 0;
+
+	while (d && readdir(d))
+		open_now++;
+	if (d)
+		closedir(d);
+	if (getrlimit(RLIMIT_NOFILE, &rl))
+		return ht_fail("getrlimit: %s", strerror(errno));
+	need += open_now + 64;
+	if (rl.rlim_cur >= need)
+		return 0;
+	rl.rlim_cur = need;
+	if (rl.rlim_max < need)
+		rl.rlim_max = need;
+	if (setrlimit(RLIMIT_NOFILE, &rl))
+		return ht_fail("%s: %zu file descriptors are needed, more than RLIMIT_NOFILE allows: %s "
+			       "(raise it with ulimit -n, or run as root)",
+			       who, need, strerror(errno));
 	return 0;
 }

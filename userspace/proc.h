@@ -25,6 +25,16 @@ bool ht_proc_alive(int tgid);
 /* The real uid of process TGID. Returns 0, or -1 with the reason. */
 int ht_proc_real_uid(int tgid, unsigned int *uid);
 
+/* How many threads process TGID has now (0 when it is gone). */
+size_t ht_proc_count_threads(int tgid);
+
+/*
+ * Room for NEED more descriptors than this process holds now (with a margin),
+ * raising RLIMIT_NOFILE if needed. WHO names the feature in the error.
+ * Returns 0, or -1 with the reason in ht_last_error().
+ */
+int ht_reserve_fds(size_t need, const char *who);
+
 /* The kernel's thread flag for kernel threads (include/linux/sched.h). */
 #define HT_PF_KTHREAD 0x00200000UL
 
