@@ -720,13 +720,6 @@ static void child(int go, int report)
 		pause();
 }
 
-static bool ci(void)
-{
-	const char *v = getenv("CI");
-
-	return v && !strcmp(v, "true");
-}
-
 static uint64_t mono_now(void)
 {
 	struct timespec ts;

@@ -96,24 +96,6 @@ _Static_assert(sizeof(struct hybtrace_mark_record) == 32, "record layout");
 _Static_assert(offsetof(struct hybtrace_mark_record, seq) == 12, "record layout");
 _Static_assert(sizeof(struct hybtrace_mark_ring) == 64, "ring layout");
 
-static int ci(void)
-{
-	const char *v = getenv("CI");
-
-	return v && !strcmp(v, "true");
-}
-
-#define REQUIRE_ROOT()                                                                             \
-	do {                                                                                       \
-		if (geteuid() != 0) {                                                              \
-			if (ci()) {                                                                \
-				CHECK(!"needs root, and CI=true");                                 \
-				return;                                                            \
-			}                                                                          \
-			SKIP_TEST("needs root");                                                   \
-		}                                                                                  \
-	} while (0)
-
 static int contains(const char *s, const char *want)
 {
 	return s && strstr(s, want) != NULL;

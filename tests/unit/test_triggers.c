@@ -174,24 +174,6 @@ static const char dup_c[] = "__attribute__((noinline)) int dup_function(int x)\n
 static char dir[64];
 static int built; /* 0: not tried; 1: built; -1: failed */
 
-static int ci(void)
-{
-	const char *v = getenv("CI");
-
-	return v && !strcmp(v, "true");
-}
-
-#define REQUIRE_ROOT()                                                                             \
-	do {                                                                                       \
-		if (geteuid() != 0) {                                                              \
-			if (ci()) {                                                                \
-				CHECK(!"needs root, and CI=true");                                 \
-				return;                                                            \
-			}                                                                          \
-			SKIP_TEST("needs root");                                                   \
-		}                                                                                  \
-	} while (0)
-
 static int write_file(const char *name, const char *text)
 {
 	char path[256];
