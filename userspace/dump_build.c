@@ -161,8 +161,6 @@ static void capture_marks(const struct ht_dumper_config *cfg, struct ht_dump_cap
 static void describe_raw(const struct ht_dumper_config *cfg, const struct ht_dump_job *job,
 			 struct ht_rawcap *raw)
 {
-	struct utsname u;
-
 	snprintf(raw->kind, sizeof(raw->kind), "%s", job->kind);
 	snprintf(raw->version, sizeof(raw->version), "%s", HT_VERSION);
 	raw->threshold_ns = job->threshold_ns;
@@ -173,10 +171,6 @@ static void describe_raw(const struct ht_dumper_config *cfg, const struct ht_dum
 	raw->has_breach = job->has_breach;
 	if (job->has_breach)
 		raw->breach = job->breach;
-	uname(&u);
-	snprintf(raw->kernel, sizeof(raw->kernel), "%s", u.release);
-	ht_machine_cpu_model(raw->cpu_model, sizeof(raw->cpu_model));
-	snprintf(raw->cmdline, sizeof(raw->cmdline), "%s", cfg->cmdline ? cfg->cmdline : "");
 }
 
 int ht_dump_capture_take(const struct ht_dumper_config *cfg, const struct ht_dump_job *job,
@@ -474,6 +468,7 @@ static void save_raw(struct ht_dump_builder *b, const struct ht_dump_capture *c,
 	struct ht_rawcap raw = c->raw; /* a view: it owns nothing the capture does not */
 	const char *name = strrchr(dump_path, '/');
 	char base[256], final[PATH_MAX + 64];
+	struct utsname u;
 	size_t n;
 
 	name = name ? name + 1 : dump_path;
@@ -489,6 +484,11 @@ static void save_raw(struct ht_dump_builder *b, const struct ht_dump_capture *c,
 	raw.nksyms = 0;
 	save_comms(b, &c->w, &raw);
 	save_ksyms(b->cfg->ksyms, &raw);
+	/* Where and how it was made, read here rather than in the event loop's freeze. */
+	uname(&u);
+	snprintf(raw.kernel, sizeof(raw.kernel), "%s", u.release);
+	ht_machine_cpu_model(raw.cpu_model, sizeof(raw.cpu_model));
+	snprintf(raw.cmdline, sizeof(raw.cmdline), "%s", b->cfg->cmdline ? b->cfg->cmdline : "");
 	if (ht_rawcap_save(b->cfg->output_dir, base, &raw, final, sizeof(final)))
 		ht_warn("raw capture not kept: %s", ht_last_error());
 	else if (!b->cfg->json)
