@@ -134,9 +134,11 @@ struct {
  * But a wakeup that preempts the running task asks the next __schedule to
  * skip its clock update (rq_clock_skip_update), so at that switch rq->clock
  * is as old as the wakeup: tens of microseconds, up to a tick where the
- * kernel does not preempt. A switch of a target thread therefore reads the
- * clock itself; other switches take rq->clock, kept from going back before
- * the last time written on the CPU.
+ * kernel does not preempt. Every wakeup therefore notes the clock it left
+ * on its rq; a switch of a target thread that finds rq->clock still at
+ * that value reads the clock itself (about half of them where threads
+ * preempt each other, none where they sleep), and every other switch takes
+ * rq->clock, kept from going back before the last time written on the CPU.
  */
 #define CLOCK_SYNC_NS  1000000ULL
 #define CLOCK_STALE_NS 10000000ULL
@@ -154,7 +156,8 @@ struct clock_sync {
 	__u64 rq_clock; /* when the offset was last measured; 0: never */
 	__s64 offset;	/* CLOCK_MONOTONIC - rq->clock */
 	__u64 last_ns;	/* the latest switch time written on this CPU */
-	__u64 pad[5];	/* one cache line per CPU */
+	__u64 wake_clock; /* rq->clock as the latest wakeup on this rq left it */
+	__u64 pad[4];	/* one cache line per CPU */
 };
 
 struct {
@@ -288,7 +291,8 @@ struct switch_time {
 
 /*
  * CLOCK_MONOTONIC at sched_switch, PREV leaving this CPU: see clock_sync.
- * EXACT (a target thread switches) reads the clock itself.
+ * EXACT (a target thread switches) reads the clock itself when rq->clock
+ * may not have been updated for this switch.
  */
 static __always_inline void switch_now(struct task_struct *prev, struct switch_time *t, bool exact)
 {
@@ -306,7 +310,7 @@ static __always_inline void switch_now(struct task_struct *prev, struct switch_t
 		return;
 	}
 	t->clock = rq->clock;
-	if (exact)
+	if (exact && t->clock == sync->wake_clock)
 		fresh = bpf_ktime_get_ns();
 	if (!sync->rq_clock || t->clock < sync->rq_clock ||
 	    t->clock - sync->rq_clock >= CLOCK_SYNC_NS) {
@@ -325,6 +329,21 @@ static __always_inline void switch_now(struct task_struct *prev, struct switch_t
 	if (t->now < sync->last_ns)
 		t->now = sync->last_ns;
 	sync->last_ns = t->now;
+}
+
+/* P is being woken: note the clock its rq is left at (see clock_sync). */
+static __always_inline void note_wake_clock(struct task_struct *p)
+{
+	struct rq *rq = rq_of(p);
+	struct clock_sync *sync;
+	__u32 cpu;
+
+	if (!rq)
+		return;
+	cpu = rq->cpu;
+	sync = bpf_map_lookup_elem(&clock_syncs, &cpu);
+	if (sync)
+		sync->wake_clock = rq->clock;
 }
 
 /* CLOCK_MONOTONIC as P is enqueued: its rq's clock was just updated. */
@@ -374,8 +393,16 @@ static __always_inline __u32 switch_prev_state(unsigned long long *ctx, struct t
 /*
  * Reserve the next record of this CPU's ring; clears its seq so a reader
  * never takes a half-written record for a whole one.
+ *
+ * IRQS_OFF: the caller runs with interrupts off (the scheduler's
+ * tracepoints, under the rq lock), so nothing else on this CPU can take a
+ * record between its read of the head and its write: a plain increment.
+ * Other callers (syscalls, fork, exec, exit) can be interrupted or
+ * preempted by those, and take theirs atomically. A locked add also waits
+ * for every store before it, here the previous record's, still missing in
+ * the cache: it was most of a context switch's cost.
  */
-static __always_inline struct ht_flight_record *fr_reserve(__u32 *seq)
+static __always_inline struct ht_flight_record *fr_reserve(__u32 *seq, bool irqs_off)
 {
 	__u32 cpu = bpf_get_smp_processor_id();
 	struct ht_flight_record *r;
@@ -386,7 +413,12 @@ static __always_inline struct ht_flight_record *fr_reserve(__u32 *seq)
 	head = bpf_map_lookup_elem(&fr_heads, &cpu);
 	if (!head)
 		return NULL;
-	index = __sync_fetch_and_add(&head->next_index, 1);
+	if (irqs_off) {
+		index = head->next_index;
+		head->next_index = index + 1;
+	} else {
+		index = __sync_fetch_and_add(&head->next_index, 1);
+	}
 	slot = (cpu << fr_slot_shift) | (index & ((1ULL << fr_slot_shift) - 1));
 	r = bpf_map_lookup_elem(&fr_records, &slot);
 	if (!r)
@@ -403,13 +435,13 @@ static __always_inline void fr_commit(struct ht_flight_record *r, __u32 seq)
 	*(volatile __u32 *)&r->seq = seq;
 }
 
-static __always_inline void fr_write(__u64 now, __u8 kind, __u8 flags, __u16 aux, __u32 tid_a,
-				     __u32 tid_b, __u64 arg)
+static __always_inline void fr_write_any(bool irqs_off, __u64 now, __u8 kind, __u8 flags,
+					 __u16 aux, __u32 tid_a, __u32 tid_b, __u64 arg)
 {
 	struct ht_flight_record *r;
 	__u32 seq;
 
-	r = fr_reserve(&seq);
+	r = fr_reserve(&seq, irqs_off);
 	if (!r)
 		return;
 	r->ts_ns = now;
@@ -420,6 +452,20 @@ static __always_inline void fr_write(__u64 now, __u8 kind, __u8 flags, __u16 aux
 	r->tid_b = tid_b;
 	r->arg = arg;
 	fr_commit(r, seq);
+}
+
+/* From the scheduler's tracepoints, interrupts off. */
+static __always_inline void fr_write_sched(__u64 now, __u8 kind, __u8 flags, __u16 aux,
+					   __u32 tid_a, __u32 tid_b, __u64 arg)
+{
+	fr_write_any(true, now, kind, flags, aux, tid_a, tid_b, arg);
+}
+
+/* From anywhere else. */
+static __always_inline void fr_write(__u64 now, __u8 kind, __u8 flags, __u16 aux, __u32 tid_a,
+				     __u32 tid_b, __u64 arg)
+{
+	fr_write_any(false, now, kind, flags, aux, tid_a, tid_b, arg);
 }
 
 static __always_inline struct task_state *state_of(struct task_struct *p)
@@ -597,7 +643,7 @@ int BPF_PROG(handle_sched_switch, bool preempt, struct task_struct *prev, struct
 		flags |= HT_FRF_PREV_TARGET;
 	if (next_target)
 		flags |= HT_FRF_NEXT_TARGET;
-	fr_write(t.now, HT_FR_SWITCH, flags, 0, prev->pid, next->pid, state);
+	fr_write_sched(t.now, HT_FR_SWITCH, flags, 0, prev->pid, next->pid, state);
 
 	if (prev_target) {
 		target_switch_out(prev, state, preempt, t.now);
@@ -657,7 +703,7 @@ static __always_inline void enqueued(struct task_struct *p, struct task_state *s
 		flags |= HT_FRF_FROM_IRQ;
 	else if (st->wake_source == HT_WAKE_TIMER)
 		flags |= HT_FRF_FROM_TIMER;
-	fr_write(now, kind, flags, cpu, p->pid, st->waker_tid,
+	fr_write_sched(now, kind, flags, cpu, p->pid, st->waker_tid,
 		 st->wake_source | (__u64)st->waker_cpu << 8);
 }
 
@@ -666,6 +712,7 @@ int BPF_PROG(handle_sched_wakeup, struct task_struct *p)
 {
 	struct task_state *st;
 
+	note_wake_clock(p);
 	if (!is_target(p))
 		return 0;
 	st = state_of(p);
@@ -680,6 +727,7 @@ int BPF_PROG(handle_sched_wakeup_new, struct task_struct *p)
 	struct task_struct *cur = bpf_get_current_task_btf();
 	struct task_state *st;
 
+	note_wake_clock(p);
 	if (!is_target(p))
 		return 0;
 	st = state_of(p);
