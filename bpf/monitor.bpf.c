@@ -30,6 +30,7 @@ const volatile __u32 fr_slot_shift = 0; /* log2 of records per CPU */
 const volatile bool rq_from_sched_info = true;
 
 #define TASK_RUNNING 0
+#define TASK_DEAD    0x80
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -60,12 +61,31 @@ struct task_state {
 	__u32 waker_tgid;
 	__u32 wake_cpu;
 	__u32 waker_cpu;
-	__u32 pad0;
+	/* syscall_stacks holds the stack seen at a switch-in past the threshold */
+	__s32 syscall_kstack_bytes;
 	char waker_comm[HT_COMM_LEN];
-	__s32 syscall_kstack_bytes; /* stack seen at a switch-in past the threshold */
-	__u32 pad;
-	__u64 syscall_kstack[HT_MAX_KSTACK_DEPTH];
 };
+
+/*
+ * The state lives in thread_slots, indexed by tid modulo its size: an
+ * array lookup the JIT inlines, where task storage is a helper call of
+ * about 50 ns, paid at every switch. A slot belongs to one thread (pid and
+ * start time) from its first event to its last switch; a thread whose slot
+ * is taken keeps its state in task storage instead, for its whole life.
+ */
+struct thread_slot {
+	__u64 owner; /* slot_owner(); 0: free */
+	struct task_state st;
+};
+
+const volatile __u32 thread_slot_mask = 0; /* set by user space: slots - 1 */
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__type(key, __u32);
+	__type(value, struct thread_slot);
+	__uint(max_entries, 1); /* set by user space: a power of two */
+} thread_slots SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
@@ -73,6 +93,17 @@ struct {
 	__type(key, int);
 	__type(value, struct task_state);
 } task_states SEC(".maps");
+
+struct syscall_stack {
+	__u64 ips[HT_MAX_KSTACK_DEPTH];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct syscall_stack);
+} syscall_stacks SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -468,14 +499,54 @@ static __always_inline void fr_write(__u64 now, __u8 kind, __u8 flags, __u16 aux
 	fr_write_any(false, now, kind, flags, aux, tid_a, tid_b, arg);
 }
 
-static __always_inline struct task_state *state_of(struct task_struct *p)
+/* Who owns a slot: the thread's pid and its start time, never 0 (pid 0 is no target). */
+static __always_inline __u64 slot_owner(struct task_struct *p)
 {
-	struct task_state *st;
+	return (__u64)(__u32)p->pid << 32 | (__u32)p->start_time;
+}
 
+/* P's state; CREATE: make it when P has none. NULL: none (or no memory, counted). */
+static __always_inline struct task_state *state_get(struct task_struct *p, bool create)
+{
+	__u32 index = (__u32)p->pid & thread_slot_mask;
+	__u64 owner = slot_owner(p);
+	struct thread_slot *slot = bpf_map_lookup_elem(&thread_slots, &index);
+	struct task_state *st;
+	__u64 was;
+
+	if (slot && slot->owner == owner)
+		return &slot->st;
+	st = bpf_task_storage_get(&task_states, p, 0, 0);
+	if (st || !create)
+		return st;
+	if (slot) {
+		/* Free slots are zeroed; another CPU may claim it for P at the same time. */
+		was = __sync_val_compare_and_swap(&slot->owner, 0, owner);
+		if (was == 0 || was == owner)
+			return &slot->st;
+	}
 	st = bpf_task_storage_get(&task_states, p, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
 	if (!st)
 		count(HT_CNT_STORAGE_FAILS);
 	return st;
+}
+
+static __always_inline struct task_state *state_of(struct task_struct *p)
+{
+	return state_get(p, true);
+}
+
+/* P switched out for the last time: its slot is free again, zeroed. */
+static __always_inline void state_release(struct task_struct *p)
+{
+	__u32 index = (__u32)p->pid & thread_slot_mask;
+	struct thread_slot *slot = bpf_map_lookup_elem(&thread_slots, &index);
+
+	if (!slot || slot->owner != slot_owner(p))
+		return;
+	__builtin_memset(&slot->st, 0, sizeof(slot->st));
+	barrier();
+	*(volatile __u64 *)&slot->owner = 0;
 }
 
 static __always_inline void emit_breach(__u32 kind, struct task_struct *p, struct task_state *st,
@@ -518,9 +589,14 @@ static __always_inline void emit_breach(__u32 kind, struct task_struct *p, struc
 static __always_inline void target_switch_out(struct task_struct *prev, __u32 state, bool preempt,
 					      __u64 now)
 {
-	/* prev just ran: its storage is in the cache, unlike next's. */
-	struct task_state *st = state_of(prev);
+	struct task_state *st;
 
+	/* Its last switch, after exit: nothing of it follows. */
+	if (state & TASK_DEAD) {
+		state_release(prev);
+		return;
+	}
+	st = state_of(prev);
 	if (!st)
 		return;
 	if (preempt || state == TASK_RUNNING) {
@@ -583,6 +659,18 @@ static __always_inline bool rq_delay_from_sched_info(struct task_struct *next,
 	return true;
 }
 
+static __always_inline void keep_syscall_stack(struct task_struct *p, struct task_state *st)
+{
+	struct syscall_stack *stack;
+
+	stack = bpf_task_storage_get(&syscall_stacks, p, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (!stack) {
+		count(HT_CNT_STORAGE_FAILS);
+		return;
+	}
+	st->syscall_kstack_bytes = bpf_get_task_stack(p, stack->ips, sizeof(stack->ips), 0);
+}
+
 /* A target thread gets the CPU: the intervals that end here are judged. */
 static __always_inline void target_switch_in(struct task_struct *next, const struct switch_time *t)
 {
@@ -610,8 +698,7 @@ static __always_inline void target_switch_in(struct task_struct *next, const str
 	/* A syscall already too long: keep the stack it sleeps on for its breach. */
 	if (syscall_thresh_ns && st->syscall_since_ns &&
 	    now - st->syscall_since_ns >= syscall_thresh_ns)
-		st->syscall_kstack_bytes = bpf_get_task_stack(next, st->syscall_kstack,
-							      sizeof(st->syscall_kstack), 0);
+		keep_syscall_stack(next, st);
 }
 
 /* PREV was preempted: sched_info_enqueue stamps it with t->clock. */
@@ -904,6 +991,7 @@ int BPF_PROG(handle_sys_enter, struct pt_regs *regs, long nr)
 SEC("tp_btf/sys_exit")
 int BPF_PROG(handle_sys_exit, struct pt_regs *regs, long ret)
 {
+	struct syscall_stack *stack;
 	struct task_struct *cur;
 	struct task_state *st;
 	struct ht_breach *b;
@@ -913,7 +1001,7 @@ int BPF_PROG(handle_sys_exit, struct pt_regs *regs, long ret)
 	if ((bpf_get_current_pid_tgid() >> 32) != target_tgid)
 		return 0;
 	cur = bpf_get_current_task_btf();
-	st = bpf_task_storage_get(&task_states, cur, 0, 0);
+	st = state_get(cur, false);
 	if (!st || !st->syscall_since_ns)
 		return 0;
 	now = bpf_ktime_get_ns();
@@ -949,10 +1037,12 @@ int BPF_PROG(handle_sys_exit, struct pt_regs *regs, long ret)
 	bpf_get_current_comm(b->comm, sizeof(b->comm));
 	__builtin_memcpy(b->waker_comm, st->waker_comm, sizeof(b->waker_comm));
 	bytes = st->syscall_kstack_bytes;
-	if (bytes < 0 || bytes > (__s32)sizeof(b->kstack))
+	stack = bytes > 0 ? bpf_task_storage_get(&syscall_stacks, cur, 0, 0) : NULL;
+	if (!stack || bytes > (__s32)sizeof(b->kstack))
 		bytes = 0;
 	b->kstack_bytes = bytes;
-	__builtin_memcpy(b->kstack, st->syscall_kstack, sizeof(b->kstack));
+	if (stack)
+		__builtin_memcpy(b->kstack, stack->ips, sizeof(b->kstack));
 	bpf_ringbuf_submit(b, BPF_RB_FORCE_WAKEUP);
 	st->syscall_since_ns = 0;
 	return 0;

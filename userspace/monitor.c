@@ -46,6 +46,28 @@ unsigned int ht_monitor_slot_shift(uint64_t bytes)
 	return shift;
 }
 
+unsigned int ht_monitor_thread_slots(long pid_max)
+{
+	unsigned int slots = HT_THREAD_SLOTS_MIN;
+
+	while (slots < HT_THREAD_SLOTS_MAX && (long)slots < pid_max)
+		slots <<= 1;
+	return slots;
+}
+
+static long read_pid_max(void)
+{
+	FILE *f = fopen("/proc/sys/kernel/pid_max", "r");
+	long pid_max = -1;
+
+	if (f) {
+		if (fscanf(f, "%ld", &pid_max) != 1)
+			pid_max = -1;
+		fclose(f);
+	}
+	return pid_max > 0 ? pid_max : (long)HT_THREAD_SLOTS_MAX;
+}
+
 static uint64_t monotonic_ns(void)
 {
 	struct timespec ts;
@@ -82,6 +104,7 @@ static int configure(struct monitor_bpf *skel, const struct ht_monitor_config *c
 		     unsigned int ncpus, const struct btf *btf)
 {
 	unsigned int shift = ht_monitor_slot_shift(cfg->history_bytes);
+	unsigned int thread_slots = cfg->thread_slots ?: ht_monitor_thread_slots(read_pid_max());
 	int err;
 
 	skel->rodata->target_tgid = (__u32)cfg->tgid;
@@ -94,12 +117,15 @@ static int configure(struct monitor_bpf *skel, const struct ht_monitor_config *c
 	       sizeof(cfg->syscall_filter));
 	skel->rodata->fr_slot_shift = shift;
 	skel->rodata->rq_from_sched_info = !cfg->rq_from_storage;
+	skel->rodata->thread_slot_mask = thread_slots - 1;
 
 	err = bpf_map__set_max_entries(skel->maps.fr_records, ncpus << shift);
 	if (!err)
 		err = bpf_map__set_max_entries(skel->maps.fr_heads, ncpus);
 	if (!err)
 		err = bpf_map__set_max_entries(skel->maps.clock_syncs, ncpus);
+	if (!err)
+		err = bpf_map__set_max_entries(skel->maps.thread_slots, thread_slots);
 	if (err)
 		return ht_fail("cannot size the flight recorder: %s", strerror(-err));
 

@@ -23,6 +23,7 @@ struct ht_monitor_config {
 	uint64_t history_bytes;	  /* per CPU */
 	bool prev_state_from_arg; /* false: read task_struct, the pre-5.18 path */
 	bool rq_from_storage;	  /* run-queue waits from task storage, not sched_info */
+	unsigned int thread_slots; /* 0: ht_monitor_thread_slots(pid_max); else a power of two */
 	const char *btf_path;	  /* NULL: the running kernel's */
 	ring_buffer_sample_fn on_breach;
 	void *on_breach_ctx;
@@ -76,5 +77,15 @@ unsigned int ht_monitor_forget_exited(const struct ht_monitor *m, uint64_t befor
 
 /* Log2 of the flight-recorder records per CPU for a ring of BYTES. */
 unsigned int ht_monitor_slot_shift(uint64_t bytes);
+
+/*
+ * How many per-thread state slots the programs get for a kernel whose
+ * pid_max is PID_MAX: one per possible tid, a power of two between
+ * HT_THREAD_SLOTS_MIN and HT_THREAD_SLOTS_MAX (104 bytes each). Threads
+ * whose tids collide modulo that share nothing: the later keeps task storage.
+ */
+#define HT_THREAD_SLOTS_MIN 1024U
+#define HT_THREAD_SLOTS_MAX 32768U
+unsigned int ht_monitor_thread_slots(long pid_max);
 
 #endif /* HT_MONITOR_H */

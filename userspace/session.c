@@ -726,6 +726,15 @@ static int start_dumper(struct session *s)
 	return ht_dumper_start(&s->dumper, &cfg);
 }
 
+/* HYBTRACE_TEST_THREAD_SLOTS: a power of two from 1 to 32768, else 0 (sized to pid_max). */
+static unsigned int test_thread_slots(void)
+{
+	const char *v = getenv("HYBTRACE_TEST_THREAD_SLOTS");
+	unsigned long n = v ? strtoul(v, NULL, 10) : 0;
+
+	return n && n <= HT_THREAD_SLOTS_MAX && !(n & (n - 1)) ? (unsigned int)n : 0;
+}
+
 static bool resolve_prev_state_arg(const struct ht_options *o)
 {
 	struct btf *btf;
@@ -782,6 +791,8 @@ static int start_session(struct session *s, const struct ht_options *o, int tgid
 	cfg.prev_state_from_arg = resolve_prev_state_arg(o);
 	/* For tests: the task-storage path kernels without CONFIG_SCHED_INFO take. */
 	cfg.rq_from_storage = getenv("HYBTRACE_RQ_FROM_STORAGE") != NULL;
+	/* For tests: so few thread slots that threads share them and fall back to task storage. */
+	cfg.thread_slots = test_thread_slots();
 	memcpy(cfg.syscall_filter, o->syscall_filter, sizeof(cfg.syscall_filter));
 	s->comms = malloc(sizeof(*s->comms));
 	if (!s->comms) {

@@ -69,9 +69,13 @@ def rq_delay_pre_5_18_path_agrees():
     rq_delay_scenario(["--prev-state", "task"])
 
 
-def off_cpu_scenario(how, extra_args):
+# One thread slot for the whole target: every thread but one keeps its state in task storage.
+SHARED_SLOTS = {"HYBTRACE_TEST_THREAD_SLOTS": "1"}
+
+
+def off_cpu_scenario(how, extra_args, env=None):
     run = hybtrace(["run", "--json", "--off-cpu", "10ms"] + extra_args +
-                   ["--", workload("offcpu_wake"), how, "20", "2"], timeout=60)
+                   ["--", workload("offcpu_wake"), how, "20", "2"], timeout=60, env=env)
     check(run.rc == 0, "hybtrace failed\n" + run.describe())
     blocks = list(zip(run.events("block_start"), run.events("block_end"),
                       run.events("release")))
@@ -112,13 +116,19 @@ def off_cpu_pipe_names_the_waker():
 
 
 @test
+def off_cpu_with_shared_thread_slots_agrees():
+    need_root()
+    off_cpu_scenario("futex", [], env=SHARED_SLOTS)
+
+
+@test
 def off_cpu_pre_5_18_path_agrees():
     need_root()
     off_cpu_scenario("futex", ["--prev-state", "task"])
 
 
-def syscall_scenario(args, rounds=1):
-    run = hybtrace(["run", "--json", "--syscall", "10ms"] + args, timeout=60)
+def syscall_scenario(args, rounds=1, env=None):
+    run = hybtrace(["run", "--json", "--syscall", "10ms"] + args, timeout=60, env=env)
     check(run.rc == 0, "hybtrace failed\n" + run.describe())
     sleeps = list(zip(run.events("sleep_start"), run.events("sleep_end")))
     check(len(sleeps) == rounds, "workload log incomplete\n" + run.describe())
@@ -152,15 +162,28 @@ def syscall_filter_by_name():
     check(not run.breaches("syscall"), "a filtered-out nanosleep breached\n" + run.describe())
 
 
-@test
-def thread_born_after_attach_is_followed():
-    need_root()
+def late_thread_scenario(env=None):
     run, breaches = syscall_scenario(["--off-cpu", "10ms", "--", workload("sleeper"), "15",
-                                      "1", "late"])
+                                      "1", "late"], env=env)
     tid = breaches[0]["tid"]
     check(tid != breaches[0]["pid"], "the sleeper should be a new thread, not the main one")
     check(any(b["tid"] == tid for b in run.breaches("off-cpu")),
           "no off-cpu breach for the late thread\n" + run.describe())
+    stack = " ".join(breaches[0]["kernel_stack"])
+    check("nanosleep" in stack, "the syscall breach lacks the stack it slept on: %s" % stack)
+
+
+@test
+def thread_born_after_attach_is_followed():
+    need_root()
+    late_thread_scenario()
+
+
+@test
+def thread_born_after_attach_with_shared_thread_slots():
+    need_root()
+    # The main thread holds the only slot: the late thread lives in task storage.
+    late_thread_scenario(env=SHARED_SLOTS)
 
 
 @test

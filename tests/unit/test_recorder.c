@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /* The flight-recorder reader on rings built by hand: wrapped, torn, clipped. */
 #include "check.h"
+#include "monitor.h"
 #include "recorder.h"
 
 #define NCPUS 2
@@ -151,4 +152,18 @@ TEST(slightly_out_of_order_records_are_kept)
 	CHECK_EQ_U64(w.events[0].rec.ts_ns, 250);
 	CHECK_EQ_U64(w.events[1].rec.ts_ns, 300);
 	ht_fr_window_free(&w);
+}
+
+TEST(ring_and_thread_slot_sizes)
+{
+	/* 32-byte records: 1 MiB a CPU is 2^15 of them; one more rounds up to 2^16. */
+	CHECK_EQ_U64(ht_monitor_slot_shift(1 << 20), 15);
+	CHECK_EQ_U64(ht_monitor_slot_shift((1 << 20) + 32), 16);
+	/* One slot per possible tid, a power of two, within bounds. */
+	CHECK_EQ_U64(ht_monitor_thread_slots(32768), 32768);
+	CHECK_EQ_U64(ht_monitor_thread_slots(32769), HT_THREAD_SLOTS_MAX);
+	CHECK_EQ_U64(ht_monitor_thread_slots(4194304), HT_THREAD_SLOTS_MAX);
+	CHECK_EQ_U64(ht_monitor_thread_slots(5000), 8192);
+	CHECK_EQ_U64(ht_monitor_thread_slots(300), HT_THREAD_SLOTS_MIN);
+	CHECK_EQ_U64(ht_monitor_thread_slots(-1), HT_THREAD_SLOTS_MIN);
 }
