@@ -26,7 +26,7 @@ const volatile __u64 syscall_thresh_ns = 0;
 const volatile bool syscall_filter_on = false;
 const volatile __u64 syscall_filter[HT_MAX_SYSCALLS / 64] = {};
 const volatile __u32 fr_slot_shift = 0; /* log2 of records per CPU */
-/* Take run-queue waits from task_struct::sched_info (CONFIG_SCHED_INFO); false: task storage. */
+/* Take run-queue waits from task_struct::sched_info (CONFIG_SCHED_INFO); false: the thread's state. */
 const volatile bool rq_from_sched_info = true;
 
 #define TASK_RUNNING 0
@@ -632,8 +632,8 @@ static __always_inline void judge_rq_delay(struct task_struct *next, struct task
 /*
  * The run-queue wait that ends here, from the scheduler's own bookkeeping:
  * sched_info.last_queued is when NEXT was queued, on the rq clock, and
- * still set at the tracepoint. next's task storage, cold in the cache and
- * the dearest part of a switch, is then read only for a breach.
+ * still set at the tracepoint. next's state, cold in the cache, is then
+ * read only for a breach (or for the off-CPU and syscall intervals).
  */
 static __always_inline bool rq_delay_from_sched_info(struct task_struct *next,
 						     const struct switch_time *t)

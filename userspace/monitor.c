@@ -11,6 +11,7 @@
 #include "kernel_btf.h"
 #include "log.h"
 #include "monitor.h"
+#include "proc.h"
 #include "monitor.skel.h"
 
 /* The last warning libbpf printed: the reason a load failed, shown once. */
@@ -57,15 +58,11 @@ unsigned int ht_monitor_thread_slots(long pid_max)
 
 static long read_pid_max(void)
 {
-	FILE *f = fopen("/proc/sys/kernel/pid_max", "r");
-	long pid_max = -1;
+	long pid_max;
 
-	if (f) {
-		if (fscanf(f, "%ld", &pid_max) != 1)
-			pid_max = -1;
-		fclose(f);
-	}
-	return pid_max > 0 ? pid_max : (long)HT_THREAD_SLOTS_MAX;
+	if (ht_proc_read_long("/proc/sys/kernel/pid_max", &pid_max) || pid_max <= 0)
+		return HT_THREAD_SLOTS_MAX;
+	return pid_max;
 }
 
 static uint64_t monotonic_ns(void)
@@ -116,7 +113,7 @@ static int configure(struct monitor_bpf *skel, const struct ht_monitor_config *c
 	memcpy((void *)skel->rodata->syscall_filter, cfg->syscall_filter,
 	       sizeof(cfg->syscall_filter));
 	skel->rodata->fr_slot_shift = shift;
-	skel->rodata->rq_from_sched_info = !cfg->rq_from_storage;
+	skel->rodata->rq_from_sched_info = !cfg->rq_from_thread_state;
 	skel->rodata->thread_slot_mask = thread_slots - 1;
 
 	err = bpf_map__set_max_entries(skel->maps.fr_records, ncpus << shift);

@@ -22,7 +22,7 @@ struct ht_monitor_config {
 	uint64_t syscall_filter[HT_MAX_SYSCALLS / 64];
 	uint64_t history_bytes;	  /* per CPU */
 	bool prev_state_from_arg; /* false: read task_struct, the pre-5.18 path */
-	bool rq_from_storage;	  /* run-queue waits from task storage, not sched_info */
+	bool rq_from_thread_state; /* run-queue waits timed in the thread's state, not sched_info */
 	unsigned int thread_slots; /* 0: ht_monitor_thread_slots(pid_max); else a power of two */
 	const char *btf_path;	  /* NULL: the running kernel's */
 	ring_buffer_sample_fn on_breach;

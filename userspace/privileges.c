@@ -72,15 +72,11 @@ int ht_check_target_privileges(int tgid)
 
 static int last_cap(void)
 {
-	FILE *f = fopen("/proc/sys/kernel/cap_last_cap", "re");
-	int n = -1;
+	long n;
 
-	if (f) {
-		if (fscanf(f, "%d", &n) != 1)
-			n = -1;
-		fclose(f);
-	}
-	return n >= 0 && n < 64 ? n : 40;
+	if (ht_proc_read_long("/proc/sys/kernel/cap_last_cap", &n) || n < 0 || n >= 64)
+		return 40;
+	return (int)n;
 }
 
 /*

@@ -115,6 +115,18 @@ int ht_proc_real_uid(int tgid, unsigned int *uid)
 	return 0;
 }
 
+int ht_proc_read_long(const char *path, long *out)
+{
+	FILE *f = fopen(path, "re");
+	int ok;
+
+	if (!f)
+		return -1;
+	ok = fscanf(f, "%ld", out) == 1;
+	fclose(f);
+	return ok ? 0 : -1;
+}
+
 size_t ht_proc_count_threads(int tgid)
 {
 	char path[64];

@@ -25,6 +25,9 @@ bool ht_proc_alive(int tgid);
 /* The real uid of process TGID. Returns 0, or -1 with the reason. */
 int ht_proc_real_uid(int tgid, unsigned int *uid);
 
+/* The number in a one-number file such as /proc/sys/kernel/pid_max. Returns 0 or -1. */
+int ht_proc_read_long(const char *path, long *out);
+
 /* How many threads process TGID has now (0 when it is gone). */
 size_t ht_proc_count_threads(int tgid);
 

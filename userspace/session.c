@@ -789,8 +789,8 @@ static int start_session(struct session *s, const struct ht_options *o, int tgid
 		return HT_EXIT_USAGE;
 	btf__free(btf);
 	cfg.prev_state_from_arg = resolve_prev_state_arg(o);
-	/* For tests: the task-storage path kernels without CONFIG_SCHED_INFO take. */
-	cfg.rq_from_storage = getenv("HYBTRACE_RQ_FROM_STORAGE") != NULL;
+	/* For tests: the path kernels without CONFIG_SCHED_INFO take. */
+	cfg.rq_from_thread_state = getenv("HYBTRACE_RQ_FROM_STORAGE") != NULL;
 	/* For tests: so few thread slots that threads share them and fall back to task storage. */
 	cfg.thread_slots = test_thread_slots();
 	memcpy(cfg.syscall_filter, o->syscall_filter, sizeof(cfg.syscall_filter));
