@@ -51,6 +51,18 @@ static int ci(void)
 }
 
 #define HT_MAX_TESTS 256
+/*
+ * FN() builds the programs a test runs, or the test fails: cc is a
+ * requirement of the suite, so a missing compiler is no reason to skip.
+ */
+#define REQUIRE_BUILT(fn)                                                                          \
+	do {                                                                                       \
+		if (fn()) {                                                                        \
+			CHECK(!"cannot build the test programs");                                  \
+			return;                                                                    \
+		}                                                                                  \
+	} while (0)
+
 static struct ht_test ht_tests[HT_MAX_TESTS];
 static int ht_ntests;
 static int ht_current_failed;

@@ -34,13 +34,7 @@ static int build_programs(void)
 	return build_pt_programs("/tmp/ht-intelpt-XXXXXX", 1);
 }
 
-#define REQUIRE_PROGRAMS()                                                                         \
-	do {                                                                                       \
-		if (build_programs()) {                                                            \
-			CHECK(!"cannot build the test programs");                                  \
-			return;                                                                    \
-		}                                                                                  \
-	} while (0)
+#define REQUIRE_PROGRAMS() REQUIRE_BUILT(build_programs)
 
 /* Recordings, made once per scenario. */
 

@@ -450,10 +450,7 @@ static void check_program_marks(const char *program, size_t want_registries)
 	struct child c;
 	char line[64];
 
-	if (build_program()) {
-		CHECK(!"cannot build the test program");
-		return;
-	}
+	REQUIRE_BUILT(build_program);
 	open_window(&w);
 	started = w.a.ns;
 	CHECK(!child_start(&c, program));

@@ -256,13 +256,7 @@ static int build_programs(void)
 	return 0;
 }
 
-#define REQUIRE_PROGRAMS()                                                                         \
-	do {                                                                                       \
-		if (build_programs()) {                                                            \
-			CHECK(!"cannot build the test programs");                                  \
-			return;                                                                    \
-		}                                                                                  \
-	} while (0)
+#define REQUIRE_PROGRAMS() REQUIRE_BUILT(build_programs)
 
 struct child {
 	pid_t pid;

@@ -225,14 +225,7 @@ static int build_fixture(void)
 	return 0;
 }
 
-/* cc is a build dependency: without the programs the test fails, it does not skip. */
-#define REQUIRE_FIXTURE()                                                                          \
-	do {                                                                                       \
-		if (build_fixture()) {                                                             \
-			CHECK(!"cannot build the test programs with cc");                          \
-			return;                                                                    \
-		}                                                                                  \
-	} while (0)
+#define REQUIRE_FIXTURE() REQUIRE_BUILT(build_fixture)
 
 static int spawn(struct child *c, char *const argv[])
 {
