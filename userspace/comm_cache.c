@@ -21,44 +21,9 @@ void ht_comm_cache_free(struct ht_comm_cache *c)
 	ht_comm_cache_init(c, m);
 }
 
-/* Where PID is among the seeded names, or where it would go (*FOUND says which). */
-static size_t seeded_index(const struct ht_comm_cache *c, uint32_t pid, bool *found)
-{
-	size_t lo = 0, hi = c->nseeded;
-
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-
-		if (c->seeded[mid].pid < pid)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	*found = lo < c->nseeded && c->seeded[lo].pid == pid;
-	return lo;
-}
-
 int ht_comm_cache_seed(struct ht_comm_cache *c, uint32_t pid, const char *comm)
 {
-	bool found;
-	size_t i = seeded_index(c, pid, &found);
-
-	if (!found) {
-		if (c->nseeded >= c->seeded_cap) {
-			size_t cap = c->seeded_cap ? c->seeded_cap * 2 : 64;
-			struct ht_comm_name *p = realloc(c->seeded, cap * sizeof(*p));
-
-			if (!p)
-				return ht_fail("out of memory keeping task names");
-			c->seeded = p;
-			c->seeded_cap = cap;
-		}
-		memmove(&c->seeded[i + 1], &c->seeded[i], (c->nseeded - i) * sizeof(*c->seeded));
-		c->nseeded++;
-		c->seeded[i].pid = pid;
-	}
-	snprintf(c->seeded[i].comm, sizeof(c->seeded[i].comm), "%s", comm ? comm : "");
-	return 0;
+	return ht_pid_name_set(&c->seeded, &c->nseeded, &c->seeded_cap, pid, comm, true);
 }
 
 const char *ht_comm_lookup(struct ht_comm_cache *c, uint32_t pid, unsigned int cpu, char *buf,
@@ -78,7 +43,7 @@ const char *ht_comm_lookup(struct ht_comm_cache *c, uint32_t pid, unsigned int c
 		snprintf(buf, len, "%.*s", HT_COMM_LEN, entry.comm);
 		return buf;
 	}
-	i = seeded_index(c, pid, &found);
+	i = ht_pid_name_index(c->seeded, c->nseeded, pid, &found);
 	if (found) {
 		snprintf(buf, len, "%s", c->seeded[i].comm);
 		return buf;

@@ -13,24 +13,20 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "hybtrace/records.h"
+#include "pid_names.h"
 
 struct ht_monitor;
 
 #define HT_COMM_CACHE_SLOTS 4096
 
-struct ht_comm_name {
-	uint32_t pid;
-	char comm[HT_COMM_LEN];
-};
-
 struct ht_comm_cache {
 	const struct ht_monitor *monitor; /* NULL: /proc only (tests, offline) */
 	bool offline;			  /* names come only from the seeds */
 	/* Seeded names, sorted by pid: never evicted, unlike the slots. */
-	struct ht_comm_name *seeded;
+	struct ht_pid_name *seeded;
 	size_t nseeded, seeded_cap;
 	/* /proc answers, direct-mapped by pid % slots: a collision just reads /proc again. */
-	struct ht_comm_name slots[HT_COMM_CACHE_SLOTS];
+	struct ht_pid_name slots[HT_COMM_CACHE_SLOTS];
 };
 
 /* Zeroed: live (offline false), nothing seeded. */

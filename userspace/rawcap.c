@@ -1104,7 +1104,7 @@ static void parse_comms(struct rctx *x, struct rd *r)
 	}
 	c->comms_cap = n;
 	for (uint64_t i = 0; i < n; i++) {
-		struct ht_rawcap_comm *e = &c->comms[i];
+		struct ht_pid_name *e = &c->comms[i];
 		const uint8_t *p;
 
 		e->pid = rd_u32(r);
@@ -1370,56 +1370,17 @@ void ht_rawcap_free(struct ht_rawcap *c)
 	memset(c, 0, sizeof(*c));
 }
 
-/* Where PID is in the sorted COMMS, or where it would go (*FOUND says which). */
-static size_t comm_index(const struct ht_rawcap *c, uint32_t pid, bool *found)
-{
-	size_t lo = 0, hi = c->ncomms;
-
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-
-		if (c->comms[mid].pid < pid)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	*found = lo < c->ncomms && c->comms[lo].pid == pid;
-	return lo;
-}
-
 const char *ht_rawcap_find_comm(const struct ht_rawcap *c, uint32_t pid)
 {
 	bool found;
-	size_t i = comm_index(c, pid, &found);
+	size_t i = ht_pid_name_index(c->comms, c->ncomms, pid, &found);
 
 	return found ? c->comms[i].comm : NULL;
 }
 
 int ht_rawcap_add_comm(struct ht_rawcap *c, uint32_t pid, const char *comm)
 {
-	struct ht_rawcap_comm *e;
-	bool found;
-	size_t i = comm_index(c, pid, &found);
-
-	if (found)
-		return 0;
-	if (c->ncomms >= c->comms_cap) {
-		size_t cap = c->ncomms ? c->ncomms * 2 : 64;
-		struct ht_rawcap_comm *p = realloc(c->comms, cap * sizeof(*p));
-
-		if (!p)
-			return ht_fail("out of memory naming the tasks of the raw capture");
-		c->comms = p;
-		c->comms_cap = cap;
-	}
-	/* Sorted inserts: the window's tasks are few, its events many. */
-	memmove(&c->comms[i + 1], &c->comms[i], (c->ncomms - i) * sizeof(*c->comms));
-	e = &c->comms[i];
-	memset(e, 0, sizeof(*e));
-	e->pid = pid;
-	snprintf(e->comm, sizeof(e->comm), "%s", comm ? comm : "");
-	c->ncomms++;
-	return 0;
+	return ht_pid_name_set(&c->comms, &c->ncomms, &c->comms_cap, pid, comm, false);
 }
 
 int ht_rawcap_set_window(struct ht_rawcap *c, const struct ht_fr_window *w)

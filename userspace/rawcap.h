@@ -25,6 +25,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "hybtrace/records.h"
+#include "pid_names.h"
 #include "recorder.h"
 
 #define HT_RAWCAP_MAGIC	 "HYBTRAW\n"
@@ -139,15 +140,6 @@ struct ht_rawcap_maps {
 	size_t count;
 };
 
-/*
- * The name a task in the kernel window had when the dump was made, so an
- * offline decode names it as the live dump did (its /proc is not ours).
- */
-struct ht_rawcap_comm {
-	uint32_t pid;
-	char comm[HT_COMM_LEN];
-};
-
 #define HT_RAWCAP_KIND_LEN 16
 
 /* A kernel function: its first address and its name as kallsyms gave it. */
@@ -201,8 +193,13 @@ struct ht_rawcap {
 	uint8_t *vdso;
 	size_t vdso_len;
 
-	/* COMMS: sorted by pid, each pid once (ht_rawcap_add_comm keeps it so). */
-	struct ht_rawcap_comm *comms;
+	/*
+	 * COMMS: the names the kernel window's tasks had when the dump was
+	 * made, so an offline decode names them as the live dump did (its /proc
+	 * is not ours). Sorted by pid, each pid once (ht_rawcap_add_comm keeps
+	 * it so).
+	 */
+	struct ht_pid_name *comms;
 	size_t ncomms;
 	size_t comms_cap; /* entries allocated */
 	/* The kernel functions of the stacks the dump shows: a decode elsewhere names them alike. */

@@ -723,7 +723,7 @@ static void cut(uint8_t *b, size_t *len, size_t at, size_t n)
 TEST(task_names_round_trip_sorted_once_each)
 {
 	struct ht_rawcap c, r, none;
-	struct ht_rawcap_comm swap;
+	struct ht_pid_name swap;
 	char err[256];
 	size_t len;
 	uint8_t *b;
