@@ -1,6 +1,5 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 #include <asm/perf_regs.h>
-#include <dirent.h>
 #include <errno.h>
 #include <linux/hw_breakpoint.h>
 #include <linux/perf_event.h>
@@ -17,7 +16,6 @@
 #include "proc.h"
 
 /* New threads appear while we open events for the old ones: look again this often. */
-#define ENUMERATE_PASSES   8
 #define DEFAULT_RING_BYTES (64u << 10)
 #define SIDEBAND	   (HT_BP_MAX)
 
@@ -282,46 +280,20 @@ static int open_tid(struct ht_breakpoints *b, int tid)
 	return open_thread_events(b, t);
 }
 
-/* One pass over /proc/TGID/task; returns how many threads were new, or -1. */
-static int open_new_threads(struct ht_breakpoints *b)
+/* ht_proc_cover_threads()'s callback: a breakpoint set on each thread not yet covered. */
+static int cover_thread(void *ctx, int tid)
 {
-	char path[64];
-	struct dirent *de;
-	int added = 0;
-	DIR *d;
+	struct ht_breakpoints *b = ctx;
 
-	snprintf(path, sizeof(path), "/proc/%d/task", b->cfg.tgid);
-	d = opendir(path);
-	if (!d && errno == ENOENT)
-		return 0; /* gone: the session sees the exit */
-	if (!d)
-		return ht_fail("cannot list the threads of pid %d: %s", b->cfg.tgid,
-			       strerror(errno));
-	while ((de = readdir(d))) {
-		int tid = atoi(de->d_name);
-
-		if (tid <= 0 || find_thread(b, tid))
-			continue;
-		if (open_tid(b, tid)) {
-			closedir(d);
-			return -1;
-		}
-		added++;
-	}
-	closedir(d);
-	return added;
+	if (find_thread(b, tid))
+		return 0;
+	return open_tid(b, tid) ? -1 : 1;
 }
 
-/* Until a pass finds no thread it had not seen: all are covered, later ones inherit. */
+/* A target already gone is no error: the session sees the exit. */
 int ht_bp_rescan(struct ht_breakpoints *b)
 {
-	for (int pass = 0; pass < ENUMERATE_PASSES; pass++) {
-		int added = open_new_threads(b);
-
-		if (added <= 0)
-			return added;
-	}
-	return 0;
+	return ht_proc_cover_threads(b->cfg.tgid, cover_thread, b, true);
 }
 
 int ht_bp_add_threads(struct ht_breakpoints *b, const int *tids, size_t n)

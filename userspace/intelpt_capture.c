@@ -1,11 +1,11 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 #include <cpuid.h>
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <gelf.h>
 #include <inttypes.h>
 #include <libelf.h>
+#include <limits.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,7 +25,6 @@
 #include "target_files.h"
 
 /* New threads appear while we open events for the old ones: look again this often. */
-#define ENUMERATE_PASSES 8
 /* Brackets tried per clock pair: the tightest is kept. */
 #define CLOCK_PAIR_TRIES 16
 #define MAX_VDSO_BYTES	 (1 << 20)
@@ -1086,32 +1085,14 @@ static int open_thread(struct ht_intelpt *pt, int tid)
 	return 0;
 }
 
-/* One pass over /proc/TGID/task; returns how many threads were new, or -1. */
-static int open_new_threads(struct ht_intelpt *pt)
+/* ht_proc_cover_threads()'s callback: a capture opened on each thread not yet covered. */
+static int cover_thread(void *ctx, int tid)
 {
-	char path[64];
-	struct dirent *de;
-	int added = 0;
-	DIR *d;
+	struct ht_intelpt *pt = ctx;
 
-	snprintf(path, sizeof(path), "/proc/%d/task", pt->cfg.tgid);
-	d = opendir(path);
-	if (!d)
-		return ht_fail("cannot list the threads of pid %d: %s", pt->cfg.tgid,
-			       strerror(errno));
-	while ((de = readdir(d))) {
-		int tid = atoi(de->d_name);
-
-		if (tid <= 0 || find_thread(pt, tid))
-			continue;
-		if (open_thread(pt, tid)) {
-			closedir(d);
-			return -1;
-		}
-		added++;
-	}
-	closedir(d);
-	return added;
+	if (find_thread(pt, tid))
+		return 0;
+	return open_thread(pt, tid) ? -1 : 1;
 }
 
 static int check_sizes(struct ht_intelpt_config *cfg, unsigned int online)
@@ -1179,15 +1160,8 @@ int ht_intelpt_open(struct ht_intelpt *pt, const struct ht_intelpt_config *cfg)
 			   "Intel PT capture"))
 		goto fail;
 	pt->attach_boot_ticks = boot_ticks_now();
-	/* Until a pass finds no thread it had not seen: all are covered, later ones inherit. */
-	for (int pass = 0; pass < ENUMERATE_PASSES; pass++) {
-		int added = open_new_threads(pt);
-
-		if (added < 0)
-			goto fail;
-		if (!added)
-			break;
-	}
+	if (ht_proc_cover_threads(cfg->tgid, cover_thread, pt, false))
+		goto fail;
 	ht_clock_pair_take(&pt->attach_pair, CLOCK_PAIR_TRIES, HT_CLOCK_AT_ATTACH);
 	read_attach_maps(pt);
 	return 0;

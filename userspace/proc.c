@@ -127,6 +127,48 @@ int ht_proc_read_long(const char *path, long *out)
 	return ok ? 0 : -1;
 }
 
+/* Enough passes for a process that spawns threads as fast as they are listed. */
+#define COVER_PASSES 8
+
+/* One pass: how many threads were new, or -1. */
+static int cover_pass(int tgid, int (*cover)(void *ctx, int tid), void *ctx, bool gone_ok)
+{
+	char path[64];
+	struct dirent *de;
+	int added = 0;
+	DIR *d;
+
+	snprintf(path, sizeof(path), "/proc/%d/task", tgid);
+	d = opendir(path);
+	if (!d && errno == ENOENT && gone_ok)
+		return 0;
+	if (!d)
+		return ht_fail("cannot list the threads of pid %d: %s", tgid, strerror(errno));
+	while ((de = readdir(d))) {
+		int tid = atoi(de->d_name);
+		int rc = tid > 0 ? cover(ctx, tid) : 0;
+
+		if (rc < 0) {
+			closedir(d);
+			return -1;
+		}
+		added += rc;
+	}
+	closedir(d);
+	return added;
+}
+
+int ht_proc_cover_threads(int tgid, int (*cover)(void *ctx, int tid), void *ctx, bool gone_ok)
+{
+	for (int pass = 0; pass < COVER_PASSES; pass++) {
+		int added = cover_pass(tgid, cover, ctx, gone_ok);
+
+		if (added <= 0)
+			return added;
+	}
+	return 0;
+}
+
 size_t ht_proc_count_threads(int tgid)
 {
 	char path[64];

@@ -28,6 +28,17 @@ int ht_proc_real_uid(int tgid, unsigned int *uid);
 /* The number in a one-number file such as /proc/sys/kernel/pid_max. Returns 0 or -1. */
 int ht_proc_read_long(const char *path, long *out);
 
+/*
+ * Bring every thread of process TGID under COVER(CTX, tid), which returns 1
+ * for a thread it took on now, 0 for one it already had, -1 on failure.
+ * Passes over /proc/TGID/task repeat until one finds nothing new (threads
+ * born during a pass are caught by the next; later ones inherit what the
+ * covered ones hold). Returns 0, or -1 with the reason in ht_last_error():
+ * COVER failed, or the threads cannot be listed (a process already gone
+ * is 0 when GONE_OK).
+ */
+int ht_proc_cover_threads(int tgid, int (*cover)(void *ctx, int tid), void *ctx, bool gone_ok);
+
 /* How many threads process TGID has now (0 when it is gone). */
 size_t ht_proc_count_threads(int tgid);
 
