@@ -434,10 +434,20 @@ static void unwind_to(struct ht_callstack *cs, long k, enum ht_cs_op op, uint64_
 	observe(cs, op, from, to);
 }
 
+/* TO lies in a frame further out: unwind to it (longjmp, exceptions); else TO replaces the top. */
+static void unwind_or_replace(struct ht_callstack *cs, uint64_t from, uint64_t to)
+{
+	long k = outer_frame_holding(cs, to);
+
+	if (k >= 0)
+		unwind_to(cs, k, HT_CS_UNWIND, from, to);
+	else
+		replace(cs, from, to);
+}
+
 static void do_jump(struct ht_callstack *cs, uint64_t from, uint64_t to)
 {
 	const struct func *f;
-	long k;
 
 	if (cs->hidden || !cs->depth || contains(cs, top(cs), to))
 		return;
@@ -450,25 +460,15 @@ static void do_jump(struct ht_callstack *cs, uint64_t from, uint64_t to)
 		replace(cs, from, to);
 		return;
 	}
-	k = outer_frame_holding(cs, to);
-	if (k >= 0)
-		unwind_to(cs, k, HT_CS_UNWIND, from, to);
-	else
-		replace(cs, from, to);
+	unwind_or_replace(cs, from, to);
 }
 
 /* A return whose frame's call we did not see, or that goes somewhere unexpected. */
 static void odd_return(struct ht_callstack *cs, uint64_t from, uint64_t to)
 {
-	long k;
-
 	if (top(cs)->ret_addr) {
 		/* It goes elsewhere than its call came from: an unwinder, a retpoline. */
-		k = outer_frame_holding(cs, to);
-		if (k >= 0)
-			unwind_to(cs, k, HT_CS_UNWIND, from, to);
-		else
-			replace(cs, from, to);
+		unwind_or_replace(cs, from, to);
 		return;
 	}
 	close_frames(cs, 1, cs->pos);
@@ -483,11 +483,7 @@ static void odd_return(struct ht_callstack *cs, uint64_t from, uint64_t to)
 	}
 	if (contains(cs, top(cs), to))
 		return;
-	k = outer_frame_holding(cs, to);
-	if (k >= 0)
-		unwind_to(cs, k, HT_CS_UNWIND, from, to);
-	else
-		replace(cs, from, to);
+	unwind_or_replace(cs, from, to);
 }
 
 static void do_return(struct ht_callstack *cs, uint64_t from, uint64_t to)
