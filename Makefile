@@ -223,7 +223,7 @@ FUZZ_MAPS_PARSER_SRCS := userspace/proc_maps.c userspace/log.c
 FUZZ_PERF_MAP_SRCS := userspace/perf_map.c userspace/log.c
 FUZZ_ELF_READER_SRCS := userspace/elf_symbols.c userspace/log.c
 # The raw capture file (--keep-raw) and what it holds: sideband records, TSC pairs.
-FUZZ_RAWCAP_READER_SRCS := userspace/rawcap.c userspace/output.c userspace/log.c
+FUZZ_RAWCAP_READER_SRCS := userspace/rawcap.c userspace/pid_names.c userspace/output.c userspace/log.c
 # User marks read out of a target's memory (include/hybtrace/mark.h's registry and rings).
 FUZZ_MARKS_SRCS := userspace/marks.c userspace/proc_maps.c userspace/target_files.c userspace/log.c
 # Command lines: options and the trigger specs they carry.
