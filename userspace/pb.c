@@ -97,6 +97,11 @@ void pb_raw(struct pb_buf *b, const void *data, size_t len)
 	b->len += len;
 }
 
+uint8_t *pb_claim(struct pb_buf *b, size_t max)
+{
+	return pb_reserve(b, max) ? b->data + b->len : NULL;
+}
+
 void pb_varint_slow(struct pb_buf *b, uint32_t field, uint64_t value)
 {
 	pb_put_tag(b, field, PB_WIRE_VARINT);

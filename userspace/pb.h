@@ -48,6 +48,11 @@ void pb_buf_reset(struct pb_buf *b);
 void pb_buf_truncate(struct pb_buf *b, size_t len);
 /* Append raw bytes (no tag). */
 void pb_raw(struct pb_buf *b, const void *data, size_t len);
+/*
+ * Room for up to MAX bytes written in place, or NULL (b->err set) when
+ * memory ran out; the writer then adds what it used to b->len.
+ */
+uint8_t *pb_claim(struct pb_buf *b, size_t max);
 
 void pb_varint_slow(struct pb_buf *b, uint32_t field, uint64_t value);
 

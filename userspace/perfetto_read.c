@@ -1356,9 +1356,9 @@ static int pftr_end(struct pftr *r, struct pftr_event *e, int track, uint64_t ts
 
 static int pftr_add_flow(struct pftr *r, long ev, uint64_t id, bool in)
 {
-	const struct tl_event *e = tl_event(r->tl, (size_t)ev);
+	const struct tl_event_lists *l = tl_event_lists(r->tl, tl_event(r->tl, (size_t)ev));
 
-	if ((in ? e->flows_in.count : e->flows_out.count) >= TL_MAX_FLOWS) {
+	if ((in ? l->flows_in.count : l->flows_out.count) >= TL_MAX_FLOWS) {
 		r->stats.skipped_details++;
 		return 0;
 	}
@@ -1386,7 +1386,8 @@ static int pftr_add_annotation(struct pftr *r, struct pftr_event *e, const struc
 	err = pftr_read_annotation(r, msg, f, &a);
 	if (err)
 		return err;
-	if (!a.has_value || tl_event(r->tl, (size_t)e->ev)->args.count >= TL_MAX_ARGS) {
+	if (!a.has_value ||
+	    tl_event_lists(r->tl, tl_event(r->tl, (size_t)e->ev))->args.count >= TL_MAX_ARGS) {
 		r->stats.skipped_details++; /* nested values, or too many */
 		return 0;
 	}

@@ -28,12 +28,23 @@ enum pftw_sent {
 	PFTW_SENT_MAPPING = 1 << 4,
 };
 
-/* One begin, end or instant, in the order the file will hold them. */
+/* One begin, end or instant. */
 struct pftw_point {
 	uint64_t ts_ns;
 	uint32_t event;
-	uint32_t seq; /* creation order: keeps each track's stream in order on ties */
 	uint8_t type; /* PFT_TYPE_* */
+};
+
+/*
+ * One track's begins, ends and instants, made one at a time as the file is
+ * written: its events in canonical order, and the slices open on it.
+ */
+struct pftw_stream {
+	const uint32_t *order;
+	size_t n, next;	 /* the track's events; the next to begin */
+	uint32_t *stack; /* open slices, innermost last; room for n */
+	size_t depth;
+	struct pftw_point point; /* the stream's next point */
 };
 
 typedef int (*pftw_flush_fn)(void *ctx, const void *data, size_t len);
@@ -45,9 +56,11 @@ struct pftw {
 	uint8_t *frame_sent;
 	uint8_t *callstack_sent;
 	bool no_module_sent;
-	uint32_t *order; /* the events in canonical order */
-	struct pftw_point *points;
-	size_t npoints;
+	uint32_t *order;	     /* the events in canonical order */
+	uint32_t *stacks;	     /* room for every event: each stream's stack is its part */
+	struct pftw_stream *streams; /* one per track with events, in canonical order */
+	uint32_t *heap;		     /* streams with points left, a min-heap by (time, stream) */
+	size_t nstreams, nheap;
 	pftw_flush_fn flush;
 	void *flush_ctx;
 	int flush_err;
@@ -384,7 +397,7 @@ static void pftw_write_interned(struct pftw *w, const struct tl_event *e)
 
 	pftw_intern_string(w, e->category, PFTW_SENT_CATEGORY, PFT_INTERNED_EVENT_CATEGORIES);
 	pftw_intern_string(w, e->name, PFTW_SENT_NAME, PFT_INTERNED_EVENT_NAMES);
-	for (uint32_t a = e->args.first; a; a = tl_arg(w->tl, a)->next)
+	for (uint32_t a = tl_event_lists(w->tl, e)->args.first; a; a = tl_arg(w->tl, a)->next)
 		pftw_intern_string(w, tl_arg(w->tl, a)->name, PFTW_SENT_ANNOTATION,
 				   PFT_INTERNED_ANNOTATION_NAMES);
 	if (e->callstack)
@@ -435,10 +448,10 @@ static void pftw_write_event_details(struct pftw *w, const struct tl_event *e)
 		pb_varint(&w->out, PFT_EVENT_CATEGORY_IIDS, e->category);
 	if (e->name)
 		pb_varint(&w->out, PFT_EVENT_NAME_IID, e->name);
-	for (uint32_t a = e->args.first; a; a = tl_arg(w->tl, a)->next)
+	for (uint32_t a = tl_event_lists(w->tl, e)->args.first; a; a = tl_arg(w->tl, a)->next)
 		pftw_write_arg(w, tl_arg(w->tl, a));
-	pftw_write_flows(w, &e->flows_out, PFT_EVENT_FLOW_IDS);
-	pftw_write_flows(w, &e->flows_in, PFT_EVENT_TERMINATING_FLOW_IDS);
+	pftw_write_flows(w, &tl_event_lists(w->tl, e)->flows_out, PFT_EVENT_FLOW_IDS);
+	pftw_write_flows(w, &tl_event_lists(w->tl, e)->flows_in, PFT_EVENT_TERMINATING_FLOW_IDS);
 	if (e->callstack)
 		pb_varint(&w->out, PFT_EVENT_CALLSTACK_IID, e->callstack);
 }
@@ -468,11 +481,11 @@ static uint8_t *pftw_put_field(uint8_t *p, uint32_t field, uint64_t v)
 static bool pftw_write_short_point(struct pftw *w, const struct pftw_point *pt,
 				   const struct tl_event *e)
 {
-	uint8_t ev[40], packet[96], *q = ev, *p;
+	/* The event's fields come first: the packet's header needs their length. */
+	uint8_t ev[48], *q = ev, *packet, *p;
 
 	if (pt->type != PFT_TYPE_SLICE_END &&
-	    (e->args.first || e->flows_out.first || e->flows_in.first || e->callstack ||
-	     (e->name && !(w->str_sent[e->name] & PFTW_SENT_NAME)) ||
+	    (e->lists || e->callstack || (e->name && !(w->str_sent[e->name] & PFTW_SENT_NAME)) ||
 	     (e->category && !(w->str_sent[e->category] & PFTW_SENT_CATEGORY))))
 		return false;
 	q = pftw_put_field(q, PFT_EVENT_TYPE, pt->type);
@@ -483,17 +496,20 @@ static bool pftw_write_short_point(struct pftw *w, const struct pftw_point *pt,
 		if (e->name)
 			q = pftw_put_field(q, PFT_EVENT_NAME_IID, e->name);
 	}
-	/* Room for the packet's tag and one-byte length: its body is under 128 bytes. */
+	/* Written in place; the body is under 128 bytes, so its length takes one byte. */
+	packet = pb_claim(&w->out, 96);
+	if (!packet)
+		return true; /* the buffer's error ends the run */
 	p = pftw_put_field(packet + 2, PFT_PACKET_SEQUENCE_ID, PFTW_SEQUENCE_ID);
 	p = pftw_put_field(p, PFT_PACKET_SEQUENCE_FLAGS, PFT_SEQ_NEEDS_INCREMENTAL_STATE);
 	p = pftw_put_field(p, PFT_PACKET_TIMESTAMP, pt->ts_ns);
 	p = pftw_put_varint(p, (uint64_t)PFT_PACKET_TRACK_EVENT << 3 | PB_WIRE_LEN);
 	p = pftw_put_varint(p, (uint64_t)(q - ev));
-	memcpy(p, ev, (size_t)(q - ev));
+	memcpy(p, ev, sizeof(ev)); /* a fixed size copies inline; only q - ev bytes count */
 	p += q - ev;
 	packet[0] = (uint8_t)(PFT_TRACE_PACKET << 3 | PB_WIRE_LEN);
 	packet[1] = (uint8_t)(p - packet - 2);
-	pb_raw(&w->out, packet, (size_t)(p - packet));
+	w->out.len += (size_t)(p - packet);
 	pftw_maybe_flush(w, false);
 	return true;
 }
@@ -519,18 +535,12 @@ static void pftw_write_point(struct pftw *w, const struct pftw_point *pt)
 	pftw_packet_end(w, packet);
 }
 
-/* Ordering begins and ends. */
-
-static void pftw_add_point(struct pftw *w, uint64_t ts_ns, uint32_t event, uint8_t type)
-{
-	w->points[w->npoints] = (struct pftw_point){
-		.ts_ns = ts_ns,
-		.event = event,
-		.seq = (uint32_t)w->npoints,
-		.type = type,
-	};
-	w->npoints++;
-}
+/*
+ * Ordering begins and ends: each track's stream is in time order, and the
+ * file takes the earliest next point of all streams, the first track's in
+ * canonical order on a tie; a heap of the streams does it point by point,
+ * so no array of every point is ever built.
+ */
 
 static uint64_t pftw_end_ns(const struct tl_event *e)
 {
@@ -538,108 +548,108 @@ static uint64_t pftw_end_ns(const struct tl_event *e)
 }
 
 /*
- * Lay out one track's events (ORDER, canonical) as a stream of begins,
- * ends and instants: before an event starts, every open slice that has
- * ended by then is closed, innermost first. STACK has room for every event.
+ * The stream's next point, or false when it has none left: before an event
+ * starts, every open slice that has ended by then is closed, innermost
+ * first; after the last event the open slices close.
  */
-static void pftw_track_points(struct pftw *w, const uint32_t *order, size_t n, uint32_t *stack)
+static bool pftw_stream_advance(const struct timeline *tl, struct pftw_stream *s)
+{
+	if (s->depth) {
+		const struct tl_event *top = tl_event(tl, s->stack[s->depth - 1]);
+
+		if (s->next == s->n || pftw_end_ns(top) <= tl_event(tl, s->order[s->next])->ts_ns) {
+			s->depth--;
+			s->point = (struct pftw_point){pftw_end_ns(top), s->stack[s->depth],
+						       PFT_TYPE_SLICE_END};
+			return true;
+		}
+	}
+	if (s->next == s->n)
+		return false;
+	uint32_t id = s->order[s->next++];
+	const struct tl_event *e = tl_event(tl, id);
+
+	if (e->kind == TL_EVENT_INSTANT) {
+		s->point = (struct pftw_point){e->ts_ns, id, PFT_TYPE_INSTANT};
+	} else {
+		s->point = (struct pftw_point){e->ts_ns, id, PFT_TYPE_SLICE_BEGIN};
+		s->stack[s->depth++] = id;
+	}
+	return true;
+}
+
+static bool pftw_stream_before(const struct pftw *w, uint32_t a, uint32_t b)
+{
+	uint64_t ta = w->streams[a].point.ts_ns, tb = w->streams[b].point.ts_ns;
+
+	return ta < tb || (ta == tb && a < b);
+}
+
+static void pftw_heap_down(struct pftw *w, size_t i)
+{
+	uint32_t *h = w->heap;
+
+	for (;;) {
+		size_t c = 2 * i + 1;
+
+		if (c >= w->nheap)
+			return;
+		if (c + 1 < w->nheap && pftw_stream_before(w, h[c + 1], h[c]))
+			c++;
+		if (!pftw_stream_before(w, h[c], h[i]))
+			return;
+		uint32_t t = h[i];
+
+		h[i] = h[c];
+		h[c] = t;
+		i = c;
+	}
+}
+
+/* One stream per track, in canonical order, each with its first point, and the heap of them. */
+static int pftw_make_streams(struct pftw *w)
 {
 	const struct timeline *tl = w->tl;
-	size_t depth = 0;
+	size_t n = tl_event_count(tl), start = 0;
 
-	for (size_t i = 0; i < n; i++) {
-		const struct tl_event *e = tl_event(tl, order[i]);
+	w->stacks = malloc((n + 1) * sizeof(*w->stacks));
+	w->streams = malloc((tl_track_count(tl) + 1) * sizeof(*w->streams));
+	w->heap = malloc((tl_track_count(tl) + 1) * sizeof(*w->heap));
+	if (!w->stacks || !w->streams || !w->heap)
+		return pftw_fail(w, -ENOMEM, "out of memory");
+	for (size_t i = 1; i <= n; i++) {
+		struct pftw_stream *s = &w->streams[w->nstreams];
 
-		while (depth && pftw_end_ns(tl_event(tl, stack[depth - 1])) <= e->ts_ns) {
-			depth--;
-			pftw_add_point(w, pftw_end_ns(tl_event(tl, stack[depth])), stack[depth],
-				       PFT_TYPE_SLICE_END);
-		}
-		if (e->kind == TL_EVENT_INSTANT) {
-			pftw_add_point(w, e->ts_ns, order[i], PFT_TYPE_INSTANT);
+		if (i < n &&
+		    tl_event(tl, w->order[i])->track == tl_event(tl, w->order[start])->track)
 			continue;
-		}
-		pftw_add_point(w, e->ts_ns, order[i], PFT_TYPE_SLICE_BEGIN);
-		stack[depth++] = order[i];
+		*s = (struct pftw_stream){
+			.order = w->order + start,
+			.n = i - start,
+			.stack = w->stacks + start,
+		};
+		pftw_stream_advance(tl, s);
+		w->heap[w->nheap++] = (uint32_t)w->nstreams++;
+		start = i;
 	}
-	while (depth--)
-		pftw_add_point(w, pftw_end_ns(tl_event(tl, stack[depth])), stack[depth],
-			       PFT_TYPE_SLICE_END);
-}
-
-static bool pftw_point_before(const struct pftw_point *a, const struct pftw_point *b)
-{
-	return a->ts_ns < b->ts_ns || (a->ts_ns == b->ts_ns && a->seq < b->seq);
-}
-
-/*
- * Each track's stream is in time order already: merge neighbouring streams
- * pairwise until one is left (what a sort by (time, seq) gives, in log2 of
- * the track count passes instead of a sort of every point).
- */
-static int pftw_merge_streams(struct pftw *w, size_t *bounds, size_t nstreams)
-{
-	struct pftw_point *a = w->points, *b = malloc((w->npoints + 1) * sizeof(*b)), *swap;
-
-	if (!b)
-		return -ENOMEM;
-	while (nstreams > 1) {
-		size_t out = 0, kept = 0;
-
-		for (size_t s = 0; s < nstreams; s += 2) {
-			size_t i = bounds[s], mid = bounds[s + 1];
-			size_t end = s + 2 <= nstreams ? bounds[s + 2] : mid, j = mid;
-
-			bounds[kept++] = out;
-			while (i < mid && j < end)
-				b[out++] = pftw_point_before(&a[j], &a[i]) ? a[j++] : a[i++];
-			while (i < mid)
-				b[out++] = a[i++];
-			while (j < end)
-				b[out++] = a[j++];
-		}
-		bounds[kept] = out;
-		nstreams = kept;
-		swap = a;
-		a = b;
-		b = swap;
-	}
-	if (a != w->points) {
-		memcpy(w->points, a, w->npoints * sizeof(*a));
-		b = a;
-	}
-	free(b);
+	for (size_t i = w->nheap / 2; i-- > 0;)
+		pftw_heap_down(w, i);
 	return 0;
 }
 
-/* Every track's stream, merged by time; within a track the stream order stands. */
-static int pftw_make_points(struct pftw *w)
+/* Write the earliest point of all streams; false when none is left. */
+static bool pftw_write_next_point(struct pftw *w)
 {
-	const struct timeline *tl = w->tl;
-	size_t n = tl_event_count(tl), nstreams = 0, start = 0;
-	const uint32_t *order = w->order;
-	uint32_t *stack = malloc((n + 1) * sizeof(*stack));
-	size_t *bounds = malloc((tl_track_count(tl) + 2) * sizeof(*bounds));
-	int err;
+	struct pftw_stream *s;
 
-	w->points = malloc((2 * n + 1) * sizeof(*w->points));
-	if (!stack || !bounds || !w->points) {
-		free(stack);
-		free(bounds);
-		return pftw_fail(w, -ENOMEM, "out of memory");
-	}
-	for (size_t i = 1; i <= n; i++) {
-		if (i < n && tl_event(tl, order[i])->track == tl_event(tl, order[start])->track)
-			continue;
-		bounds[nstreams++] = w->npoints;
-		pftw_track_points(w, order + start, i - start, stack);
-		start = i;
-	}
-	bounds[nstreams] = w->npoints;
-	free(stack);
-	err = pftw_merge_streams(w, bounds, nstreams);
-	free(bounds);
-	return err ? pftw_fail(w, err, "out of memory") : 0;
+	if (!w->nheap)
+		return false;
+	s = &w->streams[w->heap[0]];
+	pftw_write_point(w, &s->point);
+	if (!pftw_stream_advance(w->tl, s))
+		w->heap[0] = w->heap[--w->nheap];
+	pftw_heap_down(w, 0);
+	return true;
 }
 
 /* The whole file. */
@@ -675,7 +685,7 @@ static int pftw_prepare(struct pftw *w)
 	w->callstack_sent = calloc(tl_callstack_count(tl) + 1, 1);
 	if (!w->str_sent || !w->frame_sent || !w->callstack_sent)
 		return pftw_fail(w, -ENOMEM, "out of memory");
-	return pftw_make_points(w);
+	return pftw_make_streams(w);
 }
 
 static int pftw_run(struct pftw *w)
@@ -688,8 +698,8 @@ static int pftw_run(struct pftw *w)
 	pftw_write_clock_snapshot(w);
 	pftw_write_tracks(w, pftw_first_ts(w->tl));
 	/* Stop at the first failure rather than pile the rest of the trace up in memory. */
-	for (size_t i = 0; i < w->npoints && !w->flush_err && !w->out.err; i++)
-		pftw_write_point(w, &w->points[i]);
+	while (!w->flush_err && !w->out.err && pftw_write_next_point(w))
+		;
 	pftw_maybe_flush(w, true);
 	if (w->out.err)
 		return pftw_fail(w, w->out.err, "out of memory");
@@ -705,7 +715,9 @@ static void pftw_done(struct pftw *w)
 	free(w->str_sent);
 	free(w->frame_sent);
 	free(w->callstack_sent);
-	free(w->points);
+	free(w->stacks);
+	free(w->streams);
+	free(w->heap);
 	free(w->order);
 }
 

@@ -51,7 +51,7 @@ struct dump_view {
 static const struct tl_arg *find_arg(const struct timeline *tl, const struct tl_event *e,
 				     const char *name)
 {
-	for (uint32_t i = e->args.first; i; i = tl_arg(tl, i)->next) {
+	for (uint32_t i = tl_event_lists(tl, e)->args.first; i; i = tl_arg(tl, i)->next) {
 		const struct tl_arg *a = tl_arg(tl, i);
 
 		if (!strcmp(tl_str_get(tl, a->name), name))

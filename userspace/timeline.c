@@ -70,7 +70,9 @@ struct timeline {
 	struct tl_event *events;
 	size_t nevents, events_cap;
 
-	/* Pools behind the per-event lists; entry 0 is unused. */
+	/* The events' lists, and the pools behind them; entry 0 of each is unused. */
+	struct tl_event_lists *lists;
+	size_t nlists, lists_cap;
 	struct tl_arg *args;
 	size_t nargs, args_cap;
 	struct tl_flow *flows;
@@ -363,6 +365,7 @@ void tl_free(struct timeline *tl)
 	free(tl->tracks);
 	free(tl->track_index.slots);
 	free(tl->events);
+	free(tl->lists);
 	free(tl->args);
 	free(tl->flows);
 	free(tl->frames);
@@ -574,6 +577,27 @@ const struct tl_event *tl_event(const struct timeline *tl, size_t index)
 	return index < tl->nevents ? &tl->events[index] : NULL;
 }
 
+static const struct tl_event_lists tl_no_lists;
+
+const struct tl_event_lists *tl_event_lists(const struct timeline *tl, const struct tl_event *e)
+{
+	return e->lists && e->lists < tl->nlists ? &tl->lists[e->lists] : &tl_no_lists;
+}
+
+/* The event's lists to add to, made at its first argument or flow; NULL when out of memory. */
+static struct tl_event_lists *tl_lists_for(struct timeline *tl, struct tl_event *e)
+{
+	if (e->lists)
+		return &tl->lists[e->lists];
+	if (TL_GROW(tl, lists, lists_cap, tl->nlists + 2))
+		return NULL;
+	if (!tl->nlists)
+		tl->nlists = 1;
+	e->lists = (uint32_t)tl->nlists++;
+	tl->lists[e->lists] = (struct tl_event_lists){0};
+	return &tl->lists[e->lists];
+}
+
 /* Append pool entry INDEX to LIST; NEXT is the entry's link field. */
 static void tl_list_append(struct tl_list *list, uint32_t index, uint32_t *last_next)
 {
@@ -587,27 +611,29 @@ static void tl_list_append(struct tl_list *list, uint32_t index, uint32_t *last_
 
 int tl_event_arg(struct timeline *tl, long ev, const struct tl_arg *arg)
 {
+	struct tl_event_lists *lists;
 	struct tl_event *e;
 	uint32_t index;
 
 	e = tl_ev(tl, ev);
 	if (!e)
 		return tl_ev_error(tl, ev);
-	if (e->args.count >= TL_MAX_ARGS)
+	if (tl_event_lists(tl, e)->args.count >= TL_MAX_ARGS)
 		return tl_fail(tl, -E2BIG, "event '%s' has more than %d arguments",
 			       tl_str_get(tl, e->name), TL_MAX_ARGS);
 	if (arg->kind > TL_ARG_STR)
 		return tl_fail(tl, -EINVAL, "unknown argument kind %d", (int)arg->kind);
 	if (arg->name >= tl->nstrs || (arg->kind == TL_ARG_STR && arg->s >= tl->nstrs))
 		return tl_fail(tl, -EINVAL, "argument with a string id that is not interned");
-	if (TL_GROW(tl, args, args_cap, tl->nargs + 2))
+	lists = tl_lists_for(tl, e);
+	if (!lists || TL_GROW(tl, args, args_cap, tl->nargs + 2))
 		return -ENOMEM;
 	if (!tl->nargs)
 		tl->nargs = 1;
 	index = (uint32_t)tl->nargs++;
 	tl->args[index] = *arg;
 	tl->args[index].next = 0;
-	tl_list_append(&e->args, index, &tl->args[e->args.last].next);
+	tl_list_append(&lists->args, index, &tl->args[lists->args.last].next);
 	return 0;
 }
 
@@ -656,6 +682,7 @@ int tl_event_arg_str(struct timeline *tl, long ev, const char *name, const char 
 
 static int tl_event_flow(struct timeline *tl, long ev, uint64_t flow_id, bool in)
 {
+	struct tl_event_lists *lists;
 	struct tl_event *e;
 	struct tl_list *list;
 	uint32_t index;
@@ -663,12 +690,14 @@ static int tl_event_flow(struct timeline *tl, long ev, uint64_t flow_id, bool in
 	e = tl_ev(tl, ev);
 	if (!e)
 		return tl_ev_error(tl, ev);
-	list = in ? &e->flows_in : &e->flows_out;
-	if (list->count >= TL_MAX_FLOWS)
+	if ((in ? tl_event_lists(tl, e)->flows_in : tl_event_lists(tl, e)->flows_out).count >=
+	    TL_MAX_FLOWS)
 		return tl_fail(tl, -E2BIG, "event '%s' has more than %d flows %s",
 			       tl_str_get(tl, e->name), TL_MAX_FLOWS, in ? "in" : "out");
-	if (TL_GROW(tl, flows, flows_cap, tl->nflows + 2))
+	lists = tl_lists_for(tl, e);
+	if (!lists || TL_GROW(tl, flows, flows_cap, tl->nflows + 2))
 		return -ENOMEM;
+	list = in ? &lists->flows_in : &lists->flows_out;
 	if (!tl->nflows)
 		tl->nflows = 1;
 	index = (uint32_t)tl->nflows++;
@@ -1100,20 +1129,61 @@ static struct tl_sort_key *tl_sort_keys(const struct timeline *tl, struct tl_sor
 	return a;
 }
 
+/* Whether one track's events, in the order they were added, are in canonical order already. */
+static bool tl_part_in_order(const struct timeline *tl, const uint32_t *idx, size_t n)
+{
+	for (size_t i = 1; i < n; i++) {
+		const struct tl_event *a = &tl->events[idx[i - 1]], *b = &tl->events[idx[i]];
+
+		if (a->ts_ns != b->ts_ns) {
+			if (a->ts_ns > b->ts_ns)
+				return false;
+		} else if (a->dur_ns != b->dur_ns) {
+			if (a->dur_ns < b->dur_ns)
+				return false;
+		} else if (a->kind > b->kind) {
+			return false;
+		}
+	}
+	return true;
+}
+
+/* Sort one track's part of ORDER (N events) through keys, with room for N in KEYS and TMP. */
+static bool tl_sort_part(const struct timeline *tl, uint32_t *order, size_t n,
+			 struct tl_sort_key *keys, struct tl_sort_key *tmp)
+{
+	const struct tl_sort_key *sorted;
+
+	for (size_t i = 0; i < n; i++) {
+		const struct tl_event *e = &tl->events[order[i]];
+
+		keys[i] = (struct tl_sort_key){tl->tracks[e->track].uuid, e->ts_ns, ~e->dur_ns,
+					       order[i]};
+	}
+	sorted = tl_sort_keys(tl, keys, tmp, n);
+	if (!sorted)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		order[i] = sorted[i].idx;
+	return true;
+}
+
 /*
  * The canonical order: events grouped by track (tracks in uuid order, by a
- * counting pass), each track's keys merge-sorted. A track whose events were
- * added in order (tl_reorder_nested) costs one pass.
+ * counting pass, each track's events in the order they were added), then
+ * each track's part sorted unless it is in order already, as a track whose
+ * slices were added in order (tl_reorder_nested) is: a PT dump's millions
+ * of slices then cost one pass and no sort keys.
  */
 uint32_t *tl_sorted_order(const struct timeline *tl)
 {
-	size_t n = tl->nevents, nt = tl->ntracks;
+	size_t n = tl->nevents, nt = tl->ntracks, widest = 0;
 	uint32_t *order = malloc((n + 1) * sizeof(*order));
-	struct tl_sort_key *keys = malloc((n + 1) * sizeof(*keys));
-	struct tl_sort_key *tmp = malloc((n + 1) * sizeof(*tmp));
 	size_t *at = calloc(nt + 1, sizeof(*at));
 	uint32_t *by_uuid = malloc((nt + 1) * sizeof(*by_uuid));
-	bool ok = order && keys && tmp && at && by_uuid;
+	bool *unsorted = calloc(nt + 1, sizeof(*unsorted));
+	struct tl_sort_key *keys = NULL, *tmp = NULL;
+	bool ok = order && at && by_uuid && unsorted;
 
 	if (ok) {
 		/* Where each track's events start, tracks taken in uuid order. */
@@ -1128,29 +1198,35 @@ uint32_t *tl_sorted_order(const struct timeline *tl)
 			at[by_uuid[k]] = sum;
 			sum += count;
 		}
-		for (size_t i = 0; i < n; i++) {
-			const struct tl_event *e = &tl->events[i];
-
-			keys[at[e->track]++] = (struct tl_sort_key){ tl->tracks[e->track].uuid,
-								     e->ts_ns, ~e->dur_ns, (uint32_t)i };
-		}
-		/* at[t] is now the end of track t's part: sort each part. */
-		for (size_t k = 0, start = 0; k < nt && ok; k++) {
+		for (size_t i = 0; i < n; i++)
+			order[at[tl->events[i].track]++] = (uint32_t)i;
+		/* at[t] is now the end of track t's part: find the parts out of order. */
+		for (size_t k = 0, start = 0; k < nt; k++) {
 			size_t end = at[by_uuid[k]];
-			const struct tl_sort_key *sorted =
-				end > start ? tl_sort_keys(tl, keys + start, tmp + start, end - start)
-					    : keys + start;
 
-			ok = sorted != NULL;
-			for (size_t i = start; ok && i < end; i++)
-				order[i] = sorted[i - start].idx;
+			unsorted[k] = !tl_part_in_order(tl, order + start, end - start);
+			if (unsorted[k] && end - start > widest)
+				widest = end - start;
 			start = end;
 		}
+	}
+	if (ok && widest) {
+		keys = malloc(widest * sizeof(*keys));
+		tmp = malloc(widest * sizeof(*tmp));
+		ok = keys && tmp;
+	}
+	for (size_t k = 0, start = 0; ok && k < nt; k++) {
+		size_t end = at[by_uuid[k]];
+
+		if (unsorted[k])
+			ok = tl_sort_part(tl, order + start, end - start, keys, tmp);
+		start = end;
 	}
 	free(keys);
 	free(tmp);
 	free(at);
 	free(by_uuid);
+	free(unsorted);
 	if (!ok) {
 		free(order);
 		return NULL;
@@ -1387,9 +1463,10 @@ size_t tl_untangle(struct timeline *tl)
 static bool tl_args_equal(const struct timeline *ta, const struct tl_event *a,
 			  const struct timeline *tb, const struct tl_event *b)
 {
-	uint32_t ia = a->args.first, ib = b->args.first;
+	const struct tl_list *la = &tl_event_lists(ta, a)->args, *lb = &tl_event_lists(tb, b)->args;
+	uint32_t ia = la->first, ib = lb->first;
 
-	if (a->args.count != b->args.count)
+	if (la->count != lb->count)
 		return false;
 	for (; ia && ib; ia = ta->args[ia].next, ib = tb->args[ib].next) {
 		const struct tl_arg *x = &ta->args[ia], *y = &tb->args[ib];
@@ -1438,13 +1515,15 @@ static bool tl_callstacks_equal(const struct timeline *ta, uint32_t a, const str
 static const char *tl_event_diff(const struct timeline *ta, const struct tl_event *a,
 				 const struct timeline *tb, const struct tl_event *b)
 {
+	const struct tl_event_lists *la = tl_event_lists(ta, a), *lb = tl_event_lists(tb, b);
+
 	if (tl_event_cmp(ta, a, tb, b))
 		return "track, time, kind, name or category";
 	if (!tl_args_equal(ta, a, tb, b))
 		return "arguments";
-	if (!tl_flows_equal(ta, &a->flows_out, tb, &b->flows_out))
+	if (!tl_flows_equal(ta, &la->flows_out, tb, &lb->flows_out))
 		return "outgoing flows";
-	if (!tl_flows_equal(ta, &a->flows_in, tb, &b->flows_in))
+	if (!tl_flows_equal(ta, &la->flows_in, tb, &lb->flows_in))
 		return "terminating flows";
 	if (!tl_callstacks_equal(ta, a->callstack, tb, b->callstack))
 		return "call stack";

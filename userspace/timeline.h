@@ -115,6 +115,14 @@ struct tl_list {
 	uint32_t count;
 };
 
+/* What an event has besides its name: most have nothing, so it lives apart. */
+struct tl_event_lists {
+	struct tl_list args;	  /* of struct tl_arg, in the order added */
+	struct tl_list flows_out; /* of struct tl_flow: flows that start or pass here */
+	struct tl_list flows_in;  /* of struct tl_flow: flows that end here */
+};
+
+/* 40 bytes: a PT dump holds millions. */
 struct tl_event {
 	uint64_t ts_ns;
 	uint64_t dur_ns; /* 0 for instants */
@@ -122,10 +130,8 @@ struct tl_event {
 	enum tl_event_kind kind;
 	tl_str name;
 	tl_str category;
-	uint32_t callstack;	  /* 0: none */
-	struct tl_list args;	  /* of struct tl_arg, in the order added */
-	struct tl_list flows_out; /* of struct tl_flow: flows that start or pass here */
-	struct tl_list flows_in;  /* of struct tl_flow: flows that end here */
+	uint32_t callstack; /* 0: none */
+	uint32_t lists;	    /* its struct tl_event_lists; 0: no arguments, no flows */
 };
 
 struct tl_frame {
@@ -196,7 +202,9 @@ int tl_event_set_callstack(struct timeline *tl, long ev, uint32_t callstack);
 
 size_t tl_event_count(const struct timeline *tl);
 const struct tl_event *tl_event(const struct timeline *tl, size_t index);
-/* Pool entries named by the lists in struct tl_event (index >= 1). */
+/* The event's arguments and flows; all empty when it has none. */
+const struct tl_event_lists *tl_event_lists(const struct timeline *tl, const struct tl_event *e);
+/* Pool entries named by those lists (index >= 1). */
 const struct tl_arg *tl_arg(const struct timeline *tl, uint32_t index);
 const struct tl_flow *tl_flow(const struct timeline *tl, uint32_t index);
 

@@ -442,7 +442,7 @@ static int by_start(const void *a, const void *b)
 static const char *arg_str(const struct timeline *tl, const struct tl_event *e, const char *name,
 			   int64_t *ival)
 {
-	for (uint32_t i = e->args.first; i; i = tl_arg(tl, i)->next) {
+	for (uint32_t i = tl_event_lists(tl, e)->args.first; i; i = tl_arg(tl, i)->next) {
 		const struct tl_arg *a = tl_arg(tl, i);
 
 		if (strcmp(tl_str_get(tl, a->name), name))

@@ -72,7 +72,7 @@ static const struct tl_event *kslice(const struct timeline *tl, uint32_t tid, co
 static const struct tl_arg *arg(const struct timeline *tl, const struct tl_event *e,
 				const char *name)
 {
-	for (uint32_t i = e ? e->args.first : 0; i; i = tl_arg(tl, i)->next)
+	for (uint32_t i = e ? tl_event_lists(tl, e)->args.first : 0; i; i = tl_arg(tl, i)->next)
 		if (!strcmp(tl_str_get(tl, tl_arg(tl, i)->name), name))
 			return tl_arg(tl, i);
 	return NULL;
@@ -100,7 +100,7 @@ TEST(sleep_wakeup_runqueue)
 	CHECK(arg(tl, off, HT_ARG_STATE) && !strcmp(tl_str_get(tl, arg(tl, off, HT_ARG_STATE)->s), "S"));
 	CHECK(rq && rq->ts_ns == 4100 && rq->dur_ns == 900);
 	CHECK(arg(tl, rq, HT_ARG_WAKER_TID) && arg(tl, rq, HT_ARG_WAKER_TID)->u == B);
-	CHECK(rq && rq->flows_in.count == 1);
+	CHECK(rq && tl_event_lists(tl, rq)->flows_in.count == 1);
 	/* What ran instead: the hog held CPU 0 from 1000 to 5000. */
 	CHECK(arg(tl, rq, HT_ARG_RAN_INSTEAD ".0.ns") && arg(tl, rq, HT_ARG_RAN_INSTEAD ".0.ns")->u == 900);
 	tl_free(tl);

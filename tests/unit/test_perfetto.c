@@ -1106,8 +1106,8 @@ TEST(reader_accepts_packed_fields_and_defaults)
 	CHECK(ev != NULL);
 	if (ev) {
 		CHECK_STR(tl_str_get(tl, ev->category), "cat");
-		CHECK_EQ_U64(ev->flows_out.count, 2);
-		CHECK_EQ_U64(tl_flow(tl, ev->flows_in.first)->id, 3);
+		CHECK_EQ_U64(tl_event_lists(tl, ev)->flows_out.count, 2);
+		CHECK_EQ_U64(tl_flow(tl, tl_event_lists(tl, ev)->flows_in.first)->id, 3);
 		CHECK_EQ_U64(tl_callstack_depth(tl, ev->callstack), 2);
 		CHECK_STR(tl_str_get(tl, tl_callstack_frame(tl, ev->callstack, 1)->function),
 			  "leaf");
@@ -1212,8 +1212,8 @@ TEST(reader_keeps_within_model_limits)
 	CHECK(ev != NULL);
 	if (ev) {
 		CHECK_STR(tl_str_get(tl, ev->category), "inline category");
-		CHECK_EQ_U64(ev->args.count, TL_MAX_ARGS);
-		CHECK_EQ_U64(ev->flows_out.count, TL_MAX_FLOWS);
+		CHECK_EQ_U64(tl_event_lists(tl, ev)->args.count, TL_MAX_ARGS);
+		CHECK_EQ_U64(tl_event_lists(tl, ev)->flows_out.count, TL_MAX_FLOWS);
 		CHECK_EQ_U64(ev->callstack, 0);
 	}
 	CHECK_EQ_U64(stats.skipped_details, 3 + 2 + 1);

@@ -160,8 +160,8 @@ TEST(events_and_arguments)
 	CHECK_EQ_U64(e->dur_ns, 50);
 	CHECK_STR(tl_str_get(tl, e->name), "read");
 	CHECK_STR(tl_str_get(tl, e->category), "syscall");
-	CHECK_EQ_U64(e->args.count, 4);
-	a = tl_arg(tl, e->args.first);
+	CHECK_EQ_U64(tl_event_lists(tl, e)->args.count, 4);
+	a = tl_arg(tl, tl_event_lists(tl, e)->args.first);
 	CHECK(a->kind == TL_ARG_INT && a->i == -3);
 	a = tl_arg(tl, a->next);
 	CHECK(a->kind == TL_ARG_UINT && a->u == UINT64_MAX);
@@ -170,9 +170,9 @@ TEST(events_and_arguments)
 	a = tl_arg(tl, a->next);
 	CHECK(a->kind == TL_ARG_STR && !strcmp(tl_str_get(tl, a->s), "/etc/passwd"));
 	CHECK_EQ_U64(a->next, 0);
-	CHECK_EQ_U64(tl_flow(tl, e->flows_out.first)->id, 7);
-	CHECK_EQ_U64(e->flows_in.count, 2);
-	CHECK_EQ_U64(tl_flow(tl, tl_flow(tl, e->flows_in.first)->next)->id, 9);
+	CHECK_EQ_U64(tl_flow(tl, tl_event_lists(tl, e)->flows_out.first)->id, 7);
+	CHECK_EQ_U64(tl_event_lists(tl, e)->flows_in.count, 2);
+	CHECK_EQ_U64(tl_flow(tl, tl_flow(tl, tl_event_lists(tl, e)->flows_in.first)->next)->id, 9);
 	CHECK_EQ_U64(tl_error(tl), 0);
 	tl_free(tl);
 }
