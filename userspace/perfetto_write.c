@@ -56,10 +56,12 @@ struct pftw {
 	uint8_t *frame_sent;
 	uint8_t *callstack_sent;
 	bool no_module_sent;
-	uint32_t *order;	     /* the events in canonical order */
-	uint32_t *stacks;	     /* room for every event: each stream's stack is its part */
-	struct pftw_stream *streams; /* one per track with events, in canonical order */
-	uint32_t *heap;		     /* streams with points left, a min-heap by (time, stream) */
+	const struct tl_event *events; /* the timeline's, by index */
+	uint64_t *uuids;	       /* each track's uuid, by index */
+	uint32_t *order;	       /* the events in canonical order */
+	uint32_t *stacks;	       /* room for every event: each stream's stack is its part */
+	struct pftw_stream *streams;   /* one per track with events, in canonical order */
+	uint32_t *heap;		       /* streams with points left, a min-heap by (time, stream) */
 	size_t nstreams, nheap;
 	pftw_flush_fn flush;
 	void *flush_ctx;
@@ -489,7 +491,7 @@ static bool pftw_write_short_point(struct pftw *w, const struct pftw_point *pt,
 	     (e->category && !(w->str_sent[e->category] & PFTW_SENT_CATEGORY))))
 		return false;
 	q = pftw_put_field(q, PFT_EVENT_TYPE, pt->type);
-	q = pftw_put_field(q, PFT_EVENT_TRACK_UUID, tl_track(w->tl, e->track)->uuid);
+	q = pftw_put_field(q, PFT_EVENT_TRACK_UUID, w->uuids[e->track]);
 	if (pt->type != PFT_TYPE_SLICE_END) {
 		if (e->category)
 			q = pftw_put_field(q, PFT_EVENT_CATEGORY_IIDS, e->category);
@@ -516,7 +518,7 @@ static bool pftw_write_short_point(struct pftw *w, const struct pftw_point *pt,
 
 static void pftw_write_point(struct pftw *w, const struct pftw_point *pt)
 {
-	const struct tl_event *e = tl_event(w->tl, pt->event);
+	const struct tl_event *e = &w->events[pt->event];
 	size_t packet, event;
 
 	if (pftw_write_short_point(w, pt, e))
@@ -528,7 +530,7 @@ static void pftw_write_point(struct pftw *w, const struct pftw_point *pt)
 		pftw_write_interned(w, e);
 	event = pb_begin(&w->out, PFT_PACKET_TRACK_EVENT);
 	pb_varint(&w->out, PFT_EVENT_TYPE, pt->type);
-	pb_varint(&w->out, PFT_EVENT_TRACK_UUID, tl_track(w->tl, e->track)->uuid);
+	pb_varint(&w->out, PFT_EVENT_TRACK_UUID, w->uuids[e->track]);
 	if (pt->type != PFT_TYPE_SLICE_END)
 		pftw_write_event_details(w, e);
 	pb_end(&w->out, event);
@@ -552,12 +554,12 @@ static uint64_t pftw_end_ns(const struct tl_event *e)
  * starts, every open slice that has ended by then is closed, innermost
  * first; after the last event the open slices close.
  */
-static bool pftw_stream_advance(const struct timeline *tl, struct pftw_stream *s)
+static bool pftw_stream_advance(const struct tl_event *events, struct pftw_stream *s)
 {
 	if (s->depth) {
-		const struct tl_event *top = tl_event(tl, s->stack[s->depth - 1]);
+		const struct tl_event *top = &events[s->stack[s->depth - 1]];
 
-		if (s->next == s->n || pftw_end_ns(top) <= tl_event(tl, s->order[s->next])->ts_ns) {
+		if (s->next == s->n || pftw_end_ns(top) <= events[s->order[s->next]].ts_ns) {
 			s->depth--;
 			s->point = (struct pftw_point){pftw_end_ns(top), s->stack[s->depth],
 						       PFT_TYPE_SLICE_END};
@@ -567,7 +569,7 @@ static bool pftw_stream_advance(const struct timeline *tl, struct pftw_stream *s
 	if (s->next == s->n)
 		return false;
 	uint32_t id = s->order[s->next++];
-	const struct tl_event *e = tl_event(tl, id);
+	const struct tl_event *e = &events[id];
 
 	if (e->kind == TL_EVENT_INSTANT) {
 		s->point = (struct pftw_point){e->ts_ns, id, PFT_TYPE_INSTANT};
@@ -620,15 +622,14 @@ static int pftw_make_streams(struct pftw *w)
 	for (size_t i = 1; i <= n; i++) {
 		struct pftw_stream *s = &w->streams[w->nstreams];
 
-		if (i < n &&
-		    tl_event(tl, w->order[i])->track == tl_event(tl, w->order[start])->track)
+		if (i < n && w->events[w->order[i]].track == w->events[w->order[start]].track)
 			continue;
 		*s = (struct pftw_stream){
 			.order = w->order + start,
 			.n = i - start,
 			.stack = w->stacks + start,
 		};
-		pftw_stream_advance(tl, s);
+		pftw_stream_advance(w->events, s);
 		w->heap[w->nheap++] = (uint32_t)w->nstreams++;
 		start = i;
 	}
@@ -646,7 +647,7 @@ static bool pftw_write_next_point(struct pftw *w)
 		return false;
 	s = &w->streams[w->heap[0]];
 	pftw_write_point(w, &s->point);
-	if (!pftw_stream_advance(w->tl, s))
+	if (!pftw_stream_advance(w->events, s))
 		w->heap[0] = w->heap[--w->nheap];
 	pftw_heap_down(w, 0);
 	return true;
@@ -680,6 +681,12 @@ static int pftw_prepare(struct pftw *w)
 		return pftw_fail(w, -ENOMEM, "out of memory");
 	if (tl_validate_order(tl, w->order, why, sizeof(why)))
 		return pftw_fail(w, -EINVAL, "the timeline is not valid: %s", why);
+	w->events = tl_events(tl);
+	w->uuids = malloc((tl_track_count(tl) + 1) * sizeof(*w->uuids));
+	if (!w->uuids)
+		return pftw_fail(w, -ENOMEM, "out of memory");
+	for (size_t i = 0; i < tl_track_count(tl); i++)
+		w->uuids[i] = tl_track(tl, i)->uuid;
 	w->str_sent = calloc(tl_str_count(tl) + 1, 1);
 	w->frame_sent = calloc(tl_frame_count(tl) + 1, 1);
 	w->callstack_sent = calloc(tl_callstack_count(tl) + 1, 1);
@@ -715,6 +722,7 @@ static void pftw_done(struct pftw *w)
 	free(w->str_sent);
 	free(w->frame_sent);
 	free(w->callstack_sent);
+	free(w->uuids);
 	free(w->stacks);
 	free(w->streams);
 	free(w->heap);

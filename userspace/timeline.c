@@ -577,6 +577,11 @@ const struct tl_event *tl_event(const struct timeline *tl, size_t index)
 	return index < tl->nevents ? &tl->events[index] : NULL;
 }
 
+const struct tl_event *tl_events(const struct timeline *tl)
+{
+	return tl->events;
+}
+
 static const struct tl_event_lists tl_no_lists;
 
 const struct tl_event_lists *tl_event_lists(const struct timeline *tl, const struct tl_event *e)

@@ -202,6 +202,8 @@ int tl_event_set_callstack(struct timeline *tl, long ev, uint32_t callstack);
 
 size_t tl_event_count(const struct timeline *tl);
 const struct tl_event *tl_event(const struct timeline *tl, size_t index);
+/* Every event, by index: valid until the next one is added. */
+const struct tl_event *tl_events(const struct timeline *tl);
 /* The event's arguments and flows; all empty when it has none. */
 const struct tl_event_lists *tl_event_lists(const struct timeline *tl, const struct tl_event *e);
 /* Pool entries named by those lists (index >= 1). */
