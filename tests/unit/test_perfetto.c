@@ -607,6 +607,92 @@ TEST(round_trip_over_100k_events_fast)
 	tl_free(tl);
 }
 
+/*
+ * Random nested slices and instants on a few tracks, added in shuffled
+ * order, with many equal times and empty slices: the writer's canonical
+ * order and its merge of the tracks by time are exercised on the ties.
+ */
+static uint32_t rnd_state;
+
+static uint32_t rnd(uint32_t n)
+{
+	rnd_state = rnd_state * 1103515245u + 12345u;
+	return (rnd_state >> 8) % n;
+}
+
+struct rnd_event {
+	int track;
+	uint64_t ts, dur;
+	bool instant;
+	const char *name;
+};
+
+static void rnd_tree(struct rnd_event *v, size_t *n, size_t cap, int track, uint64_t start,
+		     uint64_t end, int depth)
+{
+	static const char *const names[] = {"a", "b", "c", "d"};
+	uint64_t t = start;
+
+	v[(*n)++] = (struct rnd_event){track, start, end - start, false, names[rnd(4)]};
+	while (depth < 5 && *n + 2 < cap && t <= end && rnd(3)) {
+		uint64_t a = t + rnd((uint32_t)(end - t) / 3 + 1),
+			 b = a + rnd((uint32_t)(end - a) + 1);
+
+		if (!rnd(4))
+			v[(*n)++] = (struct rnd_event){track, a, 0, true, names[rnd(4)]};
+		else
+			rnd_tree(v, n, cap, track, a, b, depth + 1);
+		t = b;
+	}
+}
+
+static size_t write_order_errors(const void *data, size_t len);
+
+TEST(round_trip_random_nesting_and_ties)
+{
+	enum { CAP = 4000 };
+	static struct rnd_event v[CAP];
+
+	for (uint32_t seed = 1; seed <= 200; seed++) {
+		struct timeline *tl = tl_new(), *back;
+		int tracks[5], ntracks = 1 + (int)(seed % 5);
+		char err[256] = "";
+		void *data = NULL;
+		size_t n = 0, len = 0;
+
+		rnd_state = seed;
+		for (int i = 0; i < ntracks; i++)
+			tracks[i] = add_track(tl, TL_TRACK_GLOBAL, "t", 0, 0, 0, 0);
+		for (int i = 0; i < ntracks; i++)
+			for (uint64_t t = 1000, r = 0; r < 1 + seed % 4; r++) {
+				uint64_t s0 = t + rnd(3), e0 = s0 + rnd(60);
+
+				rnd_tree(v, &n, CAP, tracks[i], s0, e0, 0);
+				t = e0;
+			}
+		for (size_t i = n; seed % 2 && i > 1; i--) {
+			size_t j = rnd((uint32_t)i);
+			struct rnd_event x = v[i - 1];
+
+			v[i - 1] = v[j];
+			v[j] = x;
+		}
+		for (size_t i = 0; i < n; i++)
+			if (v[i].instant)
+				tl_add_instant(tl, v[i].track, v[i].ts, v[i].name, "c");
+			else
+				tl_add_slice(tl, v[i].track, v[i].ts, v[i].dur, v[i].name, "c");
+		CHECK(!tl_error(tl));
+		CHECK(!pftw_write_mem(tl, &data, &len, err, sizeof(err)));
+		CHECK_EQ_U64(write_order_errors(data, len), 0);
+		back = pftr_read_mem(data, len, NULL, err, sizeof(err));
+		CHECK(same(tl, back));
+		free(data);
+		tl_free(back);
+		tl_free(tl);
+	}
+}
+
 /* What the file holds. */
 
 struct packet_summary {
@@ -701,6 +787,33 @@ static void summarize(const void *data, size_t len, struct packet_summary *s)
 		s->missing_seq += !seq;
 		s->packets++;
 	}
+}
+
+/* TrackEvent packets whose time is before the packet's before them: the file is in time order. */
+static size_t write_order_errors(const void *data, size_t len)
+{
+	struct pb_reader top, packet;
+	struct pb_field f, g;
+	uint64_t last = 0;
+	size_t errors = 0;
+
+	pb_reader_init(&top, data, len);
+	while (pb_next(&top, &f) == 1) {
+		uint64_t ts = 0;
+		bool event = false;
+
+		pb_enter(&top, &f, &packet);
+		while (pb_next(&packet, &g) == 1) {
+			if (g.number == PFT_PACKET_TIMESTAMP)
+				ts = g.value;
+			event |= g.number == PFT_PACKET_TRACK_EVENT;
+		}
+		if (!event)
+			continue;
+		errors += ts < last;
+		last = ts;
+	}
+	return errors;
 }
 
 TEST(writer_packets_follow_perfetto_rules)
