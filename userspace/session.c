@@ -145,12 +145,32 @@ static void note_breach(struct session *s, const struct ht_breach *b)
 	}
 }
 
+/*
+ * Freeze what is due already, and say when the next thing is due (0:
+ * nothing). A timer set in the past would cost another interrupt and
+ * wakeup between the breach and the freeze. A tick always moves the dumper
+ * on; the bound is only a guard.
+ */
+static uint64_t tick_due_dumps(struct session *s)
+{
+	uint64_t due = ht_dumper_deadline(&s->dumper), now = monotonic_ns();
+
+	for (int i = 0; i < 4 && due && due <= now; i++) {
+		ht_dumper_tick(&s->dumper, now);
+		due = ht_dumper_deadline(&s->dumper);
+		now = monotonic_ns();
+	}
+	return due;
+}
+
 static void offer_breach_dump(struct session *s, const struct ht_breach_info *bi)
 {
 	struct ht_dump_job job;
 
 	ht_dump_job_for_breach(&job, &bi->b, bi->threshold_ns);
-	ht_dumper_offer(&s->dumper, &job);
+	/* A window that has ended already (no --post) freezes now, before the breach is printed. */
+	if (ht_dumper_offer(&s->dumper, &job) == HT_DUMP_NOW)
+		tick_due_dumps(s);
 }
 
 static void offer_asked_dump(struct session *s, const char *kind)
@@ -544,23 +564,11 @@ static void drain_timer(int fd)
 		;
 }
 
-/*
- * The dump timer follows the dumper: the next window end or deferred dump.
- * What is due already is done here: a timer set in the past costs another
- * interrupt and wakeup between the breach and the freeze (a window with no
- * --post ends as its breach arrives). A tick always moves the dumper on;
- * the bound is only a guard.
- */
+/* The dump timer follows the dumper: the next window end or deferred dump. */
 static void arm_dump_timer(struct session *s)
 {
-	uint64_t due = ht_dumper_deadline(&s->dumper), now = monotonic_ns();
+	uint64_t due = tick_due_dumps(s);
 	struct itimerspec its = { 0 };
-
-	for (int i = 0; i < 4 && due && due <= now; i++) {
-		ht_dumper_tick(&s->dumper, now);
-		due = ht_dumper_deadline(&s->dumper);
-		now = monotonic_ns();
-	}
 
 	if (due) {
 		its.it_value.tv_sec = (time_t)(due / 1000000000ULL);
