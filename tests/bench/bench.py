@@ -335,7 +335,7 @@ def dump_latencies(opts, load, smoke):
     dump takes a few hundred ms to write and breaches meanwhile are not dumped: the
     breaches are spread out (--min-interval) and the run is longer, so that enough
     dumps are taken to read a p99."""
-    rounds = (20 if smoke else 200) * (20 if load else 1)
+    rounds = 20 * (20 if load else 1) if smoke else 200 * (80 if load else 1)
     interval = "400ms" if load else "0ms"
     with tempfile.TemporaryDirectory() as out:
         hog = hogs(os.cpu_count()) if load else []
