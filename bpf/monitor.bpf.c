@@ -742,7 +742,6 @@ int BPF_PROG(handle_sched_switch, bool preempt, struct task_struct *prev, struct
 	return 0;
 }
 
-/* Who woke the target: runs in the waker's context, before any remote enqueue. */
 /*
  * Who woke the target: runs in the waker's context, before any remote
  * enqueue; sched_wakeup writes the record, with this, once it is queued.
