@@ -446,14 +446,16 @@ static void pftw_write_flows(struct pftw *w, const struct tl_list *flows, uint32
 /* What a begin or an instant says besides its type and track. */
 static void pftw_write_event_details(struct pftw *w, const struct tl_event *e)
 {
+	const struct tl_event_lists *lists = tl_event_lists(w->tl, e);
+
 	if (e->category)
 		pb_varint(&w->out, PFT_EVENT_CATEGORY_IIDS, e->category);
 	if (e->name)
 		pb_varint(&w->out, PFT_EVENT_NAME_IID, e->name);
-	for (uint32_t a = tl_event_lists(w->tl, e)->args.first; a; a = tl_arg(w->tl, a)->next)
+	for (uint32_t a = lists->args.first; a; a = tl_arg(w->tl, a)->next)
 		pftw_write_arg(w, tl_arg(w->tl, a));
-	pftw_write_flows(w, &tl_event_lists(w->tl, e)->flows_out, PFT_EVENT_FLOW_IDS);
-	pftw_write_flows(w, &tl_event_lists(w->tl, e)->flows_in, PFT_EVENT_TERMINATING_FLOW_IDS);
+	pftw_write_flows(w, &lists->flows_out, PFT_EVENT_FLOW_IDS);
+	pftw_write_flows(w, &lists->flows_in, PFT_EVENT_TERMINATING_FLOW_IDS);
 	if (e->callstack)
 		pb_varint(&w->out, PFT_EVENT_CALLSTACK_IID, e->callstack);
 }

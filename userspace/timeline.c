@@ -687,6 +687,7 @@ int tl_event_arg_str(struct timeline *tl, long ev, const char *name, const char 
 
 static int tl_event_flow(struct timeline *tl, long ev, uint64_t flow_id, bool in)
 {
+	const struct tl_event_lists *have;
 	struct tl_event_lists *lists;
 	struct tl_event *e;
 	struct tl_list *list;
@@ -695,8 +696,8 @@ static int tl_event_flow(struct timeline *tl, long ev, uint64_t flow_id, bool in
 	e = tl_ev(tl, ev);
 	if (!e)
 		return tl_ev_error(tl, ev);
-	if ((in ? tl_event_lists(tl, e)->flows_in : tl_event_lists(tl, e)->flows_out).count >=
-	    TL_MAX_FLOWS)
+	have = tl_event_lists(tl, e);
+	if ((in ? &have->flows_in : &have->flows_out)->count >= TL_MAX_FLOWS)
 		return tl_fail(tl, -E2BIG, "event '%s' has more than %d flows %s",
 			       tl_str_get(tl, e->name), TL_MAX_FLOWS, in ? "in" : "out");
 	lists = tl_lists_for(tl, e);
