@@ -97,7 +97,7 @@ void pb_raw(struct pb_buf *b, const void *data, size_t len)
 	b->len += len;
 }
 
-uint8_t *pb_claim(struct pb_buf *b, size_t max)
+uint8_t *pb_claim_slow(struct pb_buf *b, size_t max)
 {
 	return pb_reserve(b, max) ? b->data + b->len : NULL;
 }

@@ -48,11 +48,19 @@ void pb_buf_reset(struct pb_buf *b);
 void pb_buf_truncate(struct pb_buf *b, size_t len);
 /* Append raw bytes (no tag). */
 void pb_raw(struct pb_buf *b, const void *data, size_t len);
+uint8_t *pb_claim_slow(struct pb_buf *b, size_t max);
+
 /*
  * Room for up to MAX bytes written in place, or NULL (b->err set) when
- * memory ran out; the writer then adds what it used to b->len.
+ * memory ran out; the writer then adds what it used to b->len. Inline for
+ * the same reason as pb_varint.
  */
-uint8_t *pb_claim(struct pb_buf *b, size_t max);
+static inline uint8_t *pb_claim(struct pb_buf *b, size_t max)
+{
+	if (b->err || b->cap - b->len < max)
+		return pb_claim_slow(b, max);
+	return b->data + b->len;
+}
 
 void pb_varint_slow(struct pb_buf *b, uint32_t field, uint64_t value);
 

@@ -514,7 +514,8 @@ static bool pftw_write_short_point(struct pftw *w, const struct pftw_point *pt,
 	packet[0] = (uint8_t)(PFT_TRACE_PACKET << 3 | PB_WIRE_LEN);
 	packet[1] = (uint8_t)(p - packet - 2);
 	w->out.len += (size_t)(p - packet);
-	pftw_maybe_flush(w, false);
+	if (w->out.len >= PFTW_FLUSH_BYTES)
+		pftw_maybe_flush(w, false);
 	return true;
 }
 
