@@ -607,92 +607,6 @@ TEST(round_trip_over_100k_events_fast)
 	tl_free(tl);
 }
 
-/*
- * Random nested slices and instants on a few tracks, added in shuffled
- * order, with many equal times and empty slices: the writer's canonical
- * order and its merge of the tracks by time are exercised on the ties.
- */
-static uint32_t rnd_state;
-
-static uint32_t rnd(uint32_t n)
-{
-	rnd_state = rnd_state * 1103515245u + 12345u;
-	return (rnd_state >> 8) % n;
-}
-
-struct rnd_event {
-	int track;
-	uint64_t ts, dur;
-	bool instant;
-	const char *name;
-};
-
-static void rnd_tree(struct rnd_event *v, size_t *n, size_t cap, int track, uint64_t start,
-		     uint64_t end, int depth)
-{
-	static const char *const names[] = {"a", "b", "c", "d"};
-	uint64_t t = start;
-
-	v[(*n)++] = (struct rnd_event){track, start, end - start, false, names[rnd(4)]};
-	while (depth < 5 && *n + 2 < cap && t <= end && rnd(3)) {
-		uint64_t a = t + rnd((uint32_t)(end - t) / 3 + 1),
-			 b = a + rnd((uint32_t)(end - a) + 1);
-
-		if (!rnd(4))
-			v[(*n)++] = (struct rnd_event){track, a, 0, true, names[rnd(4)]};
-		else
-			rnd_tree(v, n, cap, track, a, b, depth + 1);
-		t = b;
-	}
-}
-
-static size_t write_order_errors(const void *data, size_t len);
-
-TEST(round_trip_random_nesting_and_ties)
-{
-	enum { CAP = 4000 };
-	static struct rnd_event v[CAP];
-
-	for (uint32_t seed = 1; seed <= 200; seed++) {
-		struct timeline *tl = tl_new(), *back;
-		int tracks[5], ntracks = 1 + (int)(seed % 5);
-		char err[256] = "";
-		void *data = NULL;
-		size_t n = 0, len = 0;
-
-		rnd_state = seed;
-		for (int i = 0; i < ntracks; i++)
-			tracks[i] = add_track(tl, TL_TRACK_GLOBAL, "t", 0, 0, 0, 0);
-		for (int i = 0; i < ntracks; i++)
-			for (uint64_t t = 1000, r = 0; r < 1 + seed % 4; r++) {
-				uint64_t s0 = t + rnd(3), e0 = s0 + rnd(60);
-
-				rnd_tree(v, &n, CAP, tracks[i], s0, e0, 0);
-				t = e0;
-			}
-		for (size_t i = n; seed % 2 && i > 1; i--) {
-			size_t j = rnd((uint32_t)i);
-			struct rnd_event x = v[i - 1];
-
-			v[i - 1] = v[j];
-			v[j] = x;
-		}
-		for (size_t i = 0; i < n; i++)
-			if (v[i].instant)
-				tl_add_instant(tl, v[i].track, v[i].ts, v[i].name, "c");
-			else
-				tl_add_slice(tl, v[i].track, v[i].ts, v[i].dur, v[i].name, "c");
-		CHECK(!tl_error(tl));
-		CHECK(!pftw_write_mem(tl, &data, &len, err, sizeof(err)));
-		CHECK_EQ_U64(write_order_errors(data, len), 0);
-		back = pftr_read_mem(data, len, NULL, err, sizeof(err));
-		CHECK(same(tl, back));
-		free(data);
-		tl_free(back);
-		tl_free(tl);
-	}
-}
-
 /* What the file holds. */
 
 struct packet_summary {
@@ -701,6 +615,8 @@ struct packet_summary {
 	bool defaults_monotonic;
 	size_t flow_fixed64, flow_other_wire;
 	size_t interned_twice;
+	size_t time_order_errors; /* TrackEvent packets earlier than the one before them */
+	uint64_t last_event_ts;
 };
 
 /* Count (table, iid) pairs: a table field times 2^32 plus the iid, in a small open table. */
@@ -758,19 +674,23 @@ static void summarize(const void *data, size_t len, struct packet_summary *s)
 	memset(s, 0, sizeof(*s));
 	pb_reader_init(&top, data, len);
 	while (pb_next(&top, &f) == 1) {
-		uint64_t flags = 0;
-		bool seq = false;
+		uint64_t flags = 0, ts = 0;
+		bool seq = false, event = false;
 
 		pb_enter(&top, &f, &packet);
 		while (pb_next(&packet, &g) == 1) {
+			if (g.number == PFT_PACKET_TIMESTAMP)
+				ts = g.value;
 			if (g.number == PFT_PACKET_SEQUENCE_FLAGS)
 				flags = g.value;
 			if (g.number == PFT_PACKET_SEQUENCE_ID)
 				seq = g.value != 0;
 			if (g.number == PFT_PACKET_INTERNED_DATA)
 				summarize_interned(&packet, &g, seen, 1 << 16, s);
-			if (g.number == PFT_PACKET_TRACK_EVENT)
+			if (g.number == PFT_PACKET_TRACK_EVENT) {
 				summarize_event(&packet, &g, s);
+				event = true;
+			}
 			if (g.number == PFT_PACKET_DEFAULTS) {
 				struct pb_field h;
 
@@ -786,34 +706,11 @@ static void summarize(const void *data, size_t len, struct packet_summary *s)
 			s->later_flags_wrong++;
 		s->missing_seq += !seq;
 		s->packets++;
-	}
-}
-
-/* TrackEvent packets whose time is before the packet's before them: the file is in time order. */
-static size_t write_order_errors(const void *data, size_t len)
-{
-	struct pb_reader top, packet;
-	struct pb_field f, g;
-	uint64_t last = 0;
-	size_t errors = 0;
-
-	pb_reader_init(&top, data, len);
-	while (pb_next(&top, &f) == 1) {
-		uint64_t ts = 0;
-		bool event = false;
-
-		pb_enter(&top, &f, &packet);
-		while (pb_next(&packet, &g) == 1) {
-			if (g.number == PFT_PACKET_TIMESTAMP)
-				ts = g.value;
-			event |= g.number == PFT_PACKET_TRACK_EVENT;
+		if (event) {
+			s->time_order_errors += ts < s->last_event_ts;
+			s->last_event_ts = ts;
 		}
-		if (!event)
-			continue;
-		errors += ts < last;
-		last = ts;
 	}
-	return errors;
 }
 
 TEST(writer_packets_follow_perfetto_rules)
@@ -838,6 +735,92 @@ TEST(writer_packets_follow_perfetto_rules)
 	CHECK_EQ_U64(s.interned_twice, 0);
 	free(data);
 	tl_free(tl);
+}
+
+/*
+ * Random nested slices and instants on a few tracks, added in shuffled
+ * order, with many equal times and empty slices: the writer's canonical
+ * order and its merge of the tracks by time are exercised on the ties.
+ */
+static uint32_t rnd_state;
+
+static uint32_t rnd(uint32_t n)
+{
+	rnd_state = rnd_state * 1103515245u + 12345u;
+	return (rnd_state >> 8) % n;
+}
+
+struct rnd_event {
+	int track;
+	uint64_t ts, dur;
+	bool instant;
+	const char *name;
+};
+
+static void rnd_tree(struct rnd_event *v, size_t *n, size_t cap, int track, uint64_t start,
+		     uint64_t end, int depth)
+{
+	static const char *const names[] = {"a", "b", "c", "d"};
+	uint64_t t = start;
+
+	v[(*n)++] = (struct rnd_event){track, start, end - start, false, names[rnd(4)]};
+	while (depth < 5 && *n + 2 < cap && t <= end && rnd(3)) {
+		uint64_t a = t + rnd((uint32_t)(end - t) / 3 + 1),
+			 b = a + rnd((uint32_t)(end - a) + 1);
+
+		if (!rnd(4))
+			v[(*n)++] = (struct rnd_event){track, a, 0, true, names[rnd(4)]};
+		else
+			rnd_tree(v, n, cap, track, a, b, depth + 1);
+		t = b;
+	}
+}
+
+TEST(round_trip_random_nesting_and_ties)
+{
+	enum { CAP = 4000 };
+	static struct rnd_event v[CAP];
+
+	for (uint32_t seed = 1; seed <= 200; seed++) {
+		struct timeline *tl = tl_new(), *back;
+		struct packet_summary sum;
+		int tracks[5], ntracks = 1 + (int)(seed % 5);
+		char err[256] = "";
+		void *data = NULL;
+		size_t n = 0, len = 0;
+
+		rnd_state = seed;
+		for (int i = 0; i < ntracks; i++)
+			tracks[i] = add_track(tl, TL_TRACK_GLOBAL, "t", 0, 0, 0, 0);
+		for (int i = 0; i < ntracks; i++)
+			for (uint64_t t = 1000, r = 0; r < 1 + seed % 4; r++) {
+				uint64_t s0 = t + rnd(3), e0 = s0 + rnd(60);
+
+				rnd_tree(v, &n, CAP, tracks[i], s0, e0, 0);
+				t = e0;
+			}
+		for (size_t i = n; seed % 2 && i > 1; i--) {
+			size_t j = rnd((uint32_t)i);
+			struct rnd_event x = v[i - 1];
+
+			v[i - 1] = v[j];
+			v[j] = x;
+		}
+		for (size_t i = 0; i < n; i++)
+			if (v[i].instant)
+				tl_add_instant(tl, v[i].track, v[i].ts, v[i].name, "c");
+			else
+				tl_add_slice(tl, v[i].track, v[i].ts, v[i].dur, v[i].name, "c");
+		CHECK(!tl_error(tl));
+		CHECK(!pftw_write_mem(tl, &data, &len, err, sizeof(err)));
+		summarize(data, len, &sum);
+		CHECK_EQ_U64(sum.time_order_errors, 0);
+		back = pftr_read_mem(data, len, NULL, err, sizeof(err));
+		CHECK(same(tl, back));
+		free(data);
+		tl_free(back);
+		tl_free(tl);
+	}
 }
 
 TEST(writer_refuses_bad_nesting_and_incomplete_timelines)
