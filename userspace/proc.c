@@ -169,14 +169,11 @@ int ht_proc_cover_threads(int tgid, int (*cover)(void *ctx, int tid), void *ctx,
 	return 0;
 }
 
-size_t ht_proc_count_threads(int tgid)
+size_t ht_count_dir_entries(const char *path)
 {
-	char path[64];
+	DIR *d = opendir(path);
 	size_t n = 0;
-	DIR *d;
 
-	snprintf(path, sizeof(path), "/proc/%d/task", tgid);
-	d = opendir(path);
 	while (d && readdir(d))
 		n++;
 	if (d)
@@ -184,16 +181,19 @@ size_t ht_proc_count_threads(int tgid)
 	return n;
 }
 
+size_t ht_proc_count_threads(int tgid)
+{
+	char path[64];
+
+	snprintf(path, sizeof(path), "/proc/%d/task", tgid);
+	return ht_count_dir_entries(path);
+}
+
 int ht_reserve_fds(size_t need, const char *who)
 {
+	size_t open_now = ht_count_dir_entries("/proc/self/fd");
 	struct rlimit rl;
-	DIR *d = opendir("/proc/self/fd");
-	size_t open_now = 0;
 
-	while (d && readdir(d))
-		open_now++;
-	if (d)
-		closedir(d);
 	if (getrlimit(RLIMIT_NOFILE, &rl))
 		return ht_fail("getrlimit: %s", strerror(errno));
 	need += open_now + 64;

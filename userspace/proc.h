@@ -39,6 +39,9 @@ int ht_proc_read_long(const char *path, long *out);
  */
 int ht_proc_cover_threads(int tgid, int (*cover)(void *ctx, int tid), void *ctx, bool gone_ok);
 
+/* Entries in directory PATH, "." and ".." included (0 when it cannot be opened). */
+size_t ht_count_dir_entries(const char *path);
+
 /* How many threads process TGID has now (0 when it is gone). */
 size_t ht_proc_count_threads(int tgid);
 

@@ -5,10 +5,10 @@
  * TSC mapping; the real sideband events on a child process; real PT where
  * the machine has it.
  */
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
+#include <limits.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -22,6 +22,7 @@
 #include "check.h"
 #include "intelpt_capture.h"
 #include "log.h"
+#include "proc.h"
 
 /* A type no PMU has: opening it fails as a PT event would on a machine without PT. */
 #define FAKE_TYPE "4242"
@@ -599,18 +600,6 @@ static bool machine_has_pt(void)
 	return access("/sys/bus/event_source/devices/intel_pt", F_OK) == 0;
 }
 
-static size_t count_fds(void)
-{
-	DIR *d = opendir("/proc/self/fd");
-	size_t n = 0;
-
-	while (d && readdir(d))
-		n++;
-	if (d)
-		closedir(d);
-	return n;
-}
-
 TEST(open_without_pt_says_so)
 {
 	struct ht_intelpt_config cfg = {.tgid = getpid()};
@@ -629,7 +618,7 @@ TEST(open_on_a_fake_tree_fails_cleanly)
 	struct ht_intelpt_config cfg = {.tgid = getpid()};
 	struct ht_intelpt pt;
 	char dir[PATH_MAX];
-	size_t fds = count_fds();
+	size_t fds = ht_count_dir_entries("/proc/self/fd");
 
 	cfg.sysroot = fake_tree(dir, sizeof(dir));
 	ht_intelpt_request_default(&cfg.request);
@@ -649,7 +638,7 @@ TEST(open_on_a_fake_tree_fails_cleanly)
 	CHECK(ht_intelpt_open(&pt, &cfg) == -1);
 	CHECK(has(ht_last_error(), "cannot open"));
 	CHECK(!pt.open);
-	CHECK_EQ_U64(count_fds(), fds);
+	CHECK_EQ_U64(ht_count_dir_entries("/proc/self/fd"), fds);
 }
 
 static bool kernel_at_least(int major, int minor)
