@@ -658,16 +658,16 @@ static bool pftw_write_next_point(struct pftw *w)
 
 /* The whole file. */
 
-static uint64_t pftw_first_ts(const struct timeline *tl)
+/*
+ * The first event's time: the first point of the streams' heap (each
+ * stream's first point is its track's earliest event), else the snapshot's.
+ */
+static uint64_t pftw_first_ts(const struct pftw *w)
 {
-	const struct tl_clock_snapshot *snap = tl_clock_snapshot(tl);
-	uint64_t first = UINT64_MAX;
+	const struct tl_clock_snapshot *snap = tl_clock_snapshot(w->tl);
 
-	for (size_t i = 0; i < tl_event_count(tl); i++)
-		if (tl_event(tl, i)->ts_ns < first)
-			first = tl_event(tl, i)->ts_ns;
-	if (first != UINT64_MAX)
-		return first;
+	if (w->nheap)
+		return w->streams[w->heap[0]].point.ts_ns;
 	return snap ? snap->monotonic_ns : 0;
 }
 
@@ -706,7 +706,7 @@ static int pftw_run(struct pftw *w)
 		return err;
 	pftw_write_defaults(w);
 	pftw_write_clock_snapshot(w);
-	pftw_write_tracks(w, pftw_first_ts(w->tl));
+	pftw_write_tracks(w, pftw_first_ts(w));
 	/* Stop at the first failure rather than pile the rest of the trace up in memory. */
 	while (!w->flush_err && !w->out.err && pftw_write_next_point(w))
 		;
