@@ -76,25 +76,65 @@ static uint64_t monotonic_ns(void)
 /* Programs for tracepoints some kernels lack: skipped there, with what they add lost. */
 static void disable_missing_tracepoints(struct monitor_bpf *skel, const struct btf *btf)
 {
-	static const char *const optional[][2] = {
-		{ "task_rename", "handle_task_rename" },
-		{ "irq_handler_entry", "handle_irq_entry" },
-		{ "irq_handler_exit", "handle_irq_exit" },
-		{ "softirq_entry", "handle_softirq_entry" },
-		{ "softirq_exit", "handle_softirq_exit" },
-		{ "hrtimer_expire_entry", "handle_hrtimer_entry" },
-		{ "hrtimer_expire_exit", "handle_hrtimer_exit" },
-		{ "timer_expire_entry", "handle_timer_entry" },
-		{ "timer_expire_exit", "handle_timer_exit" },
-	};
+	if (!ht_btf_has_tracepoint(btf, "task_rename"))
+		bpf_program__set_autoload(skel->progs.handle_task_rename, false);
+}
 
-	for (size_t i = 0; i < sizeof(optional) / sizeof(optional[0]); i++) {
-		struct bpf_program *prog =
-			bpf_object__find_program_by_name(skel->obj, optional[i][1]);
+/*
+ * The interrupt and timer programs that mark when a CPU enters and leaves
+ * each kind of context (see wake_context() in monitor.bpf.c), as pairs: an
+ * entry without its exit would leave that context looking active for good.
+ */
+static const struct {
+	const char *entry_tp, *exit_tp, *entry_prog, *exit_prog;
+} context_pairs[] = {
+	{ "irq_handler_entry", "irq_handler_exit", "handle_irq_entry", "handle_irq_exit" },
+	{ "softirq_entry", "softirq_exit", "handle_softirq_entry", "handle_softirq_exit" },
+	{ "hrtimer_expire_entry", "hrtimer_expire_exit", "handle_hrtimer_entry",
+	  "handle_hrtimer_exit" },
+	{ "timer_expire_entry", "timer_expire_exit", "handle_timer_entry", "handle_timer_exit" },
+};
 
-		if (prog && !ht_btf_has_tracepoint(btf, optional[i][0]))
-			bpf_program__set_autoload(prog, false);
+#define CONTEXT_PAIRS (sizeof(context_pairs) / sizeof(context_pairs[0]))
+
+static void disable_missing_context_pairs(struct monitor_bpf *skel, const struct btf *btf)
+{
+	for (size_t i = 0; i < CONTEXT_PAIRS; i++) {
+		if (ht_btf_has_tracepoint(btf, context_pairs[i].entry_tp) &&
+		    ht_btf_has_tracepoint(btf, context_pairs[i].exit_tp))
+			continue;
+		bpf_program__set_autoload(
+			bpf_object__find_program_by_name(skel->obj, context_pairs[i].entry_prog), false);
+		bpf_program__set_autoload(
+			bpf_object__find_program_by_name(skel->obj, context_pairs[i].exit_prog), false);
 	}
+}
+
+/*
+ * Exits go in before any entry: an entry seen whose exit fired just before
+ * the exit's program was attached would mark that context active on its
+ * CPU until the next exit there, tens of milliseconds on a quiet CPU, and
+ * every wakeup on that CPU meanwhile would be blamed on a timer. An exit
+ * seen without its entry is harmless. The skeleton's attach skips the links
+ * set here.
+ */
+static int attach_context_exits(struct monitor_bpf *skel)
+{
+	const struct bpf_object_skeleton *s = skel->skeleton;
+
+	for (size_t i = 0; i < CONTEXT_PAIRS; i++) {
+		for (int p = 0; p < s->prog_cnt; p++) {
+			struct bpf_program *prog = *s->progs[p].prog;
+
+			if (strcmp(s->progs[p].name, context_pairs[i].exit_prog) ||
+			    !bpf_program__autoload(prog))
+				continue;
+			*s->progs[p].link = bpf_program__attach(prog);
+			if (!*s->progs[p].link)
+				return -errno;
+		}
+	}
+	return 0;
 }
 
 static int configure(struct monitor_bpf *skel, const struct ht_monitor_config *cfg,
@@ -132,6 +172,7 @@ static int configure(struct monitor_bpf *skel, const struct ht_monitor_config *c
 		bpf_program__set_autoload(skel->progs.handle_sys_exit, false);
 	}
 	disable_missing_tracepoints(skel, btf);
+	disable_missing_context_pairs(skel, btf);
 	return 0;
 }
 
@@ -214,7 +255,9 @@ int ht_monitor_open(struct ht_monitor *m, const struct ht_monitor_config *cfg)
 		ht_fail("cannot open the breach ring buffer: %s", strerror(errno));
 		goto fail;
 	}
-	err = monitor_bpf__attach(m->skel);
+	err = attach_context_exits(m->skel);
+	if (!err)
+		err = monitor_bpf__attach(m->skel);
 	if (err) {
 		load_failure("cannot attach the BPF programs", err);
 		goto fail;

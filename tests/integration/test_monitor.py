@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 """The kernel monitor, for real: breaches of each kind against workloads' ground truth."""
+import json
 import os
 import subprocess
 import tempfile
@@ -125,6 +126,29 @@ def off_cpu_with_shared_thread_slots_agrees():
 def off_cpu_pre_5_18_path_agrees():
     need_root()
     off_cpu_scenario("futex", ["--prev-state", "task"])
+
+
+@test
+def context_exits_are_attached_before_their_entries():
+    need_root()
+    # An entry seen without its exit would mark a CPU as in a timer for good, and blame
+    # every wakeup there on it: the exits must be in place first (link ids say the order).
+    with tempfile.TemporaryDirectory() as d:
+        script = "bpftool -j link show > %s/links; bpftool -j prog show > %s/progs" % (d, d)
+        run = hybtrace(["run", "--quiet", "--", "sh", "-c", script])
+        check(run.rc == 0, "hybtrace failed\n" + run.describe())
+        with open(os.path.join(d, "links")) as f:
+            links = json.load(f)
+        with open(os.path.join(d, "progs")) as f:
+            names = {p["id"]: p.get("name", "") for p in json.load(f)}
+    link_of = {}
+    for l in links:
+        link_of.setdefault(names.get(l.get("prog_id"), ""), l["id"])
+    for kind in ("irq", "softirq", "hrtimer", "timer"):
+        entry, exit_ = link_of.get("handle_%s_entry" % kind), link_of.get("handle_%s_exit" % kind)
+        check(entry and exit_, "%s programs not attached: %r" % (kind, sorted(link_of)))
+        check(exit_ < entry, "%s exit attached after its entry (links %d, %d)"
+              % (kind, exit_, entry))
 
 
 def syscall_scenario(args, rounds=1, env=None):
