@@ -570,7 +570,8 @@ static __always_inline void emit_breach(__u32 kind, struct task_struct *p, struc
 	b->state = state;
 	b->syscall_nr = st->syscall_since_ns ? st->syscall_nr : -1;
 	b->syscall_ret = 0;
-	b->wake_ns = st->wake_ns;
+	/* The wakeup's time is estimated from its rq's clock (see clock_sync): never after the end. */
+	b->wake_ns = st->wake_ns < end_ns ? st->wake_ns : end_ns;
 	b->wake_source = st->wake_source;
 	b->waker_tid = st->waker_tid;
 	b->waker_tgid = st->waker_tgid;
@@ -1027,7 +1028,7 @@ int BPF_PROG(handle_sys_exit, struct pt_regs *regs, long ret)
 	b->state = st->off_cpu_state;
 	b->syscall_nr = st->syscall_nr;
 	b->syscall_ret = ret;
-	b->wake_ns = st->wake_ns;
+	b->wake_ns = st->wake_ns < now ? st->wake_ns : now;
 	b->wake_source = st->wake_source;
 	b->waker_tid = st->waker_tid;
 	b->waker_tgid = st->waker_tgid;

@@ -21,6 +21,16 @@
 
 #define MAX_QUEUE_SEGMENTS 16
 
+/*
+ * A wakeup's time comes from its run queue's clock plus an estimated offset
+ * to CLOCK_MONOTONIC, and a switch-in on another CPU may read the clock
+ * itself: a few nanoseconds to microseconds apart, the switch-in that a
+ * wakeup allowed can sort before it. A wakeup this close after the
+ * switch-in of a sleeping thread is taken as the one that woke it.
+ */
+#define WAKEUP_SKEW_NS 20000ULL
+#define NO_EVENT ((size_t)-1)
+
 enum thread_state { TS_UNKNOWN, TS_RUNNING, TS_SLEEPING, TS_RUNNABLE, TS_EXITED };
 
 struct thread_build {
@@ -41,6 +51,8 @@ struct thread_build {
 	bool in_syscall, syscall_before_window;
 	uint64_t syscall_since_ns, syscall_arg0;
 	int syscall_nr;
+	/* A wakeup record already applied before its switch-in (see WAKEUP_SKEW_NS). */
+	size_t early_wakeup;
 };
 
 struct builder {
@@ -55,6 +67,7 @@ struct builder {
 	bool *cpu_used;
 	int hybtrace_track, process_track;
 	uint64_t next_flow;
+	size_t cursor; /* the index of the record being walked */
 };
 
 static const char *comm_of(struct builder *b, uint32_t pid, unsigned int cpu, char *buf,
@@ -122,6 +135,7 @@ static struct thread_build *thread_of(struct builder *b, uint32_t tid)
 	t = &b->threads[b->nthreads];
 	memset(t, 0, sizeof(*t));
 	t->tid = tid;
+	t->early_wakeup = NO_EVENT;
 	b->slots[slot_of(b, tid)] = (uint32_t)++b->nthreads;
 	comm_of(b, tid, 0, comm, sizeof(comm));
 	desc.kind = TL_TRACK_THREAD;
@@ -308,9 +322,47 @@ static void on_switch_out(struct builder *b, struct thread_build *t, const struc
 	t->sleep_state_known = true;
 }
 
+static void on_enqueue(struct builder *b, struct thread_build *t, const struct ht_fr_event *e);
+
+/*
+ * The wakeup of sleeping T that sorted just after its switch-in S, if any:
+ * the first one within WAKEUP_SKEW_NS, before any other switch of T.
+ */
+static size_t wakeup_sorted_after(const struct builder *b, const struct thread_build *t,
+				  const struct ht_fr_event *s)
+{
+	const struct ht_fr_window *w = b->kw->w;
+
+	for (size_t i = b->cursor + 1; i < w->count; i++) {
+		const struct ht_fr_event *e = &w->events[i];
+
+		if (e->rec.ts_ns > s->rec.ts_ns + WAKEUP_SKEW_NS)
+			break;
+		if (e->rec.kind == HT_FR_SWITCH &&
+		    (((e->rec.flags & HT_FRF_PREV_TARGET) && e->rec.tid_a == t->tid) ||
+		     ((e->rec.flags & HT_FRF_NEXT_TARGET) && e->rec.tid_b == t->tid)))
+			break;
+		if ((e->rec.kind == HT_FR_WAKEUP || e->rec.kind == HT_FR_WAKEUP_NEW) &&
+		    (e->rec.flags & HT_FRF_TARGET) && e->rec.tid_a == t->tid)
+			return i;
+	}
+	return NO_EVENT;
+}
+
 static void on_switch_in(struct builder *b, struct thread_build *t, const struct ht_fr_event *e)
 {
 	use_cpu(b, e->cpu);
+	if (t->state == TS_SLEEPING || t->state == TS_UNKNOWN) {
+		size_t i = wakeup_sorted_after(b, t, e);
+
+		if (i != NO_EVENT) {
+			struct ht_fr_event wakeup = b->kw->w->events[i];
+
+			wakeup.rec.ts_ns = e->rec.ts_ns;
+			on_enqueue(b, t, &wakeup);
+			t->early_wakeup = i;
+		}
+	}
 	if (t->state == TS_UNKNOWN) {
 		/* Off the CPU since before the window: how, the rings no longer say. */
 		t->since_ns = b->kw->t0;
@@ -477,7 +529,10 @@ static int walk_event(struct builder *b, const struct ht_fr_event *e)
 		break;
 	case HT_FR_WAKEUP:
 	case HT_FR_WAKEUP_NEW:
-		on_enqueue(b, t, e);
+		if (t->early_wakeup == b->cursor)
+			t->early_wakeup = NO_EVENT;
+		else
+			on_enqueue(b, t, e);
 		break;
 	case HT_FR_MIGRATE:
 		on_migrate(t, e);
@@ -630,8 +685,8 @@ int ht_kernel_timeline_build(struct timeline *tl, const struct ht_kernel_window 
 	/* The breached thread first, so it leads the process's threads. */
 	if (kw->breach && !thread_of(&b, kw->breach->tid))
 		goto out;
-	for (size_t i = 0; i < kw->w->count; i++)
-		if (walk_event(&b, &kw->w->events[i]))
+	for (b.cursor = 0; b.cursor < kw->w->count; b.cursor++)
+		if (walk_event(&b, &kw->w->events[b.cursor]))
 			goto out;
 	close_open_states(&b);
 	for (unsigned int c = 0; c < ncpus; c++)

@@ -106,6 +106,44 @@ TEST(sleep_wakeup_runqueue)
 	tl_free(tl);
 }
 
+/* Times from two CPUs' clocks: the wakeup may sort a little after the switch-in it allowed. */
+TEST(wakeup_sorted_just_after_its_switch_in_still_names_the_waker)
+{
+	const struct tl_event *off, *rq;
+	struct timeline *tl;
+
+	nevents = 0;
+	add(0, 1000, HT_FR_SWITCH, HT_FRF_PREV_TARGET, A, HOG, 0, 1 /* S */);
+	add(0, 5000, HT_FR_SWITCH, HT_FRF_NEXT_TARGET, HOG, A, 0, 0);
+	add(1, 5010, HT_FR_WAKEUP, HT_FRF_TARGET, A, B, 0, HT_WAKE_TASK | 1 << 8);
+	tl = build(500, 6000, NULL);
+	off = kslice(tl, A, HT_EV_OFF_CPU, 0);
+	rq = kslice(tl, A, HT_EV_RUNQUEUE, 0);
+	CHECK(off && off->ts_ns == 1000 && off->dur_ns == 4000);
+	CHECK(rq && rq->ts_ns == 5000 && rq->dur_ns == 0);
+	CHECK(arg(tl, rq, HT_ARG_WAKER_TID) && arg(tl, rq, HT_ARG_WAKER_TID)->u == B);
+	CHECK(rq && tl_event_lists(tl, rq)->flows_in.count == 1);
+	/* Taken once: no second wait and no second off-CPU slice from the same record. */
+	CHECK(!kslice(tl, A, HT_EV_RUNQUEUE, 1));
+	CHECK(!kslice(tl, A, HT_EV_OFF_CPU, 1));
+	tl_free(tl);
+}
+
+/* A preempted thread needs no wakeup to run again: a later one is not moved. */
+TEST(wakeup_after_a_preempted_threads_switch_in_is_not_moved)
+{
+	struct timeline *tl;
+
+	nevents = 0;
+	add(0, 1000, HT_FR_SWITCH, HT_FRF_PREV_TARGET | HT_FRF_PREEMPT, A, HOG, 0, 0);
+	add(0, 4000, HT_FR_SWITCH, HT_FRF_NEXT_TARGET, HOG, A, 0, 0);
+	add(1, 4010, HT_FR_WAKEUP, HT_FRF_TARGET, A, B, 0, HT_WAKE_TASK | 1 << 8);
+	tl = build(500, 5000, NULL);
+	CHECK(kslice(tl, A, HT_EV_RUNQUEUE, 0) && !kslice(tl, A, HT_EV_RUNQUEUE, 1));
+	CHECK(!arg(tl, kslice(tl, A, HT_EV_RUNQUEUE, 0), HT_ARG_WAKER_TID));
+	tl_free(tl);
+}
+
 TEST(switch_from_an_exited_thread_to_another_target_thread)
 {
 	const struct tl_event *rq;
