@@ -100,13 +100,15 @@ static const struct {
 static void disable_missing_context_pairs(struct monitor_bpf *skel, const struct btf *btf)
 {
 	for (size_t i = 0; i < CONTEXT_PAIRS; i++) {
+		struct bpf_program *entry_prog, *exit_prog;
+
 		if (ht_btf_has_tracepoint(btf, context_pairs[i].entry_tp) &&
 		    ht_btf_has_tracepoint(btf, context_pairs[i].exit_tp))
 			continue;
-		bpf_program__set_autoload(
-			bpf_object__find_program_by_name(skel->obj, context_pairs[i].entry_prog), false);
-		bpf_program__set_autoload(
-			bpf_object__find_program_by_name(skel->obj, context_pairs[i].exit_prog), false);
+		entry_prog = bpf_object__find_program_by_name(skel->obj, context_pairs[i].entry_prog);
+		exit_prog = bpf_object__find_program_by_name(skel->obj, context_pairs[i].exit_prog);
+		bpf_program__set_autoload(entry_prog, false);
+		bpf_program__set_autoload(exit_prog, false);
 	}
 }
 
