@@ -134,7 +134,7 @@ def report_json(path):
 
 
 def our_bpf_links():
-    """Links of hybtrace's programs still attached (bpftool link), by program name."""
+    """Links of hybtrace's programs still attached (bpftool link), each with its prog_name."""
     p = subprocess.run(["bpftool", "-j", "link", "show"], capture_output=True, text=True)
     if p.returncode != 0:
         return []
@@ -149,7 +149,8 @@ def our_bpf_links():
             names[prog["id"]] = prog.get("name", "")
     except ValueError:
         pass
-    return [l for l in links if names.get(l.get("prog_id"), "").startswith("handle_")]
+    return [dict(l, prog_name=names[l["prog_id"]]) for l in links
+            if names.get(l.get("prog_id"), "").startswith("handle_")]
 
 
 def wait_for(predicate, timeout_s, what):

@@ -1,13 +1,12 @@
 # SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 """The kernel monitor, for real: breaches of each kind against workloads' ground truth."""
-import json
 import os
 import subprocess
 import tempfile
 import time
 
-from harness import (HYBTRACE, Failure, check, hybtrace, need_root, read_log, test,
-                     tolerance_ns, wait_for, workload)
+from harness import (HYBTRACE, Attached, Failure, check, hybtrace, need_root, our_bpf_links,
+                     read_log, test, tolerance_ns, wait_for, workload)
 
 
 def within(breach, lo_ns, hi_ns):
@@ -133,17 +132,15 @@ def context_exits_are_attached_before_their_entries():
     need_root()
     # An entry seen without its exit would mark a CPU as in a timer for good, and blame
     # every wakeup there on it: the exits must be in place first (link ids say the order).
-    with tempfile.TemporaryDirectory() as d:
-        script = "bpftool -j link show > %s/links; bpftool -j prog show > %s/progs" % (d, d)
-        run = hybtrace(["run", "--quiet", "--", "sh", "-c", script])
-        check(run.rc == 0, "hybtrace failed\n" + run.describe())
-        with open(os.path.join(d, "links")) as f:
-            links = json.load(f)
-        with open(os.path.join(d, "progs")) as f:
-            names = {p["id"]: p.get("name", "") for p in json.load(f)}
-    link_of = {}
-    for l in links:
-        link_of.setdefault(names.get(l.get("prog_id"), ""), l["id"])
+    target = subprocess.Popen(["sleep", "30"])
+    ht = Attached(["--pid", str(target.pid), "--json", "--quiet"])
+    try:
+        ht.wait_attached()
+        link_of = {l["prog_name"]: l["id"] for l in our_bpf_links()}
+    finally:
+        target.kill()
+        target.wait()
+        ht.close()
     for kind in ("irq", "softirq", "hrtimer", "timer"):
         entry, exit_ = link_of.get("handle_%s_entry" % kind), link_of.get("handle_%s_exit" % kind)
         check(entry and exit_, "%s programs not attached: %r" % (kind, sorted(link_of)))
