@@ -20,6 +20,7 @@ neither, and none of Perfetto's file is kept in this project).
 Prints one line, PASS / FAIL / SKIP perfetto-proto, and the mismatches.
 """
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -268,14 +269,15 @@ def compare(ours_path, theirs_path):
 
 
 def pinned_commit(proto_path):
+    """The commit hash after "Perfetto commit" in the file's leading comment, or None."""
+    header = []
     with open(proto_path) as f:
         for line in f:
-            if "Perfetto commit" in line:
-                words = [w for w in line.replace(",", " ").split()
-                         if len(w) >= 12 and all(c in "0123456789abcdef" for c in w)]
-                if words:
-                    return words[0]
-    return None
+            if not line.startswith("//"):
+                break
+            header.append(line[2:].strip())
+    found = re.search(r"Perfetto commit\s+([0-9a-f]{12,40})\b", " ".join(header))
+    return found.group(1) if found else None
 
 
 def main(argv):
@@ -294,8 +296,9 @@ def main(argv):
             problems.append("%s does not name the Perfetto commit it was checked against "
                             "(a header line with 'Perfetto commit <hash>')" % ours)
         if problems:
-            raise Fail("%d differences from %s:\n  %s"
-                       % (len(problems), theirs, "\n  ".join(problems)))
+            raise Fail("%d difference%s from %s:\n  %s"
+                       % (len(problems), "" if len(problems) == 1 else "s", theirs,
+                          "\n  ".join(problems)))
         print("PASS %s: %d fields and enum values of %s match %s (header pins %s)"
               % (NAME, checked, os.path.relpath(ours), theirs, commit[:12]))
     except Skip as e:
