@@ -226,6 +226,12 @@ static bool cfg_has_pt(const struct ht_dumper_config *cfg)
 	return cfg->intelpt != NULL;
 }
 
+/* The test mode opened no PT event: its dumps must not pass for Intel PT ones. */
+static const char *pt_source_name(bool sideband_only)
+{
+	return sideband_only ? HT_SOURCE_PT_SIDEBAND_ONLY : "pt";
+}
+
 /* Intel PT: every call and return of the target's threads, decoded from the frozen rings. */
 static void add_pt_timeline(struct ht_dump_builder *b, struct timeline *tl,
 			    const struct ht_dump_capture *c)
@@ -235,7 +241,7 @@ static void add_pt_timeline(struct ht_dump_builder *b, struct timeline *tl,
 	char root[64], config[128];
 	struct ht_pt_dump_input in = { .cap = raw, .tgid = b->cfg->tgid, .t0 = c->t0 };
 
-	tl_meta_set(tl, HT_META_SOURCE, "pt");
+	tl_meta_set(tl, HT_META_SOURCE, pt_source_name(ht_rawcap_sideband_only(raw)));
 	tl_meta_set(tl, HT_META_PT_CONFIG, ht_pt_fields_format(&raw->pt.fields, config,
 								sizeof(config)));
 	meta_u64(tl, HT_META_PT_FREEZE_FIRST, raw->freeze_first_ns);
@@ -274,7 +280,9 @@ static void add_user_timeline(struct ht_dump_builder *b, struct timeline *tl,
 		return;
 	}
 	if (!sampler) {
-		tl_meta_set(tl, HT_META_SOURCE, cfg_has_pt(b->cfg) ? "pt" : "none");
+		tl_meta_set(tl, HT_META_SOURCE,
+			    cfg_has_pt(b->cfg) ? pt_source_name(b->cfg->intelpt->cfg.sideband_only)
+					       : "none");
 		return;
 	}
 	tl_meta_set(tl, HT_META_SOURCE, "sample");

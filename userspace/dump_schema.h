@@ -95,7 +95,9 @@
 #define HT_META_LOSS_RECURSION "loss.recursion_misses"
 #define HT_META_BREACHES_MISSED "breaches_not_dumped"	/* since the previous dump */
 #define HT_META_DEFERRED       "dump_deferred"	/* 1: it waited for another dump */
-#define HT_META_SOURCE	       "on_cpu_source"	/* sample, pt, none */
+#define HT_META_SOURCE	       "on_cpu_source"	/* sample, pt, pt-sideband-only, none */
+/* The test mode HYBTRACE_TEST_PT_SIDEBAND_ONLY: no PT event, AUX area or PT data. */
+#define HT_SOURCE_PT_SIDEBAND_ONLY "pt-sideband-only"
 #define HT_META_SAMPLE_FREQ    "sample_freq_hz"
 #define HT_META_CALLGRAPH      "callgraph"	/* fp, dwarf */
 #define HT_META_SAMPLES	       "samples_in_window"

@@ -486,6 +486,27 @@ static int pftr_int32(struct pftr *r, const struct pb_field *f, const char *what
 	return err;
 }
 
+/*
+ * Perfetto's tid is int64 (other systems' thread ids are wider); the timeline
+ * holds Linux's, which fit in 32 bits: refuse one that does not rather than
+ * wrap it onto another thread.
+ */
+static int pftr_tid(struct pftr *r, const struct pb_field *f, int32_t *out)
+{
+	uint64_t v = 0;
+	int err = pftr_scalar(r, f, PB_WIRE_VARINT, "ThreadDescriptor", &v);
+	int64_t tid = (int64_t)v;
+
+	if (err)
+		return err;
+	if (tid < INT32_MIN || tid > INT32_MAX)
+		return pftr_fail(r, -EINVAL,
+				 "at byte %zu: thread id %" PRId64 " does not fit in 32 bits",
+				 f->offset, tid);
+	*out = (int32_t)tid;
+	return 0;
+}
+
 static int pftr_thread_field(struct pftr *r, const struct pb_reader *msg, const struct pb_field *f,
 			     void *ctx)
 {
@@ -496,7 +517,7 @@ static int pftr_thread_field(struct pftr *r, const struct pb_reader *msg, const 
 	case PFT_THREAD_PID:
 		return pftr_int32(r, f, "ThreadDescriptor", &c->desc->track.pid);
 	case PFT_THREAD_TID:
-		return pftr_int32(r, f, "ThreadDescriptor", &c->desc->track.tid);
+		return pftr_tid(r, f, &c->desc->track.tid);
 	case PFT_THREAD_NAME:
 		return pftr_string(r, f, "ThreadDescriptor", &c->owner_name);
 	}

@@ -62,7 +62,7 @@ struct ht_rawcap_pt_config {
 	uint32_t pmu_type;
 	uint64_t config; /* attr.config as opened */
 	struct ht_pt_fields fields;
-	uint64_t aux_bytes;	       /* each AUX area */
+	uint64_t aux_bytes;	       /* each AUX area; 0: none (the sideband-only test mode) */
 	uint64_t sideband_sample_type; /* sample_id layout of the sideband records */
 	/* /sys/bus/event_source/devices/intel_pt: what libipt's pt_config wants. */
 	bool has_max_nonturbo_ratio;
@@ -227,6 +227,15 @@ int ht_rawcap_add_comm(struct ht_rawcap *cap, uint32_t pid, const char *comm);
 
 /* The name COMMS gives PID, or NULL. */
 const char *ht_rawcap_find_comm(const struct ht_rawcap *cap, uint32_t pid);
+
+/*
+ * A capture of the test mode HYBTRACE_TEST_PT_SIDEBAND_ONLY: no PT event was
+ * opened, so no AUX area and no PT bytes; only the sideband and mappings.
+ */
+static inline bool ht_rawcap_sideband_only(const struct ht_rawcap *cap)
+{
+	return cap->pt.aux_bytes == 0;
+}
 
 /* Write CAP to FD (positioned where the file starts). 0, or -1 with ht_fail(). */
 int ht_rawcap_write_fd(int fd, const struct ht_rawcap *cap);

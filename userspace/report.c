@@ -647,6 +647,10 @@ static void print_headline(const struct dump_view *v)
 		       meta_str(tl, HT_META_TARGET_COMM));
 	printf("  at %s; window %s\n", meta_str(tl, HT_META_WALL_CLOCK),
 	       ht_format_duration(v->window_end_ns - v->window_start_ns, win, sizeof(win)));
+	/* Said up front: such a dump has no user-space call stacks, and not for want of any. */
+	if (!strcmp(meta_str(tl, HT_META_SOURCE), HT_SOURCE_PT_SIDEBAND_ONLY))
+		printf("  test capture (HYBTRACE_TEST_PT_SIDEBAND_ONLY): Intel PT sideband only, "
+		       "no PT event was opened, no PT data\n");
 }
 
 static void print_user_stack_text(const struct dump_view *v, long ev, const char *title)

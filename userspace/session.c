@@ -16,6 +16,7 @@
 #include "breach_format.h"
 #include "code_triggers.h"
 #include "comm_cache.h"
+#include "dump_schema.h"
 #include "dumper.h"
 #include "histogram.h"
 #include "json.h"
@@ -897,7 +898,9 @@ static int pidfd_open_target(int pid)
 
 static const char *on_cpu_source_name(const struct session *s)
 {
-	return s->pt.open ? "pt" : s->sampler.open ? "sample" : "none";
+	if (s->pt.open)
+		return s->pt.cfg.sideband_only ? HT_SOURCE_PT_SIDEBAND_ONLY : "pt";
+	return s->sampler.open ? "sample" : "none";
 }
 
 static void announce(const struct session *s)
@@ -922,11 +925,13 @@ static void announce(const struct session *s)
 	fprintf(stderr, ", syscall %s; Ctrl-C to stop\n",
 		s->opt->syscall_ns ? ht_format_duration(s->opt->syscall_ns, buf, sizeof(buf))
 				   : "off");
-	if (s->pt.open)
-		fprintf(stderr, "hybtrace: on-CPU source: Intel PT, %lluk per CPU, %s timing%s\n",
+	if (s->pt.open && s->pt.cfg.sideband_only)
+		fprintf(stderr, "hybtrace: on-CPU source: Intel PT's sideband only (test mode "
+				"HYBTRACE_TEST_PT_SIDEBAND_ONLY: no PT event, no PT data)\n");
+	else if (s->pt.open)
+		fprintf(stderr, "hybtrace: on-CPU source: Intel PT, %lluk per CPU, %s timing\n",
 			(unsigned long long)(s->opt->pt_size_bytes >> 10),
-			s->opt->pt_fine_timing ? "fine (CYC)" : "coarse (TSC, MTC)",
-			s->pt.cfg.sideband_only ? " (test mode: sideband only, no PT bytes)" : "");
+			s->opt->pt_fine_timing ? "fine (CYC)" : "coarse (TSC, MTC)");
 	else if (s->sampler.open)
 		fprintf(stderr, "hybtrace: on-CPU source: sampling at %u Hz with %s call stacks%s\n",
 			s->opt->sample_freq_hz,

@@ -18,6 +18,10 @@ from harness import (HYBTRACE, NoHardware, check, hybtrace, need_root, report_js
 
 HAS_PT = os.path.exists("/sys/bus/event_source/devices/intel_pt")
 TEST_MODE = {"HYBTRACE_TEST_PT_SIDEBAND_ONLY": "1"}
+# What the test mode's dumps call their source: never "pt", for no PT event was opened.
+TEST_MODE_SOURCE = "pt-sideband-only"
+TEST_MODE_LINE = "test capture (HYBTRACE_TEST_PT_SIDEBAND_ONLY)"
+LIVE_SOURCE = "pt" if HAS_PT else TEST_MODE_SOURCE
 # What a decode elsewhere cannot know, or says about itself.
 LIVE_ONLY_META = {"decoded_from", "recording_start_ns", "loss.ring_buffer_drops",
                   "loss.task_storage_failures", "loss.comm_map_failures",
@@ -64,7 +68,7 @@ def keep_raw_decodes_to_the_live_dump():
         run = live_pt_run(out)
         check(run.rc == 0, run.describe())
         attached = [o for o in run.json_lines() if o.get("type") == "attached"]
-        check(attached and attached[0]["source"] == "pt", "source: %r" % attached)
+        check(attached and attached[0]["source"] == LIVE_SOURCE, "source: %r" % attached)
         raws = sorted(glob.glob(os.path.join(out, "*.hybtrace-raw")))
         dumps = sorted(glob.glob(os.path.join(out, "*.perfetto-trace")))
         check(raws and len(raws) == len(dumps), "raw %r, dumps %r" % (raws, dumps))
@@ -73,7 +77,7 @@ def keep_raw_decodes_to_the_live_dump():
         for raw, dump in zip(raws, dumps):
             os.chmod(raw, 0o644)
             live = report_json(dump)
-            check(live["metadata"]["on_cpu_source"] == "pt", "%r" % live["metadata"])
+            check(live["metadata"]["on_cpu_source"] == LIVE_SOURCE, "%r" % live["metadata"])
             check(int(live["metadata"]["pt.freeze_last_ns"]) > 0, "no freeze delay")
             check(live["timeline"], "empty timeline in %s" % dump)
             # As root: exactly the live dump.
@@ -94,6 +98,35 @@ def keep_raw_decodes_to_the_live_dump():
             again = p.stdout.strip()
             check(again != made, "a second decode overwrote %s" % made)
             check_same(live, report_json(again), also=("loss.pt_code_unreadable",))
+
+
+def report_text(path):
+    p = subprocess.run([HYBTRACE, "report", path], capture_output=True, text=True, timeout=120)
+    check(p.returncode == 0, "report %s failed: %s" % (path, p.stderr))
+    return p.stdout
+
+
+@test
+def test_mode_dumps_say_they_hold_no_pt():
+    """The test mode opens no PT event (nor could it here without PT): its dumps, their
+    offline decode and their report say so, and hold no PT bytes."""
+    need_root()
+    with tempfile.TemporaryDirectory() as out, tempfile.TemporaryDirectory() as dec:
+        run = live_pt_run(out, ["--max-dumps", "1"], env=TEST_MODE)
+        check(run.rc == 0, run.describe())
+        attached = [o for o in run.json_lines() if o.get("type") == "attached"]
+        check(attached and attached[0]["source"] == TEST_MODE_SOURCE, "source: %r" % attached)
+        raws = glob.glob(os.path.join(out, "*.hybtrace-raw"))
+        dumps = glob.glob(os.path.join(out, "*.perfetto-trace"))
+        check(len(raws) == 1 and len(dumps) == 1, "raw %r, dumps %r" % (raws, dumps))
+        p = decode(raws[0], dec)
+        check(p.returncode == 0, "decode %s: %s" % (raws[0], p.stderr))
+        for dump in (dumps[0], p.stdout.strip()):
+            meta = report_json(dump)["metadata"]
+            check(meta["on_cpu_source"] == TEST_MODE_SOURCE, "%s: %r" % (dump, meta))
+            check(meta["pt.bytes"] == "0", "%s: PT bytes in a test capture: %r" % (dump, meta))
+            text = report_text(dump)
+            check(TEST_MODE_LINE in text.splitlines()[2], "%s: report says\n%s" % (dump, text))
 
 
 @test
@@ -153,5 +186,7 @@ def real_pt_capture_decodes_call_stacks():
         dumps = sorted(glob.glob(os.path.join(out, "*.perfetto-trace")))
         check(dumps, "no dump: " + run.describe())
         r = report_json(dumps[0])
+        check(r["metadata"]["on_cpu_source"] == "pt", "%r" % r["metadata"])
+        check(TEST_MODE_LINE not in report_text(dumps[0]), "a real capture called a test one")
         check(int(r["metadata"]["pt.instructions"]) > 0, "nothing decoded: %r" % r["metadata"])
         check(int(r["metadata"]["pt.threads"]) >= 1, "%r" % r["metadata"])

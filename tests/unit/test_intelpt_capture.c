@@ -767,6 +767,8 @@ TEST(sideband_follows_a_thread_born_after_attach)
 	trigger = mono_now();
 	CHECK(!ht_intelpt_freeze(&pt, trigger, &cap));
 	CHECK(cap.nsidebands >= 1);
+	/* No PT event, no AUX area: the capture says so, and its dumps will. */
+	CHECK(ht_rawcap_sideband_only(&cap) && cap.nstreams == 0);
 	memset(&set, 0, sizeof(set));
 	for (size_t i = 0; i < cap.nsidebands; i++)
 		CHECK(!ht_sb_parse(cap.sidebands[i].data, cap.sidebands[i].len,
@@ -877,6 +879,7 @@ TEST(real_pt_capture)
 		psb |= has_psb(cap.streams[i].data, cap.streams[i].len);
 	}
 	CHECK(psb);
+	CHECK(!ht_rawcap_sideband_only(&cap));
 	CHECK(cap.pt.fields.pt && cap.pt.fields.branch && cap.pt.fields.tsc);
 	CHECK(!strcmp(cap.cpuid.vendor, "GenuineIntel"));
 	ht_rawcap_free(&cap);

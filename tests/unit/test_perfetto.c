@@ -1112,6 +1112,49 @@ TEST(reader_rejects_wrong_wire_types)
 	CHECK(read_fails("\x0a\x0c\x40\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01", 14, "varint"));
 }
 
+/* A thread descriptor as another system writes it: tid is int64 in Perfetto's .proto. */
+static void thread_packet(struct pb_buf *b, uint64_t uuid, int64_t tid)
+{
+	size_t p = packet_begin(b, 1, 0);
+	size_t d = pb_begin(b, PFT_PACKET_TRACK_DESCRIPTOR);
+	size_t t;
+
+	pb_varint(b, PFT_TRACK_UUID, uuid);
+	t = pb_begin(b, PFT_TRACK_THREAD);
+	pb_int(b, PFT_THREAD_PID, 7);
+	pb_int(b, PFT_THREAD_TID, tid);
+	pb_string(b, PFT_THREAD_NAME, "t");
+	pb_end(b, t);
+	pb_end(b, d);
+	pb_end(b, p);
+}
+
+TEST(reader_refuses_tids_wider_than_32_bits)
+{
+	struct pb_buf b;
+	struct timeline *tl;
+	char err[256] = "";
+
+	pb_buf_init(&b);
+	thread_packet(&b, 5, -42);
+	tl = pftr_read_mem(b.data, b.len, NULL, err, sizeof(err));
+	CHECK(tl != NULL);
+	if (tl) {
+		CHECK_EQ_U64(tl_track_count(tl), 1);
+		CHECK_EQ_U64((uint64_t)(int64_t)tl_track(tl, 0)->tid, (uint64_t)-42);
+	}
+	tl_free(tl);
+
+	/* 2^32 + 5 would wrap onto thread 5. */
+	pb_buf_reset(&b);
+	thread_packet(&b, 5, ((int64_t)1 << 32) + 5);
+	CHECK(read_fails(b.data, b.len, "thread id 4294967301 does not fit in 32 bits"));
+	pb_buf_reset(&b);
+	thread_packet(&b, 5, (int64_t)INT32_MIN - 1);
+	CHECK(read_fails(b.data, b.len, "does not fit in 32 bits"));
+	pb_buf_free(&b);
+}
+
 /* Incremental state: lost state skips packets until the sequence is cleared again. */
 TEST(reader_follows_incremental_state_per_sequence)
 {

@@ -383,6 +383,8 @@ TEST(round_trip_of_a_full_capture)
 	CHECK_EQ_U64(r.format_minor, HT_RAWCAP_MINOR);
 	check_same(&c, &r, true);
 	check_same_comms(&c, &r);
+	/* It had an AUX area: not a capture of the sideband-only test mode. */
+	CHECK(!ht_rawcap_sideband_only(&r));
 	ht_rawcap_free(&r);
 	/* Never over an existing file. */
 	CHECK(ht_rawcap_write(path, &c) == -1);
