@@ -128,6 +128,12 @@ $(BUILD)/workloads/callstack_nofp: tests/workloads/callstack.c tests/workloads/w
 	$(Q)$(CC) -D_GNU_SOURCE -O2 -g -fomit-frame-pointer -Wall -Wextra -Werror -Iinclude -o $@ $< -lpthread
 WORKLOAD_BINS += $(BUILD)/workloads/callstack_nofp
 
+# And without any CFI of its own (no .eh_frame, no -g): unwinding it asks for a separate debug file.
+$(BUILD)/workloads/callstack_nocfi: tests/workloads/callstack.c tests/workloads/workload.h | $(BUILD)/workloads
+	$(call msg,WORKLOAD,$@)
+	$(Q)$(CC) -D_GNU_SOURCE -O2 -fomit-frame-pointer -fno-asynchronous-unwind-tables -fno-unwind-tables -Wall -Wextra -Werror -Iinclude -o $@ $< -lpthread
+WORKLOAD_BINS += $(BUILD)/workloads/callstack_nocfi
+
 # The library trigger_target loads with dlopen; not a program of its own.
 WORKLOAD_BINS := $(filter-out $(BUILD)/workloads/libtrig,$(WORKLOAD_BINS)) $(BUILD)/workloads/libtrig.so
 $(BUILD)/workloads/libtrig.so: tests/workloads/libtrig.c | $(BUILD)/workloads

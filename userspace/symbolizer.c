@@ -167,14 +167,12 @@ static struct ht_elf_symbols *check_debug_file(struct ht_symbolizer *s, int fd, 
 	return d;
 }
 
-/* Try one candidate; returns 1 when its symbols were added to MOD. */
-static int try_debug_file(struct ht_symbolizer *s, struct module *mod, const char *path,
-			  int in_root, const struct debug_want *want)
+/* One candidate, opened as FD (or not: -1, -2); returns 1 when its symbols were added to MOD. */
+static int add_debug_file(struct ht_symbolizer *s, struct module *mod, int fd, const char *shown,
+			  const struct debug_want *want)
 {
-	char shown[4400];
 	struct ht_elf_symbols *d;
 	char *source;
-	int fd = ht_target_open_file(&s->target, path, in_root, shown, sizeof(shown));
 
 	if (fd < 0) {
 		if (fd == -1)
@@ -196,18 +194,30 @@ static int try_debug_file(struct ht_symbolizer *s, struct module *mod, const cha
 	return 1;
 }
 
-/* /usr/lib/debug/.build-id/ab/cdef....debug, in the target's root, then on the host. */
+/* Try the file at PATH, in the target's root or on the host. */
+static int try_debug_file(struct ht_symbolizer *s, struct module *mod, const char *path,
+			  int in_root, const struct debug_want *want)
+{
+	char shown[4400];
+	int fd = ht_target_open_file(&s->target, path, in_root, shown, sizeof(shown));
+
+	return add_debug_file(s, mod, fd, shown, want);
+}
+
+/* By build-id, in the target's root, then on the host. */
 static int find_by_build_id(struct ht_symbolizer *s, struct module *mod, const char *build_id)
 {
 	struct debug_want want = {.build_id = build_id};
-	char path[256];
+	char shown[4400];
+	int fd;
 
-	if (strlen(build_id) < 3)
-		return 0;
-	snprintf(path, sizeof(path), "/usr/lib/debug/.build-id/%.2s/%s.debug", build_id,
-		 build_id + 2);
-	return try_debug_file(s, mod, path, 1, &want) ||
-	       (!s->target.same_root && try_debug_file(s, mod, path, 0, &want));
+	for (int place = 0; place < HT_DEBUG_PLACES; place++) {
+		fd = ht_target_open_build_id_debug(&s->target, build_id, place, shown,
+						   sizeof(shown));
+		if (add_debug_file(s, mod, fd, shown, &want))
+			return 1;
+	}
+	return 0;
 }
 
 /* A debuglink names a file, never a path: the target wrote it. */

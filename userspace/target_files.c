@@ -186,6 +186,24 @@ int ht_target_open_file(const struct ht_target *t, const char *path, int in_root
 	return reopen_regular(pfd, shown, NULL, &st);
 }
 
+int ht_target_open_build_id_debug(const struct ht_target *t, const char *build_id,
+				  enum ht_debug_place place, char *shown, size_t shown_len)
+{
+	size_t len = strlen(build_id);
+	char path[256];
+
+	snprintf(shown, shown_len, "%s", "");
+	/* Two digits name the directory; the note's bytes, never a path, name the file. */
+	if (len < 3 || len > 128 || strspn(build_id, "0123456789abcdef") != len)
+		return -2;
+	/* The same root: the host's copy is the one just tried. */
+	if (place == HT_DEBUG_ON_HOST && t->same_root)
+		return -2;
+	snprintf(path, sizeof(path), "/usr/lib/debug/.build-id/%.2s/%s.debug", build_id,
+		 build_id + 2);
+	return ht_target_open_file(t, path, place == HT_DEBUG_IN_ROOT, shown, shown_len);
+}
+
 int ht_target_read_memory(const struct ht_target *t, uint64_t addr, void *buf, size_t len)
 {
 	char path[64];

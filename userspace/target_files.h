@@ -50,6 +50,23 @@ int ht_target_stat_mapping(const struct ht_target *t, const struct ht_mapping *m
 int ht_target_open_file(const struct ht_target *t, const char *path, int in_root, char *shown,
 			size_t shown_len);
 
+/* Where separate debug files are looked for, in this order. */
+enum ht_debug_place {
+	HT_DEBUG_IN_ROOT, /* the target's /usr/lib/debug, symlinks resolved in its root */
+	HT_DEBUG_ON_HOST, /* ours, when the target's root is another */
+	HT_DEBUG_PLACES,
+};
+
+/*
+ * The separate debug file of BUILD_ID (hex, as a build-id note gives it),
+ * /usr/lib/debug/.build-id/ab/cdef....debug in PLACE, as gdb and libdwfl
+ * name it. A regular file only: what a target plants there (a FIFO, a
+ * symlink out of its root) is not opened. Returns an fd, -2 when PLACE has
+ * none, or -1 with ht_fail(); SHOWN gets the path tried.
+ */
+int ht_target_open_build_id_debug(const struct ht_target *t, const char *build_id,
+				  enum ht_debug_place place, char *shown, size_t shown_len);
+
 /* LEN bytes of the target's memory at ADDR, from /proc/PID/mem. 0, or -1 with ht_fail(). */
 int ht_target_read_memory(const struct ht_target *t, uint64_t addr, void *buf, size_t len);
 

@@ -12,18 +12,18 @@
 #include <dwarf.h>
 #include <elf.h>
 #include <elfutils/libdwfl.h>
-#include <errno.h>
-#include <fcntl.h>
-#include <inttypes.h>
 #include <limits.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/auxv.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "log.h"
+#include "proc_maps.h"
+#include "target_files.h"
 #include "unwind_dwarf.h"
 
 /* libdw's x86-64 DWARF register numbers (the psABI's), as the frame state holds them. */
@@ -36,11 +36,9 @@
 /* One module: the mappings of one file, or the vdso. */
 struct ht_dwarf_module {
 	struct ht_dwarf_unwinder *owner;
-	char *path;		     /* as /proc/PID/maps names it */
-	uint64_t map_start, map_end; /* its first mapping: the /proc/PID/map_files entry */
-	uint8_t *vdso_image;	     /* the vdso's copy, which its Elf reads from */
+	struct ht_mapping first; /* its first mapping (path owned): what its file is opened by */
+	uint8_t *vdso_image;	 /* the vdso's copy, which its Elf reads from */
 	bool is_vdso;
-	bool deleted;	  /* "(deleted)": only map_files can still open it */
 	bool debug_found; /* the separate debug file was handed out */
 	bool reported;	  /* in the report being made */
 	/*
@@ -64,12 +62,12 @@ struct ht_dwarf_sample {
 
 struct ht_dwarf_unwinder {
 	int pid;
+	struct ht_target target; /* every file of the process is opened through it */
 	Dwfl *dwfl;
 	/* A bare ELF header that tells libdwfl the architecture before any module is opened. */
 	Elf *arch_elf;
 	Elf64_Ehdr arch_ehdr;
-	char *maps; /* /proc/PID/maps as last reported */
-	size_t maps_len;
+	struct ht_maps maps; /* as last reported; none after a failed report */
 	struct ht_dwarf_module **modules;
 	size_t nmodules;
 	size_t modules_cap;
@@ -78,69 +76,16 @@ struct ht_dwarf_unwinder {
 
 /* ---- files the target sees ---------------------------------------------- */
 
-/* Read all of PATH, NUL-terminated (a /proc file: its size is not known in advance). */
-static int read_proc_file(const char *path, char **text, size_t *len)
+/*
+ * The module's file, as the target maps it (target_files.c: map_files, else
+ * its path resolved inside the target's root, and only the mapped inode).
+ * Returns an fd and *NAME (allocated), or -1.
+ */
+static int open_module_file(const struct ht_dwarf_module *m, char **name)
 {
-	size_t cap = 16384, used = 0;
-	char *buf = malloc(cap);
-	int fd = open(path, O_RDONLY | O_CLOEXEC), err = 0;
+	struct stat st;
 
-	if (fd < 0 || !buf) {
-		err = fd < 0 ? errno : ENOMEM;
-		free(buf);
-		if (fd >= 0)
-			close(fd);
-		return ht_fail("cannot read %s: %s", path, strerror(err));
-	}
-	for (;;) {
-		ssize_t n;
-
-		/* Always room for one more byte and the NUL. */
-		if (cap - used < 2) {
-			char *bigger = realloc(buf, cap * 2);
-
-			if (!bigger) {
-				err = ENOMEM;
-				break;
-			}
-			buf = bigger;
-			cap *= 2;
-		}
-		n = read(fd, buf + used, cap - used - 1);
-		if (n > 0) {
-			used += (size_t)n;
-			continue;
-		}
-		if (n < 0 && errno == EINTR)
-			continue;
-		err = n < 0 ? errno : 0;
-		break;
-	}
-	close(fd);
-	if (err) {
-		free(buf);
-		return ht_fail("cannot read %s: %s", path, strerror(err));
-	}
-	buf[used] = '\0';
-	*text = buf;
-	*len = used;
-	return 0;
-}
-
-/* Open the module's file as the target maps it, never by its path in our own root. */
-static int open_module_file(const struct ht_dwarf_module *m, char *opened, size_t len)
-{
-	int fd;
-
-	/* map_files names the very inode mapped, wherever it lives (needs CAP_SYS_ADMIN). */
-	snprintf(opened, len, "/proc/%d/map_files/%" PRIx64 "-%" PRIx64, m->owner->pid,
-		 m->map_start, m->map_end);
-	fd = open(opened, O_RDONLY | O_CLOEXEC);
-	if (fd >= 0 || m->deleted)
-		return fd;
-	/* The path resolved in the target's mount namespace and root. */
-	snprintf(opened, len, "/proc/%d/root%s", m->owner->pid, m->path);
-	return open(opened, O_RDONLY | O_CLOEXEC);
+	return ht_target_open_mapping(&m->owner->target, &m->first, name, &st);
 }
 
 /* Our own vdso: the kernel gives every 64-bit process the same image. */
@@ -160,21 +105,6 @@ static int copy_own_vdso(uint8_t *image, size_t len)
 	return 0;
 }
 
-static int read_target_memory(int pid, uint64_t addr, uint8_t *buf, size_t len)
-{
-	char path[64];
-	ssize_t n;
-	int fd;
-
-	snprintf(path, sizeof(path), "/proc/%d/mem", pid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -1;
-	n = pread(fd, buf, len, (off_t)addr);
-	close(fd);
-	return n == (ssize_t)len ? 0 : -1;
-}
-
 /* The vdso has no file: its Elf reads a copy of its image. */
 static Elf *vdso_elf(struct ht_dwarf_module *m, uint64_t len)
 {
@@ -186,7 +116,7 @@ static Elf *vdso_elf(struct ht_dwarf_module *m, uint64_t len)
 	image = malloc(len);
 	if (!image)
 		return NULL;
-	if (read_target_memory(m->owner->pid, m->map_start, image, len) &&
+	if (ht_target_read_memory(&m->owner->target, m->first.start, image, len) &&
 	    copy_own_vdso(image, len)) {
 		free(image);
 		return NULL;
@@ -207,7 +137,7 @@ static int find_elf(Dwfl_Module *mod, void **userdata, const char *modname, Dwar
 		    char **file_name, Elf **elfp)
 {
 	struct ht_dwarf_module *m = *userdata;
-	char opened[PATH_MAX + 64];
+	char *opened = NULL;
 	int fd;
 
 	(void)mod;
@@ -217,7 +147,7 @@ static int find_elf(Dwfl_Module *mod, void **userdata, const char *modname, Dwar
 		return -1;
 	if (m->is_vdso) {
 		/* libdwfl takes an Elf without a descriptor; -1 says there is none. */
-		*elfp = vdso_elf(m, m->map_end - m->map_start);
+		*elfp = vdso_elf(m, m->first.end - m->first.start);
 		return -1;
 	}
 	/* Held since the module appeared: the target may have exited by now. libdwfl owns it. */
@@ -232,17 +162,18 @@ static int find_elf(Dwfl_Module *mod, void **userdata, const char *modname, Dwar
 	 * On failure *file_name must stay unset: libdwfl would open that name
 	 * itself, in our root, and could find a different file there.
 	 */
-	fd = open_module_file(m, opened, sizeof(opened));
+	fd = open_module_file(m, &opened);
 	if (fd >= 0)
-		*file_name = strdup(opened);
+		*file_name = opened;
 	return fd;
 }
 
 /*
  * Separate debug files by build-id only (.debug_frame for code whose
  * .eh_frame was stripped or never made): first the target's
- * /usr/lib/debug, then ours. Not dwfl_standard_find_debuginfo: it may ask
- * debuginfod servers over the network, in the middle of a dump.
+ * /usr/lib/debug, then ours, opened as the symbolizer opens them. Not
+ * dwfl_standard_find_debuginfo: it may ask debuginfod servers over the
+ * network, in the middle of a dump, and it opens paths in our own root.
  */
 static int find_debuginfo(Dwfl_Module *mod, void **userdata, const char *modname, Dwarf_Addr base,
 			  const char *file_name, const char *debuglink_file,
@@ -250,9 +181,9 @@ static int find_debuginfo(Dwfl_Module *mod, void **userdata, const char *modname
 {
 	struct ht_dwarf_module *m = *userdata;
 	const unsigned char *id;
-	char hex[2 * 64 + 1], path[PATH_MAX];
+	char hex[2 * 64 + 1], shown[PATH_MAX + 64];
 	GElf_Addr id_vaddr;
-	int id_len, fd;
+	int id_len, fd = -1;
 
 	(void)modname;
 	(void)base;
@@ -267,18 +198,13 @@ static int find_debuginfo(Dwfl_Module *mod, void **userdata, const char *modname
 		return -1;
 	for (int i = 0; i < id_len; i++)
 		snprintf(hex + 2 * i, 3, "%02x", id[i]);
-	snprintf(path, sizeof(path), "/proc/%d/root/usr/lib/debug/.build-id/%.2s/%s.debug",
-		 m->owner->pid, hex, hex + 2);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0) {
-		snprintf(path, sizeof(path), "/usr/lib/debug/.build-id/%.2s/%s.debug", hex,
-			 hex + 2);
-		fd = open(path, O_RDONLY | O_CLOEXEC);
-	}
+	for (int place = 0; place < HT_DEBUG_PLACES && fd < 0; place++)
+		fd = ht_target_open_build_id_debug(&m->owner->target, hex, place, shown,
+						   sizeof(shown));
 	if (fd < 0)
 		return -1;
 	m->debug_found = true;
-	*debuginfo_file_name = strdup(path);
+	*debuginfo_file_name = strdup(shown);
 	return fd;
 }
 
@@ -355,13 +281,9 @@ static const Dwfl_Thread_Callbacks thread_callbacks = {
 
 /* The mappings of one file, consecutive in /proc/PID/maps. */
 struct maps_group {
-	char path[PATH_MAX];
-	uint64_t start, end;	     /* the module: first mapping's file start to last's end */
-	uint64_t map_start, map_end; /* the first mapping */
-	unsigned int dev_major, dev_minor;
-	uint64_t inode;
+	const struct ht_mapping *first; /* NULL: no group open */
+	uint64_t start, end;		/* the module: first mapping's file start to last's end */
 	bool exec;
-	bool open;
 };
 
 static void module_free(struct ht_dwarf_module *m)
@@ -371,7 +293,7 @@ static void module_free(struct ht_dwarf_module *m)
 	if (m->held_fd >= 0)
 		close(m->held_fd);
 	free(m->held_name);
-	free(m->path);
+	free(m->first.path);
 	free(m->vdso_image);
 	free(m);
 }
@@ -391,85 +313,50 @@ static int track_module(struct ht_dwarf_unwinder *u, struct ht_dwarf_module *m)
 	return 0;
 }
 
-static bool ends_with(const char *s, const char *suffix)
-{
-	size_t n = strlen(s), k = strlen(suffix);
-
-	return n >= k && !strcmp(s + n - k, suffix);
-}
-
 /* Report one group to libdwfl; a module it already had keeps its files and CFI. */
 static int report_group(struct ht_dwarf_unwinder *u, const struct maps_group *g)
 {
+	const char *path = g->first ? g->first->path : NULL;
 	struct ht_dwarf_module *m;
 	Dwfl_Module *mod;
 	void **userdata;
 
-	if (!g->open || !g->exec)
+	if (!g->first || !g->exec)
 		return 0;
-	mod = dwfl_report_module(u->dwfl, g->path, g->start, g->end);
+	mod = dwfl_report_module(u->dwfl, path, g->start, g->end);
 	if (!mod)
-		return ht_fail("cannot report %s: %s", g->path, dwfl_errmsg(-1));
+		return ht_fail("cannot report %s: %s", path, dwfl_errmsg(-1));
 	dwfl_module_info(mod, &userdata, NULL, NULL, NULL, NULL, NULL, NULL);
 	if (*userdata) {
 		((struct ht_dwarf_module *)*userdata)->reported = true;
 		return 0;
 	}
 	m = calloc(1, sizeof(*m));
-	if (!m || !(m->path = strdup(g->path)) || track_module(u, m)) {
+	if (!m)
+		return ht_fail("out of memory reporting %s", path);
+	m->first = *g->first;
+	m->first.path = strdup(path);
+	m->held_fd = -1;
+	if (!m->first.path || track_module(u, m)) {
 		module_free(m);
-		return ht_fail("out of memory reporting %s", g->path);
+		return ht_fail("out of memory reporting %s", path);
 	}
 	m->owner = u;
-	m->map_start = g->map_start;
-	m->map_end = g->map_end;
-	m->is_vdso = !strcmp(g->path, "[vdso]");
-	m->deleted = ends_with(g->path, " (deleted)");
+	m->is_vdso = !strcmp(path, "[vdso]");
 	m->reported = true;
-	m->held_fd = -1;
-	if (!m->is_vdso) {
-		char opened[PATH_MAX + 64];
-
-		m->held_fd = open_module_file(m, opened, sizeof(opened));
-		if (m->held_fd >= 0 && !(m->held_name = strdup(opened))) {
-			close(m->held_fd);
-			m->held_fd = -1;
-		}
-	}
+	if (!m->is_vdso)
+		m->held_fd = open_module_file(m, &m->held_name);
 	*userdata = m;
 	return 0;
 }
 
-/* Whether a maps line continues the group: the same file, further up. */
-static bool same_file(const struct maps_group *g, const struct maps_group *line)
+/* Whether mapping M continues the group: the same file, further up. */
+static bool same_file(const struct maps_group *g, const struct ht_mapping *m)
 {
-	return g->open && g->inode == line->inode && g->dev_major == line->dev_major &&
-	       g->dev_minor == line->dev_minor && line->map_start >= g->end &&
-	       !strcmp(g->path, line->path);
-}
+	const struct ht_mapping *first = g->first;
 
-/* Parse one line of /proc/PID/maps into LINE (a group of one mapping). */
-static bool parse_maps_line(const char *text, struct maps_group *line)
-{
-	unsigned long long start, end, offset, inode;
-	char perms[5];
-	int path_at = 0;
-
-	if (sscanf(text, "%llx-%llx %4s %llx %x:%x %llu %n", &start, &end, perms, &offset,
-		   &line->dev_major, &line->dev_minor, &inode, &path_at) < 7 ||
-	    end <= start)
-		return false;
-	snprintf(line->path, sizeof(line->path), "%.*s", (int)strcspn(text + path_at, "\n"),
-		 text + path_at);
-	line->map_start = start;
-	line->map_end = end;
-	line->end = end;
-	/* Where the file's offset 0 would be: libdwfl takes the load bias from there. */
-	line->start = offset <= start ? start - offset : start;
-	line->inode = inode;
-	line->exec = perms[2] == 'x';
-	line->open = true;
-	return true;
+	return first && first->inode == m->inode && first->dev_major == m->dev_major &&
+	       first->dev_minor == m->dev_minor && !strcmp(first->path, m->path);
 }
 
 /* Only files (a path) and the vdso have ELF images; [heap], [stack], anonymous have none. */
@@ -478,25 +365,32 @@ static bool is_module_path(const char *path)
 	return path[0] == '/' || !strcmp(path, "[vdso]");
 }
 
-static int report_maps(struct ht_dwarf_unwinder *u, const char *maps)
+static int report_maps(struct ht_dwarf_unwinder *u, const struct ht_maps *maps)
 {
-	struct maps_group group, line;
+	struct maps_group group = {0};
 	int err = 0;
 
-	group.open = false;
-	for (const char *at = maps; *at && !err; at = strchrnul(at, '\n'), at += *at == '\n') {
-		if (!parse_maps_line(at, &line) || !is_module_path(line.path)) {
+	for (size_t i = 0; i < maps->count && !err; i++) {
+		const struct ht_mapping *m = &maps->v[i];
+
+		if (!is_module_path(m->path)) {
 			err = report_group(u, &group);
-			group.open = false;
+			group.first = NULL;
 			continue;
 		}
-		if (same_file(&group, &line)) {
-			group.end = line.map_end;
-			group.exec |= line.exec;
+		if (same_file(&group, m)) {
+			group.end = m->end;
+			group.exec |= ht_mapping_is_exec(m);
 			continue;
 		}
 		err = report_group(u, &group);
-		group = line;
+		/* From where its offset 0 would be: libdwfl takes the load bias from there. */
+		group = (struct maps_group){
+			.first = m,
+			.start = m->offset <= m->start ? m->start - m->offset : m->start,
+			.end = m->end,
+			.exec = ht_mapping_is_exec(m),
+		};
 	}
 	if (!err)
 		err = report_group(u, &group);
@@ -517,44 +411,61 @@ static void sweep_modules(struct ht_dwarf_unwinder *u)
 	u->nmodules = kept;
 }
 
+static bool same_mapping(const struct ht_mapping *a, const struct ht_mapping *b)
+{
+	return a->start == b->start && a->end == b->end && a->offset == b->offset &&
+	       a->dev_major == b->dev_major && a->dev_minor == b->dev_minor &&
+	       a->inode == b->inode && !memcmp(a->perms, b->perms, sizeof(a->perms)) &&
+	       !strcmp(a->path, b->path);
+}
+
+static bool same_maps(const struct ht_maps *a, const struct ht_maps *b)
+{
+	if (a->count != b->count)
+		return false;
+	for (size_t i = 0; i < a->count; i++)
+		if (!same_mapping(&a->v[i], &b->v[i]))
+			return false;
+	return true;
+}
+
 int ht_dwarf_unwinder_refresh(struct ht_dwarf_unwinder *u)
 {
-	char path[64], *maps = NULL;
-	size_t len = 0;
+	struct ht_maps maps;
 	int err;
 
 	if (!u)
 		return ht_fail("no unwinder");
-	snprintf(path, sizeof(path), "/proc/%d/maps", u->pid);
-	if (read_proc_file(path, &maps, &len))
+	if (ht_maps_read(u->pid, &maps))
 		return -1;
 	/* A zombie's maps are empty: keep its modules for the samples still queued. */
-	if (len == 0) {
-		free(maps);
+	if (maps.count == 0) {
+		ht_maps_free(&maps);
 		return ht_fail("pid %d has exited: no mappings to report", u->pid);
 	}
 	/* Unchanged maps, the usual case between samples: nothing to redo. */
-	if (u->maps && len == u->maps_len && !memcmp(maps, u->maps, len)) {
-		free(maps);
+	if (same_maps(&maps, &u->maps)) {
+		ht_maps_free(&maps);
 		return 0;
 	}
+	/*
+	 * Its root again (chroot, exec); without it files still open through
+	 * map_files, so a failure here is no reason to stop.
+	 */
+	ht_target_reopen_root(&u->target);
 	for (size_t i = 0; i < u->nmodules; i++)
 		u->modules[i]->reported = false;
 	dwfl_report_begin(u->dwfl);
-	err = report_maps(u, maps);
+	err = report_maps(u, &maps);
 	/* Ends the report even after an error: the Dwfl is unusable until it is ended. */
 	if (dwfl_report_end(u->dwfl, NULL, NULL) && !err)
 		err = ht_fail("cannot report modules of pid %d: %s", u->pid, dwfl_errmsg(-1));
 	sweep_modules(u);
-	if (err) {
-		/* Forget these maps, so that the next refresh reports them again. */
-		free(maps);
-		maps = NULL;
-		len = 0;
-	}
-	free(u->maps);
+	ht_maps_free(&u->maps);
+	/* After an error no maps are kept, so that the next refresh reports them again. */
+	if (err)
+		ht_maps_free(&maps);
 	u->maps = maps;
-	u->maps_len = len;
 	return err;
 }
 
@@ -649,6 +560,7 @@ struct ht_dwarf_unwinder *ht_dwarf_unwinder_new(int pid)
 		return NULL;
 	}
 	u->pid = pid;
+	ht_target_init(&u->target, pid);
 	elf_version(EV_CURRENT);
 	u->arch_elf = arch_elf(&u->arch_ehdr);
 	u->dwfl = dwfl_begin(&dwfl_callbacks);
@@ -680,6 +592,7 @@ void ht_dwarf_unwinder_free(struct ht_dwarf_unwinder *u)
 	for (size_t i = 0; i < u->nmodules; i++)
 		module_free(u->modules[i]);
 	free(u->modules);
-	free(u->maps);
+	ht_maps_free(&u->maps);
+	ht_target_close(&u->target);
 	free(u);
 }

@@ -66,11 +66,12 @@ struct ht_dwarf_unwinder;
 
 /*
  * An unwinder for process PID, with the modules its /proc/PID/maps shows
- * now. ELF files are opened lazily, on the first sample that needs them,
- * through /proc/PID/map_files (needs CAP_SYS_ADMIN or
- * CAP_CHECKPOINT_RESTORE) or else /proc/PID/root, so a target in a container
- * is read through its own mount namespace. Returns NULL with
- * ht_last_error() set.
+ * now. ELF files are opened through target_files.c when their mappings
+ * appear: /proc/PID/map_files (needs CAP_SYS_ADMIN or
+ * CAP_CHECKPOINT_RESTORE) or else by path inside /proc/PID/root, so a target
+ * in a container is read through its own mount namespace; separate debug
+ * files by build-id inside that root too. Returns NULL with ht_last_error()
+ * set.
  */
 struct ht_dwarf_unwinder *ht_dwarf_unwinder_new(int pid);
 

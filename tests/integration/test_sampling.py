@@ -7,10 +7,11 @@ import shutil
 import signal
 import subprocess
 import tempfile
+import threading
 import time
 
-from harness import (HYBTRACE, Failure, check, hybtrace, in_ci, need_root, read_log, test,
-                     wait_for, workload)
+from harness import (HYBTRACE, Attached, Failure, check, hybtrace, in_ci, need_root, read_log,
+                     test, wait_for, workload)
 
 
 def report(path):
@@ -164,6 +165,93 @@ def target_in_its_own_namespaces_resolves():
         rep = report(dumps[0])
         names = {l["name"] for l in rep["timeline"] if "samples)" in l["what"]}
         check({"work_a", "work_b", "work_c"} <= names, "unresolved stacks: %r" % sorted(names)[:30])
+
+
+def build_id(binary):
+    p = subprocess.run(["readelf", "-n", binary], capture_output=True, text=True)
+    ids = [l.split(":", 1)[1].strip() for l in p.stdout.splitlines() if "Build ID:" in l]
+    check(p.returncode == 0 and ids, "no build-id in %s: %s" % (binary, p.stderr))
+    return ids[0]
+
+
+class FifoWatch:
+    """Whether anything opens the FIFO at PATH for reading: a writer that does not wait sees a
+    reader (ENXIO means none), and its open releases a reader blocked in open()."""
+
+    def __init__(self, path):
+        self.path = path
+        self.opened = False
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self.watch, daemon=True)
+        self.thread.start()
+
+    def watch(self):
+        while not self.done.is_set():
+            try:
+                os.close(os.open(self.path, os.O_WRONLY | os.O_NONBLOCK))
+                self.opened = True
+            except OSError:
+                pass
+            self.done.wait(0.002)
+
+    def stop(self):
+        self.done.set()
+        self.thread.join()
+        return self.opened
+
+
+@test
+def dwarf_debug_file_symlink_stays_in_the_targets_root():
+    need_root()
+    unshare = shutil.which("unshare")
+    check(unshare, "unshare (util-linux) is missing")
+    # No CFI of its own: unwinding its code asks for its debug file by build-id.
+    binary = workload("callstack_nocfi")
+    bid = build_id(binary)
+    debug_dir = "/usr/lib/debug/.build-id/" + bid[:2]
+    with tempfile.TemporaryDirectory() as tmp:
+        outside = os.path.join(tmp, "outside")
+        layer = os.path.join(tmp, "layer")
+        out = os.path.join(tmp, "out")
+        for d in (outside, layer, out):
+            os.mkdir(d)
+        canary = os.path.join(outside, "canary.fifo")
+        os.mkfifo(canary)
+        # Inside its own mount namespace the target plants, in its /usr/lib/debug (an overlay
+        # only it sees), an absolute symlink to the canary, then hides the canary from itself:
+        # the path names it only in hybtrace's root.
+        script = ("set -e; mount -t tmpfs none {layer}; mkdir {layer}/up {layer}/work; "
+                  "mount -t overlay overlay -o lowerdir=/usr/lib,upperdir={layer}/up,"
+                  "workdir={layer}/work /usr/lib; mkdir -p {dir}; ln -s {canary} {dir}/{file}; "
+                  "mount -t tmpfs none {outside}; exec {binary} 30 15 1000").format(
+                      layer=layer, dir=debug_dir, canary=canary, file=bid[2:] + ".debug",
+                      outside=outside, binary=binary)
+        log = os.path.join(tmp, "log")
+        # Rounds enough to outlive the first dump: its stacks are unwound while the target lives.
+        watch = FifoWatch(canary)
+        ht = Attached(["run", "--json", "--quiet", "--rq-delay", "off", "--syscall", "10ms",
+                       "--syscalls", "clock_nanosleep", "--sample-freq", "10000", "--pre",
+                       "250ms", "--callgraph", "dwarf", "--output", out, "--",
+                       unshare, "--mount", "sh", "-c", script], env={"HT_WORKLOAD_LOG": log})
+        try:
+            ht.wait_attached()
+            # A hang here is the canary's open waiting for a writer.
+            wait_for(lambda: ht.proc.poll() is not None or
+                     any(o.get("type") == "dump" for o in ht.json_lines()), 60, "the first dump")
+            breaches = ht.breaches()
+            check(breaches, "no breach\n" + ht.describe())
+            os.kill(breaches[0]["pid"], signal.SIGKILL)
+            ht.wait(60)
+        finally:
+            opened = watch.stop()
+            ht.close()
+        check(not opened, "hybtrace opened the canary FIFO %s through the target's symlink\n%s"
+              % (canary, ht.describe()))
+        # `run` exits with its command's status: 128 + SIGKILL.
+        check(ht.rc == 128 + signal.SIGKILL, ht.describe())
+        check(read_log(log), "the workload did not run")
+        check(glob.glob(os.path.join(out, "*-syscall.perfetto-trace")),
+              "no dump, so no stack was unwound\n" + ht.describe())
 
 
 @test

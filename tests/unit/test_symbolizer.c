@@ -25,6 +25,7 @@
 #include "log.h"
 #include "proc_maps.h"
 #include "symbolizer.h"
+#include "target_files.h"
 
 static const char lib_c[] = "__attribute__((noinline)) int ht_lib_function(int x)\n"
 			    "{\n"
@@ -677,6 +678,60 @@ TEST(own_process_and_unknown_addresses)
 	ht_symbolizer_free(s);
 	CHECK(ht_symbolizer_new(-7) == NULL);
 	CHECK(strstr(ht_last_error(), "/proc/-7/maps") != NULL);
+}
+
+/*
+ * A debug file by build-id in a root of our making, as /proc/PID/root opens a
+ * target's: the absolute symlink planted there resolves inside that root,
+ * and a FIFO is refused unopened.
+ */
+TEST(build_id_debug_file_stays_in_the_root)
+{
+	char base[] = "/tmp/ht-debugroot-XXXXXX", root[64], canary[96], inner[192], link[128];
+	char shown[512];
+	struct ht_target t;
+	int fd;
+
+	CHECK(mkdtemp(base) != NULL);
+	snprintf(root, sizeof(root), "%s/root", base);
+	snprintf(canary, sizeof(canary), "%s/outside/canary.fifo", base);
+	snprintf(inner, sizeof(inner), "%s%s", root, canary);
+	CHECK(!sh("mkdir -p '%s/usr/lib/debug/.build-id/ab' '%s/outside' '%s%s/outside'", root,
+		  base, root, base));
+	snprintf(link, sizeof(link), "%s/usr/lib/debug/.build-id/ab/12cd34ef.debug", root);
+	CHECK(!symlink(canary, link));
+	CHECK(!mkfifo(canary, 0600));
+	ht_target_init(&t, getpid());
+	t.root_fd = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	CHECK(t.root_fd >= 0);
+	/* Followed from our root the symlink names our FIFO; inside that root, nothing. */
+	CHECK(ht_target_open_build_id_debug(&t, "ab12cd34ef", HT_DEBUG_IN_ROOT, shown,
+					    sizeof(shown)) == -2);
+	/* The FIFO where it leads inside the root: refused, and no writer finds a reader. */
+	CHECK(!mkfifo(inner, 0600));
+	CHECK(ht_target_open_build_id_debug(&t, "ab12cd34ef", HT_DEBUG_IN_ROOT, shown,
+					    sizeof(shown)) == -1);
+	CHECK(strstr(ht_last_error(), "not a regular file") != NULL);
+	CHECK(open(inner, O_WRONLY | O_NONBLOCK) == -1 && errno == ENXIO);
+	/* A regular file there is the debug file, named as the target sees it. */
+	CHECK(!sh("rm '%s' && echo debug > '%s'", inner, inner));
+	fd = ht_target_open_build_id_debug(&t, "ab12cd34ef", HT_DEBUG_IN_ROOT, shown,
+					   sizeof(shown));
+	CHECK(fd >= 0);
+	if (fd >= 0)
+		close(fd);
+	CHECK(strstr(shown, "/root/usr/lib/debug/.build-id/ab/12cd34ef.debug") != NULL);
+	/* Only hex digits name a file: no path goes through. */
+	CHECK(ht_target_open_build_id_debug(&t, "ab/../../x", HT_DEBUG_IN_ROOT, shown,
+					    sizeof(shown)) == -2);
+	CHECK(ht_target_open_build_id_debug(&t, "ab", HT_DEBUG_IN_ROOT, shown, sizeof(shown)) ==
+	      -2);
+	/* Our own /usr/lib/debug only for a target whose root is another. */
+	t.same_root = 1;
+	CHECK(ht_target_open_build_id_debug(&t, "ab12cd34ef", HT_DEBUG_ON_HOST, shown,
+					    sizeof(shown)) == -2);
+	ht_target_close(&t);
+	sh("rm -rf '%s'", base);
 }
 
 /* Where the distribution keeps libc's symbols, when its debug package is installed. */

@@ -13,6 +13,7 @@
 #include <fcntl.h>
 #include <linux/capability.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
 #include <sys/auxv.h>
@@ -921,6 +922,115 @@ TEST(opens_files_in_the_target_namespace)
 	symbolizer_free(&sym);
 }
 
+/*
+ * Whether anything opens the FIFO at PATH for reading while it is watched: a
+ * writer that does not wait sees a reader (ENXIO means none), and its open
+ * releases a reader blocked in open(), so a broken unwinder fails the test
+ * instead of hanging it.
+ */
+struct fifo_watch {
+	const char *path;
+	int stop;
+	int opened;
+	pthread_t thread;
+};
+
+static void *watch_fifo(void *arg)
+{
+	struct fifo_watch *w = arg;
+
+	while (!__atomic_load_n(&w->stop, __ATOMIC_ACQUIRE)) {
+		int fd = open(w->path, O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+
+		if (fd >= 0) {
+			__atomic_store_n(&w->opened, 1, __ATOMIC_RELEASE);
+			close(fd);
+		}
+		usleep(1000);
+	}
+	return NULL;
+}
+
+static int fifo_watch_start(struct fifo_watch *w, const char *path)
+{
+	*w = (struct fifo_watch){.path = path};
+	return pthread_create(&w->thread, NULL, watch_fifo, w) ? -1 : 0;
+}
+
+/* Whether the FIFO was opened for reading. */
+static int fifo_watch_stop(struct fifo_watch *w)
+{
+	__atomic_store_n(&w->stop, 1, __ATOMIC_RELEASE);
+	pthread_join(w->thread, NULL);
+	return w->opened;
+}
+
+/* In a child without map_files access: a new unwinder of PID, and an unwind of S. */
+static int unwinds_without_map_files(int pid, const struct sample *s)
+{
+	struct ht_dwarf_unwinder *u;
+	uint64_t ips[MAX_FRAMES];
+	pid_t child = fork();
+	int status;
+
+	if (child == 0) {
+		if (drop_map_files_caps())
+			_exit(2);
+		u = ht_dwarf_unwinder_new(pid);
+		if (!u)
+			_exit(4);
+		if (ht_dwarf_unwind(u, &s->regs, s->stack, s->stack_len, ips, MAX_FRAMES) < 1)
+			_exit(5);
+		ht_dwarf_unwinder_free(u);
+		_exit(0);
+	}
+	if (child < 0 || waitpid(child, &status, 0) != child)
+		return -1;
+	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+/*
+ * Without map_files a mapped file is opened by its path in the target's
+ * root. The target covers its program with a symlink to a FIFO, an absolute
+ * path that names a file of ours: the unwinder must not open it.
+ */
+TEST(mapped_file_covered_by_a_symlink_is_not_followed_out)
+{
+	static struct sample s;
+	char mnt[128], script[1024], inside[160], canary[160], cmd[1024];
+	struct fifo_watch watch;
+	struct child c;
+	int target;
+
+	REQUIRE_NAMESPACES();
+	REQUIRE_FIXTURE();
+	snprintf(mnt, sizeof(mnt), "%s/ns_covered", fx.dir);
+	snprintf(inside, sizeof(inside), "%s/chain_ns", mnt);
+	snprintf(canary, sizeof(canary), "%s/covered_canary.fifo", fx.dir);
+	CHECK(!mkdir(mnt, 0755));
+	CHECK(!mkfifo(canary, 0600));
+	snprintf(script, sizeof(script), "mount -t tmpfs none '%s' && cp '%s' '%s' && exec '%s'",
+		 mnt, fx.prog, inside, inside);
+	char *argv[] = {"unshare", "--mount", "--pid", "--fork", "--mount-proc",
+			"sh",	   "-c",      script,  NULL};
+	CHECK(!spawn(&c, argv));
+	if (c.pid <= 0)
+		return;
+	CHECK(!read_sample(&c, &s));
+	target = child_named(c.pid, "chain_ns");
+	CHECK(target > 0);
+	/* Mapped, and now its path leads elsewhere: maps still names the covered file. */
+	snprintf(cmd, sizeof(cmd),
+		 "nsenter -t %d -m sh -c \"mount -t tmpfs none '%s' && ln -s '%s' '%s'\"", target,
+		 mnt, canary, inside);
+	CHECK(!run_quiet(cmd));
+	if (target > 0 && !fifo_watch_start(&watch, canary)) {
+		CHECK_EQ_U64(unwinds_without_map_files(target, &s), 0);
+		CHECK(!fifo_watch_stop(&watch));
+	}
+	child_end(&c);
+}
+
 /* The hex build-id of FILE into HEX, or -1. */
 static int build_id_of(const char *file, char *hex, size_t len)
 {
@@ -947,6 +1057,23 @@ static int build_id_of(const char *file, char *hex, size_t len)
  * own code: its CFI is only in a separate debug file, found by build-id in the
  * target's /usr/lib/debug (a tmpfs there, inside a mount namespace).
  */
+/* chain_split, whose CFI is in chain_split.debug alone; HEX gets its build-id. */
+static int build_split(char *hex, size_t len)
+{
+	char cmd[1024];
+
+	snprintf(cmd, sizeof(cmd),
+		 "cd '%s' && cc " COMMON_CFLAGS " -fno-asynchronous-unwind-tables -g "
+		 "-o chain_split chain.c -ldl && "
+		 "objcopy --only-keep-debug chain_split chain_split.debug && "
+		 "strip --strip-debug chain_split",
+		 fx.dir);
+	if (run_quiet(cmd))
+		return -1;
+	snprintf(cmd, sizeof(cmd), "%s/chain_split", fx.dir);
+	return build_id_of(cmd, hex, len);
+}
+
 TEST(finds_debug_file_by_build_id)
 {
 	static struct sample s;
@@ -965,16 +1092,9 @@ TEST(finds_debug_file_by_build_id)
 	if (access("/usr/lib/debug", F_OK))
 		SKIP_TEST("no /usr/lib/debug to mount the target's debug files over");
 	REQUIRE_FIXTURE();
-	snprintf(cmd, sizeof(cmd),
-		 "cd '%s' && cc " COMMON_CFLAGS " -fno-asynchronous-unwind-tables -g "
-		 "-o chain_split chain.c -ldl && "
-		 "objcopy --only-keep-debug chain_split chain_split.debug && "
-		 "strip --strip-debug chain_split",
-		 fx.dir);
-	if (run_quiet(cmd))
+	if (build_split(hex, sizeof(hex)))
 		SKIP_TEST("cannot split debug info with objcopy and strip");
 	snprintf(cmd, sizeof(cmd), "%s/chain_split", fx.dir);
-	CHECK(!build_id_of(cmd, hex, sizeof(hex)));
 	snprintf(debug_file, sizeof(debug_file), "/usr/lib/debug/.build-id/%.2s/%s.debug", hex,
 		 hex + 2);
 	CHECK(access(debug_file, F_OK) == -1);
@@ -1005,6 +1125,50 @@ TEST(finds_debug_file_by_build_id)
 	}
 	child_end(&c);
 	symbolizer_free(&sym);
+}
+
+/*
+ * The target's debug file is an absolute symlink to a FIFO of ours, which its
+ * own mount namespace does not show: resolved in its root, it names nothing.
+ */
+TEST(debug_file_symlink_out_of_the_root_is_not_followed)
+{
+	static struct sample s;
+	struct ht_dwarf_unwinder *u;
+	uint64_t ips[MAX_FRAMES];
+	char hex[129], script[2048], outside[128], canary[160];
+	struct fifo_watch watch;
+	struct child c;
+
+	REQUIRE_NAMESPACES();
+	if (access("/usr/lib/debug", F_OK))
+		SKIP_TEST("no /usr/lib/debug to mount the target's debug files over");
+	REQUIRE_FIXTURE();
+	if (build_split(hex, sizeof(hex)))
+		SKIP_TEST("cannot split debug info with objcopy and strip");
+	snprintf(outside, sizeof(outside), "%s/outside", fx.dir);
+	snprintf(canary, sizeof(canary), "%s/canary.fifo", outside);
+	CHECK(!mkdir(outside, 0755));
+	CHECK(!mkfifo(canary, 0600));
+	snprintf(script, sizeof(script),
+		 "mount -t tmpfs none /usr/lib/debug && mkdir -p /usr/lib/debug/.build-id/%.2s && "
+		 "ln -s '%s' /usr/lib/debug/.build-id/%.2s/%s.debug && "
+		 "mount -t tmpfs none '%s' && exec '%s/chain_split'",
+		 hex, canary, hex, hex + 2, outside, fx.dir);
+	char *argv[] = {"unshare", "--mount", "sh", "-c", script, NULL};
+	CHECK(!spawn(&c, argv));
+	if (c.pid <= 0)
+		return;
+	CHECK(!read_sample(&c, &s));
+	CHECK(!fifo_watch_start(&watch, canary));
+	u = ht_dwarf_unwinder_new(c.pid);
+	CHECK(u != NULL);
+	/* gamma's CFI is nowhere now: the sampled IP alone, or what libdw guesses. */
+	if (u)
+		CHECK(ht_dwarf_unwind(u, &s.regs, s.stack, s.stack_len, ips, MAX_FRAMES) >= 1);
+	ht_dwarf_unwinder_free(u);
+	CHECK(!fifo_watch_stop(&watch));
+	child_end(&c);
 }
 
 static double now_s(void)

@@ -2,8 +2,9 @@
 /*
  * A known call structure for the on-CPU sources: main -> work_a -> work_b
  * spins PHASE_MS, returns; then main -> work_c spins PHASE_MS; then a
- * SLEEP_MS nanosleep (a syscall breach that triggers the dump). Built twice:
- * with frame pointers (callstack) and without (callstack_nofp). With
+ * SLEEP_MS nanosleep (a syscall breach that triggers the dump). Built three
+ * times: with frame pointers (callstack), without (callstack_nofp), and
+ * without them or any CFI of its own (callstack_nocfi). With
  * "thread", the rounds run in a thread born 200 ms after the start.
  * usage: callstack [PHASE_MS [SLEEP_MS [ROUNDS [thread]]]]
  */
