@@ -54,6 +54,17 @@ def bad_options():
 
 
 @test
+def repeated_options():
+    need_root()
+    me = str(os.getpid())
+    expect_usage_error(["--pid", me, "--pid", "1"], "--pid given twice")
+    expect_usage_error(["--pid", me, "--rq-delay", "1ms", "--rq-delay", "2ms"],
+                       "--rq-delay given twice")
+    expect_usage_error(["--pid", me, "--pre", "1ms", "--pre", "2ms"], "--pre given twice")
+    expect_usage_error(["run", "--json", "--json=x.json", "--", "true"], "--json given twice")
+
+
+@test
 def bad_btf():
     need_root()
     expect_usage_error(["--pid", str(os.getpid()), "--btf", "/nonexistent/vmlinux"],
