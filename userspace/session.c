@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/syscall.h>
 #include <sys/timerfd.h>
@@ -1213,12 +1214,24 @@ out:
  */
 static pid_t spawn_held(char **argv, bool stdout_to_stderr, int *go_fd, int *err_fd)
 {
+	const char *base = strrchr(argv[0], '/');
+	char own_name[16] = "", cmd_name[16];
 	int go[2], err[2];
 	pid_t pid;
 
 	if (pipe2(go, O_CLOEXEC) || pipe2(err, O_CLOEXEC))
 		return ht_fail("pipe: %s", strerror(errno));
+	/*
+	 * The child is named as the kernel will name it at exec (the file's base
+	 * name), not "hybtrace": set here before fork, it has that name from its
+	 * first event on, in the comm map, /proc, live lines and dumps alike.
+	 */
+	snprintf(cmd_name, sizeof(cmd_name), "%s", base && base[1] ? base + 1 : argv[0]);
+	prctl(PR_GET_NAME, own_name);
+	prctl(PR_SET_NAME, cmd_name);
 	pid = fork();
+	if (pid != 0)
+		prctl(PR_SET_NAME, own_name);
 	if (pid < 0)
 		return ht_fail("fork: %s", strerror(errno));
 	if (pid == 0) {
