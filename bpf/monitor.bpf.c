@@ -29,6 +29,13 @@ const volatile __u32 fr_slot_shift = 0; /* log2 of records per CPU */
 /* Take run-queue waits from task_struct::sched_info (CONFIG_SCHED_INFO); false: the thread's state. */
 const volatile bool rq_from_sched_info = true;
 
+/*
+ * Set by user space when the session ends: from then on no breach is
+ * counted or sent, so the ring can be drained to the last one counted and
+ * the summary's detected = reported + lost holds.
+ */
+__u32 breaches_stopped = 0;
+
 #define TASK_RUNNING 0
 #define TASK_DEAD    0x80
 
@@ -229,8 +236,12 @@ static __always_inline void count(__u32 counter)
 {
 	__u64 *c = bpf_map_lookup_elem(&counters, &counter);
 
+	/*
+	 * Atomic: the summary's counts must add up exactly, whichever program
+	 * runs in the middle of another on this CPU. Counted events are rare.
+	 */
 	if (c)
-		*c += 1;
+		__sync_fetch_and_add(c, 1);
 }
 
 static __always_inline __u32 log2_u64(__u64 v)
@@ -555,6 +566,8 @@ static __always_inline void emit_breach(__u32 kind, struct task_struct *p, struc
 {
 	struct ht_breach *b;
 
+	if (breaches_stopped)
+		return;
 	count(HT_CNT_BREACHES);
 	b = bpf_ringbuf_reserve(&breaches, sizeof(*b), 0);
 	if (!b) {
@@ -1008,7 +1021,7 @@ int BPF_PROG(handle_sys_exit, struct pt_regs *regs, long ret)
 	delta = now - st->syscall_since_ns;
 	fr_write(now, HT_FR_SYS_EXIT, HT_FRF_TARGET, st->syscall_nr, cur->pid, 0, ret);
 	hist_add(HT_BREACH_SYSCALL, delta);
-	if (delta < syscall_thresh_ns || !syscall_watched(st->syscall_nr)) {
+	if (delta < syscall_thresh_ns || !syscall_watched(st->syscall_nr) || breaches_stopped) {
 		st->syscall_since_ns = 0;
 		return 0;
 	}

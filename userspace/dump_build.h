@@ -10,6 +10,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include "dump_policy.h"
 #include "hybtrace/records.h"
 #include "recorder.h"
@@ -32,7 +33,8 @@ struct ht_dumper_config {
 	int tgid;
 	const char *target_comm;
 	const char *cmdline;
-	bool json; /* report written dumps as JSON lines on stdout */
+	bool json; /* report written dumps as JSON lines on json_out */
+	FILE *json_out;
 	const struct ht_monitor *monitor; /* NULL: offline (`hybtrace decode`) */
 	const struct ht_ksyms *ksyms;
 	struct ht_sampler *sampler; /* NULL: no sampling */

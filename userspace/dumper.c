@@ -50,14 +50,16 @@ static void report_written(struct ht_dumper *d, const struct ht_dump_job *job, c
 	char size[32], took[32];
 
 	if (d->cfg.json) {
-		flockfile(stdout);
-		printf("{\"type\":\"dump\",\"kind\":\"%s\",\"path\":", job->kind);
-		ht_json_string(stdout, path);
-		printf(",\"bytes\":%llu,\"events\":%zu,\"write_ns\":%llu,\"cpu_ns\":%llu}\n",
-		       (unsigned long long)bytes, events, (unsigned long long)took_ns,
-		       (unsigned long long)cpu_ns);
-		fflush(stdout);
-		funlockfile(stdout);
+		FILE *out = d->cfg.json_out;
+
+		flockfile(out);
+		fprintf(out, "{\"type\":\"dump\",\"kind\":\"%s\",\"path\":", job->kind);
+		ht_json_string(out, path);
+		fprintf(out, ",\"bytes\":%llu,\"events\":%zu,\"write_ns\":%llu,\"cpu_ns\":%llu}\n",
+			(unsigned long long)bytes, events, (unsigned long long)took_ns,
+			(unsigned long long)cpu_ns);
+		fflush(out);
+		funlockfile(out);
 	}
 	ht_format_count((double)bytes, size, sizeof(size));
 	fprintf(stderr, "hybtrace: dump written: %s (%sB, %zu events, %s)\n", path, size, events,

@@ -3,7 +3,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/membarrier.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 #include <bpf/bpf.h>
@@ -283,6 +285,18 @@ void ht_monitor_close(struct ht_monitor *m)
 		munmap(m->heads_mem, m->heads_len);
 	monitor_bpf__destroy(m->skel);
 	memset(m, 0, sizeof(*m));
+}
+
+void ht_monitor_stop_breaches(struct ht_monitor *m)
+{
+	__atomic_store_n(&m->skel->bss->breaches_stopped, 1, __ATOMIC_RELEASE);
+	/*
+	 * MEMBARRIER_CMD_GLOBAL waits for an RCU grace period, and the programs
+	 * run inside RCU read-side sections: a program that read the flag as 0
+	 * has submitted or dropped its breach when this returns. Where it is
+	 * refused (nohz_full), the caller's drain waits for the counts instead.
+	 */
+	syscall(SYS_membarrier, MEMBARRIER_CMD_GLOBAL, 0, 0);
 }
 
 int ht_monitor_breach_fd(const struct ht_monitor *m)

@@ -57,6 +57,12 @@ void ht_monitor_close(struct ht_monitor *m);
 int ht_monitor_breach_fd(const struct ht_monitor *m);
 int ht_monitor_consume(struct ht_monitor *m);
 
+/*
+ * The session ends: the programs count and send no more breaches, and the
+ * ones that began before are in the ring or counted dropped on return.
+ */
+void ht_monitor_stop_breaches(struct ht_monitor *m);
+
 int ht_monitor_read_counters(const struct ht_monitor *m, struct ht_monitor_counters *out);
 
 /* Histogram of KIND (enum ht_breach_kind): HT_HIST_SLOTS log2(us) buckets. */

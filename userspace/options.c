@@ -194,6 +194,7 @@ enum {
 	OPT_PT_SIZE,
 	OPT_PT_TIMING,
 	OPT_KEEP_RAW,
+	OPT_END, /* not an option: the size of tables indexed by option */
 };
 
 static const struct option long_options[] = {
@@ -203,7 +204,8 @@ static const struct option long_options[] = {
 	{ "syscall", required_argument, NULL, OPT_SYSCALL },
 	{ "syscalls", required_argument, NULL, OPT_SYSCALLS },
 	{ "history", required_argument, NULL, OPT_HISTORY },
-	{ "json", no_argument, NULL, OPT_JSON },
+	/* Optional, so `--json` alone stays stdout: the file is given as --json=FILE. */
+	{ "json", optional_argument, NULL, OPT_JSON },
 	{ "btf", required_argument, NULL, OPT_BTF },
 	{ "prev-state", required_argument, NULL, OPT_PREV_STATE },
 	{ "duration", required_argument, NULL, OPT_DURATION },
@@ -417,6 +419,11 @@ static int parse_one(struct ht_options *o, int opt, const char *arg)
 		return parse_history(arg, &o->history_bytes);
 	case OPT_JSON:
 		o->json = true;
+		if (!arg || !strcmp(arg, "-"))
+			return 0;
+		if (!*arg)
+			return ht_fail("--json= needs a file name, or - for stdout");
+		o->json_path = arg;
 		return 0;
 	case OPT_BTF:
 		o->btf_path = arg;
@@ -454,8 +461,55 @@ static void record_cmdline(struct ht_options *o, int argc, char **argv)
 	}
 }
 
+/* The long_options entry of OPT (-p is --pid). */
+static const struct option *option_entry(int opt)
+{
+	for (const struct option *e = long_options; e->name; e++)
+		if (e->val == opt)
+			return e;
+	return NULL;
+}
+
+/*
+ * An option that takes a value, given twice, is an error: the second would
+ * silently win (`--pid A --pid B` watched B). Flags may repeat, being the
+ * same either way, and --trigger takes one spec each time.
+ */
+static int check_repeat(const char **seen, int opt, const char *arg)
+{
+	const struct option *e = option_entry(opt);
+
+	if (!e || e->has_arg == no_argument || opt == OPT_TRIGGER)
+		return 0;
+	if (!seen[opt]) {
+		/* --json alone has no value: remember it as what it means. */
+		seen[opt] = arg ? arg : "stdout";
+		return 0;
+	}
+	return ht_fail("--%s given twice (%s, then %s): give it once", e->name, seen[opt],
+		       arg ? arg : "stdout");
+}
+
+/*
+ * `--json FILE`: the value of an optional argument must follow '=', so FILE
+ * ends the options. Under `run` it would become the command, unless the
+ * command comes after a `--` further on.
+ */
+static bool json_file_without_equals(int argc, char **argv, bool run)
+{
+	if (optind <= 0 || optind >= argc || strcmp(argv[optind - 1], "--json"))
+		return false;
+	if (!run)
+		return true;
+	for (int i = optind + 1; i < argc; i++)
+		if (!strcmp(argv[i], "--"))
+			return true;
+	return false;
+}
+
 int ht_options_parse(struct ht_options *o, int argc, char **argv, bool run, bool *want_help)
 {
+	const char *seen[OPT_END] = { 0 };
 	int opt;
 
 	*want_help = false;
@@ -477,7 +531,7 @@ int ht_options_parse(struct ht_options *o, int argc, char **argv, bool run, bool
 			return ht_fail("bad option '%s' (unknown, or missing its value; see hybtrace --help)",
 				       bad);
 		}
-		if (parse_one(o, opt, optarg))
+		if (check_repeat(seen, opt, optarg) || parse_one(o, opt, optarg))
 			return -1;
 	}
 	if (o->syscall_filter_on && !o->syscall_ns)
@@ -486,6 +540,9 @@ int ht_options_parse(struct ht_options *o, int argc, char **argv, bool run, bool
 		o->sample_history_bytes = o->callgraph == HT_CALLGRAPH_MODE_DWARF
 						  ? HT_DEFAULT_SAMPLE_HISTORY_DWARF
 						  : HT_DEFAULT_SAMPLE_HISTORY_FP;
+	if (json_file_without_equals(argc, argv, run))
+		return ht_fail("'%s' after --json: a file is given as --json=%s", argv[optind],
+			       argv[optind]);
 	if (run) {
 		if (o->pid)
 			return ht_fail("run starts its own target: --pid does not apply");
@@ -517,16 +574,20 @@ void ht_options_usage(void)
 	       "  --off-cpu DUR        off-CPU (sleep) threshold (default off)\n"
 	       "  --syscall DUR        syscall duration threshold (default off)\n"
 	       "  --syscalls LIST      only these syscalls breach, e.g. read,futex\n"
-	       "  --history SIZE       flight-recorder ring per CPU (default 4M)\n"
+	       "  --history SIZE       flight-recorder ring per CPU (default 4M: 131072 records,\n"
+	       "                       1.3s at 100k records/s; said at start, checked as it runs)\n"
 	       "  --duration DUR       stop after DUR (default: when the target exits)\n"
-	       "  --json               one JSON object per line on stdout\n"
+	       "  --json[=FILE]        one JSON object per line, on stdout or in FILE (- is\n"
+	       "                       stdout); under run with JSON on stdout, CMD's stdout\n"
+	       "                       goes to stderr\n"
 	       "  --quiet              no status line on stderr\n"
 	       "  --btf PATH           kernel BTF file (default /sys/kernel/btf/vmlinux)\n"
 	       "  --prev-state MODE    auto, arg (tracepoint argument) or task (task_struct)\n"
 	       "\n"
 	       "Dumps (one Perfetto trace file per breach):\n"
 	       "  --output DIR         where dumps go (default: the current directory)\n"
-	       "  --pre DUR            window before the breach (default 20ms)\n"
+	       "  --pre DUR            window before the breach (default 20ms), as far back as\n"
+	       "                       --history reaches: a warning says when it falls short\n"
 	       "  --post DUR           window after the breach (default 2ms)\n"
 	       "  --min-interval DUR   at most one dump per DUR (default 1s)\n"
 	       "  --max-dumps N        then keep reporting without dumping (default 20; 0: never)\n"
@@ -554,5 +615,10 @@ void ht_options_usage(void)
 	       "  -h, --help           this text\n"
 	       "\n"
 	       "Durations take a unit: ns, us, ms, s (2ms, 500us, 1.5s).\n"
-	       "Sizes take k, M or G (64k, 4M).\n");
+	       "Sizes take k, M or G (64k, 4M). An option given twice is an error (--trigger and\n"
+	       "flags excepted).\n"
+	       "hybtrace stops, finishing the dump in progress and printing its summary, when\n"
+	       "the target exits, at --duration, on SIGINT or SIGTERM, and when the reader of its\n"
+	       "stdout (or JSON stream) goes away; the summary then goes to stderr. Under run,\n"
+	       "CMD then gets SIGTERM, and hybtrace exits with CMD's status.\n");
 }

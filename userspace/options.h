@@ -35,6 +35,7 @@ struct ht_options {
 	uint64_t history_bytes; /* flight-recorder ring per CPU */
 	uint64_t duration_ns;	/* stop after this long; 0: until the target exits */
 	bool json;
+	const char *json_path;	/* --json=FILE: JSON lines go there; NULL: stdout */
 	bool quiet;		/* no status line */
 	const char *btf_path;	/* NULL: /sys/kernel/btf/vmlinux */
 	enum ht_prev_state_mode prev_state_mode;

@@ -41,8 +41,7 @@ const char *ht_dump_base_name(int pid, uint64_t realtime_ns, const char *kind, c
 	return buf;
 }
 
-/* Under sudo, the dump belongs to the user who ran sudo. */
-static void give_to_sudo_user(int fd)
+void ht_output_give_to_sudo_user(int fd)
 {
 	const char *uid = getenv("SUDO_UID"), *gid = getenv("SUDO_GID");
 	char *end;
@@ -57,7 +56,7 @@ static void give_to_sudo_user(int fd)
 	if (*end || g < 0)
 		return;
 	if (fchown(fd, (uid_t)u, (gid_t)g))
-		ht_warn("cannot give the dump to uid %ld: %s", u, strerror(errno));
+		ht_warn("cannot give the file to uid %ld: %s", u, strerror(errno));
 }
 
 int ht_output_begin(const char *dir, struct ht_output_file *f)
@@ -74,7 +73,7 @@ int ht_output_begin(const char *dir, struct ht_output_file *f)
 			/* The umask must not make it more private or more public than 0640. */
 			if (fchmod(f->fd, DUMP_MODE))
 				ht_warn("chmod %s: %s", f->tmp_path, strerror(errno));
-			give_to_sudo_user(f->fd);
+			ht_output_give_to_sudo_user(f->fd);
 			return 0;
 		}
 		if (errno != EEXIST)

@@ -25,6 +25,9 @@ int ht_output_dir_check(const char *dir);
 const char *ht_dump_base_name(int pid, uint64_t realtime_ns, const char *kind, char *buf,
 			      size_t len);
 
+/* Under sudo, a file hybtrace creates belongs to the user who ran sudo. */
+void ht_output_give_to_sudo_user(int fd);
+
 /* Create the temporary file. Returns 0, or -1 with ht_last_error(). */
 int ht_output_begin(const char *dir, struct ht_output_file *f);
 

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/syscall.h>
 #include <sys/timerfd.h>
@@ -24,6 +25,7 @@
 #include "ksyms.h"
 #include "log.h"
 #include "monitor.h"
+#include "out_stream.h"
 #include "output.h"
 #include "privileges.h"
 #include "proc.h"
@@ -45,6 +47,10 @@
  * while a dump whose window it may appear in is not yet written.
  */
 #define COMM_KEEP_NS 250000000ULL
+/* The flight recorder's rate is measured over this much: shorter is too noisy to warn on. */
+#define REACH_WINDOW_NS 1000000000ULL
+/* How long the ring is drained at exit for breaches still being sent. */
+#define DRAIN_TRIES 500
 
 enum { EV_BREACH = 1, EV_SIGNAL, EV_STATUS, EV_TARGET_EXIT, EV_DURATION, EV_DUMP, EV_TRIGGER };
 
@@ -65,6 +71,16 @@ struct session {
 	struct ht_code_triggers triggers;
 	struct ht_marks_source marks;
 	struct ht_dumper dumper;
+	/* Breach lines, or JSON lines: stdout or --json=FILE. */
+	struct ht_out_stream out;
+	bool out_gone;	    /* a write to it failed: the session ends, the summary goes to stderr */
+	uint64_t unwritten; /* breaches read after that: reported, not written */
+	/* What the flight recorder reaches back to, measured each second. */
+	uint64_t *reach_heads; /* per CPU, at reach_since_ns */
+	uint64_t reach_since_ns;
+	uint64_t shortest_reach_ns; /* 0: not measured yet */
+	uint64_t busiest_rate;	    /* records/s on the busiest CPU when it was shortest */
+	bool pre_warned;
 	uint64_t trigger_hits;
 	uint64_t lost_reported; /* losses already said on stderr */
 	struct ht_comm_cache *comms;
@@ -81,6 +97,7 @@ struct session {
 	bool child_reaped;
 	int stop_signals;
 	bool stop;
+	bool announced; /* monitoring began: what the output stream holds is kept */
 };
 
 static uint64_t monotonic_ns(void)
@@ -182,6 +199,30 @@ static void offer_asked_dump(struct session *s, const char *kind)
 	ht_dumper_offer(&s->dumper, &job);
 }
 
+/*
+ * A write to the output stream failed: its reader went away (EPIPE), or the
+ * file cannot grow. Nothing more is written there and the session ends as
+ * on SIGINT, with its summary on stderr. Under `run`, CMD gets SIGTERM, as
+ * when hybtrace itself does: no one reads what it is watched for any more.
+ */
+static void check_out(struct session *s)
+{
+	int err = ht_out_stream_error(&s->out);
+
+	if (s->out_gone || !err)
+		return;
+	s->out_gone = true;
+	s->stop = true;
+	clear_status_line(s);
+	if (err == EPIPE)
+		ht_error("the reader of %s went away: stopping", ht_out_stream_name(&s->out));
+	else
+		ht_error("cannot write %s: %s: stopping", ht_out_stream_name(&s->out),
+			 strerror(err));
+	if (s->child && !s->child_reaped)
+		kill(s->child, SIGTERM);
+}
+
 static int on_breach(void *ctx, void *data, size_t size)
 {
 	struct session *s = ctx;
@@ -196,14 +237,24 @@ static int on_breach(void *ctx, void *data, size_t size)
 	bi.since_start_s = (double)(int64_t)(bi.b.end_ns - s->start_ns) / 1e9;
 	/* The dump first: its sources freeze at the window's end, whatever we do here. */
 	offer_breach_dump(s, &bi);
+	note_breach(s, &bi.b);
+	if (s->out_gone) {
+		s->unwritten++;
+		return 0;
+	}
 	if (bi.b.kind == HT_BREACH_RQ_DELAY)
 		fill_culprits(s, &bi);
-	note_breach(s, &bi.b);
 	clear_status_line(s);
+	/* One line whole: the dump builder writes its lines to the same stream. */
+	flockfile(s->out.f);
 	if (s->opt->json)
-		ht_breach_print_json(stdout, &bi, s->ksyms);
+		ht_breach_print_json(s->out.f, &bi, s->ksyms);
 	else
-		ht_breach_print_text(stdout, &bi);
+		ht_breach_print_text(s->out.f, &bi);
+	funlockfile(s->out.f);
+	check_out(s);
+	/* The line that met the closed pipe was not written either. */
+	s->unwritten += s->out_gone;
 	return 0;
 }
 
@@ -242,86 +293,127 @@ static void print_status(struct session *s)
 	s->status_shown = s->status_on_tty;
 }
 
-static void print_dump_stats_text(struct session *s)
+static void print_dump_stats_text(struct session *s, FILE *f)
 {
 	struct ht_dumper_stats d;
 	char size[32];
 
 	ht_dumper_stats(&s->dumper, &d);
-	printf("  dumps: %u written (%sB) in %s, %u failed; not dumped: %llu min-interval, "
-	       "%llu max-dumps, %llu max-disk, %llu during another dump\n",
-	       d.written, ht_format_count((double)d.bytes, size, sizeof(size)),
-	       s->opt->output_dir, d.failed,
-	       (unsigned long long)d.skipped[HT_DUMP_SKIP_INTERVAL],
-	       (unsigned long long)d.skipped[HT_DUMP_SKIP_COUNT],
-	       (unsigned long long)d.skipped[HT_DUMP_SKIP_DISK],
-	       (unsigned long long)d.skipped[HT_DUMP_DEFER_BUSY]);
+	fprintf(f,
+		"  dumps: %u written (%sB) in %s, %u failed; not dumped: %llu min-interval, "
+		"%llu max-dumps, %llu max-disk, %llu during another dump\n",
+		d.written, ht_format_count((double)d.bytes, size, sizeof(size)), s->opt->output_dir,
+		d.failed, (unsigned long long)d.skipped[HT_DUMP_SKIP_INTERVAL],
+		(unsigned long long)d.skipped[HT_DUMP_SKIP_COUNT],
+		(unsigned long long)d.skipped[HT_DUMP_SKIP_DISK],
+		(unsigned long long)d.skipped[HT_DUMP_DEFER_BUSY]);
 }
 
-static void print_summary_text(struct session *s, const struct ht_monitor_counters *c)
+static uint64_t recorder_records_per_cpu(const struct session *s)
+{
+	return 1ULL << s->monitor.recorder.slot_shift;
+}
+
+static void print_recorder_text(struct session *s, FILE *f, const struct ht_monitor_counters *c)
+{
+	char dur[32], rate[32];
+
+	fprintf(f, "  events: %llu flight-recorder records (%llu per CPU in the ring",
+		(unsigned long long)c->records_written,
+		(unsigned long long)recorder_records_per_cpu(s));
+	if (s->shortest_reach_ns)
+		fprintf(f, ", which reached back %s at least: %s records/s on the busiest CPU",
+			ht_format_duration(s->shortest_reach_ns, dur, sizeof(dur)),
+			ht_format_count((double)s->busiest_rate, rate, sizeof(rate)));
+	fputs(")\n", f);
+}
+
+static void print_summary_text(struct session *s, FILE *f, const struct ht_monitor_counters *c)
 {
 	char dur[32];
 
-	printf("\nhybtrace: watched pid %d (%s) for %.1fs\n", s->tgid, s->target_comm,
-	       (double)(monotonic_ns() - s->start_ns) / 1e9);
+	fprintf(f, "\nhybtrace: watched pid %d (%s) for %.1fs\n", s->tgid, s->target_comm,
+		(double)(monotonic_ns() - s->start_ns) / 1e9);
 	for (int k = 1; k < HT_BREACH_KIND_MAX; k++) {
 		const struct kind_stats *ks = &s->kinds[k];
 
 		if (!threshold_of(s->opt, (unsigned int)k))
 			continue;
-		printf("  %-9s %llu breaches", ht_breach_kind_name((unsigned int)k),
-		       (unsigned long long)ks->count);
+		fprintf(f, "  %-9s %llu breaches", ht_breach_kind_name((unsigned int)k),
+			(unsigned long long)ks->count);
 		if (ks->count)
-			printf(", largest %s (tid %u %s)",
-			       ht_format_duration(ks->max_ns, dur, sizeof(dur)), ks->max_tid,
-			       ks->max_comm);
-		putchar('\n');
+			fprintf(f, ", largest %s (tid %u %s)",
+				ht_format_duration(ks->max_ns, dur, sizeof(dur)), ks->max_tid,
+				ks->max_comm);
+		fputc('\n', f);
 	}
-	printf("  events: %llu flight-recorder records, %llu breaches detected in the kernel\n",
-	       (unsigned long long)c->records_written,
-	       (unsigned long long)c->value[HT_CNT_BREACHES]);
-	print_dump_stats_text(s);
-	printf("  lost: %llu (breach ring buffer %llu, task storage %llu, comm map %llu, "
-	       "recursion %llu)\n",
-	       (unsigned long long)total_lost(c), (unsigned long long)c->value[HT_CNT_RB_DROPS],
-	       (unsigned long long)c->value[HT_CNT_STORAGE_FAILS],
-	       (unsigned long long)c->value[HT_CNT_COMM_UPDATE_FAILS],
-	       (unsigned long long)c->recursion_misses);
+	/* The ring was drained after the programs stopped counting: this adds up. */
+	fprintf(f,
+		"  breaches: %llu detected in the kernel = %llu reported + %llu lost (breach "
+		"ring buffer full)",
+		(unsigned long long)c->value[HT_CNT_BREACHES],
+		(unsigned long long)total_breaches(s),
+		(unsigned long long)c->value[HT_CNT_RB_DROPS]);
+	if (s->unwritten)
+		fprintf(f, "; %llu of the reported came after %s went away, unwritten",
+			(unsigned long long)s->unwritten, ht_out_stream_name(&s->out));
+	fputc('\n', f);
+	print_recorder_text(s, f, c);
+	print_dump_stats_text(s, f);
+	fprintf(f,
+		"  lost: %llu (breach ring buffer %llu, task storage %llu, comm map %llu, "
+		"recursion %llu)\n",
+		(unsigned long long)total_lost(c), (unsigned long long)c->value[HT_CNT_RB_DROPS],
+		(unsigned long long)c->value[HT_CNT_STORAGE_FAILS],
+		(unsigned long long)c->value[HT_CNT_COMM_UPDATE_FAILS],
+		(unsigned long long)c->recursion_misses);
 }
 
-static void print_dump_stats_json(struct session *s)
+static void print_dump_stats_json(struct session *s, FILE *f)
 {
 	struct ht_dumper_stats d;
 
 	ht_dumper_stats(&s->dumper, &d);
-	printf(",\"dumps\":{\"written\":%u,\"bytes\":%llu,\"failed\":%u,\"skipped\":{"
-	       "\"min_interval\":%llu,\"max_dumps\":%llu,\"max_disk\":%llu,\"busy\":%llu}}",
-	       d.written, (unsigned long long)d.bytes, d.failed,
-	       (unsigned long long)d.skipped[HT_DUMP_SKIP_INTERVAL],
-	       (unsigned long long)d.skipped[HT_DUMP_SKIP_COUNT],
-	       (unsigned long long)d.skipped[HT_DUMP_SKIP_DISK],
-	       (unsigned long long)d.skipped[HT_DUMP_DEFER_BUSY]);
+	fprintf(f,
+		",\"dumps\":{\"written\":%u,\"bytes\":%llu,\"failed\":%u,\"skipped\":{"
+		"\"min_interval\":%llu,\"max_dumps\":%llu,\"max_disk\":%llu,\"busy\":%llu}}",
+		d.written, (unsigned long long)d.bytes, d.failed,
+		(unsigned long long)d.skipped[HT_DUMP_SKIP_INTERVAL],
+		(unsigned long long)d.skipped[HT_DUMP_SKIP_COUNT],
+		(unsigned long long)d.skipped[HT_DUMP_SKIP_DISK],
+		(unsigned long long)d.skipped[HT_DUMP_DEFER_BUSY]);
 }
 
-static void print_summary_json(struct session *s, const struct ht_monitor_counters *c)
+static void print_summary_json(struct session *s, FILE *f, const struct ht_monitor_counters *c)
 {
-	printf("{\"type\":\"summary\",\"pid\":%d,\"comm\":", s->tgid);
-	ht_json_string(stdout, s->target_comm);
-	printf(",\"seconds\":%.3f,\"breaches\":{", (double)(monotonic_ns() - s->start_ns) / 1e9);
+	fprintf(f, "{\"type\":\"summary\",\"pid\":%d,\"comm\":", s->tgid);
+	ht_json_string(f, s->target_comm);
+	fprintf(f, ",\"seconds\":%.3f,\"breaches\":{",
+		(double)(monotonic_ns() - s->start_ns) / 1e9);
 	for (int k = 1; k < HT_BREACH_KIND_MAX; k++)
-		printf("%s\"%s\":{\"count\":%llu,\"max_ns\":%llu}", k > 1 ? "," : "",
-		       ht_breach_kind_name((unsigned int)k), (unsigned long long)s->kinds[k].count,
-		       (unsigned long long)s->kinds[k].max_ns);
-	printf("},\"detected\":%llu,\"records\":%llu,\"lost\":{\"total\":%llu,"
-	       "\"ring_buffer\":%llu,\"task_storage\":%llu,\"comm_map\":%llu,\"recursion\":%llu}",
-	       (unsigned long long)c->value[HT_CNT_BREACHES],
-	       (unsigned long long)c->records_written, (unsigned long long)total_lost(c), (unsigned long long)c->value[HT_CNT_RB_DROPS],
-	       (unsigned long long)c->value[HT_CNT_STORAGE_FAILS],
-	       (unsigned long long)c->value[HT_CNT_COMM_UPDATE_FAILS],
-	       (unsigned long long)c->recursion_misses);
-	print_dump_stats_json(s);
+		fprintf(f, "%s\"%s\":{\"count\":%llu,\"max_ns\":%llu}", k > 1 ? "," : "",
+			ht_breach_kind_name((unsigned int)k), (unsigned long long)s->kinds[k].count,
+			(unsigned long long)s->kinds[k].max_ns);
+	fprintf(f,
+		"},\"detected\":%llu,\"reported\":%llu,\"records\":%llu,"
+		"\"recorder\":{\"records_per_cpu\":%llu,\"shortest_reach_ns\":%llu},"
+		"\"lost\":{\"total\":%llu,\"ring_buffer\":%llu,\"task_storage\":%llu,"
+		"\"comm_map\":%llu,\"recursion\":%llu}",
+		(unsigned long long)c->value[HT_CNT_BREACHES], (unsigned long long)total_breaches(s),
+		(unsigned long long)c->records_written,
+		(unsigned long long)recorder_records_per_cpu(s),
+		(unsigned long long)s->shortest_reach_ns, (unsigned long long)total_lost(c),
+		(unsigned long long)c->value[HT_CNT_RB_DROPS],
+		(unsigned long long)c->value[HT_CNT_STORAGE_FAILS],
+		(unsigned long long)c->value[HT_CNT_COMM_UPDATE_FAILS],
+		(unsigned long long)c->recursion_misses);
+	print_dump_stats_json(s, f);
 }
 
+/*
+ * On the output stream; on stderr, as text for whoever watches there, once
+ * its reader went away.
+ */
 static void print_summary(struct session *s)
 {
 	static const char *const titles[HT_BREACH_KIND_MAX] = {
@@ -329,6 +421,8 @@ static void print_summary(struct session *s)
 		[HT_BREACH_OFF_CPU] = "off-CPU time",
 		[HT_BREACH_SYSCALL] = "syscall time",
 	};
+	FILE *f = s->out_gone ? stderr : s->out.f;
+	bool json = s->opt->json && !s->out_gone;
 	struct ht_monitor_counters c;
 	uint64_t slots[HT_HIST_SLOTS];
 	char title[128];
@@ -340,30 +434,32 @@ static void print_summary(struct session *s)
 		ht_warn("%s", ht_last_error());
 		return;
 	}
-	if (s->opt->json)
-		print_summary_json(s, &c);
+	if (json)
+		print_summary_json(s, f, &c);
 	else
-		print_summary_text(s, &c);
-	if (s->opt->json)
-		fputs(",\"histograms\":{", stdout);
+		print_summary_text(s, f, &c);
+	if (json)
+		fputs(",\"histograms\":{", f);
 	for (unsigned int k = 1, n = 0; k < HT_BREACH_KIND_MAX; k++) {
 		/* Run-queue delays are always measured; the others when their breach is on. */
 		if (k != HT_BREACH_RQ_DELAY && !threshold_of(s->opt, k))
 			continue;
 		if (ht_monitor_read_hist(&s->monitor, k, slots))
 			continue;
-		if (s->opt->json) {
-			printf("%s\"%s\":", n++ ? "," : "", ht_breach_kind_name(k));
-			ht_hist_print_json(stdout, slots, HT_HIST_SLOTS);
+		if (json) {
+			fprintf(f, "%s\"%s\":", n++ ? "," : "", ht_breach_kind_name(k));
+			ht_hist_print_json(f, slots, HT_HIST_SLOTS);
 		} else {
 			snprintf(title, sizeof(title), "%s of pid %d (%s), log2 buckets:", titles[k],
 				 s->tgid, s->target_comm);
-			ht_hist_print(stdout, title, slots, HT_HIST_SLOTS);
+			ht_hist_print(f, title, slots, HT_HIST_SLOTS);
 		}
 	}
-	if (s->opt->json)
-		fputs("}}\n", stdout);
-	fflush(stdout);
+	if (json)
+		fputs("}}\n", f);
+	fflush(f);
+	/* The reader may go away during the summary too: say so, and how it ends. */
+	check_out(s);
 }
 
 static int add_fd(struct session *s, int fd, uint64_t tag)
@@ -426,6 +522,38 @@ static int open_loop_fds(struct session *s)
 	return add_trigger_fds(s);
 }
 
+static void print_trigger_hit(struct session *s, const struct ht_dump_job *job,
+			      const struct ht_bp_hit *hit)
+{
+	FILE *f = s->out.f;
+
+	if (s->out_gone)
+		return;
+	clear_status_line(s);
+	/* One line whole: the dump builder writes its lines to the same stream. */
+	flockfile(f);
+	if (s->opt->json) {
+		fprintf(f, "{\"type\":\"trigger\",\"time_s\":%.6f,\"trigger\":",
+			(double)(int64_t)(hit->time_ns - s->start_ns) / 1e9);
+		ht_json_string(f, job->trigger);
+		fprintf(f, ",\"function\":");
+		ht_json_string(f, job->function);
+		fprintf(f,
+			",\"tid\":%u,\"cpu\":%u,\"ip\":%llu,\"args\":[%llu,%llu,%llu],"
+			"\"time_ns\":%llu}\n",
+			hit->tid, hit->cpu, (unsigned long long)hit->ip,
+			(unsigned long long)hit->arg[0], (unsigned long long)hit->arg[1],
+			(unsigned long long)hit->arg[2], (unsigned long long)hit->time_ns);
+	} else {
+		fprintf(f,
+			"%.6f trigger %s hit in tid %u cpu %u at %s: rdi=%#llx rsi=%#llx rdx=%#llx\n",
+			(double)(int64_t)(hit->time_ns - s->start_ns) / 1e9, job->trigger, hit->tid,
+			hit->cpu, job->function, (unsigned long long)hit->arg[0],
+			(unsigned long long)hit->arg[1], (unsigned long long)hit->arg[2]);
+	}
+	funlockfile(f);
+}
+
 /* A code trigger's hit: a dump of kind "trigger" around it. */
 static void offer_trigger_dump(struct session *s, const struct ht_bp_hit *hit)
 {
@@ -444,26 +572,8 @@ static void offer_trigger_dump(struct session *s, const struct ht_bp_hit *hit)
 		ht_symbol_format(&sym, hit->ip, job.function, sizeof(job.function));
 	else
 		snprintf(job.function, sizeof(job.function), "0x%llx", (unsigned long long)hit->ip);
-	clear_status_line(s);
-	if (s->opt->json) {
-		flockfile(stdout);
-		printf("{\"type\":\"trigger\",\"time_s\":%.6f,\"trigger\":",
-		       (double)(int64_t)(hit->time_ns - s->start_ns) / 1e9);
-		ht_json_string(stdout, job.trigger);
-		printf(",\"function\":");
-		ht_json_string(stdout, job.function);
-		printf(",\"tid\":%u,\"cpu\":%u,\"ip\":%llu,\"args\":[%llu,%llu,%llu],"
-		       "\"time_ns\":%llu}\n",
-		       hit->tid, hit->cpu, (unsigned long long)hit->ip,
-		       (unsigned long long)hit->arg[0], (unsigned long long)hit->arg[1],
-		       (unsigned long long)hit->arg[2], (unsigned long long)hit->time_ns);
-		funlockfile(stdout);
-	} else {
-		printf("%.6f trigger %s hit in tid %u cpu %u at %s: rdi=%#llx rsi=%#llx rdx=%#llx\n",
-		       (double)(int64_t)(hit->time_ns - s->start_ns) / 1e9, job.trigger, hit->tid,
-		       hit->cpu, job.function, (unsigned long long)hit->arg[0],
-		       (unsigned long long)hit->arg[1], (unsigned long long)hit->arg[2]);
-	}
+	print_trigger_hit(s, &job, hit);
+	check_out(s);
 	s->trigger_hits++;
 	ht_dumper_offer(&s->dumper, &job);
 }
@@ -521,13 +631,83 @@ static void report_new_losses(struct session *s)
 		(unsigned long long)c.value[HT_CNT_STORAGE_FAILS],
 		(unsigned long long)c.value[HT_CNT_COMM_UPDATE_FAILS],
 		(unsigned long long)c.recursion_misses);
-	if (s->opt->json) {
-		flockfile(stdout);
-		printf("{\"type\":\"lost\",\"total\":%llu,\"ring_buffer\":%llu}\n",
-		       (unsigned long long)lost, (unsigned long long)c.value[HT_CNT_RB_DROPS]);
-		funlockfile(stdout);
-	}
+	if (s->opt->json && !s->out_gone)
+		fprintf(s->out.f, "{\"type\":\"lost\",\"total\":%llu,\"ring_buffer\":%llu}\n",
+			(unsigned long long)lost, (unsigned long long)c.value[HT_CNT_RB_DROPS]);
 	s->lost_reported = lost;
+}
+
+/* A size as --history takes it: "64k", "16M", "1G". */
+static const char *format_size(uint64_t bytes, char *buf, size_t len)
+{
+	if (bytes >= (1ULL << 30) && !(bytes & ((1ULL << 30) - 1)))
+		snprintf(buf, len, "%lluG", (unsigned long long)(bytes >> 30));
+	else if (bytes >= (1ULL << 20))
+		snprintf(buf, len, "%lluM", (unsigned long long)((bytes + (1ULL << 20) - 1) >> 20));
+	else
+		snprintf(buf, len, "%lluk", (unsigned long long)((bytes + 1023) >> 10));
+	return buf;
+}
+
+/* The --history that holds --pre at RATE records/s: a power of two, as the ring is. */
+static uint64_t history_for(uint64_t pre_ns, uint64_t rate)
+{
+	double need = (double)pre_ns / 1e9 * (double)rate * sizeof(struct ht_flight_record);
+	uint64_t bytes = HT_MIN_HISTORY_BYTES;
+
+	while (bytes < HT_MAX_HISTORY_BYTES * 2 && (double)bytes < need)
+		bytes <<= 1;
+	return bytes;
+}
+
+/*
+ * How far back the flight recorder reaches: its records per CPU over the
+ * busiest CPU's rate in the last second or so. A --pre beyond that is said
+ * once: those dumps are clipped to what the ring still holds (and say so).
+ */
+static void check_recorder_reach(struct session *s, uint64_t now)
+{
+	uint64_t window = now - s->reach_since_ns, busiest = 0, reach, need;
+	unsigned int busiest_cpu = 0;
+	char pre[32], held[32], rate[32], size[32], hint[96];
+
+	if (!s->reach_heads || window < REACH_WINDOW_NS)
+		return;
+	for (unsigned int cpu = 0; cpu < s->monitor.ncpus; cpu++) {
+		uint64_t head = ht_recorder_written(&s->monitor.recorder, cpu);
+		uint64_t r = (head - s->reach_heads[cpu]) * 1000000000ULL / window;
+
+		if (r > busiest) {
+			busiest = r;
+			busiest_cpu = cpu;
+		}
+		s->reach_heads[cpu] = head;
+	}
+	s->reach_since_ns = now;
+	if (!busiest)
+		return;
+	reach = recorder_records_per_cpu(s) * 1000000000ULL / busiest;
+	if (!s->shortest_reach_ns || reach < s->shortest_reach_ns) {
+		s->shortest_reach_ns = reach;
+		s->busiest_rate = busiest;
+	}
+	if (s->pre_warned || s->opt->pre_ns <= reach)
+		return;
+	s->pre_warned = true;
+	need = history_for(s->opt->pre_ns, busiest);
+	if (need <= HT_MAX_HISTORY_BYTES)
+		snprintf(hint, sizeof(hint), "--history %s would hold it",
+			 format_size(need, size, sizeof(size)));
+	else
+		snprintf(hint, sizeof(hint), "not even --history 1G holds it at that rate");
+	clear_status_line(s);
+	ht_warn("--pre %s reaches back further than the flight recorder: its %llu records per "
+		"CPU hold about %s at the %s records/s of CPU %u, and dumps are clipped to that "
+		"(%s)",
+		ht_format_duration(s->opt->pre_ns, pre, sizeof(pre)),
+		(unsigned long long)recorder_records_per_cpu(s),
+		ht_format_duration(reach, held, sizeof(held)),
+		ht_format_count((double)busiest, rate, sizeof(rate)), busiest_cpu, hint);
 }
 
 /*
@@ -553,6 +733,9 @@ static void housekeeping(struct session *s)
 	}
 	ht_monitor_forget_exited(&s->monitor, forget_before);
 	report_new_losses(s);
+	check_recorder_reach(s, now);
+	/* The dump builder writes to the stream too: its failures are seen here. */
+	check_out(s);
 	if (!s->opt->quiet && now - s->last_status_ns >= interval - HOUSEKEEPING_NS / 2)
 		print_status(s);
 }
@@ -576,6 +759,33 @@ static void arm_dump_timer(struct session *s)
 		its.it_value.tv_nsec = (long)(due % 1000000000ULL);
 	}
 	timerfd_settime(s->dumpfd, TFD_TIMER_ABSTIME, &its, NULL);
+}
+
+/*
+ * The end: the programs stop counting breaches, then the ring is read until
+ * each breach they counted was read here or counted dropped, so that the
+ * summary's detected = reported + lost holds, as it says.
+ */
+static void drain_breaches(struct session *s)
+{
+	struct timespec pause = { 0, 1000000 };
+	struct ht_monitor_counters c;
+
+	ht_monitor_stop_breaches(&s->monitor);
+	for (int i = 0;; i++) {
+		ht_monitor_consume(&s->monitor);
+		if (ht_monitor_read_counters(&s->monitor, &c))
+			return;
+		if (total_breaches(s) + c.value[HT_CNT_RB_DROPS] >= c.value[HT_CNT_BREACHES])
+			return;
+		if (i == DRAIN_TRIES) {
+			ht_warn("%llu breaches counted in the kernel never reached the ring buffer",
+				(unsigned long long)(c.value[HT_CNT_BREACHES] - total_breaches(s) -
+						     c.value[HT_CNT_RB_DROPS]));
+			return;
+		}
+		nanosleep(&pause, NULL);
+	}
 }
 
 static int run_loop(struct session *s)
@@ -619,8 +829,7 @@ static int run_loop(struct session *s)
 			}
 		}
 	}
-	/* Breaches the last events raised are still in the ring. */
-	ht_monitor_consume(&s->monitor);
+	drain_breaches(s);
 	return 0;
 }
 
@@ -643,9 +852,12 @@ static void close_session(struct session *s)
 	ht_monitor_close(&s->monitor);
 	ht_ksyms_free(s->ksyms);
 	free(s->comms);
+	free(s->reach_heads);
 	for (int *fd = &s->epfd; fd <= &s->dumpfd; fd++)
 		if (*fd >= 0)
 			close(*fd);
+	/* A session that never began leaves no JSON file behind. */
+	ht_out_stream_close(&s->out, !s->announced);
 }
 
 static void block_loop_signals(void)
@@ -735,6 +947,7 @@ static int start_dumper(struct session *s)
 		.target_comm = s->target_comm,
 		.cmdline = o->cmdline,
 		.json = o->json,
+		.json_out = s->out.f,
 		.monitor = &s->monitor,
 		.ksyms = s->ksyms,
 		.sampler = s->sampler.open ? &s->sampler : NULL,
@@ -831,6 +1044,8 @@ static int start_session(struct session *s, const struct ht_options *o, int tgid
 	ht_comm_cache_init(s->comms, &s->monitor);
 	s->start_ns = s->monitor.attached_ns;
 	s->last_status_ns = s->start_ns;
+	s->reach_since_ns = s->start_ns;
+	s->reach_heads = calloc(s->monitor.ncpus, sizeof(*s->reach_heads));
 	if (start_on_cpu_source(s))
 		return HT_EXIT_FAILURE;
 	/* Attached: from here on only what perf events, dumps and /proc need. */
@@ -845,6 +1060,16 @@ static void init_session(struct session *s)
 {
 	memset(s, 0, sizeof(*s));
 	s->epfd = s->sigfd = s->statusfd = s->pidfd = s->durationfd = s->dumpfd = -1;
+}
+
+/*
+ * A reader of the output that goes away is a write error (EPIPE) that ends
+ * the session with its summary, not a signal that kills hybtrace with the
+ * dump in progress unfinished (exit 141).
+ */
+static void ignore_sigpipe(void)
+{
+	signal(SIGPIPE, SIG_IGN);
 }
 
 /*
@@ -903,15 +1128,17 @@ static const char *on_cpu_source_name(const struct session *s)
 	return s->sampler.open ? "sample" : "none";
 }
 
-static void announce(const struct session *s)
+static void announce(struct session *s)
 {
-	char buf[64];
+	char buf[64], reach[32];
 
+	s->announced = true;
 	if (s->opt->json) {
 		/* Whoever reads the stream learns when monitoring has begun. */
-		printf("{\"type\":\"attached\",\"pid\":%d,\"comm\":", s->tgid);
-		ht_json_string(stdout, s->target_comm);
-		printf(",\"source\":\"%s\"}\n", on_cpu_source_name(s));
+		fprintf(s->out.f, "{\"type\":\"attached\",\"pid\":%d,\"comm\":", s->tgid);
+		ht_json_string(s->out.f, s->target_comm);
+		fprintf(s->out.f, ",\"source\":\"%s\"}\n", on_cpu_source_name(s));
+		check_out(s);
 		return;
 	}
 	if (s->opt->quiet)
@@ -940,6 +1167,13 @@ static void announce(const struct session *s)
 				? " (no Intel PT on this machine)" : "");
 	else
 		fprintf(stderr, "hybtrace: on-CPU source: none\n");
+	/* What --pre can have; measured as it runs, and said if it falls short. */
+	fprintf(stderr,
+		"hybtrace: flight recorder: %llu records per CPU, %s at 100k records/s; "
+		"--pre %s\n",
+		(unsigned long long)recorder_records_per_cpu(s),
+		ht_format_duration(recorder_records_per_cpu(s) * 10000ULL, reach, sizeof(reach)),
+		ht_format_duration(s->opt->pre_ns, buf, sizeof(buf)));
 }
 
 int ht_session_record(struct ht_options *o)
@@ -948,10 +1182,11 @@ int ht_session_record(struct ht_options *o)
 	int tgid, status;
 
 	init_session(&s);
-	setvbuf(stdout, NULL, _IOLBF, 0);
+	ignore_sigpipe();
 	status = HT_EXIT_USAGE;
 	if (ht_proc_resolve_target(o->pid, &tgid) || ht_check_monitor_privileges() ||
-	    ht_check_target_privileges(tgid) || ht_output_dir_check(o->output_dir) || check_sources(o))
+	    ht_check_target_privileges(tgid) || ht_output_dir_check(o->output_dir) ||
+	    check_sources(o) || ht_out_stream_open(&s.out, o->json_path))
 		goto fail;
 	s.pidfd = pidfd_open_target(tgid);
 	if (s.pidfd < 0)
@@ -966,7 +1201,8 @@ int ht_session_record(struct ht_options *o)
 		goto fail;
 	finish_dumps(&s);
 	print_summary(&s);
-	status = 0;
+	/* A reader that went away ends the session as Ctrl-C does; a full disk does not. */
+	status = s.out_gone && ht_out_stream_error(&s.out) != EPIPE ? HT_EXIT_FAILURE : 0;
 	goto out;
 fail:
 	ht_error("%s", ht_last_error());
@@ -977,16 +1213,30 @@ out:
 
 /*
  * Fork a child that waits on GO_FD before exec, so the monitor is attached
- * before CMD's first instruction. exec errors come back on a close-on-exec pipe.
+ * before CMD's first instruction. exec errors come back on a close-on-exec
+ * pipe. STDOUT_TO_STDERR: the JSON stream has stdout, CMD's output goes to
+ * stderr so that stdout stays JSON lines only.
  */
-static pid_t spawn_held(char **argv, int *go_fd, int *err_fd)
+static pid_t spawn_held(char **argv, bool stdout_to_stderr, int *go_fd, int *err_fd)
 {
+	const char *base = strrchr(argv[0], '/');
+	char own_name[16] = "", cmd_name[16];
 	int go[2], err[2];
 	pid_t pid;
 
 	if (pipe2(go, O_CLOEXEC) || pipe2(err, O_CLOEXEC))
 		return ht_fail("pipe: %s", strerror(errno));
+	/*
+	 * The child is named as the kernel will name it at exec (the file's base
+	 * name), not "hybtrace": set here before fork, it has that name from its
+	 * first event on, in the comm map, /proc, live lines and dumps alike.
+	 */
+	snprintf(cmd_name, sizeof(cmd_name), "%s", base && base[1] ? base + 1 : argv[0]);
+	prctl(PR_GET_NAME, own_name);
+	prctl(PR_SET_NAME, cmd_name);
 	pid = fork();
+	if (pid != 0)
+		prctl(PR_SET_NAME, own_name);
 	if (pid < 0)
 		return ht_fail("fork: %s", strerror(errno));
 	if (pid == 0) {
@@ -995,6 +1245,10 @@ static pid_t spawn_held(char **argv, int *go_fd, int *err_fd)
 
 		close(go[1]);
 		close(err[0]);
+		/* hybtrace ignores SIGPIPE; an ignored signal would stay so across exec. */
+		signal(SIGPIPE, SIG_DFL);
+		if (stdout_to_stderr && dup2(STDERR_FILENO, STDOUT_FILENO) < 0)
+			_exit(127);
 		if (read(go[0], &byte, 1) != 1)
 			_exit(127);
 		execvp(argv[0], argv);
@@ -1042,13 +1296,13 @@ int ht_session_run(struct ht_options *o)
 	struct session s;
 
 	init_session(&s);
-	setvbuf(stdout, NULL, _IOLBF, 0);
+	ignore_sigpipe();
 	status = HT_EXIT_USAGE;
 	if (ht_check_monitor_privileges() || ht_output_dir_check(o->output_dir) ||
-	    check_sources(o))
+	    check_sources(o) || ht_out_stream_open(&s.out, o->json_path))
 		goto fail;
 	status = HT_EXIT_FAILURE;
-	s.child = spawn_held(o->run_argv, &go_fd, &err_fd);
+	s.child = spawn_held(o->run_argv, o->json && !o->json_path, &go_fd, &err_fd);
 	if (s.child < 0) {
 		s.child = 0;
 		goto fail;

@@ -54,6 +54,39 @@ def bad_options():
 
 
 @test
+def repeated_options():
+    need_root()
+    me = str(os.getpid())
+    expect_usage_error(["--pid", me, "--pid", "1"], "--pid given twice")
+    expect_usage_error(["--pid", me, "--rq-delay", "1ms", "--rq-delay", "2ms"],
+                       "--rq-delay given twice")
+    expect_usage_error(["--pid", me, "--pre", "1ms", "--pre", "2ms"], "--pre given twice")
+    expect_usage_error(["run", "--json", "--json=x.json", "--", "true"], "--json given twice")
+
+
+@test
+def bad_json_file():
+    need_root()
+    me = str(os.getpid())
+    with tempfile.TemporaryDirectory() as tmp:
+        victim = os.path.join(tmp, "victim")
+        with open(victim, "w") as f:
+            f.write("keep me\n")
+        link = os.path.join(tmp, "link.json")
+        os.symlink(victim, link)
+        expect_usage_error(["--pid", me, "--json=" + link], "symbolic link")
+        check(open(victim).read() == "keep me\n", "the link's target was written")
+        expect_usage_error(["--pid", me, "--json=" + os.path.join(tmp, "no", "x.json")],
+                           "cannot create")
+        expect_usage_error(["--pid", me, "--json", os.path.join(tmp, "x.json")], "--json=")
+        # A session that fails to start leaves no JSON file behind.
+        made = os.path.join(tmp, "made.json")
+        expect_usage_error(["--pid", me, "--json=" + made, "--btf", "/nonexistent/vmlinux"],
+                           "CONFIG_DEBUG_INFO_BTF")
+        check(not os.path.exists(made), "a JSON file was left by a session that never began")
+
+
+@test
 def bad_btf():
     need_root()
     expect_usage_error(["--pid", str(os.getpid()), "--btf", "/nonexistent/vmlinux"],

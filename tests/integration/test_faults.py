@@ -3,13 +3,14 @@
 import glob
 import json
 import os
+import re
 import signal
 import subprocess
 import tempfile
 import time
 
-from harness import (Attached, Failure, check, hybtrace, need_root, read_log, report_json,
-                     test, wait_for, workload)
+from harness import (HYBTRACE, Attached, Failure, check, hybtrace, need_root, read_log,
+                     report_json, test, wait_for, workload)
 
 
 def dumps_in(d):
@@ -320,3 +321,173 @@ def ring_buffer_overflow_is_counted_shown_and_dumped():
         check(manual, "no manual dump")
         drops = report_json(manual[-1])["losses"]["loss.ring_buffer_drops"]
         check(drops > 0, "the dump after the overflow says %d drops" % drops)
+
+
+SUMMARY_SUM = re.compile(r"breaches: (\d+) detected in the kernel = (\d+) reported \+ (\d+) lost")
+# Times are since attach: a breach that ended while the programs were attaching is negative.
+BREACH_LINE = re.compile(r"^-?\d+\.\d{6} (rq-delay|off-cpu|syscall) ", re.M)
+
+
+def _close_after_first_breach(args, log):
+    """hybtrace ARGS with stdout on a pipe whose reader goes away after the first breach line,
+    as `| head -n2` does. Returns (rc, stderr)."""
+    with tempfile.TemporaryFile("w+") as err:
+        p = subprocess.Popen([HYBTRACE] + args, stdout=subprocess.PIPE, stderr=err, text=True)
+        try:
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                line = p.stdout.readline()
+                check(line, "hybtrace ended before its first breach")
+                if '"type":"breach"' in line:
+                    break
+            p.stdout.close()
+            rc = p.wait(timeout=60)
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        err.seek(0)
+        return rc, err.read()
+
+
+def _check_summary_on_stderr(err):
+    check("went away" in err, "the end is not said:\n" + err[-2000:])
+    m = SUMMARY_SUM.search(err)
+    check(m and "lost:" in err, "no summary on stderr:\n" + err[-2000:])
+    detected, reported, lost = (int(x) for x in m.groups())
+    check(detected == reported + lost, "summary: " + m.group(0))
+
+
+@test
+def reader_going_away_ends_the_session_with_its_summary():
+    """stdout's reader goes away during a breach storm: hybtrace stops as on SIGINT, the dump in
+    progress written, the summary on stderr, exit 0, instead of dying of SIGPIPE (141)."""
+    need_root()
+    with tempfile.TemporaryDirectory() as tmp:
+        log = os.path.join(tmp, "log")
+        target = start_workload("breach_storm", [30, 200], log)
+        try:
+            rc, err = _close_after_first_breach(
+                ["--pid", str(target.pid), "--json", "--syscall", "100us", "--off-cpu", "100us",
+                 "--post", "50ms", "--quiet", "--output", tmp], log)
+            check(target.poll() is None, "the watched process was harmed")
+        finally:
+            target.kill()
+            target.wait()
+        check(rc == 0, "rc %d when stdout's reader went away\n%s" % (rc, err[-2000:]))
+        _check_summary_on_stderr(err)
+        # The dump the first breach began (its window 50 ms past it) was finished.
+        check(dumps_in(tmp) and not [f for f in leftovers(tmp) if f != "log"],
+              "dumps %r, leftovers %r\n%s" % (dumps_in(tmp), leftovers(tmp), err[-2000:]))
+        # Under run, CMD is told to stop (SIGTERM) and its status is hybtrace's, as --help says.
+        rc, err = _close_after_first_breach(
+            ["run", "--json", "--syscall", "100us", "--quiet", "--max-dumps", "0", "--",
+             workload("breach_storm"), "30", "200"], log)
+        check(rc == 128 + signal.SIGTERM, "run: rc %d\n%s" % (rc, err[-2000:]))
+        _check_summary_on_stderr(err)
+
+
+@test
+def summary_adds_up_when_stopped_mid_storm():
+    """SIGINT during a breach storm, with dumps being written: every breach the kernel counted
+    is printed or counted lost before the summary, in the JSON and the text summary."""
+    need_root()
+    for attempt, mode in enumerate(["--json", "--json", "text"]):
+        with tempfile.TemporaryDirectory() as tmp:
+            log = os.path.join(tmp, "log")
+            target = start_workload("breach_storm", [60, 200], log)
+            args = ["--pid", str(target.pid), "--syscall", "100us", "--off-cpu", "100us",
+                    "--min-interval", "0ms", "--max-dumps", "1000", "--quiet", "--output", tmp]
+            ht = Attached(args + ([mode] if mode != "text" else []))
+            try:
+                if mode == "text":
+                    wait_for(lambda: len(BREACH_LINE.findall(ht.stdout())) >= 300, 30,
+                             "the storm's breaches")
+                else:
+                    ht.wait_attached()
+                    wait_for(lambda: len(ht.breaches()) >= 300, 30, "the storm's breaches")
+                check(ht.stop() == 0, ht.describe())
+            finally:
+                target.kill()
+                target.wait()
+                ht.close()
+            out = ht.stdout()
+            if mode == "text":
+                m = SUMMARY_SUM.search(out)
+                check(m, "no sum in the text summary:\n" + out[-2000:])
+                detected, reported, lost = (int(x) for x in m.groups())
+                printed = len(BREACH_LINE.findall(out))
+                check(reported == printed and detected == printed + lost,
+                      "run %d: %s, %d breach lines" % (attempt, m.group(0), printed))
+            else:
+                s = ht.summary()
+                printed = len(ht.breaches())
+                check(s and s["reported"] == printed and
+                      s["detected"] == printed + s["lost"]["ring_buffer"],
+                      "run %d: detected %d, reported %d, %d breach lines, %d dropped"
+                      % (attempt, s["detected"], s["reported"], printed,
+                         s["lost"]["ring_buffer"]))
+
+
+@test
+def pre_beyond_the_flight_recorder_is_warned():
+    """--pre longer than the ring holds at the measured rate: one warning, and the dumps are
+    indeed clipped about where it says."""
+    need_root()
+    with tempfile.TemporaryDirectory() as tmp:
+        # One breach dump, then the exit dump (not held to --min-interval).
+        run = hybtrace(["run", "--json", "--syscall", "300us", "--max-dumps", "2",
+                        "--min-interval", "10s", "--history", "64k", "--pre", "10s",
+                        "--dump-on-exit", "--source", "none",
+                        "--output", tmp, "--", workload("breach_storm"), "3", "200"], timeout=90)
+        check(run.rc == 0, run.describe())
+        warned = [l for l in run.stderr.splitlines()
+                  if "--pre 10.000s reaches back further than the flight recorder" in l]
+        check(len(warned) == 1, "want one warning:\n" + run.stderr)
+        check("2048 records per CPU" in warned[0] and "--history" in warned[0], warned[0])
+        s = run.summary()
+        check(s["recorder"]["records_per_cpu"] == 2048, "summary %r" % s["recorder"])
+        reach = s["recorder"]["shortest_reach_ns"]
+        check(0 < reach < 10_000_000_000, "summary %r" % s["recorder"])
+        # The exit dump, 10 s back from the end, holds what the ring still had.
+        exits = [f for f in dumps_in(tmp) if f.endswith("-exit.perfetto-trace")]
+        check(exits, "no exit dump\n" + run.describe())
+        r = report_json(exits[0])
+        end_ns = run.events("storm_end")[0]["ts_ns"]
+        check(r["clipped"], "the exit dump is not clipped: %r" % r)
+        held = end_ns - r["clipped_to_ns"]
+        check(reach / 4 <= held <= reach * 4,
+              "the warning said about %d ns, the dump held %d ns" % (reach, held))
+        # The same load with --pre within the ring's reach: no warning.
+        run = hybtrace(["run", "--json", "--syscall", "300us", "--max-dumps", "0",
+                        "--history", "64k", "--pre", "20ms", "--source", "none",
+                        "--output", tmp, "--", workload("breach_storm"), "2", "200"], timeout=90)
+        check(run.rc == 0, run.describe())
+        check("reaches back further" not in run.stderr, "warned:\n" + run.stderr)
+
+
+@test
+def json_file_on_a_full_disk_ends_the_session():
+    """--json=FILE that cannot grow: one error line, the summary on stderr, exit 1."""
+    need_root()
+    with tempfile.TemporaryDirectory() as tmp:
+        small = os.path.join(tmp, "small")
+        os.mkdir(small)
+        subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "none", small], check=True)
+        target = start_workload("breach_storm", [30, 200], os.devnull)
+        try:
+            p = subprocess.run([HYBTRACE, "--pid", str(target.pid), "--json=" +
+                                os.path.join(small, "out.json"), "--syscall", "100us",
+                                "--max-dumps", "0", "--quiet", "--output", tmp],
+                               capture_output=True, text=True, timeout=60)
+            check(target.poll() is None, "the watched process was harmed")
+        finally:
+            target.kill()
+            target.wait()
+            subprocess.run(["umount", small])
+    errors = [l for l in p.stderr.splitlines() if "No space left on device" in l]
+    check(p.returncode == 1, "rc %d\n%s" % (p.returncode, p.stderr[-2000:]))
+    check(len(errors) == 1 and errors[0].endswith(": stopping"), "errors %r" % errors)
+    m = SUMMARY_SUM.search(p.stderr)
+    check(m and int(m.group(1)) == int(m.group(2)) + int(m.group(3)),
+          "no summary on stderr:\n" + p.stderr[-2000:])

@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 """The kernel monitor, for real: breaches of each kind against workloads' ground truth."""
 import os
+import re
 import subprocess
 import tempfile
 import time
@@ -273,3 +274,84 @@ def _attached(pid):
     except OSError:
         pass
     return False
+
+
+def _json_lines_strictly(text, what):
+    """Every line of TEXT parses as one JSON object, as `jq` reads the stream."""
+    import json
+    out = []
+    for line in text.splitlines():
+        try:
+            out.append(json.loads(line))
+        except ValueError:
+            raise Failure("%s: a line that is not JSON: %r" % (what, line))
+    return out
+
+
+@test
+def run_json_on_stdout_is_json_alone():
+    """`hybtrace run --json -- CMD | jq`: CMD's own stdout goes to stderr, as --help says."""
+    need_root()
+    with tempfile.TemporaryDirectory() as tmp:
+        p = subprocess.run([HYBTRACE, "run", "--json", "--quiet", "--output", tmp, "--",
+                            "sh", "-c", "echo hello; echo to-stderr >&2; sleep 0.2"],
+                           capture_output=True, text=True, timeout=60)
+    check(p.returncode == 0, "rc %d\n%s" % (p.returncode, p.stderr))
+    lines = _json_lines_strictly(p.stdout, "stdout of run --json")
+    check(lines and lines[0].get("type") == "attached", "first line %r" % lines[:1])
+    check(lines[-1].get("type") == "summary", "last line %r" % lines[-1:])
+    check("hello" in p.stderr.splitlines() and "to-stderr" in p.stderr.splitlines(),
+          "CMD's output is not on stderr:\n" + p.stderr)
+    # --json=- is the same stream.
+    with tempfile.TemporaryDirectory() as tmp:
+        p = subprocess.run([HYBTRACE, "run", "--json=-", "--quiet", "--output", tmp, "--",
+                            "sh", "-c", "echo hello"], capture_output=True, text=True,
+                           timeout=60)
+    check(p.returncode == 0, "rc %d\n%s" % (p.returncode, p.stderr))
+    _json_lines_strictly(p.stdout, "stdout of run --json=-")
+    check("hello" in p.stderr.splitlines(), "CMD's output is not on stderr:\n" + p.stderr)
+
+
+@test
+def run_json_to_a_file_leaves_stdout_to_the_command():
+    need_root()
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "out.json")
+        p = subprocess.run([HYBTRACE, "run", "--json=" + path, "--quiet", "--output", tmp,
+                            "--", "sh", "-c", "echo hello; sleep 0.2"],
+                           capture_output=True, text=True, timeout=60)
+        check(p.returncode == 0, "rc %d\n%s" % (p.returncode, p.stderr))
+        check(p.stdout == "hello\n", "stdout is not CMD's alone: %r" % p.stdout)
+        with open(path) as f:
+            lines = _json_lines_strictly(f.read(), path)
+        check(os.stat(path).st_mode & 0o777 == 0o640, "mode %o" % os.stat(path).st_mode)
+    check([l["type"] for l in lines][:1] == ["attached"] and lines[-1]["type"] == "summary",
+          "types %r" % [l["type"] for l in lines])
+
+
+@test
+def run_names_the_target_by_its_command_before_exec():
+    """Under run the child is CMD's from fork on, never "(hybtrace)": in the attached line, the
+    announcement, the exit dump, and any breach (with a threshold of 1ns, the wakeup that
+    releases the child is one, before its exec, unless its wait was too short to measure)."""
+    need_root()
+    with tempfile.TemporaryDirectory() as tmp:
+        run = hybtrace(["run", "--json", "--quiet", "--rq-delay", "1ns", "--source", "none",
+                        "--dump-on-exit", "--output", tmp, "--", "true"], timeout=60)
+        check(run.rc == 0, run.describe())
+        attached = [o for o in run.json_lines() if o.get("type") == "attached"]
+        check(attached and attached[0]["comm"] == "true", "attached %r" % attached)
+        pid = attached[0]["pid"]
+        mine = [b for b in run.breaches() if b["pid"] == pid]
+        check(all(b["comm"] == "true" for b in mine),
+              "breaches named %r" % sorted(set(b["comm"] for b in mine)))
+        dumps = [f for f in os.listdir(tmp) if f.endswith("-exit.perfetto-trace")]
+        check(dumps, "no exit dump\n" + run.describe())
+        report = subprocess.run([HYBTRACE, "report", os.path.join(tmp, dumps[0])],
+                                capture_output=True, text=True, timeout=60)
+        check("hybtrace" not in report.stdout.split("\n", 1)[0] and "(true)" in report.stdout,
+              "the exit dump names the target:\n" + report.stdout[:500])
+    # The text announcement too.
+    p = subprocess.run([HYBTRACE, "run", "--source", "none", "--output", tempfile.gettempdir(),
+                        "--", "true"], capture_output=True, text=True, timeout=60)
+    check(re.search(r"watching pid \d+ \(true\)", p.stderr), "announce:\n" + p.stderr)

@@ -36,11 +36,11 @@ def decode(raw, outdir, as_nobody=False):
     return subprocess.run(cmd, capture_output=True, text=True, timeout=120)
 
 
-def live_pt_run(out, extra=(), env=None):
+def live_pt_run(out, max_dumps=2, env=None):
     """steady under --source pt --keep-raw: syscall breaches, a dump or two with raw files."""
     return hybtrace(["run", "--json", "--rq-delay", "off", "--syscall", "2ms", "--source", "pt",
                      "--keep-raw", "--output", out, "--min-interval", "200ms", "--max-dumps",
-                     "2"] + list(extra) + ["--", workload("steady"), "1", "3", "500", "100"],
+                     str(max_dumps), "--", workload("steady"), "1", "3", "500", "100"],
                     env=env if env is not None else ({} if HAS_PT else TEST_MODE))
 
 
@@ -133,7 +133,7 @@ def test_mode_dumps_say_they_hold_no_pt():
 def decode_refuses_bad_files_in_one_line():
     need_root()
     with tempfile.TemporaryDirectory() as out, tempfile.TemporaryDirectory() as dec:
-        run = live_pt_run(out, ["--max-dumps", "1"])
+        run = live_pt_run(out, max_dumps=1)
         check(run.rc == 0, run.describe())
         raws = glob.glob(os.path.join(out, "*.hybtrace-raw"))
         check(raws, "no raw capture: " + run.describe())

@@ -198,3 +198,67 @@ TEST(run_options)
 	CHECK(parse(no_cmd, 3, true, &o) == -1);
 	CHECK(parse(with_pid, 5, true, &o) == -1);
 }
+
+TEST(repeated_options_rejected)
+{
+	static const char *const pid[] = { "hybtrace", "--pid", "1", "--pid", "2" };
+	static const char *const short_long[] = { "hybtrace", "-p", "1", "--pid", "2" };
+	static const char *const rq[] = { "hybtrace", "--pid", "1", "--rq-delay", "1ms",
+					  "--rq-delay", "2ms" };
+	static const char *const json[] = { "hybtrace", "--pid", "1", "--json", "--json=x.json" };
+	static const char *const output[] = { "run", "--output", "a", "--output", "b", "--",
+					      "true" };
+	struct ht_options o;
+
+	CHECK(parse(pid, 5, false, &o) == -1);
+	CHECK(strstr(ht_last_error(), "--pid given twice (1, then 2)") != NULL);
+	CHECK(parse(short_long, 5, false, &o) == -1);
+	CHECK(strstr(ht_last_error(), "--pid") != NULL);
+	CHECK(parse(rq, 7, false, &o) == -1);
+	CHECK(strstr(ht_last_error(), "--rq-delay given twice (1ms, then 2ms)") != NULL);
+	CHECK(parse(json, 5, false, &o) == -1);
+	CHECK(strstr(ht_last_error(), "--json given twice (stdout, then x.json)") != NULL);
+	CHECK(parse(output, 7, true, &o) == -1);
+	CHECK(strstr(ht_last_error(), "--output") != NULL);
+}
+
+TEST(options_that_may_repeat)
+{
+	static const char *const args[] = { "hybtrace", "--pid",   "1",	      "--trigger", "a",
+					    "--trigger", "b",	     "--quiet", "--quiet" };
+	struct ht_options o;
+
+	CHECK(!parse(args, 9, false, &o));
+	CHECK(o.ntriggers == 2);
+	CHECK_STR(o.triggers[1], "b");
+	CHECK(o.quiet);
+}
+
+TEST(json_destinations)
+{
+	static const char *const plain[] = { "hybtrace", "--pid", "1", "--json" };
+	static const char *const dash[] = { "hybtrace", "--pid", "1", "--json=-" };
+	static const char *const file[] = { "hybtrace", "--pid", "1", "--json=out.json" };
+	static const char *const empty[] = { "hybtrace", "--pid", "1", "--json=" };
+	static const char *const spaced[] = { "hybtrace", "--pid", "1", "--json", "out.json" };
+	static const char *const run_spaced[] = { "run", "--json", "out.json", "--", "true" };
+	static const char *const run_cmd[] = { "run", "--json", "sleep", "1" };
+	struct ht_options o;
+
+	CHECK(!parse(plain, 4, false, &o));
+	CHECK(o.json && o.json_path == NULL);
+	CHECK(!parse(dash, 4, false, &o));
+	CHECK(o.json && o.json_path == NULL);
+	CHECK(!parse(file, 4, false, &o));
+	CHECK(o.json);
+	CHECK_STR(o.json_path, "out.json");
+	CHECK(parse(empty, 4, false, &o) == -1);
+	CHECK(parse(spaced, 5, false, &o) == -1);
+	CHECK(strstr(ht_last_error(), "--json=out.json") != NULL);
+	CHECK(parse(run_spaced, 5, true, &o) == -1);
+	CHECK(strstr(ht_last_error(), "--json=out.json") != NULL);
+	/* Without `--`, the word after --json starts the command, as before. */
+	CHECK(!parse(run_cmd, 4, true, &o));
+	CHECK(o.json && o.json_path == NULL);
+	CHECK_STR(o.run_argv[0], "sleep");
+}
