@@ -62,15 +62,16 @@ def rq_delay_dump_names_the_culprit():
         inside = [r for r in reports if r.get("tid") == victim and r["ran_instead"]
                   and r["start_ns"] > run.events("contention_start")[0]["ts_ns"]]
         check(len(inside) >= 3, "want 3+ rq-delay dumps during the contention: %r" % reports)
-        # On a busy machine other tasks take part of some waits; the hog is in every
-        # one and leads most.
+        # On a busy machine other tasks pinned nowhere take part of some waits, and now
+        # and then the whole of one (a compiler's slice on that CPU is longer than the
+        # threshold): the hog leads most dumps and is among the culprits of nearly all.
         name = "rq_hog[%d]" % hog
         led = [r for r in inside if r["ran_instead"][0]["task"] == name]
         check(len(led) > len(inside) / 2, "%s led %d of %d dumps: %r"
               % (name, len(led), len(inside), [r["ran_instead"] for r in inside]))
-        for r in inside:
-            check(any(c["task"] == name for c in r["ran_instead"]),
-                  "%s is not among the culprits: %r" % (name, r["ran_instead"]))
+        named = [r for r in inside if any(c["task"] == name for c in r["ran_instead"])]
+        check(len(named) >= 0.75 * len(inside), "%s is among the culprits of %d of %d dumps: %r"
+              % (name, len(named), len(inside), [r["ran_instead"] for r in inside]))
         for r in inside:
             check(r["kernel_stack"], "no kernel stack in %r" % r)
             check(r["losses"]["loss.ring_buffer_drops"] == 0, "losses %r" % r["losses"])

@@ -1185,10 +1185,16 @@ static double now_s(void)
  */
 TEST(unwinds_fast_enough)
 {
+	/*
+	 * Not a speed target (make bench has those): a floor a loaded 2-core
+	 * guest clears several times over (15-21k/s idle, 1.7k/s under ASan
+	 * next to two compilers), which an unwinder that reopened its files or
+	 * re-indexed their CFI at every call would not.
+	 */
 #if defined(__SANITIZE_ADDRESS__)
-	const double min_per_s = 2000; /* our code instrumented; libdw is not */
+	const double min_per_s = 400; /* our code instrumented; libdw is not */
 #else
-	const double min_per_s = 10000;
+	const double min_per_s = 2500;
 #endif
 	static struct sample s;
 	struct ht_dwarf_unwinder *u;
