@@ -257,6 +257,44 @@ static void print_dump_stats_text(struct session *s)
 	       (unsigned long long)d.skipped[HT_DUMP_DEFER_BUSY]);
 }
 
+/* Hits, and the specs that never armed: a module name that matched nothing says so here. */
+static void print_triggers_text(struct session *s)
+{
+	size_t n = ht_code_triggers_count(&s->triggers);
+
+	if (!n)
+		return;
+	printf("  triggers: %llu hit%s\n", (unsigned long long)s->trigger_hits,
+	       s->trigger_hits == 1 ? "" : "s");
+	for (size_t i = 0; i < n; i++) {
+		const char *why = ht_code_trigger_unresolved(&s->triggers, i);
+
+		if (why)
+			printf("  trigger %s never resolved%s%s\n",
+			       ht_code_trigger_text(&s->triggers, (int)i), *why ? ": " : "", why);
+	}
+}
+
+static void print_triggers_json(struct session *s)
+{
+	size_t n = ht_code_triggers_count(&s->triggers), shown = 0;
+
+	printf(",\"triggers\":{\"hits\":%llu,\"never_resolved\":[",
+	       (unsigned long long)s->trigger_hits);
+	for (size_t i = 0; i < n; i++) {
+		const char *why = ht_code_trigger_unresolved(&s->triggers, i);
+
+		if (!why)
+			continue;
+		printf("%s{\"trigger\":", shown++ ? "," : "");
+		ht_json_string(stdout, ht_code_trigger_text(&s->triggers, (int)i));
+		printf(",\"why\":");
+		ht_json_string(stdout, why);
+		putchar('}');
+	}
+	printf("]}");
+}
+
 static void print_summary_text(struct session *s, const struct ht_monitor_counters *c)
 {
 	char dur[32];
@@ -280,6 +318,7 @@ static void print_summary_text(struct session *s, const struct ht_monitor_counte
 	       (unsigned long long)c->records_written,
 	       (unsigned long long)c->value[HT_CNT_BREACHES]);
 	print_dump_stats_text(s);
+	print_triggers_text(s);
 	printf("  lost: %llu (breach ring buffer %llu, task storage %llu, comm map %llu, "
 	       "recursion %llu)\n",
 	       (unsigned long long)total_lost(c), (unsigned long long)c->value[HT_CNT_RB_DROPS],
@@ -319,6 +358,7 @@ static void print_summary_json(struct session *s, const struct ht_monitor_counte
 	       (unsigned long long)c->value[HT_CNT_COMM_UPDATE_FAILS],
 	       (unsigned long long)c->recursion_misses);
 	print_dump_stats_json(s);
+	print_triggers_json(s);
 }
 
 static void print_summary(struct session *s)
