@@ -72,6 +72,7 @@ static void forget_name(struct ht_module_names *mn)
 	mn->verdict = NULL;
 	mn->nkeys = 0;
 	mn->keys_read = 0;
+	mn->named_plainly = 0;
 }
 
 void ht_module_names_free(struct ht_module_names *mn)
@@ -370,20 +371,32 @@ static int key_listed(const struct ht_module_names *mn, const struct file_key *k
 	return 0;
 }
 
+/* Where M's file name starts: every file mapping's path is absolute. */
+static size_t base_at(const struct ht_mapping *m)
+{
+	return (size_t)((const char *)memrchr(m->path, '/', path_len(m)) - m->path) + 1;
+}
+
+/* Whether NAME is M's path (when absolute) or its file name. */
+static int named_plainly(const struct ht_mapping *m, const char *name)
+{
+	size_t len = path_len(m), base = base_at(m);
+
+	if (name[0] == '/')
+		return strlen(name) == len && !strncmp(m->path, name, len);
+	return strlen(name) == len - base && !strncmp(m->path + base, name, len - base);
+}
+
 static int decide(struct ht_module_names *mn, size_t i)
 {
 	const struct ht_mapping *m = &mn->maps->v[i];
 	const char *name = mn->name, *soname;
-	size_t len = path_len(m);
-	/* Where the file name starts: every file mapping's path is absolute. */
-	size_t base = (size_t)((const char *)memrchr(m->path, '/', len) - m->path) + 1;
+	size_t base = base_at(m);
 	const struct file_key *key;
 
-	if (name[0] == '/'
-		    ? strlen(name) == len && !strncmp(m->path, name, len)
-		    : strlen(name) == len - base && !strncmp(m->path + base, name, len - base))
+	if (named_plainly(m, name))
 		return 1;
-	if (!mn->facts)
+	if (mn->named_plainly || !mn->facts)
 		return 0;
 	if (name[0] != '/') {
 		soname = mapping_soname(mn, i);
@@ -421,6 +434,10 @@ int ht_module_names_match(struct ht_module_names *mn, size_t i, const char *name
 		mn->verdict = malloc(mn->maps->count);
 		if (mn->verdict)
 			memset(mn->verdict, -1, mn->maps->count);
+		for (size_t k = 0; k < mn->maps->count && !mn->named_plainly; k++)
+			mn->named_plainly = ht_mapping_is_exec(&mn->maps->v[k]) &&
+					    is_file_mapping(&mn->maps->v[k]) &&
+					    named_plainly(&mn->maps->v[k], mn->name);
 	}
 	if (mn->verdict && mn->verdict[i] >= 0)
 		return mn->verdict[i];

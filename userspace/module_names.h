@@ -13,6 +13,8 @@
  *	the target (/lib, /usr/lib, the multiarch ones, /etc/ld.so.conf),
  *	resolves to its file (a symlink: libz.so.1 -> libz.so.1.2.13)
  *
+ * The first two win: a name that is the path or file name of some mapped
+ * code means those files only, as it always did, and costs no lookups.
  * "Its file" is the same device and inode as the mapped file. Every name is
  * looked up inside the target's root through target_files.c, so a symlink
  * that points out of that root is followed inside it, never out.
@@ -40,6 +42,7 @@ struct ht_module_names {
 	struct file_key *keys;
 	size_t nkeys;
 	int keys_read;
+	int named_plainly;    /* some code mapping has NAME as its path or file name */
 	signed char *verdict; /* per mapping: -1 not asked yet, 0, 1 */
 };
 

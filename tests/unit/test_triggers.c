@@ -264,7 +264,8 @@ static int build_programs(void)
 	if (sh("cd '%s' && cc -O1 -g -shared -fPIC -Wl,-soname,libtrigv.so.1 -o libtrigv.so.1.0.3 "
 	       "late.c && ln -s libtrigv.so.1.0.3 libtrigv.so.1 && ln -s libtrigv.so.1 libtrigv.so"
 	       " && ln -s libtrigv.so.1.0.3 libtrigv-alias.so"
-	       " && cc -O1 -g -shared -fPIC -Wl,-soname,libtrigs.so.7 -o libtrigs-7.0.so late.c",
+	       " && cc -O1 -g -shared -fPIC -Wl,-soname,libtrigs.so.7 -o libtrigs-7.0.so late.c"
+	       " && mkdir plain && cc -O1 -g -shared -fPIC -o plain/libtrigs.so.7 late.c",
 	       dir))
 		return -1;
 	built = 1;
@@ -795,6 +796,25 @@ TEST(module_names_every_name_of_a_library)
 		CHECK(contains(t.v[0].pending, "no module libtrigv.so.2"));
 		CHECK(t.v[1].resolved && t.v[1].ever_resolved && t.v[1].addr == c.late);
 		ht_symbolizer_free(s);
+	}
+	/* A file called by another's soname: the file name wins, as it always did. */
+	{
+		uint64_t by_soname = resolve1(&c, "libtrigs.so.7:ht_trig_late_function", 0);
+
+		CHECK(!child_do(&c, "dlopen %s/plain/libtrigs.so.7", dir));
+		CHECK(!ht_maps_read(c.pid, &maps));
+		CHECK(!ht_target_reopen_root(&tg));
+		ht_module_names_init(&mn, &tg, &maps);
+		z = exec_mapping(&maps, "/libtrigs-7.0.so");
+		v = exec_mapping(&maps, "/plain/libtrigs.so.7");
+		CHECK(v >= 0 && z >= 0);
+		expect_name(&mn, v, "libtrigs.so.7", 1);
+		expect_name(&mn, z, "libtrigs.so.7", 0);
+		ht_module_names_free(&mn);
+		ht_target_close(&tg);
+		ht_maps_free(&maps);
+		CHECK_EQ_U64(resolve1(&c, "libtrigs.so.7:ht_trig_late_function", 0), c.late);
+		CHECK(c.late != by_soname);
 	}
 	child_stop(&c);
 }
