@@ -235,7 +235,7 @@ FUZZ_MARKS_SRCS := userspace/marks.c userspace/proc_maps.c userspace/target_file
 # Command lines: options and the trigger specs they carry.
 FUZZ_OPTIONS_SRCS := userspace/options.c userspace/syscalls.c userspace/trigger_spec.c \
 	userspace/symbolizer.c userspace/proc_maps.c userspace/elf_symbols.c userspace/perf_map.c \
-	userspace/target_files.c \
+	userspace/target_files.c userspace/module_names.c \
 	userspace/log.c
 # The OCaml exception-trap note of a traced binary (its note section, or the ELF file).
 FUZZ_OCAML_EH_SRCS := userspace/ocaml_eh.c userspace/log.c

@@ -112,3 +112,24 @@ const char *ht_code_trigger_text(const struct ht_code_triggers *ct, int slot)
 		return "?";
 	return ct->specs.v[slot].spec.text;
 }
+
+size_t ht_code_triggers_count(const struct ht_code_triggers *ct)
+{
+	return ct->specs.count;
+}
+
+const char *ht_code_trigger_unresolved(const struct ht_code_triggers *ct, size_t slot)
+{
+	const struct ht_trigger *tr;
+	char prefix[HT_TRIGGER_TEXT_MAX + 16];
+	size_t n;
+
+	if (slot >= ct->specs.count || ct->specs.v[slot].ever_resolved)
+		return NULL;
+	tr = &ct->specs.v[slot];
+	/* The reason names the spec already: the summary puts it first. */
+	n = (size_t)snprintf(prefix, sizeof(prefix), "trigger '%s': ", tr->spec.text);
+	if (n < sizeof(prefix) && !strncmp(tr->pending, prefix, n))
+		return tr->pending + n;
+	return tr->pending;
+}

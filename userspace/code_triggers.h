@@ -52,4 +52,14 @@ void ht_code_triggers_reap(struct ht_code_triggers *ct);
 /* The spec of trigger SLOT, as the user gave it. */
 const char *ht_code_trigger_text(const struct ht_code_triggers *ct, int slot);
 
+/* How many triggers there are (slots 0..count-1). */
+size_t ht_code_triggers_count(const struct ht_code_triggers *ct);
+
+/*
+ * Why trigger SLOT never resolved since the target's last exec ("no module
+ * libz.so.9 is mapped in process 42 (yet)"; "" when no reason is known), or
+ * NULL when it did: the summary names the specs that never armed.
+ */
+const char *ht_code_trigger_unresolved(const struct ht_code_triggers *ct, size_t slot);
+
 #endif /* HT_CODE_TRIGGERS_H */

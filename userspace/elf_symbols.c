@@ -771,6 +771,82 @@ struct ht_elf_symbols *ht_elf_symbols_open_mem(const void *data, size_t len, con
 	return e;
 }
 
+/* DT_SONAME in the dynamic section SCN: 1 and OUT, 0 when absent, -1 on a bad section. */
+static int dynamic_soname(struct reader *r, Elf_Scn *scn, const GElf_Shdr *sh, char *out,
+			  size_t len)
+{
+	size_t entsize = gelf_fsize(r->elf, ELF_T_DYN, 1, EV_CURRENT);
+	Elf_Data *strs, *d;
+	const char *soname;
+
+	if (sh->sh_entsize != entsize || sh->sh_size % entsize)
+		return ht_fail("%s: .dynamic has entries of %llu bytes, not %zu", r->e->name,
+			       (unsigned long long)sh->sh_entsize, entsize);
+	strs = linked_strings(r, sh, ".dynamic");
+	d = strs ? section_data(r, scn, sh, ".dynamic") : NULL;
+	if (!d)
+		return -1;
+	for (size_t i = 0; i < sh->sh_size / entsize; i++) {
+		GElf_Dyn dyn;
+
+		if (!gelf_getdyn(d, (int)i, &dyn) || dyn.d_tag == DT_NULL)
+			break;
+		if (dyn.d_tag != DT_SONAME)
+			continue;
+		soname = string_at(strs->d_buf, strs->d_size, dyn.d_un.d_val);
+		if (!soname || !*soname || strlen(soname) >= len)
+			return 0;
+		memcpy(out, soname, strlen(soname) + 1);
+		return 1;
+	}
+	return 0;
+}
+
+int ht_elf_soname(int fd, const char *name, char *out, size_t len)
+{
+	struct ht_elf_symbols *e = symbols_new(name);
+	struct reader r = {.e = e};
+	struct stat st;
+	GElf_Ehdr eh;
+	int found = 0;
+
+	if (!e)
+		return -1;
+	if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
+		found = ht_fail("%s: not a regular file", name);
+		goto out;
+	}
+	r.file_size = (uint64_t)st.st_size;
+	elf_version(EV_CURRENT);
+	/* Read, not mmap, as for the symbols: a file truncated under us is an error. */
+	r.elf = elf_begin(fd, ELF_C_READ, NULL);
+	if (!r.elf) {
+		found = ht_fail("%s: %s", name, elf_errmsg(-1));
+		goto out;
+	}
+	if (read_header(&r, &eh) || check_sections(&r, &eh)) {
+		found = -1;
+		goto out;
+	}
+	for (size_t i = 1; i < r.shnum && !found; i++) {
+		Elf_Scn *scn = elf_getscn(r.elf, i);
+		GElf_Shdr sh;
+
+		if (!scn || !gelf_getshdr(scn, &sh)) {
+			found = fail_elf(&r, "bad section header");
+			break;
+		}
+		if (sh.sh_type == SHT_DYNAMIC)
+			found = dynamic_soname(&r, scn, &sh, out, len);
+	}
+out:
+	if (r.elf)
+		elf_end(r.elf);
+	free(r.is_text);
+	ht_elf_symbols_free(e);
+	return found;
+}
+
 void ht_elf_symbols_free(struct ht_elf_symbols *e)
 {
 	if (!e)

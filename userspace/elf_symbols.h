@@ -93,4 +93,13 @@ const struct ht_elf_segment *ht_elf_symbols_segments(const struct ht_elf_symbols
 int ht_elf_load_bias(const struct ht_elf_symbols *e, uint64_t map_start, uint64_t map_end,
 		     uint64_t map_offset, const char *map_perms, uint64_t *bias);
 
+/*
+ * The DT_SONAME of the ELF file FD ("libz.so.1"), from its .dynamic section,
+ * into OUT (LEN bytes). NAME is for messages. Returns 1 when it has one, 0
+ * when it has none (an executable, a library linked without -soname, a
+ * file without section headers, a name longer than LEN), -1 with
+ * ht_last_error() when FD is not a readable ELF file.
+ */
+int ht_elf_soname(int fd, const char *name, char *out, size_t len);
+
 #endif /* HT_ELF_SYMBOLS_H */

@@ -328,6 +328,44 @@ static void print_recorder_text(struct session *s, FILE *f, const struct ht_moni
 	fputs(")\n", f);
 }
 
+/* Hits, and the specs that never armed: a module name that matched nothing says so here. */
+static void print_triggers_text(struct session *s, FILE *f)
+{
+	size_t n = ht_code_triggers_count(&s->triggers);
+
+	if (!n)
+		return;
+	fprintf(f, "  triggers: %llu hit%s\n", (unsigned long long)s->trigger_hits,
+		s->trigger_hits == 1 ? "" : "s");
+	for (size_t i = 0; i < n; i++) {
+		const char *why = ht_code_trigger_unresolved(&s->triggers, i);
+
+		if (why)
+			fprintf(f, "  trigger %s never resolved%s%s\n",
+				ht_code_trigger_text(&s->triggers, (int)i), *why ? ": " : "", why);
+	}
+}
+
+static void print_triggers_json(struct session *s, FILE *f)
+{
+	size_t n = ht_code_triggers_count(&s->triggers), shown = 0;
+
+	fprintf(f, ",\"triggers\":{\"hits\":%llu,\"never_resolved\":[",
+		(unsigned long long)s->trigger_hits);
+	for (size_t i = 0; i < n; i++) {
+		const char *why = ht_code_trigger_unresolved(&s->triggers, i);
+
+		if (!why)
+			continue;
+		fprintf(f, "%s{\"trigger\":", shown++ ? "," : "");
+		ht_json_string(f, ht_code_trigger_text(&s->triggers, (int)i));
+		fprintf(f, ",\"why\":");
+		ht_json_string(f, why);
+		fputc('}', f);
+	}
+	fprintf(f, "]}");
+}
+
 static void print_summary_text(struct session *s, FILE *f, const struct ht_monitor_counters *c)
 {
 	char dur[32];
@@ -360,6 +398,7 @@ static void print_summary_text(struct session *s, FILE *f, const struct ht_monit
 	fputc('\n', f);
 	print_recorder_text(s, f, c);
 	print_dump_stats_text(s, f);
+	print_triggers_text(s, f);
 	fprintf(f,
 		"  lost: %llu (breach ring buffer %llu, task storage %llu, comm map %llu, "
 		"recursion %llu)\n",
@@ -408,6 +447,7 @@ static void print_summary_json(struct session *s, FILE *f, const struct ht_monit
 		(unsigned long long)c->value[HT_CNT_COMM_UPDATE_FAILS],
 		(unsigned long long)c->recursion_misses);
 	print_dump_stats_json(s, f);
+	print_triggers_json(s, f);
 }
 
 /*

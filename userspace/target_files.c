@@ -204,6 +204,32 @@ int ht_target_open_build_id_debug(const struct ht_target *t, const char *build_i
 	return ht_target_open_file(t, path, place == HT_DEBUG_IN_ROOT, shown, shown_len);
 }
 
+int ht_target_stat_file(const struct ht_target *t, const char *path, struct stat *st)
+{
+	int pfd = open_in_root(t, path, O_PATH | O_CLOEXEC);
+	int err;
+
+	if (pfd < 0 && (errno == ENOENT || errno == ENOTDIR))
+		return -2;
+	if (pfd < 0)
+		return ht_fail("/proc/%d/root%s: %s", t->pid, path, strerror(errno));
+	err = fstat(pfd, st);
+	close(pfd);
+	return err ? ht_fail("/proc/%d/root%s: %s", t->pid, path, strerror(errno)) : 0;
+}
+
+int ht_target_open_dir(const struct ht_target *t, const char *path)
+{
+	/* O_DIRECTORY: a FIFO or a device in the way is refused before it is opened. */
+	int fd = open_in_root(t, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+
+	if (fd < 0 && (errno == ENOENT || errno == ENOTDIR))
+		return -2;
+	if (fd < 0)
+		return ht_fail("/proc/%d/root%s: %s", t->pid, path, strerror(errno));
+	return fd;
+}
+
 int ht_target_read_memory(const struct ht_target *t, uint64_t addr, void *buf, size_t len)
 {
 	char path[64];

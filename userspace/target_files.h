@@ -67,6 +67,21 @@ enum ht_debug_place {
 int ht_target_open_build_id_debug(const struct ht_target *t, const char *build_id,
 				  enum ht_debug_place place, char *shown, size_t shown_len);
 
+/*
+ * The stat of the file at absolute PATH in the target's root, its symlinks
+ * resolved inside that root: one that points out of it (an absolute
+ * target, "..") lands inside it again. Returns 0, -2 when there is no such
+ * file, or -1 with ht_fail().
+ */
+int ht_target_stat_file(const struct ht_target *t, const char *path, struct stat *st);
+
+/*
+ * The directory at absolute PATH in the target's root, open for reading
+ * (fdopendir). Returns an fd, -2 when there is no such directory, or -1
+ * with ht_fail().
+ */
+int ht_target_open_dir(const struct ht_target *t, const char *path);
+
 /* LEN bytes of the target's memory at ADDR, from /proc/PID/mem. 0, or -1 with ht_fail(). */
 int ht_target_read_memory(const struct ht_target *t, uint64_t addr, void *buf, size_t len);
 

@@ -21,6 +21,7 @@
 #include <unistd.h>
 #include "elf_symbols.h"
 #include "log.h"
+#include "module_names.h"
 #include "proc_maps.h"
 #include "symbolizer.h"
 #include "target_files.h"
@@ -255,21 +256,6 @@ static const char *module_key(const char *spec_module)
 	return base ? base + 1 : spec_module;
 }
 
-/* Whether mapping path PATH is module WANT (a path or a basename), " (deleted)" or not. */
-static int module_matches(const char *path, const char *want)
-{
-	size_t len = strlen(path), wlen = strlen(want);
-	const char *base;
-
-	if (ht_path_is_deleted(path))
-		len -= strlen(" (deleted)");
-	if (want[0] == '/')
-		return len == wlen && !strncmp(path, want, len);
-	base = memrchr(path, '/', len);
-	base = base ? base + 1 : path;
-	return (size_t)(path + len - base) == wlen && !strncmp(base, want, wlen);
-}
-
 static int is_file_mapping(const struct ht_mapping *m)
 {
 	return m->path[0] == '/' && m->inode;
@@ -434,24 +420,25 @@ struct resolve_ctx {
 	struct ht_symbolizer *s;
 	struct ht_target tg;
 	struct ht_maps maps;
+	struct ht_module_names names; /* which mappings a spec's module names */
 	int pid;
 	unsigned int flags;
 };
 
 /* Index of the first executable mapping of a module named WANT, or -1. */
-static long find_module(const struct resolve_ctx *c, const char *want)
+static long find_module(struct resolve_ctx *c, const char *want)
 {
 	for (size_t i = 0; i < c->maps.count; i++)
-		if (first_exec_of_module(&c->maps, i) && module_matches(c->maps.v[i].path, want))
+		if (first_exec_of_module(&c->maps, i) && ht_module_names_match(&c->names, i, want))
 			return (long)i;
 	return -1;
 }
 
 /* Whether any mapping (executable or not) of the process is module WANT. */
-static int module_mapped(const struct resolve_ctx *c, const char *want)
+static int module_mapped(struct resolve_ctx *c, const char *want)
 {
 	for (size_t i = 0; i < c->maps.count; i++)
-		if (is_file_mapping(&c->maps.v[i]) && module_matches(c->maps.v[i].path, want))
+		if (ht_module_names_match(&c->names, i, want))
 			return 1;
 	return 0;
 }
@@ -459,6 +446,7 @@ static int module_mapped(const struct resolve_ctx *c, const char *want)
 static void set_resolved(struct ht_trigger *tr, uint64_t addr, const char *module)
 {
 	tr->resolved = 1;
+	tr->ever_resolved = 1;
 	tr->addr = addr;
 	snprintf(tr->module, sizeof(tr->module), "%s", module);
 	tr->pending[0] = 0;
@@ -526,7 +514,7 @@ static void suggest(struct resolve_ctx *c, const char *module, const char *name,
 		int fd;
 
 		if (!first_exec_of_module(&c->maps, i) ||
-		    (module && !module_matches(m->path, module)))
+		    (module && !ht_module_names_match(&c->names, i, module)))
 			continue;
 		fd = ht_target_open_mapping(&c->tg, m, &source, &st);
 		free(source);
@@ -557,6 +545,36 @@ static const char *base_name(const char *path)
 	return b ? b + 1 : path;
 }
 
+/*
+ * The addresses of function NAME in every module MODULE names (in all with
+ * MODULE NULL), as ht_symbolizer_lookup() gives them. The symbolizer is
+ * asked by each matching file's own path: it knows file names, not sonames
+ * or symlinks.
+ */
+static int lookup_function(struct resolve_ctx *c, const char *module, const char *name,
+			   struct ht_symbol_address *out, size_t max, size_t *found)
+{
+	*found = 0;
+	if (!module)
+		return ht_symbolizer_lookup(c->s, NULL, name, out, max, found);
+	for (size_t i = 0; i < c->maps.count; i++) {
+		const char *path = c->maps.v[i].path;
+		size_t stored = *found < max ? *found : max, n = 0, k;
+
+		if (!first_exec_of_module(&c->maps, i) ||
+		    !ht_module_names_match(&c->names, i, module))
+			continue;
+		for (k = 0; k < i; k++)
+			if (first_exec_of_module(&c->maps, k) && !strcmp(c->maps.v[k].path, path))
+				break;
+		if (k < i)
+			continue; /* that path was asked already */
+		if (!ht_symbolizer_lookup(c->s, path, name, out + stored, max - stored, &n))
+			*found += n;
+	}
+	return *found ? 0 : ht_fail("no function %s in %s of process %d", name, module, c->pid);
+}
+
 static int resolve_function(struct resolve_ctx *c, struct ht_trigger *tr)
 {
 	const struct ht_trigger_spec *sp = &tr->spec;
@@ -566,8 +584,7 @@ static int resolve_function(struct resolve_ctx *c, struct ht_trigger *tr)
 	char why[HT_TRIGGER_TEXT_MAX], near[256], list[320];
 	size_t used = 0;
 
-	if (ht_symbolizer_lookup(c->s, module, sp->symbol, cand, MAX_CANDIDATES, &found) ||
-	    !found) {
+	if (lookup_function(c, module, sp->symbol, cand, MAX_CANDIDATES, &found) || !found) {
 		if (module && !module_mapped(c, module)) {
 			snprintf(why, sizeof(why),
 				 "trigger '%s': no module %s is mapped in "
@@ -880,7 +897,8 @@ static int resolve_line(struct resolve_ctx *c, struct ht_trigger *tr)
 		struct line_search ls = {.file = tr->spec.file, .line = tr->spec.line};
 		int has_dwarf;
 
-		if (!first_exec_of_module(&c->maps, k) || (want && !module_matches(m->path, want)))
+		if (!first_exec_of_module(&c->maps, k) ||
+		    (want && !ht_module_names_match(&c->names, k, want)))
 			continue;
 		/* Without a module, only files that carry their DWARF: libc's debug file is huge.
 		 */
@@ -971,6 +989,7 @@ int ht_triggers_resolve(struct ht_triggers *t, struct ht_symbolizer *s, int pid,
 	}
 	ht_target_init(&c.tg, pid);
 	ht_target_reopen_root(&c.tg); /* without it, files open through map_files */
+	ht_module_names_init(&c.names, &c.tg, &c.maps);
 	for (size_t i = 0; i < t->count; i++) {
 		struct ht_trigger *tr = &t->v[i];
 		int was_resolved = tr->resolved;
@@ -1000,6 +1019,7 @@ int ht_triggers_resolve(struct ht_triggers *t, struct ht_symbolizer *s, int pid,
 		changed += t->v[i].changed;
 	if (changed)
 		t->generation++;
+	ht_module_names_free(&c.names);
 	ht_target_close(&c.tg);
 	ht_maps_free(&c.maps);
 	/* Errors too are said once per change of the mappings: nothing else would change them. */
@@ -1015,6 +1035,7 @@ void ht_triggers_reset(struct ht_triggers *t)
 		struct ht_trigger *tr = &t->v[i];
 
 		set_unresolved(tr);
+		tr->ever_resolved = 0;
 		tr->changed = 0;
 		tr->pending[0] = 0;
 		tr->cached_path[0] = 0;

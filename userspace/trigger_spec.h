@@ -3,15 +3,16 @@
  * --trigger SPEC: where in the target's code a hardware breakpoint goes.
  *
  *	send_order		a function, in any module
- *	libc.so.6:malloc	a function in one module (basename or path)
+ *	libc.so.6:malloc	a function in one module (a name of its file)
  *	./feed:0x4011a0		a file virtual address in a module, as nm shows it
  *	feed.c:120		a source line (DWARF), in any module with debug info
  *	./feed:feed.c:120	a source line in one module
  *	.			the stop function hybtrace_trigger (<hybtrace/hybtrace.h>)
  *	libfoo.so:.		the stop function of one module
  *
- * A module written as a relative path ("./feed") is matched by its
- * basename, an absolute one by its path. Specs are resolved against every
+ * A module is any name of a mapped file: its path, its file name, its
+ * DT_SONAME, or a symlink to it (module_names.h); a relative path
+ * ("./feed") counts by its file name. Specs are resolved against every
  * mapping of the target, and again whenever its executable mappings change
  * (exec, dlopen): ht_triggers_resolve() is cheap when they did not.
  */
@@ -51,6 +52,7 @@ int ht_trigger_spec_parse(const char *text, struct ht_trigger_spec *out);
 struct ht_trigger {
 	struct ht_trigger_spec spec;
 	int resolved;			   /* ADDR holds */
+	int ever_resolved;		   /* resolved at some time since the last exec */
 	uint64_t addr;			   /* runtime address in the target */
 	char module[4096];		   /* the mapping's path it resolved in */
 	int changed;			   /* the last resolve moved, armed or lost it */

@@ -4,11 +4,14 @@
  * through the in-memory opener the vdso uses: any input gives symbols or a
  * message, never a crash or a read out of bounds. What it accepts must
  * answer lookups consistently: each function is found at its address and
- * by its name, and merging a second copy changes no answer.
+ * by its name, and merging a second copy changes no answer. The DT_SONAME
+ * reader gets the same input as a file.
  */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "elf_symbols.h"
 #include "log.h"
@@ -62,11 +65,30 @@ static void check_accessors(const struct ht_elf_symbols *e)
 	ht_elf_symbols_find(e, UINT64_MAX);
 }
 
+/* The soname reader takes a file: the input goes into one kept in memory. */
+static void check_soname(const uint8_t *data, size_t size)
+{
+	static int fd = -1;
+	char soname[64];
+	int found;
+
+	if (fd < 0)
+		fd = memfd_create("fuzz.elf", MFD_CLOEXEC);
+	if (fd < 0 || ftruncate(fd, 0) || pwrite(fd, data, size, 0) != (ssize_t)size)
+		abort();
+	found = ht_elf_soname(fd, "fuzz", soname, sizeof(soname));
+	if (found < 0 && !ht_last_error()[0])
+		abort(); /* every failure says why */
+	if (found == 1 && (!soname[0] || strlen(soname) >= sizeof(soname)))
+		abort();
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct ht_elf_symbols *e = ht_elf_symbols_open_mem(data, size, "fuzz"), *again;
 	size_t count;
 
+	check_soname(data, size);
 	if (!e) {
 		if (!ht_last_error()[0])
 			abort(); /* every failure says why */

@@ -7,7 +7,8 @@ import subprocess
 import tempfile
 import time
 
-from harness import HYBTRACE, WORKLOADS, check, hybtrace, need_root, test, workload
+from harness import (HYBTRACE, WORKLOADS, Run, Skip, check, hybtrace, need_root, read_log,
+                     test, wait_for, workload)
 
 TARGET = workload("trigger_target")
 
@@ -145,3 +146,126 @@ def trigger_spec_errors():
     finally:
         target.kill()
         target.wait()
+
+
+# Debian's python3 links libz itself: the library is mapped as libz.so.1.2.13, called libz.so.1
+# by ldd and by its DT_SONAME. Its crc32 calls come from a thread born late, once the test has
+# seen the trigger armed at the address the interpreter itself finds (ctypes), its ground truth.
+PYTHON = "/usr/bin/python3"
+CRC_SCRIPT = r"""
+import ctypes, json, os, sys, threading, zlib
+
+log = open(sys.argv[1], "w")
+def say(**kw):
+    log.write(json.dumps(kw) + "\n")
+    log.flush()
+
+crc32 = ctypes.cast(ctypes.CDLL("libz.so.1").crc32, ctypes.c_void_p).value
+say(event="ready", crc32=crc32)
+sys.stdin.readline()
+
+def work():
+    say(event="call", tid=threading.get_native_id(), value=0x5eed, length=11)
+    for _ in range(3):
+        zlib.crc32(b"hello world", 0x5eed)
+
+t = threading.Thread(target=work)
+t.start()
+t.join()
+"""
+
+
+def whole_lines(path):
+    """The JSON lines PATH holds so far, leaving out one still being written."""
+    if not os.path.exists(path):
+        return []
+    with open(path) as f:
+        text = f.read()
+    return [json.loads(l) for l in text[:text.rfind("\n") + 1].splitlines() if l.strip()]
+
+
+@test
+def library_trigger_by_its_soname_fires_in_a_late_thread():
+    need_root()
+    if not os.access(PYTHON, os.X_OK):
+        raise Skip("no %s" % PYTHON)
+    with tempfile.TemporaryDirectory() as tmp:
+        out_dir = os.path.join(tmp, "dumps")
+        os.mkdir(out_dir)
+        log = os.path.join(tmp, "python.log")
+        stdout_path, stderr_path = os.path.join(tmp, "stdout"), os.path.join(tmp, "stderr")
+        args = [HYBTRACE, "run", "--json", "--rq-delay", "off", "--trigger", "libz.so.1:crc32",
+                "--trigger", "libnotthere.so.9:foo", "--output", out_dir, "--",
+                PYTHON, "-c", CRC_SCRIPT, log]
+        with open(stdout_path, "w") as so, open(stderr_path, "w") as se:
+            proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=so, stderr=se, cwd=tmp)
+
+        def text(path):
+            with open(path) as f:
+                return f.read()
+
+        def describe():
+            return "rc=%s\nstdout:\n%s\nstderr:\n%s" % (
+                proc.poll(), text(stdout_path)[-3000:], text(stderr_path)[-2000:])
+
+        def armed_at(address):
+            want = "trigger libz.so.1:crc32 at %#x in " % address
+            return any(want in l and l.endswith(" armed") for l in text(stderr_path).splitlines())
+
+        try:
+            wait_for(lambda: proc.poll() is not None or whole_lines(log), 30, "python to start")
+            check(proc.poll() is None, "hybtrace exited early:\n" + describe())
+            crc32 = whole_lines(log)[0]["crc32"]
+            # Armed in this image, at the address python's own libz has: now the thread may start.
+            wait_for(lambda: proc.poll() is not None or armed_at(crc32), 30,
+                     "the trigger armed at python's crc32 (%#x)" % crc32)
+            check(proc.poll() is None, "hybtrace exited early:\n" + describe())
+            proc.stdin.write(b"go\n")
+            proc.stdin.close()
+            rc = proc.wait(timeout=60)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        run = Run(rc, text(stdout_path), text(stderr_path), [])
+        check(rc == 0, describe())
+        calls = [e for e in whole_lines(log) if e["event"] == "call"]
+        check(len(calls) == 1, "python logged %r" % whole_lines(log))
+        call = calls[0]
+        hits = [o for o in run.json_lines() if o.get("type") == "trigger"]
+        check(len(hits) == 1, "%d hits, want 1 (one-shot)\n%s" % (len(hits), describe()))
+        hit = hits[0]
+        check(hit["function"] == "crc32" and hit["ip"] == crc32,
+              "hit at %r (ip %#x), crc32 is at %#x" % (hit["function"], hit["ip"], crc32))
+        check(hit["tid"] == call["tid"],
+              "hit in tid %d, python called from tid %d" % (hit["tid"], call["tid"]))
+        check(hit["args"][0] == call["value"] and hit["args"][2] == call["length"],
+              "registers %r, python passed crc32(%#x, buf, %d)"
+              % (hit["args"], call["value"], call["length"]))
+        dumps = sorted(glob.glob(os.path.join(out_dir, "*.perfetto-trace")))
+        check(len(dumps) == 1 and dumps[0].endswith("-trigger.perfetto-trace"),
+              "dumps written: %r" % dumps)
+        p = subprocess.run([HYBTRACE, "report", "--json", dumps[0]], capture_output=True,
+                           text=True, timeout=60)
+        check(p.returncode == 0, p.stderr)
+        trig = json.loads(p.stdout).get("trigger")
+        check(trig and trig["spec"] == "libz.so.1:crc32" and trig["function"] == "crc32" and
+              trig["tid"] == call["tid"] and trig["args"][0] == call["value"],
+              "the dump's trigger %r, python called crc32(%#x) in tid %d"
+              % (trig, call["value"], call["tid"]))
+        summary = run.summary()
+        check(summary and summary["triggers"]["hits"] == 1 and
+              [u["trigger"] for u in summary["triggers"]["never_resolved"]] ==
+              ["libnotthere.so.9:foo"], "summary %r" % (summary and summary.get("triggers")))
+        check("libnotthere.so.9" in summary["triggers"]["never_resolved"][0]["why"],
+              "summary %r" % summary["triggers"])
+
+
+@test
+def summary_names_a_trigger_that_never_resolved():
+    need_root()
+    run = hybtrace(["run", "--rq-delay", "off", "--trigger", "libnotthere.so.9:foo", "--",
+                    TARGET, "calls", "1"])
+    check(run.rc == 0, run.describe())
+    check("trigger libnotthere.so.9:foo never resolved: no module libnotthere.so.9" in run.stdout,
+          "the summary does not name it:\n" + run.describe())

@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
  * The ELF symbol reader: this test binary's own symbols, the vdso from
- * memory, load bias for the layouts linkers produce, and malformed files,
- * made by corrupting a copy of this binary, that must give a reason and
- * never a crash.
+ * memory, load bias for the layouts linkers produce, DT_SONAME as readelf
+ * shows it, and malformed files, made by corrupting a copy of this binary
+ * (or of the vdso), that must give a reason and never a crash.
  */
 #include <elf.h>
 #include <fcntl.h>
@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/auxv.h>
+#include <sys/mman.h>
 #include <unistd.h>
 #include "check.h"
 #include "elf_symbols.h"
@@ -584,4 +585,138 @@ TEST(stripped_file_merged_with_its_debug_file)
 	CHECK(ht_elf_symbols_flags(stripped) & HT_ELF_HAS_SYMTAB);
 	CHECK_STR(ht_elf_symbols_debuglink(stripped, NULL), "tiny.debug");
 	ht_elf_symbols_free(stripped);
+}
+
+/* ---- DT_SONAME ---- */
+
+/* IMAGE (LEN bytes) as a file in memory: ht_elf_soname reads a descriptor. */
+static int soname_of_image(const void *image, size_t len, char *out, size_t out_len)
+{
+	int fd = memfd_create("soname.elf", MFD_CLOEXEC), found;
+
+	if (fd < 0 || write(fd, image, len) != (ssize_t)len) {
+		if (fd >= 0)
+			close(fd);
+		return -2;
+	}
+	found = ht_elf_soname(fd, "soname.elf", out, out_len);
+	close(fd);
+	return found;
+}
+
+/* What readelf -d says PATH's soname is ("" for none). */
+static void readelf_soname(const char *path, char *out, size_t len)
+{
+	char cmd[512];
+	FILE *p;
+
+	out[0] = 0;
+	snprintf(cmd, sizeof(cmd), "readelf -d '%s' | sed -n 's/.*soname: \\[\\(.*\\)\\]$/\\1/p'",
+		 path);
+	p = popen(cmd, "r");
+	if (p && fgets(out, (int)len, p))
+		out[strcspn(out, "\n")] = 0;
+	if (p)
+		pclose(p);
+}
+
+TEST(soname_as_readelf_shows_it)
+{
+	const struct ht_mapping *libc = NULL;
+	char got[256], want[256];
+	struct ht_maps maps;
+	int fd;
+
+	/* The C library this test runs with, as the dynamic linker names it. */
+	CHECK(!ht_maps_read(getpid(), &maps));
+	for (size_t i = 0; i < maps.count; i++)
+		if (ht_mapping_is_exec(&maps.v[i]) && strstr(maps.v[i].path, "/libc.so"))
+			libc = &maps.v[i];
+	CHECK(libc != NULL);
+	if (libc) {
+		readelf_soname(libc->path, want, sizeof(want));
+		CHECK(want[0] != 0);
+		fd = open(libc->path, O_RDONLY);
+		CHECK(fd >= 0 && ht_elf_soname(fd, libc->path, got, sizeof(got)) == 1);
+		CHECK_STR(got, want);
+		/* A buffer too small for it: as if there were none, never a cut name. */
+		CHECK(fd >= 0 && ht_elf_soname(fd, libc->path, got, 4) == 0);
+		if (fd >= 0)
+			close(fd);
+	}
+	ht_maps_free(&maps);
+	/* An executable has none. */
+	fd = open("/proc/self/exe", O_RDONLY);
+	CHECK(fd >= 0 && ht_elf_soname(fd, "self", got, sizeof(got)) == 0);
+	if (fd >= 0)
+		close(fd);
+	if (!seeds_here())
+		SKIP_TEST("run from the repository root");
+	fd = open(SEEDS "seed_vdso_so", O_RDONLY);
+	CHECK(fd >= 0 && ht_elf_soname(fd, "vdso", got, sizeof(got)) == 1);
+	CHECK_STR(got, "linux-vdso.so.1");
+	if (fd >= 0)
+		close(fd);
+	/* A library linked without -soname. */
+	fd = open(SEEDS "seed_tiny_so", O_RDONLY);
+	CHECK(fd >= 0 && ht_elf_soname(fd, "tiny", got, sizeof(got)) == 0);
+	if (fd >= 0)
+		close(fd);
+}
+
+TEST(soname_malformed)
+{
+	Elf64_Shdr *dyn_sh;
+	Elf64_Dyn *dyn;
+	size_t len, prefix_ok = 0;
+	char *image, *c, got[256];
+	int fd;
+
+	if (!seeds_here())
+		SKIP_TEST("run from the repository root");
+	image = read_whole(SEEDS "seed_vdso_so", &len);
+	CHECK(image && section_by_type(image, SHT_DYNAMIC));
+	if (!image || !section_by_type(image, SHT_DYNAMIC)) {
+		free(image);
+		return;
+	}
+	CHECK_EQ_U64(soname_of_image(image, len, got, sizeof(got)), 1);
+	c = malloc(len);
+	memcpy(c, image, len);
+	dyn_sh = section_by_type(c, SHT_DYNAMIC);
+	dyn_sh->sh_entsize = 7;
+	CHECK_EQ_U64(soname_of_image(c, len, got, sizeof(got)), (uint64_t)-1);
+	CHECK(strstr(ht_last_error(), ".dynamic has entries of 7 bytes") != NULL);
+	dyn_sh->sh_entsize = sizeof(Elf64_Dyn);
+	dyn_sh->sh_link = 0;
+	CHECK_EQ_U64(soname_of_image(c, len, got, sizeof(got)), (uint64_t)-1);
+	CHECK(strstr(ht_last_error(), "not a string table") != NULL);
+	memcpy(c, image, len);
+	dyn_sh = section_by_type(c, SHT_DYNAMIC);
+	dyn_sh->sh_offset = len - 8;
+	CHECK_EQ_U64(soname_of_image(c, len, got, sizeof(got)), (uint64_t)-1);
+	CHECK(strstr(ht_last_error(), "past the end") != NULL);
+	/* A name past the end of the string table: no name, not bytes from beyond it. */
+	memcpy(c, image, len);
+	dyn_sh = section_by_type(c, SHT_DYNAMIC);
+	dyn = (Elf64_Dyn *)(c + dyn_sh->sh_offset);
+	for (size_t i = 0; i < dyn_sh->sh_size / sizeof(*dyn); i++)
+		if (dyn[i].d_tag == DT_SONAME)
+			dyn[i].d_un.d_val = 0x7fffffff;
+	CHECK_EQ_U64(soname_of_image(c, len, got, sizeof(got)), 0);
+	free(c);
+	/* Every prefix: an answer each time, never a crash (ASan runs this too). */
+	for (size_t n = 0; n < len; n += 7) {
+		int found = soname_of_image(image, n, got, sizeof(got));
+
+		CHECK(found >= -1 && found <= 1);
+		prefix_ok += found == -1 && ht_last_error()[0];
+	}
+	CHECK(prefix_ok > 0);
+	CHECK_EQ_U64(soname_of_image("hello, world", 12, got, sizeof(got)), (uint64_t)-1);
+	fd = open("/", O_RDONLY | O_DIRECTORY);
+	CHECK(ht_elf_soname(fd, "root", got, sizeof(got)) == -1);
+	CHECK(strstr(ht_last_error(), "not a regular file") != NULL);
+	close(fd);
+	free(image);
 }

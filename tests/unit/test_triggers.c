@@ -11,6 +11,7 @@
  * and fail under CI=true.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <poll.h>
@@ -28,7 +29,10 @@
 #include "breakpoint.h"
 #include "check.h"
 #include "log.h"
+#include "module_names.h"
+#include "proc_maps.h"
 #include "symbolizer.h"
+#include "target_files.h"
 #include "trigger_spec.h"
 
 static const char prog_c[] =
@@ -251,6 +255,18 @@ static int build_programs(void)
 	       "-ltrig -ldupa "
 	       "-ldupb -Wl,--no-as-needed -Wl,-rpath,'%s' -pthread -ldl",
 	       dir, include, dir))
+		return -1;
+	/*
+	 * A library as distributions install one: a versioned file, its soname
+	 * and the development name as symlinks to it, and another name beside
+	 * it; and one whose soname no file carries.
+	 */
+	if (sh("cd '%s' && cc -O1 -g -shared -fPIC -Wl,-soname,libtrigv.so.1 -o libtrigv.so.1.0.3 "
+	       "late.c && ln -s libtrigv.so.1.0.3 libtrigv.so.1 && ln -s libtrigv.so.1 libtrigv.so"
+	       " && ln -s libtrigv.so.1.0.3 libtrigv-alias.so"
+	       " && cc -O1 -g -shared -fPIC -Wl,-soname,libtrigs.so.7 -o libtrigs-7.0.so late.c"
+	       " && mkdir plain && cc -O1 -g -shared -fPIC -o plain/libtrigs.so.7 late.c",
+	       dir))
 		return -1;
 	built = 1;
 	return 0;
@@ -620,6 +636,253 @@ TEST(resolve_errors)
 		CHECK(t.v[0].resolved && !t.v[1].resolved);
 		ht_symbolizer_free(s);
 	}
+	child_stop(&c);
+}
+
+/* ---- Module names: every name a user may copy for a library ---- */
+
+/* The first executable mapping of the file whose path ends in SUFFIX, or -1. */
+static long exec_mapping(const struct ht_maps *maps, const char *suffix)
+{
+	size_t k = strlen(suffix);
+
+	for (size_t i = 0; i < maps->count; i++) {
+		const char *p = maps->v[i].path;
+		size_t n = strlen(p);
+
+		if (ht_mapping_is_exec(&maps->v[i]) && n >= k && !strcmp(p + n - k, suffix))
+			return (long)i;
+	}
+	return -1;
+}
+
+/* Whether NAME names mapping I, as WANT says it must. */
+static void expect_name(struct ht_module_names *mn, long i, const char *name, int want)
+{
+	int got = i >= 0 && ht_module_names_match(mn, (size_t)i, name);
+
+	if (got != want)
+		printf("     '%s' %s %s, want the opposite\n", name,
+		       got ? "names" : "does not name", i >= 0 ? mn->maps->v[i].path : "?");
+	CHECK(got == want);
+}
+
+/* C with both fixture libraries loaded, libtrigv last (C->late is its function). */
+static int load_fixture_libraries(struct child *c)
+{
+	if (child_start(c, 0) || child_do(c, "dlopen %s/libtrigs-7.0.so", dir) ||
+	    child_do(c, "dlopen %s/libtrigv.so.1", dir))
+		return -1;
+	return c->late ? 0 : -1;
+}
+
+TEST(module_names_every_name_of_a_library)
+{
+	struct ht_module_names mn;
+	struct ht_target tg;
+	struct ht_maps maps;
+	struct child c;
+	char path[512];
+	long v, z, libc;
+
+	REQUIRE_PROGRAMS();
+	CHECK(!load_fixture_libraries(&c));
+	CHECK(!ht_maps_read(c.pid, &maps));
+	ht_target_init(&tg, c.pid);
+	CHECK(!ht_target_reopen_root(&tg));
+	ht_module_names_init(&mn, &tg, &maps);
+	v = exec_mapping(&maps, "/libtrigv.so.1.0.3");
+	z = exec_mapping(&maps, "/libtrigs-7.0.so");
+	libc = exec_mapping(&maps, "/libc.so.6");
+	CHECK(v >= 0 && z >= 0 && libc >= 0);
+	/* From /proc/PID/maps: the path and the file name. */
+	snprintf(path, sizeof(path), "%s/libtrigv.so.1.0.3", dir);
+	expect_name(&mn, v, path, 1);
+	expect_name(&mn, v, "libtrigv.so.1.0.3", 1);
+	/* From ldd: the soname, and the path through its symlink. */
+	expect_name(&mn, v, "libtrigv.so.1", 1);
+	snprintf(path, sizeof(path), "%s/libtrigv.so.1", dir);
+	expect_name(&mn, v, path, 1);
+	snprintf(path, sizeof(path), "%s/../%s/libtrigv.so", dir, strrchr(dir, '/') + 1);
+	expect_name(&mn, v, path, 1);
+	/* From a link line: the development symlink; and any other name beside the file. */
+	expect_name(&mn, v, "libtrigv.so", 1);
+	expect_name(&mn, v, "libtrigv-alias.so", 1);
+	expect_name(&mn, v, "./libtrigv.so.1", 1);
+	/* A soname no file is called. */
+	expect_name(&mn, z, "libtrigs.so.7", 1);
+	expect_name(&mn, libc, "libc.so.6", 1);
+	/* Not these. */
+	expect_name(&mn, v, "libtrigv.so.2", 0);
+	expect_name(&mn, v, "libtrigv", 0);
+	expect_name(&mn, v, "libtrigv.so.1.0", 0);
+	expect_name(&mn, v, "/libtrigv.so.1", 0);
+	expect_name(&mn, v, "libtrigs.so.7", 0);
+	expect_name(&mn, z, "libtrigv.so.1", 0);
+	expect_name(&mn, z, "libtrigs-7.0.so.1", 0);
+	expect_name(&mn, v, "libc.so.6", 0);
+	expect_name(&mn, v, "", 0);
+	expect_name(&mn, v, ".", 0);
+	expect_name(&mn, v, "..", 0);
+	expect_name(&mn, v, "libs/", 0);
+	/* Each "NAME => PATH" line of ldd (a peer tool): both name the library ld.so mapped. */
+	{
+		char cmd[512], line[1024], name[256], file[512];
+		int lines = 0;
+		struct stat st;
+		FILE *p;
+
+		snprintf(cmd, sizeof(cmd), "ldd '%s/trigprog'", dir);
+		p = popen(cmd, "r");
+		while (p && fgets(line, sizeof(line), p)) {
+			long k = -1;
+
+			if (sscanf(line, " %255s => %511s", name, file) != 2 || stat(file, &st))
+				continue;
+			for (size_t i = 0; i < maps.count && k < 0; i++)
+				if (ht_mapping_is_exec(&maps.v[i]) && maps.v[i].inode == st.st_ino)
+					k = (long)i;
+			CHECK(k >= 0);
+			expect_name(&mn, k, name, 1);
+			expect_name(&mn, k, file, 1);
+			lines++;
+		}
+		if (p)
+			pclose(p);
+		CHECK(lines >= 4); /* libtrig, libdupa, libdupb, libc */
+	}
+	ht_module_names_free(&mn);
+	ht_target_close(&tg);
+	ht_maps_free(&maps);
+	/* Resolved through each: the same function. */
+	CHECK_EQ_U64(resolve1(&c, "libtrigv.so.1:ht_trig_late_function", 0), c.late);
+	CHECK_EQ_U64(resolve1(&c, "libtrigv.so:ht_trig_late_function", 0), c.late);
+	CHECK_EQ_U64(resolve1(&c, "libtrigv-alias.so:ht_trig_late_function", 0), c.late);
+	/* An address as nm shows it, and a source line, in the module by its soname. */
+	{
+		char cmd[512], line[64] = "";
+		FILE *p;
+
+		snprintf(cmd, sizeof(cmd),
+			 "nm '%s/libtrigv.so.1.0.3' | awk '$3 == \"ht_trig_late_function\" "
+			 "{print $1}'",
+			 dir);
+		p = popen(cmd, "r");
+		if (p && fgets(line, sizeof(line), p))
+			line[strcspn(line, "\n")] = 0;
+		if (p)
+			pclose(p);
+		CHECK(line[0] != 0);
+		snprintf(path, sizeof(path), "libtrigv.so.1:0x%s", line);
+		CHECK_EQ_U64(resolve1(&c, path, 0), c.late);
+		CHECK(resolve1(&c, "libtrigv.so.1:late.c:4", 0) != 0);
+	}
+	CHECK(resolve1(&c, "libtrigs.so.7:ht_trig_late_function", 0) != 0);
+	CHECK(resolve1(&c, "libtrigs.so.7:ht_trig_late_function", 0) != c.late);
+	/* Two libraries define it: the name alone is ambiguous, as before. */
+	check_resolve_error(&c, "ht_trig_late_function", 0, "ambiguous", "libtrigs-7.0.so");
+	/* A name that matches nothing stays unresolved: an error, or waiting with WAIT. */
+	check_resolve_error(&c, "libtrigv.so.2:ht_trig_late_function", 0,
+			    "no module libtrigv.so.2 is mapped", NULL);
+	{
+		struct ht_symbolizer *s = ht_symbolizer_new(c.pid);
+		struct ht_triggers t;
+
+		ht_triggers_init(&t);
+		CHECK(!ht_triggers_add(&t, "libtrigv.so.2:ht_trig_late_function"));
+		CHECK(!ht_triggers_add(&t, "libtrigv.so.1:ht_trig_late_function"));
+		CHECK(s && ht_triggers_resolve(&t, s, c.pid, HT_TRIGGERS_WAIT) == 1);
+		CHECK(!t.v[0].resolved && !t.v[0].ever_resolved);
+		CHECK(contains(t.v[0].pending, "no module libtrigv.so.2"));
+		CHECK(t.v[1].resolved && t.v[1].ever_resolved && t.v[1].addr == c.late);
+		ht_symbolizer_free(s);
+	}
+	/* A file called by another's soname: the file name wins, as it always did. */
+	{
+		uint64_t by_soname = resolve1(&c, "libtrigs.so.7:ht_trig_late_function", 0);
+
+		CHECK(!child_do(&c, "dlopen %s/plain/libtrigs.so.7", dir));
+		CHECK(!ht_maps_read(c.pid, &maps));
+		CHECK(!ht_target_reopen_root(&tg));
+		ht_module_names_init(&mn, &tg, &maps);
+		z = exec_mapping(&maps, "/libtrigs-7.0.so");
+		v = exec_mapping(&maps, "/plain/libtrigs.so.7");
+		CHECK(v >= 0 && z >= 0);
+		expect_name(&mn, v, "libtrigs.so.7", 1);
+		expect_name(&mn, z, "libtrigs.so.7", 0);
+		ht_module_names_free(&mn);
+		ht_target_close(&tg);
+		ht_maps_free(&maps);
+		CHECK_EQ_U64(resolve1(&c, "libtrigs.so.7:ht_trig_late_function", 0), c.late);
+		CHECK(c.late != by_soname);
+	}
+	child_stop(&c);
+}
+
+/*
+ * Names looked up in another root (a container's, a chroot's): found in its
+ * library directories and those of its ld.so.conf, and never by following
+ * a symlink out of it, though on the host that symlink leads to the file.
+ */
+TEST(module_names_inside_the_target_root)
+{
+	struct ht_module_names mn;
+	struct ht_target tg;
+	struct ht_maps maps;
+	struct stat lib, escape;
+	struct child c;
+	char root[128], path[512];
+	long v;
+
+	REQUIRE_PROGRAMS();
+	snprintf(root, sizeof(root), "%s/root", dir);
+	if (sh("rm -rf '%s' && mkdir -p '%s/usr/lib' '%s/etc/ld.so.conf.d' '%s/opt/trig/lib'"
+	       " && ln '%s/libtrigv.so.1.0.3' '%s/usr/lib/libtrigv.so.1.0.3'"
+	       " && ln -s libtrigv.so.1.0.3 '%s/usr/lib/libinroot.so'"
+	       " && ln -s /usr/lib/libtrigv.so.1.0.3 '%s/opt/trig/lib/libconf.so'"
+	       " && echo 'include /etc/ld.so.conf.d/*.conf' > '%s/etc/ld.so.conf'"
+	       " && printf '# a comment\n  /opt/trig/lib  \n' > '%s/etc/ld.so.conf.d/trig.conf'"
+	       " && mkfifo '%s/etc/ld.so.conf.d/fifo.conf'"
+	       " && ln -s '%s/libtrigv.so.1.0.3' '%s/usr/lib/libescape.so'"
+	       " && ln -s '../../../../../../../..%s/libtrigv.so.1.0.3' '%s/usr/lib/libclimb.so'"
+	       " && ln -s '%s/libtrigv.so.1.0.3' '%s/opt/trig/lib/libescape2.so'",
+	       root, root, root, root, dir, root, root, root, root, root, root, dir, root, dir,
+	       root, dir, root)) {
+		CHECK(!"cannot build the root");
+		return;
+	}
+	/* Followed on the host, the escaping links do lead to the library. */
+	snprintf(path, sizeof(path), "%s/usr/lib/libescape.so", root);
+	CHECK(!stat(path, &escape));
+	snprintf(path, sizeof(path), "%s/libtrigv.so.1.0.3", dir);
+	CHECK(!stat(path, &lib) && lib.st_ino == escape.st_ino);
+	CHECK(!load_fixture_libraries(&c));
+	CHECK(!ht_maps_read(c.pid, &maps));
+	ht_target_init(&tg, c.pid);
+	tg.root_fd = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	CHECK(tg.root_fd >= 0);
+	ht_module_names_init(&mn, &tg, &maps);
+	v = exec_mapping(&maps, "/libtrigv.so.1.0.3");
+	CHECK(v >= 0);
+	/* In a library directory of the root; in one its ld.so.conf adds (the FIFO beside is
+	 * not read). */
+	expect_name(&mn, v, "libinroot.so", 1);
+	expect_name(&mn, v, "libconf.so", 1);
+	expect_name(&mn, v, "/usr/lib/libinroot.so", 1);
+	/* Its soname is read through map_files, which needs root (hybtrace keeps what it needs). */
+	if (geteuid() == 0)
+		expect_name(&mn, v, "libtrigv.so.1", 1);
+	/* Out of the root: an absolute link, one that climbs, and the host's own names. */
+	expect_name(&mn, v, "libescape.so", 0);
+	expect_name(&mn, v, "libescape2.so", 0);
+	expect_name(&mn, v, "libclimb.so", 0);
+	expect_name(&mn, v, "/usr/lib/libescape.so", 0);
+	expect_name(&mn, v, "libtrigv-alias.so", 0);
+	snprintf(path, sizeof(path), "%s/libtrigv.so.1", dir);
+	expect_name(&mn, v, path, 0);
+	ht_module_names_free(&mn);
+	ht_target_close(&tg);
+	ht_maps_free(&maps);
 	child_stop(&c);
 }
 
