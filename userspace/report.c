@@ -21,6 +21,7 @@
 #include "output.h"
 #include "perfetto_read.h"
 #include "report.h"
+#include "syscalls.h"
 #include "timeline.h"
 #include "units.h"
 
@@ -422,7 +423,8 @@ static void describe(const struct timeline *tl, const struct tl_event *e, char *
 			 s ? " in " : "", s ? s : "");
 	} else if (!strcmp(cat, HT_CAT_SYSCALL)) {
 		if (arg_u64(tl, e, HT_ARG_SYSCALL_RET, &v))
-			snprintf(buf, len, "%s %s = %" PRId64, name, dur, (int64_t)v);
+			snprintf(buf, len, "%s %s = %s", name, dur,
+				 ht_syscall_ret_format((int64_t)v, detail, sizeof(detail)));
 		else
 			snprintf(buf, len, "%s %s (unfinished)", name, dur);
 	} else if (!strcmp(name, HT_EV_WAKES)) {
