@@ -591,9 +591,33 @@ static void print_timeline_json(const struct dump_view *v, const struct report_o
 /* Sections.                                                            */
 
 struct culprit_row {
-	const char *task;
+	const char *task; /* "comm[pid]", as the dump names it */
 	uint64_t ns;
+	uint64_t cpu;
+	bool has_cpu;
 };
+
+/*
+ * "comm[pid]" into its comm and pid, split at the last '[' since a comm may
+ * hold brackets of its own. Anything else is all comm, pid 0.
+ */
+static void split_task(const char *task, char *comm, size_t len, uint32_t *pid)
+{
+	const char *open = strrchr(task, '[');
+	char *end;
+	unsigned long v;
+
+	*pid = 0;
+	snprintf(comm, len, "%s", task);
+	if (!open || open[1] < '0' || open[1] > '9')
+		return;
+	errno = 0;
+	v = strtoul(open + 1, &end, 10);
+	if (errno || strcmp(end, "]") || v > UINT32_MAX)
+		return;
+	*pid = (uint32_t)v;
+	snprintf(comm, len, "%.*s", (int)(open - task), task);
+}
 
 static size_t culprits_of(const struct dump_view *v, struct culprit_row *rows, size_t max,
 			  uint64_t *wait_ns)
@@ -613,6 +637,8 @@ static size_t culprits_of(const struct dump_view *v, struct culprit_row *rows, s
 		snprintf(name, sizeof(name), HT_ARG_RAN_INSTEAD ".%u.ns", i);
 		if (!rows[n].task || !arg_u64(v->tl, e, name, &rows[n].ns))
 			break;
+		snprintf(name, sizeof(name), HT_ARG_RAN_INSTEAD ".%u.cpu", i);
+		rows[n].has_cpu = arg_u64(v->tl, e, name, &rows[n].cpu);
 		n++;
 	}
 	return n;
@@ -768,17 +794,30 @@ static void print_sections_json(const struct dump_view *v)
 	const struct timeline *tl = v->tl;
 	struct culprit_row rows[HT_MAX_REPORT_CULPRITS];
 	struct chain_link chain[MAX_CHAIN];
-	uint64_t wait_ns, clipped = meta_u64(tl, HT_META_CLIPPED_TO, 0);
+	uint64_t wait_ns, other_ns = 0, unknown_ns = 0;
+	uint64_t clipped = meta_u64(tl, HT_META_CLIPPED_TO, 0);
 	size_t n = culprits_of(v, rows, HT_MAX_REPORT_CULPRITS, &wait_ns);
+	char comm[HT_COMM_LEN + 32];
+	uint32_t pid;
 
+	/* The live breach's fields (breach_format.c), so one parser reads both. */
 	printf(",\"ran_instead\":[");
 	for (size_t i = 0; i < n; i++) {
-		printf("%s{\"task\":", i ? "," : "");
-		ht_json_string(stdout, rows[i].task);
-		printf(",\"ns\":%" PRIu64 ",\"share\":%.4f}", rows[i].ns,
-		       wait_ns ? (double)rows[i].ns / (double)wait_ns : 0);
+		split_task(rows[i].task, comm, sizeof(comm), &pid);
+		printf("%s{\"pid\":%u,\"comm\":", i ? "," : "", pid);
+		ht_json_string(stdout, comm);
+		if (rows[i].has_cpu)
+			printf(",\"cpu\":%" PRIu64, rows[i].cpu);
+		else
+			printf(",\"cpu\":null");
+		printf(",\"ns\":%" PRIu64 "}", rows[i].ns);
 	}
-	printf("]");
+	if (v->rq_slice >= 0) {
+		arg_u64(tl, tl_event(tl, (size_t)v->rq_slice), HT_ARG_OTHER_NS, &other_ns);
+		arg_u64(tl, tl_event(tl, (size_t)v->rq_slice), HT_ARG_UNKNOWN_NS, &unknown_ns);
+	}
+	printf("],\"ran_instead_other_ns\":%" PRIu64 ",\"ran_instead_unknown_ns\":%" PRIu64,
+	       other_ns, unknown_ns);
 	if (v->off_slice >= 0) {
 		const struct tl_event *e = tl_event(tl, (size_t)v->off_slice);
 
