@@ -349,6 +349,18 @@ static bool is_target_thread(const struct timeline *tl, uint32_t tid)
 	return false;
 }
 
+/* The name of target thread TID, from its track; "?" when it has none. */
+static const char *thread_name(const struct timeline *tl, uint32_t tid)
+{
+	for (size_t i = 0; i < tl_track_count(tl); i++) {
+		const struct tl_track *t = tl_track(tl, i);
+
+		if (t->kind == TL_TRACK_THREAD && (uint32_t)t->tid == tid)
+			return tl_str_get(tl, t->name);
+	}
+	return "?";
+}
+
 /* Whether event E belongs in the report's timeline. */
 static bool timeline_wants(const struct dump_view *v, const struct tl_event *e)
 {
@@ -943,8 +955,11 @@ struct dir_row {
 	uint64_t duration_ns;
 	char kind[16];
 	char wall_clock[48];
+	bool has_thread; /* a breach's or a trigger's; manual and exit dumps have none */
 	uint32_t tid;
 	char comm[HT_COMM_LEN + 8];
+	uint64_t pid;
+	char process[HT_COMM_LEN + 8];
 };
 
 static int row_cmp(const void *a, const void *b)
@@ -969,8 +984,11 @@ static void fill_row(struct dir_row *r)
 	r->duration_ns = v.has_breach ? v.end_ns - v.start_ns : 0;
 	snprintf(r->kind, sizeof(r->kind), "%s", v.kind);
 	snprintf(r->wall_clock, sizeof(r->wall_clock), "%s", meta_str(tl, HT_META_WALL_CLOCK));
+	r->has_thread = v.has_breach || v.trigger >= 0;
 	r->tid = v.tid;
-	snprintf(r->comm, sizeof(r->comm), "%s", v.has_breach ? v.comm : "-");
+	snprintf(r->comm, sizeof(r->comm), "%s", v.has_breach ? v.comm : thread_name(tl, v.tid));
+	r->pid = meta_u64(tl, HT_META_TARGET_PID, 0);
+	snprintf(r->process, sizeof(r->process), "%s", meta_str(tl, HT_META_TARGET_COMM));
 	r->headline = strdup(r->kind);
 	tl_free(tl);
 }
@@ -987,7 +1005,7 @@ static int report_dir(const char *dir, const struct report_options *o)
 	struct dir_row *rows = NULL;
 	size_t n = 0, cap = 0;
 	struct dirent *de;
-	char dur[32];
+	char dur[32], who[HT_COMM_LEN + 48];
 	DIR *d = opendir(dir);
 
 	if (!d) {
@@ -1026,9 +1044,14 @@ static int report_dir(const char *dir, const struct report_options *o)
 				printf(",\"error\":");
 				ht_json_string(stdout, r->error);
 			} else {
-				printf(",\"kind\":\"%s\",\"duration_ns\":%" PRIu64 ",\"tid\":%u,\"comm\":",
-				       r->kind, r->duration_ns, r->tid);
-				ht_json_string(stdout, r->comm);
+				printf(",\"kind\":\"%s\",\"duration_ns\":%" PRIu64, r->kind,
+				       r->duration_ns);
+				if (r->has_thread) {
+					printf(",\"tid\":%u,\"comm\":", r->tid);
+					ht_json_string(stdout, r->comm);
+				}
+				printf(",\"pid\":%" PRIu64 ",\"process\":", r->pid);
+				ht_json_string(stdout, r->process);
 				printf(",\"wall_clock\":");
 				ht_json_string(stdout, r->wall_clock);
 			}
@@ -1036,9 +1059,16 @@ static int report_dir(const char *dir, const struct report_options *o)
 		} else if (r->error) {
 			printf("  %-10s %-9s %-24s %s\n", "?", "unreadable", r->error, "");
 		} else {
-			printf("  %-10s %-9s %-24s tid %u (%s)  %s\n",
-			       r->duration_ns ? ht_format_duration(r->duration_ns, dur, sizeof(dur)) : "-",
-			       r->kind, r->wall_clock, r->tid, r->comm, r->path);
+			/* Whose dump: the thread that breached or hit, else the whole process. */
+			if (r->has_thread)
+				snprintf(who, sizeof(who), "tid %u (%s)", r->tid, r->comm);
+			else
+				snprintf(who, sizeof(who), "pid %" PRIu64 " (%s)", r->pid,
+					 r->process);
+			printf("  %-10s %-9s %-24s %-24s  %s\n",
+			       r->duration_ns ? ht_format_duration(r->duration_ns, dur, sizeof(dur))
+					      : "-",
+			       r->kind, r->wall_clock, who, r->path);
 		}
 		free(r->path);
 		free(r->headline);

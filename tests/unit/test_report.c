@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
  * `hybtrace report` on dumps the project's own builder and writer made: a
- * breach's culprits as the live JSON line gives them, syscall returns.
+ * directory listing with a manual dump in it, a breach's culprits as the
+ * live JSON line gives them, syscall returns.
  */
 #include <fcntl.h>
 #include <limits.h>
@@ -163,6 +164,28 @@ static void setup(void)
 	nevents = 0;
 	write_dump("hybtrace-4000-20261201-100001.000-manual.perfetto-trace", "manual", 100, 6000,
 		   NULL);
+}
+
+TEST(directory_lists_a_manual_dump_by_its_process)
+{
+	char *argv[] = { "report", dir, NULL }, *json_argv[] = { "report", "--json", dir, NULL };
+	char *text, *json;
+
+	setup();
+	text = report(2, argv);
+	json = report(3, json_argv);
+	/* A manual dump has no breached thread: the row names the process. */
+	CHECK(strstr(text, " manual ") && strstr(text, "pid 4000 (target)"));
+	CHECK(!strstr(text, "tid 0"));
+	CHECK(strstr(text, "tid 4001 (worker)"));
+	CHECK(strstr(json, "\"kind\":\"manual\",\"duration_ns\":0,\"pid\":4000,\"process\":"
+			   "\"target\",\"wall_clock\""));
+	CHECK(strstr(json, "\"kind\":\"rq-delay\",\"duration_ns\":4000,\"tid\":4001,\"comm\":"
+			   "\"worker\",\"pid\":4000,\"process\":\"target\""));
+	if (!strstr(text, "pid 4000 (target)"))
+		printf("     %s\n", text);
+	free(text);
+	free(json);
 }
 
 /* report --json gives a breach's culprits in the fields of the live JSON line. */
