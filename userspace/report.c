@@ -87,6 +87,14 @@ static const char *arg_str(const struct timeline *tl, const struct tl_event *e, 
 	return a && a->kind == TL_ARG_STR ? tl_str_get(tl, a->s) : NULL;
 }
 
+/* The state an off-CPU slice slept in; dumps before "unknown" wrote "?". */
+static const char *sleep_state(const struct timeline *tl, const struct tl_event *e)
+{
+	const char *state = arg_str(tl, e, HT_ARG_STATE);
+
+	return state && strcmp(state, "?") ? state : HT_STATE_UNKNOWN;
+}
+
 static const char *event_name(const struct timeline *tl, const struct tl_event *e)
 {
 	return tl_str_get(tl, e->name);
@@ -431,7 +439,7 @@ static void describe(const struct timeline *tl, const struct tl_event *e, char *
 		snprintf(buf, len, "runqueue %s: %s", dur, detail);
 	} else if (!strcmp(name, HT_EV_OFF_CPU)) {
 		s = arg_str(tl, e, HT_ARG_SYSCALL);
-		snprintf(buf, len, "off-cpu %s state %s%s%s", dur, arg_str(tl, e, HT_ARG_STATE) ?: "?",
+		snprintf(buf, len, "off-cpu %s state %s%s%s", dur, sleep_state(tl, e),
 			 s ? " in " : "", s ? s : "");
 	} else if (!strcmp(cat, HT_CAT_SYSCALL)) {
 		if (arg_u64(tl, e, HT_ARG_SYSCALL_RET, &v))
@@ -731,8 +739,8 @@ static void print_sections_text(const struct dump_view *v)
 		const struct tl_event *e = tl_event(tl, (size_t)v->off_slice);
 		const char *sc = arg_str(tl, e, HT_ARG_SYSCALL);
 
-		printf("\noff the CPU: state %s%s%s for %s\n", arg_str(tl, e, HT_ARG_STATE) ?: "?",
-		       sc ? " in " : "", sc ? sc : "", ht_format_duration(e->dur_ns, dur, sizeof(dur)));
+		printf("\noff the CPU: state %s%s%s for %s\n", sleep_state(tl, e), sc ? " in " : "",
+		       sc ? sc : "", ht_format_duration(e->dur_ns, dur, sizeof(dur)));
 	}
 	n = stack_of(tl, stack_event(v), stack, 64);
 	if (n) {
@@ -834,7 +842,7 @@ static void print_sections_json(const struct dump_view *v)
 		const struct tl_event *e = tl_event(tl, (size_t)v->off_slice);
 
 		printf(",\"off_cpu\":{\"state\":");
-		ht_json_string(stdout, arg_str(tl, e, HT_ARG_STATE) ?: "?");
+		ht_json_string(stdout, sleep_state(tl, e));
 		printf(",\"syscall\":");
 		ht_json_string(stdout, arg_str(tl, e, HT_ARG_SYSCALL) ?: "");
 		printf(",\"ns\":%" PRIu64 "}", e->dur_ns);

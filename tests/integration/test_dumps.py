@@ -7,6 +7,7 @@ import shutil
 import signal
 import stat
 import subprocess
+import sys
 import tempfile
 import time
 
@@ -321,3 +322,62 @@ def report_json_ran_instead_is_the_live_breachs():
             named += any(c["pid"] == hog and c["comm"] == "rq_hog" for c in r["ran_instead"])
         check(compared >= 2 and named, "%d dumps of live breaches with culprits, %d name the "
               "hog %d\n%s" % (compared, named, hog, run.describe()))
+
+
+# Two processes pinned to one CPU that pass a byte back and forth: tens of thousands of
+# context switches a second there (about 70k here), enough to wrap a 1M flight-recorder
+# ring (32768 records) in well under a second.
+# At nice 19, so hybtrace and the workload still run when they need to; for at most
+# SECONDS, and the child goes when the parent does (its pipe's writer closes).
+SWITCH_CHURN = """
+import os, sys, time
+os.sched_setaffinity(0, {int(sys.argv[1])})
+os.nice(19)
+end = time.monotonic() + float(sys.argv[2])
+a_r, a_w = os.pipe()
+b_r, b_w = os.pipe()
+if os.fork() == 0:
+    os.close(a_w)
+    os.close(b_r)
+    while os.read(a_r, 1):
+        os.write(b_w, b"x")
+    os._exit(0)
+os.close(a_r)
+os.close(b_w)
+while time.monotonic() < end:
+    os.write(a_w, b"x")
+    os.read(b_r, 1)
+"""
+
+
+@test
+def clipped_off_cpu_dump_keeps_the_threads_state():
+    need_root()
+    # The releaser sleeps 3 s in clock_nanosleep while every CPU's ring wraps: the window
+    # is clipped and its switch-out is gone, but the breach knows how it slept. Its dump
+    # is the first (the blocked thread's waits for it, and may find its own end gone too).
+    churn = [subprocess.Popen([sys.executable, "-c", SWITCH_CHURN, str(cpu), "60"],
+                              start_new_session=True)
+             for cpu in range(min(os.cpu_count(), 2))]
+    try:
+        with tempfile.TemporaryDirectory() as out:
+            run = hybtrace(["run", "--json", "--off-cpu", "1s", "--rq-delay", "off",
+                            "--history", "1M", "--min-interval", "0ms", "--output", out,
+                            "--", workload("offcpu_wake"), "futex", "3000", "1"])
+            check(run.rc == 0, run.describe())
+            releaser = run.events("release")[0]["tid"]
+            live = [b for b in run.breaches("off-cpu") if b["tid"] == releaser]
+            check(live and live[0]["state"] == "S", "live breach %r, want state S" % live)
+            r = dump_of(out, "off-cpu", releaser)
+    finally:
+        for p in churn:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
+    check(r["clipped"] and r["start_ns"] < r["clipped_to_ns"] < r["end_ns"],
+          "want the rings to have lost the switch-out but not the wait's end: clipped to %r, "
+          "breach [%d, %d]" % (r.get("clipped_to_ns"), r["start_ns"], r["end_ns"]))
+    check("off_cpu" in r, "no off-cpu slice starts at the breach: %r" % r)
+    check(r["off_cpu"]["state"] == "S", "state %r, want S" % r["off_cpu"])
+    check(r["off_cpu"]["syscall"] == "" or "nanosleep" in r["off_cpu"]["syscall"],
+          "syscall %r" % r["off_cpu"])
+    check("nanosleep" in " ".join(r["kernel_stack"]), "stack %r" % r["kernel_stack"])
