@@ -276,9 +276,18 @@ def report_directory_lists_worst_first():
         check(p.returncode == 0 and "syscall" in p.stdout, p.stdout + p.stderr)
 
 
-# The live breach and the dump time a wait from two clocks (the monitor's sched_info,
-# the flight recorder's wakeup record), microseconds apart: a culprit's time may differ by that.
-CULPRIT_SKEW_NS = 20_000
+def wait_skew_ns(r):
+    """How far the dump's run-queue slice of the breach starts from the breach itself.
+
+    The live line charges the wait from the monitor's start (sched_info's last_queued), the
+    dump from the flight recorder's wakeup record: two estimates of one moment on the run
+    queue's clock, usually equal, microseconds apart on a loaded machine. Both end at the
+    switch-in. Culprit times may differ by that much and no more."""
+    rq = [l for l in r["timeline"] if l["name"] == "runqueue"
+          and l["thread"].endswith("[%d]" % r["tid"])
+          and l["t_ns"] + l["dur_ns"] == r["duration_ns"]]
+    check(rq, "no run-queue slice ends at the breach: %r" % r["timeline"])
+    return abs(rq[0]["t_ns"]) + 1000
 
 
 @test
@@ -299,17 +308,18 @@ def report_json_ran_instead_is_the_live_breachs():
             if not b or not b["ran_instead"]:
                 continue
             compared += 1
+            skew = wait_skew_ns(r)
             keys = {"pid", "comm", "cpu", "ns"}
             for c in b["ran_instead"] + r["ran_instead"]:
                 check(set(c) == keys, "ran_instead entry %r, want the keys %r" % (c, keys))
             for k in ("ran_instead_other_ns", "ran_instead_unknown_ns"):
-                check(abs(r[k] - b[k]) <= CULPRIT_SKEW_NS, "%s: live %d, report %d"
-                      % (k, b[k], r[k]))
+                check(abs(r[k] - b[k]) <= skew, "%s: live %d, report %d, skew %d"
+                      % (k, b[k], r[k], skew))
             seen = {c["pid"]: c for c in r["ran_instead"]}
             for c in b["ran_instead"]:
                 # A task that held the CPU for less than the skew may be left out of one.
                 if c["pid"] not in seen:
-                    check(c["ns"] <= CULPRIT_SKEW_NS, "%r is not in the report's %r"
+                    check(c["ns"] <= skew, "%r is not in the report's %r"
                           % (c, r["ran_instead"]))
                     continue
                 other = seen[c["pid"]]
@@ -317,11 +327,13 @@ def report_json_ran_instead_is_the_live_breachs():
                 # the two (a busy machine's builds do); the hog keeps its name.
                 check((other["comm"] == c["comm"] or c["pid"] != hog)
                       and other["cpu"] == c["cpu"]
-                      and abs(other["ns"] - c["ns"]) <= CULPRIT_SKEW_NS,
-                      "live %r, report %r" % (c, other))
+                      and abs(other["ns"] - c["ns"]) <= skew,
+                      "live %r, report %r, skew %d" % (c, other, skew))
             named += any(c["pid"] == hog and c["comm"] == "rq_hog" for c in r["ran_instead"])
         check(compared >= 2 and named, "%d dumps of live breaches with culprits, %d name the "
               "hog %d\n%s" % (compared, named, hog, run.describe()))
+        # The dump line's time is the builder's, not the breach's: it says so.
+        check("events, built and written in " in run.stderr, run.stderr[-2000:])
 
 
 # Two processes pinned to one CPU that pass a byte back and forth: tens of thousands of
