@@ -63,7 +63,7 @@ void ht_breach_print_text(FILE *f, const struct ht_breach_info *bi)
 {
 	const struct ht_breach *b = &bi->b;
 	const char *sc = ht_syscall_name(b->syscall_nr);
-	char dur[32];
+	char dur[32], ret[128];
 
 	/* One line even while the dump thread prints too. */
 	flockfile(f);
@@ -83,10 +83,11 @@ void ht_breach_print_text(FILE *f, const struct ht_breach_info *bi)
 		print_waker_text(f, b, true);
 		break;
 	case HT_BREACH_SYSCALL:
+		ht_syscall_ret_format((int64_t)b->syscall_ret, ret, sizeof(ret));
 		if (sc)
-			fprintf(f, ": %s = %" PRId64, sc, (int64_t)b->syscall_ret);
+			fprintf(f, ": %s = %s", sc, ret);
 		else
-			fprintf(f, ": syscall %d = %" PRId64, b->syscall_nr, (int64_t)b->syscall_ret);
+			fprintf(f, ": syscall %d = %s", b->syscall_nr, ret);
 		print_waker_text(f, b, false);
 		break;
 	}
@@ -170,8 +171,16 @@ void ht_breach_print_json(FILE *f, const struct ht_breach_info *bi, const struct
 		else
 			fputs("null", f);
 	}
-	if (b->kind == HT_BREACH_SYSCALL)
-		fprintf(f, ",\"syscall_ret\":%" PRId64, (int64_t)b->syscall_ret);
+	if (b->kind == HT_BREACH_SYSCALL) {
+		const char *err = ht_syscall_ret_name((int64_t)b->syscall_ret);
+
+		fprintf(f, ",\"syscall_ret\":%" PRId64 ",\"syscall_ret_name\":",
+			(int64_t)b->syscall_ret);
+		if (err)
+			ht_json_string(f, err);
+		else
+			fputs("null", f);
+	}
 	print_waker_json(f, b);
 	print_culprits_json(f, bi);
 	print_kstack_json(f, b, ksyms);

@@ -41,7 +41,8 @@
 #define HT_ARG_PID	     "pid"
 #define HT_ARG_COMM	     "comm"
 #define HT_ARG_CPU	     "cpu"
-#define HT_ARG_STATE	     "state"	      /* "S", "D", "R+" (preempted) ... */
+#define HT_ARG_STATE	     "state"	      /* "S", "D", "R+" (preempted) ..., or: */
+#define HT_STATE_UNKNOWN     "unknown"	      /* asleep since before the rings' oldest record */
 #define HT_ARG_SYSCALL	     "syscall"
 #define HT_ARG_SYSCALL_NR    "nr"
 #define HT_ARG_SYSCALL_RET   "ret"

@@ -62,8 +62,9 @@ static void report_written(struct ht_dumper *d, const struct ht_dump_job *job, c
 		funlockfile(out);
 	}
 	ht_format_count((double)bytes, size, sizeof(size));
-	fprintf(stderr, "hybtrace: dump written: %s (%sB, %zu events, %s)\n", path, size, events,
-		ht_format_duration(took_ns, took, sizeof(took)));
+	/* The time is the builder's, not the breach's: say so. */
+	fprintf(stderr, "hybtrace: dump written: %s (%sB, %zu events, built and written in %s)\n",
+		path, size, events, ht_format_duration(took_ns, took, sizeof(took)));
 }
 
 /* Build and write one captured dump, outside the lock. */

@@ -214,20 +214,50 @@ static void attach_breach_stack(struct builder *b, long ev)
 /* Sleeping [since, end): an off-CPU slice with the state it slept in. */
 static void close_sleep(struct builder *b, struct thread_build *t, uint64_t end)
 {
+	bool breach = is_breach_slice(b, t, HT_BREACH_OFF_CPU, t->since_ns, end);
+	int syscall_nr = t->in_syscall ? t->syscall_nr : -1;
 	char state[8];
 	long ev;
 
+	/* The rings may have lost its sys_enter; the breach knows the syscall it slept in. */
+	if (syscall_nr < 0 && breach)
+		syscall_nr = b->kw->breach->syscall_nr;
 	ev = add_slice(b, t->kernel_track, t->since_ns, end, HT_EV_OFF_CPU, HT_CAT_SCHED);
 	tl_event_arg_str(b->tl, ev, HT_ARG_STATE,
-			 t->sleep_state_known ? state_name(t->sleep_state, false, state, sizeof(state))
-					      : "?");
-	if (t->in_syscall)
+			 t->sleep_state_known
+				 ? state_name(t->sleep_state, false, state, sizeof(state))
+				 : HT_STATE_UNKNOWN);
+	if (syscall_nr >= 0)
 		tl_event_arg_str(b->tl, ev, HT_ARG_SYSCALL,
-				 ht_syscall_name(t->syscall_nr) ?: "unknown");
+				 ht_syscall_name(syscall_nr) ?: "unknown");
 	if (t->since_before_window)
 		tl_event_arg_uint(b->tl, ev, HT_ARG_BEFORE_WINDOW, 1);
-	if (is_breach_slice(b, t, HT_BREACH_OFF_CPU, t->since_ns, end))
+	if (breach)
 		attach_breach_stack(b, ev);
+}
+
+/*
+ * T was off the CPU when the rings begin, and is seen again at NOW. How it
+ * left is known only for the thread of an off-CPU breach that covers NOW:
+ * the monitor measured that sleep from its switch-out, with the state it
+ * left in, even when a clipped window lost the record. Anyone else's sleep
+ * began at some unknown time before the window, in an unknown state.
+ */
+static void asleep_since_before(struct builder *b, struct thread_build *t, uint64_t now)
+{
+	const struct ht_breach *br = b->kw->breach;
+
+	if (br && br->kind == HT_BREACH_OFF_CPU && br->tid == t->tid && br->start_ns <= now &&
+	    now <= br->end_ns) {
+		t->since_ns = br->start_ns;
+		t->since_before_window = br->start_ns < b->kw->t0;
+		t->sleep_state = br->state;
+		t->sleep_state_known = true;
+		return;
+	}
+	t->since_ns = b->kw->t0;
+	t->since_before_window = true;
+	t->sleep_state_known = false;
 }
 
 static void add_culprit_args(struct builder *b, long ev, const struct ht_culprits *c)
@@ -364,10 +394,7 @@ static void on_switch_in(struct builder *b, struct thread_build *t, const struct
 		}
 	}
 	if (t->state == TS_UNKNOWN) {
-		/* Off the CPU since before the window: how, the rings no longer say. */
-		t->since_ns = b->kw->t0;
-		t->since_before_window = true;
-		t->sleep_state_known = false;
+		asleep_since_before(b, t, e->rec.ts_ns);
 		close_sleep(b, t, e->rec.ts_ns);
 	} else if (t->state == TS_SLEEPING) {
 		close_sleep(b, t, e->rec.ts_ns);
@@ -411,11 +438,8 @@ static void on_enqueue(struct builder *b, struct thread_build *t, const struct h
 	use_cpu(b, e->rec.aux);
 	if (t->state == TS_RUNNING || t->state == TS_RUNNABLE || t->state == TS_EXITED)
 		return;
-	if (t->state == TS_UNKNOWN) {
-		t->since_ns = b->kw->t0;
-		t->since_before_window = true;
-		t->sleep_state_known = false;
-	}
+	if (t->state == TS_UNKNOWN)
+		asleep_since_before(b, t, ts);
 	if (e->rec.kind == HT_FR_WAKEUP_NEW) {
 		become_runnable(t, ts, e->rec.aux, "new task");
 	} else {

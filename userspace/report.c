@@ -21,6 +21,7 @@
 #include "output.h"
 #include "perfetto_read.h"
 #include "report.h"
+#include "syscalls.h"
 #include "timeline.h"
 #include "units.h"
 
@@ -84,6 +85,14 @@ static const char *arg_str(const struct timeline *tl, const struct tl_event *e, 
 	const struct tl_arg *a = find_arg(tl, e, name);
 
 	return a && a->kind == TL_ARG_STR ? tl_str_get(tl, a->s) : NULL;
+}
+
+/* The state an off-CPU slice slept in; dumps before "unknown" wrote "?". */
+static const char *sleep_state(const struct timeline *tl, const struct tl_event *e)
+{
+	const char *state = arg_str(tl, e, HT_ARG_STATE);
+
+	return state && strcmp(state, "?") ? state : HT_STATE_UNKNOWN;
 }
 
 static const char *event_name(const struct timeline *tl, const struct tl_event *e)
@@ -348,6 +357,18 @@ static bool is_target_thread(const struct timeline *tl, uint32_t tid)
 	return false;
 }
 
+/* The name of target thread TID, from its track; "?" when it has none. */
+static const char *thread_name(const struct timeline *tl, uint32_t tid)
+{
+	for (size_t i = 0; i < tl_track_count(tl); i++) {
+		const struct tl_track *t = tl_track(tl, i);
+
+		if (t->kind == TL_TRACK_THREAD && (uint32_t)t->tid == tid)
+			return tl_str_get(tl, t->name);
+	}
+	return "?";
+}
+
 /* Whether event E belongs in the report's timeline. */
 static bool timeline_wants(const struct dump_view *v, const struct tl_event *e)
 {
@@ -418,11 +439,12 @@ static void describe(const struct timeline *tl, const struct tl_event *e, char *
 		snprintf(buf, len, "runqueue %s: %s", dur, detail);
 	} else if (!strcmp(name, HT_EV_OFF_CPU)) {
 		s = arg_str(tl, e, HT_ARG_SYSCALL);
-		snprintf(buf, len, "off-cpu %s state %s%s%s", dur, arg_str(tl, e, HT_ARG_STATE) ?: "?",
+		snprintf(buf, len, "off-cpu %s state %s%s%s", dur, sleep_state(tl, e),
 			 s ? " in " : "", s ? s : "");
 	} else if (!strcmp(cat, HT_CAT_SYSCALL)) {
 		if (arg_u64(tl, e, HT_ARG_SYSCALL_RET, &v))
-			snprintf(buf, len, "%s %s = %" PRId64, name, dur, (int64_t)v);
+			snprintf(buf, len, "%s %s = %s", name, dur,
+				 ht_syscall_ret_format((int64_t)v, detail, sizeof(detail)));
 		else
 			snprintf(buf, len, "%s %s (unfinished)", name, dur);
 	} else if (!strcmp(name, HT_EV_WAKES)) {
@@ -589,9 +611,33 @@ static void print_timeline_json(const struct dump_view *v, const struct report_o
 /* Sections.                                                            */
 
 struct culprit_row {
-	const char *task;
+	const char *task; /* "comm[pid]", as the dump names it */
 	uint64_t ns;
+	uint64_t cpu;
+	bool has_cpu;
 };
+
+/*
+ * "comm[pid]" into its comm and pid, split at the last '[' since a comm may
+ * hold brackets of its own. Anything else is all comm, pid 0.
+ */
+static void split_task(const char *task, char *comm, size_t len, uint32_t *pid)
+{
+	const char *open = strrchr(task, '[');
+	char *end;
+	unsigned long v;
+
+	*pid = 0;
+	snprintf(comm, len, "%s", task);
+	if (!open || open[1] < '0' || open[1] > '9')
+		return;
+	errno = 0;
+	v = strtoul(open + 1, &end, 10);
+	if (errno || strcmp(end, "]") || v > UINT32_MAX)
+		return;
+	*pid = (uint32_t)v;
+	snprintf(comm, len, "%.*s", (int)(open - task), task);
+}
 
 static size_t culprits_of(const struct dump_view *v, struct culprit_row *rows, size_t max,
 			  uint64_t *wait_ns)
@@ -611,6 +657,8 @@ static size_t culprits_of(const struct dump_view *v, struct culprit_row *rows, s
 		snprintf(name, sizeof(name), HT_ARG_RAN_INSTEAD ".%u.ns", i);
 		if (!rows[n].task || !arg_u64(v->tl, e, name, &rows[n].ns))
 			break;
+		snprintf(name, sizeof(name), HT_ARG_RAN_INSTEAD ".%u.cpu", i);
+		rows[n].has_cpu = arg_u64(v->tl, e, name, &rows[n].cpu);
 		n++;
 	}
 	return n;
@@ -695,8 +743,8 @@ static void print_sections_text(const struct dump_view *v)
 		const struct tl_event *e = tl_event(tl, (size_t)v->off_slice);
 		const char *sc = arg_str(tl, e, HT_ARG_SYSCALL);
 
-		printf("\noff the CPU: state %s%s%s for %s\n", arg_str(tl, e, HT_ARG_STATE) ?: "?",
-		       sc ? " in " : "", sc ? sc : "", ht_format_duration(e->dur_ns, dur, sizeof(dur)));
+		printf("\noff the CPU: state %s%s%s for %s\n", sleep_state(tl, e), sc ? " in " : "",
+		       sc ? sc : "", ht_format_duration(e->dur_ns, dur, sizeof(dur)));
 	}
 	n = stack_of(tl, stack_event(v), stack, 64);
 	if (n) {
@@ -770,22 +818,35 @@ static void print_sections_json(const struct dump_view *v)
 	const struct timeline *tl = v->tl;
 	struct culprit_row rows[HT_MAX_REPORT_CULPRITS];
 	struct chain_link chain[MAX_CHAIN];
-	uint64_t wait_ns, clipped = meta_u64(tl, HT_META_CLIPPED_TO, 0);
+	uint64_t wait_ns, other_ns = 0, unknown_ns = 0;
+	uint64_t clipped = meta_u64(tl, HT_META_CLIPPED_TO, 0);
 	size_t n = culprits_of(v, rows, HT_MAX_REPORT_CULPRITS, &wait_ns);
+	char comm[HT_COMM_LEN + 32];
+	uint32_t pid;
 
+	/* The live breach's fields (breach_format.c), so one parser reads both. */
 	printf(",\"ran_instead\":[");
 	for (size_t i = 0; i < n; i++) {
-		printf("%s{\"task\":", i ? "," : "");
-		ht_json_string(stdout, rows[i].task);
-		printf(",\"ns\":%" PRIu64 ",\"share\":%.4f}", rows[i].ns,
-		       wait_ns ? (double)rows[i].ns / (double)wait_ns : 0);
+		split_task(rows[i].task, comm, sizeof(comm), &pid);
+		printf("%s{\"pid\":%u,\"comm\":", i ? "," : "", pid);
+		ht_json_string(stdout, comm);
+		if (rows[i].has_cpu)
+			printf(",\"cpu\":%" PRIu64, rows[i].cpu);
+		else
+			printf(",\"cpu\":null");
+		printf(",\"ns\":%" PRIu64 "}", rows[i].ns);
 	}
-	printf("]");
+	if (v->rq_slice >= 0) {
+		arg_u64(tl, tl_event(tl, (size_t)v->rq_slice), HT_ARG_OTHER_NS, &other_ns);
+		arg_u64(tl, tl_event(tl, (size_t)v->rq_slice), HT_ARG_UNKNOWN_NS, &unknown_ns);
+	}
+	printf("],\"ran_instead_other_ns\":%" PRIu64 ",\"ran_instead_unknown_ns\":%" PRIu64,
+	       other_ns, unknown_ns);
 	if (v->off_slice >= 0) {
 		const struct tl_event *e = tl_event(tl, (size_t)v->off_slice);
 
 		printf(",\"off_cpu\":{\"state\":");
-		ht_json_string(stdout, arg_str(tl, e, HT_ARG_STATE) ?: "?");
+		ht_json_string(stdout, sleep_state(tl, e));
 		printf(",\"syscall\":");
 		ht_json_string(stdout, arg_str(tl, e, HT_ARG_SYSCALL) ?: "");
 		printf(",\"ns\":%" PRIu64 "}", e->dur_ns);
@@ -906,8 +967,11 @@ struct dir_row {
 	uint64_t duration_ns;
 	char kind[16];
 	char wall_clock[48];
+	bool has_thread; /* a breach's or a trigger's; manual and exit dumps have none */
 	uint32_t tid;
 	char comm[HT_COMM_LEN + 8];
+	uint64_t pid;
+	char process[HT_COMM_LEN + 8];
 };
 
 static int row_cmp(const void *a, const void *b)
@@ -932,8 +996,11 @@ static void fill_row(struct dir_row *r)
 	r->duration_ns = v.has_breach ? v.end_ns - v.start_ns : 0;
 	snprintf(r->kind, sizeof(r->kind), "%s", v.kind);
 	snprintf(r->wall_clock, sizeof(r->wall_clock), "%s", meta_str(tl, HT_META_WALL_CLOCK));
+	r->has_thread = v.has_breach || v.trigger >= 0;
 	r->tid = v.tid;
-	snprintf(r->comm, sizeof(r->comm), "%s", v.has_breach ? v.comm : "-");
+	snprintf(r->comm, sizeof(r->comm), "%s", v.has_breach ? v.comm : thread_name(tl, v.tid));
+	r->pid = meta_u64(tl, HT_META_TARGET_PID, 0);
+	snprintf(r->process, sizeof(r->process), "%s", meta_str(tl, HT_META_TARGET_COMM));
 	r->headline = strdup(r->kind);
 	tl_free(tl);
 }
@@ -950,7 +1017,7 @@ static int report_dir(const char *dir, const struct report_options *o)
 	struct dir_row *rows = NULL;
 	size_t n = 0, cap = 0;
 	struct dirent *de;
-	char dur[32];
+	char dur[32], who[HT_COMM_LEN + 48];
 	DIR *d = opendir(dir);
 
 	if (!d) {
@@ -989,9 +1056,14 @@ static int report_dir(const char *dir, const struct report_options *o)
 				printf(",\"error\":");
 				ht_json_string(stdout, r->error);
 			} else {
-				printf(",\"kind\":\"%s\",\"duration_ns\":%" PRIu64 ",\"tid\":%u,\"comm\":",
-				       r->kind, r->duration_ns, r->tid);
-				ht_json_string(stdout, r->comm);
+				printf(",\"kind\":\"%s\",\"duration_ns\":%" PRIu64, r->kind,
+				       r->duration_ns);
+				if (r->has_thread) {
+					printf(",\"tid\":%u,\"comm\":", r->tid);
+					ht_json_string(stdout, r->comm);
+				}
+				printf(",\"pid\":%" PRIu64 ",\"process\":", r->pid);
+				ht_json_string(stdout, r->process);
 				printf(",\"wall_clock\":");
 				ht_json_string(stdout, r->wall_clock);
 			}
@@ -999,9 +1071,16 @@ static int report_dir(const char *dir, const struct report_options *o)
 		} else if (r->error) {
 			printf("  %-10s %-9s %-24s %s\n", "?", "unreadable", r->error, "");
 		} else {
-			printf("  %-10s %-9s %-24s tid %u (%s)  %s\n",
-			       r->duration_ns ? ht_format_duration(r->duration_ns, dur, sizeof(dur)) : "-",
-			       r->kind, r->wall_clock, r->tid, r->comm, r->path);
+			/* Whose dump: the thread that breached or hit, else the whole process. */
+			if (r->has_thread)
+				snprintf(who, sizeof(who), "tid %u (%s)", r->tid, r->comm);
+			else
+				snprintf(who, sizeof(who), "pid %" PRIu64 " (%s)", r->pid,
+					 r->process);
+			printf("  %-10s %-9s %-24s %-24s  %s\n",
+			       r->duration_ns ? ht_format_duration(r->duration_ns, dur, sizeof(dur))
+					      : "-",
+			       r->kind, r->wall_clock, who, r->path);
 		}
 		free(r->path);
 		free(r->headline);

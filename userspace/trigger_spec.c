@@ -932,10 +932,14 @@ static int resolve_line(struct resolve_ctx *c, struct ht_trigger *tr)
 		}
 		if (!any_dwarf) {
 			set_unresolved(tr);
-			return ht_fail(
-				"trigger '%s': %s has no debug info (DWARF) to find lines in: "
-				"build it with -g",
-				tr->spec.text, want ? want : "no module of the process");
+			if (!want)
+				return ht_fail(
+					"trigger '%s': no module of process %d has debug info "
+					"(DWARF) to find lines in: build it with -g",
+					tr->spec.text, c->pid);
+			return ht_fail("trigger '%s': %s has no debug info (DWARF) to find lines "
+				       "in: build it with -g",
+				       tr->spec.text, want);
 		}
 		return line_error(tr, &merged, want ? want : "any module");
 	}

@@ -355,3 +355,35 @@ def run_names_the_target_by_its_command_before_exec():
     p = subprocess.run([HYBTRACE, "run", "--source", "none", "--output", tempfile.gettempdir(),
                         "--", "true"], capture_output=True, text=True, timeout=60)
     check(re.search(r"watching pid \d+ \(true\)", p.stderr), "announce:\n" + p.stderr)
+
+
+# A select() that a signal with a handler interrupts: the kernel returns -ERESTARTNOHAND
+# (include/linux/errno.h, 514) at sys_exit, user space gets EINTR and Python retries it.
+INTERRUPTED_SELECT = """
+import select, signal
+hits = []
+signal.signal(signal.SIGALRM, lambda *a: hits.append(1))
+signal.setitimer(signal.ITIMER_REAL, 0.05)
+select.select([], [], [], 0.2)
+assert hits, "the alarm did not interrupt select"
+"""
+
+
+@test
+def syscall_return_names_the_kernels_errno():
+    need_root()
+    args = ["run", "--syscall", "20ms", "--syscalls", "select,pselect6", "--rq-delay", "off",
+            "--max-dumps", "0", "--", "python3", "-c", INTERRUPTED_SELECT]
+    run = hybtrace(args[:1] + ["--json"] + args[1:])
+    check(run.rc == 0, run.describe())
+    interrupted = [b for b in run.breaches("syscall") if b["syscall_ret"] == -514]
+    check(interrupted, "no select breach returning -514\n" + run.describe())
+    check(interrupted[0].get("syscall_ret_name") == "ERESTARTNOHAND",
+          "syscall_ret_name %r" % interrupted[0].get("syscall_ret_name"))
+    # The retried select times out and returns 0: no errno.
+    done = [b for b in run.breaches("syscall") if b["syscall_ret"] == 0]
+    check(not done or done[0].get("syscall_ret_name", 0) is None, "a 0 return named: %r" % done)
+    run = hybtrace(args)
+    check(run.rc == 0, run.describe())
+    check(" = -514 (ERESTARTNOHAND: interrupted by a signal" in run.stdout,
+          "the live line does not name -514\n" + run.describe())

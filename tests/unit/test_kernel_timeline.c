@@ -217,9 +217,43 @@ TEST(states_older_than_the_window_are_cut_and_marked)
 	off = kslice(tl, A, HT_EV_OFF_CPU, 0);
 	sc = kslice(tl, A, "futex", 0);
 	CHECK(off && off->ts_ns == 1000 && arg(tl, off, HT_ARG_BEFORE_WINDOW));
-	CHECK(off && !strcmp(tl_str_get(tl, arg(tl, off, HT_ARG_STATE)->s), "?"));
+	CHECK(off && !strcmp(tl_str_get(tl, arg(tl, off, HT_ARG_STATE)->s), HT_STATE_UNKNOWN));
 	CHECK(sc && sc->ts_ns == 1000 && arg(tl, sc, HT_ARG_BEFORE_WINDOW));
 	CHECK(kslice(tl, B, HT_EV_RUNQUEUE, 0) && kslice(tl, B, HT_EV_RUNQUEUE, 0)->dur_ns == 1000);
+	tl_free(tl);
+}
+
+/*
+ * A long off-CPU breach in a clipped window: the rings lost A's switch-out,
+ * but the breach measured that sleep and knows its state and syscall.
+ */
+TEST(off_cpu_breach_older_than_the_rings_keeps_its_state)
+{
+	struct ht_breach br = { .kind = HT_BREACH_OFF_CPU, .tid = A, .tgid = TGID,
+				.start_ns = 1500, .end_ns = 5000, .state = 1 /* S */,
+				.syscall_nr = 202, .kstack_bytes = 8 };
+	const struct tl_event *off, *other;
+	struct timeline *tl;
+
+	br.kstack[0] = 0xffffffff81000010ULL;
+	nevents = 0;
+	/* The rings begin at 3000: A's switch-out at 1500 and B's, earlier, are gone. */
+	add(0, 4000, HT_FR_WAKEUP, HT_FRF_TARGET, A, 0, 0, HT_WAKE_TIMER);
+	add(0, 4500, HT_FR_WAKEUP, HT_FRF_TARGET, B, 0, 0, HT_WAKE_TIMER);
+	add(0, 5000, HT_FR_SWITCH, HT_FRF_NEXT_TARGET, HOG, A, 0, 0);
+	tl = build(1000, 6000, &br);
+	off = kslice(tl, A, HT_EV_OFF_CPU, 0);
+	CHECK(off && off->ts_ns == 1500 && off->dur_ns == 2500);
+	CHECK(off && !strcmp(tl_str_get(tl, arg(tl, off, HT_ARG_STATE)->s), "S"));
+	CHECK(off && arg(tl, off, HT_ARG_SYSCALL) &&
+	      !strcmp(tl_str_get(tl, arg(tl, off, HT_ARG_SYSCALL)->s), "futex"));
+	CHECK(off && !arg(tl, off, HT_ARG_BEFORE_WINDOW));
+	/* It is the breach's slice: the stack it waited on hangs on it. */
+	CHECK(off && off->callstack && tl_callstack_depth(tl, off->callstack) == 1);
+	/* B's sleep is older than anything known: said in words, never "?". */
+	other = kslice(tl, B, HT_EV_OFF_CPU, 0);
+	CHECK(other && other->ts_ns == 1000 && arg(tl, other, HT_ARG_BEFORE_WINDOW));
+	CHECK(other && !strcmp(tl_str_get(tl, arg(tl, other, HT_ARG_STATE)->s), HT_STATE_UNKNOWN));
 	tl_free(tl);
 }
 

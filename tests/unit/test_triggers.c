@@ -886,6 +886,50 @@ TEST(module_names_inside_the_target_root)
 	child_stop(&c);
 }
 
+/* A program built without -g (sleep(1)): the error says that no module has debug info. */
+TEST(line_in_a_process_without_debug_info)
+{
+	char exe[PATH_MAX], want[PATH_MAX], error[600];
+	struct ht_symbolizer *s;
+	struct ht_triggers t;
+	ssize_t n = -1;
+	pid_t pid;
+
+	REQUIRE_ROOT();
+	if (!realpath("/bin/sleep", want))
+		SKIP_TEST("no /bin/sleep");
+	pid = fork();
+	if (pid == 0) {
+		execl("/bin/sleep", "sleep", "30", (char *)NULL);
+		_exit(127);
+	}
+	CHECK(pid > 0);
+	/* Resolve once the exec has happened. */
+	snprintf(exe, sizeof(exe), "/proc/%d/exe", pid);
+	for (int i = 0; i < 500; i++) {
+		char link[PATH_MAX];
+
+		n = readlink(exe, link, sizeof(link) - 1);
+		if (n > 0 && (link[n] = 0, !strcmp(link, want)))
+			break;
+		usleep(10000);
+	}
+	s = ht_symbolizer_new(pid);
+	CHECK(s != NULL);
+	ht_triggers_init(&t);
+	CHECK(!ht_triggers_add(&t, "nothere.c:5"));
+	CHECK(s && ht_triggers_resolve(&t, s, pid, 0) == -1);
+	snprintf(want, sizeof(want),
+		 "trigger 'nothere.c:5': no module of process %d has debug info (DWARF) to find "
+		 "lines in: build it with -g",
+		 pid);
+	snprintf(error, sizeof(error), "%s", ht_last_error());
+	CHECK_STR(error, want);
+	ht_symbolizer_free(s);
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+}
+
 TEST(resolve_again_only_when_code_changes)
 {
 	struct ht_symbolizer *s;

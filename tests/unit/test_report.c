@@ -1,0 +1,250 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * `hybtrace report` on dumps the project's own builder and writer made: a
+ * directory listing with a manual dump in it, a breach's culprits as the
+ * live JSON line gives them, syscall returns.
+ */
+#include <fcntl.h>
+#include <limits.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include "breach_format.h"
+#include "check.h"
+#include "comm_cache.h"
+#include "culprits.h"
+#include "dump_schema.h"
+#include "kernel_timeline.h"
+#include "perfetto_write.h"
+#include "report.h"
+#include "timeline.h"
+
+#define TGID 4000
+#define A    4001 /* the target thread */
+#define HOG  9000 /* another process, whose name holds brackets of its own */
+
+static char dir[] = "/tmp/hybtrace-test-report-XXXXXX";
+static struct ht_fr_event events[32];
+static size_t nevents;
+static struct ht_comm_cache comms;
+
+static void add(unsigned int cpu, uint64_t ts, uint8_t kind, uint8_t flags, uint32_t a, uint32_t b,
+		uint16_t aux, uint64_t arg)
+{
+	struct ht_fr_event *e = &events[nevents++];
+
+	memset(e, 0, sizeof(*e));
+	e->cpu = cpu;
+	e->rec.ts_ns = ts;
+	e->rec.kind = kind;
+	e->rec.flags = flags;
+	e->rec.tid_a = a;
+	e->rec.tid_b = b;
+	e->rec.aux = aux;
+	e->rec.arg = arg;
+}
+
+/*
+ * A dump as the builder makes it: the kernel window lowered into a timeline
+ * with the metadata every dump has, written under NAME in the directory.
+ */
+static void write_dump(const char *name, const char *kind, uint64_t t0, uint64_t t1,
+		       const struct ht_breach *breach)
+{
+	static struct ht_fr_event entries[2];
+	static bool valid[2];
+	struct ht_fr_window w = { .t0 = t0, .t1 = t1, .events = events, .count = nevents,
+				  .ncpus = 2, .entry_switch = entries, .entry_valid = valid };
+	struct ht_sched_index idx;
+	struct timeline *tl = tl_new();
+	struct ht_kernel_window kw = { .tgid = TGID, .target_comm = "target", .t0 = t0, .t1 = t1,
+				       .w = &w, .idx = &idx, .comms = &comms, .breach = breach,
+				       .threshold_ns = 1000 };
+	char path[PATH_MAX], err[256], buf[32];
+
+	CHECK(!ht_sched_index_build(&w, &idx));
+	CHECK(!ht_kernel_timeline_build(tl, &kw));
+	ht_sched_index_free(&idx);
+	tl_meta_set(tl, HT_META_TARGET_PID, "4000");
+	tl_meta_set(tl, HT_META_TARGET_COMM, "target");
+	tl_meta_set(tl, HT_META_KIND, kind);
+	tl_meta_set(tl, HT_META_WALL_CLOCK, "2026-12-01T10:00:00.000+0000");
+	snprintf(buf, sizeof(buf), "%llu", (unsigned long long)t0);
+	tl_meta_set(tl, HT_META_WINDOW_START, buf);
+	snprintf(buf, sizeof(buf), "%llu", (unsigned long long)t1);
+	tl_meta_set(tl, HT_META_WINDOW_END, buf);
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	CHECK(!pftw_write_path(tl, path, err, sizeof(err)));
+	tl_free(tl);
+}
+
+/* What `hybtrace report ARGS...` prints on stdout; the caller frees it. */
+static char *report(int argc, char **argv)
+{
+	char path[PATH_MAX], *text = NULL;
+	int saved, fd;
+	FILE *f;
+	long n;
+
+	snprintf(path, sizeof(path), "%s.out", dir);
+	fflush(stdout);
+	saved = dup(1);
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	CHECK(saved >= 0 && fd >= 0);
+	dup2(fd, 1);
+	close(fd);
+	CHECK(ht_report_main(argc, argv) == 0);
+	fflush(stdout);
+	dup2(saved, 1);
+	close(saved);
+	f = fopen(path, "r");
+	if (f && !fseek(f, 0, SEEK_END) && (n = ftell(f)) >= 0 && !fseek(f, 0, SEEK_SET)) {
+		text = calloc(1, (size_t)n + 1);
+		if (text && fread(text, 1, (size_t)n, f) != (size_t)n)
+			text[0] = 0;
+	}
+	if (f)
+		fclose(f);
+	unlink(path);
+	return text ? text : strdup("");
+}
+
+/* The part of a JSON text from "ran_instead" to the end of "ran_instead_unknown_ns". */
+static char *ran_instead_of(const char *json)
+{
+	const char *from = strstr(json, "\"ran_instead\":");
+	const char *last = from ? strstr(from, "\"ran_instead_unknown_ns\":") : NULL;
+	size_t len;
+
+	if (!last)
+		return strdup("(none)");
+	len = (size_t)(last - from) + strlen("\"ran_instead_unknown_ns\":");
+	len += strspn(from + len, "0123456789");
+	return strndup(from, len);
+}
+
+/*
+ * A's wait on CPU 0, woken at 1000 by a timer and run at 5000: the hog held
+ * the CPU from 500.
+ */
+static const struct ht_breach rq_breach = { .kind = HT_BREACH_RQ_DELAY, .tid = A, .tgid = TGID,
+					    .start_ns = 1000, .end_ns = 5000, .comm = "worker" };
+
+static void rq_delay_events(void)
+{
+	nevents = 0;
+	add(0, 400, HT_FR_SWITCH, HT_FRF_PREV_TARGET, A, 0, 0, 1 /* S */);
+	add(0, 500, HT_FR_SWITCH, 0, 0, HOG, 0, 0);
+	add(0, 1000, HT_FR_WAKEUP, HT_FRF_TARGET, A, 0, 0, HT_WAKE_TIMER);
+	add(0, 5000, HT_FR_SWITCH, HT_FRF_NEXT_TARGET, HOG, A, 0, 0);
+}
+
+static void remove_dir(void)
+{
+	sh("rm -rf '%s'", dir);
+	ht_comm_cache_free(&comms);
+}
+
+/* Each test may run alone: the directory and its two dumps are made once. */
+static void setup(void)
+{
+	static bool done;
+
+	if (done)
+		return;
+	done = true;
+	CHECK(mkdtemp(dir) != NULL);
+	atexit(remove_dir);
+	ht_comm_cache_init(&comms, NULL);
+	comms.offline = true;
+	CHECK(!ht_comm_cache_seed(&comms, A, "worker"));
+	CHECK(!ht_comm_cache_seed(&comms, HOG, "b[2] hog"));
+	rq_delay_events();
+	write_dump("hybtrace-4000-20261201-100000.000-rq-delay.perfetto-trace", "rq-delay", 100,
+		   6000, &rq_breach);
+	nevents = 0;
+	write_dump("hybtrace-4000-20261201-100001.000-manual.perfetto-trace", "manual", 100, 6000,
+		   NULL);
+}
+
+TEST(directory_lists_a_manual_dump_by_its_process)
+{
+	char *argv[] = { "report", dir, NULL }, *json_argv[] = { "report", "--json", dir, NULL };
+	char *text, *json;
+
+	setup();
+	text = report(2, argv);
+	json = report(3, json_argv);
+	/* A manual dump has no breached thread: the row names the process. */
+	CHECK(strstr(text, " manual ") && strstr(text, "pid 4000 (target)"));
+	CHECK(!strstr(text, "tid 0"));
+	CHECK(strstr(text, "tid 4001 (worker)"));
+	CHECK(strstr(json, "\"kind\":\"manual\",\"duration_ns\":0,\"pid\":4000,\"process\":"
+			   "\"target\",\"wall_clock\""));
+	CHECK(strstr(json, "\"kind\":\"rq-delay\",\"duration_ns\":4000,\"tid\":4001,\"comm\":"
+			   "\"worker\",\"pid\":4000,\"process\":\"target\""));
+	if (!strstr(text, "pid 4000 (target)"))
+		printf("     %s\n", text);
+	free(text);
+	free(json);
+}
+
+/* report --json gives a breach's culprits in the fields of the live JSON line. */
+TEST(ran_instead_is_the_live_lines)
+{
+	char path[PATH_MAX], *argv[] = { "report", "--json", path, NULL };
+	struct ht_breach_info bi = { .b = rq_breach, .threshold_ns = 1000, .have_culprits = true };
+	static struct ht_fr_event entries[2];
+	static bool valid[2];
+	struct ht_fr_window w;
+	struct ht_sched_index idx;
+	char *live = NULL, *reported, *a, *b;
+	size_t live_len = 0;
+	FILE *f;
+
+	setup();
+	rq_delay_events();
+	snprintf(path, sizeof(path), "%s/hybtrace-4000-20261201-100000.000-rq-delay.perfetto-trace",
+		 dir);
+	/* The live side: culprits of the same window, as session.c computes them. */
+	w = (struct ht_fr_window){ .t0 = 100, .t1 = 6000, .events = events, .count = nevents,
+				   .ncpus = 2, .entry_switch = entries, .entry_valid = valid };
+	CHECK(!ht_sched_index_build(&w, &idx));
+	ht_culprits_compute(&w, &idx, A, rq_breach.start_ns, rq_breach.end_ns, 0, &bi.culprits);
+	ht_sched_index_free(&idx);
+	for (unsigned int i = 0; i < bi.culprits.count; i++)
+		ht_comm_lookup(&comms, bi.culprits.top[i].pid, bi.culprits.top[i].cpu,
+			       bi.culprit_comm[i], sizeof(bi.culprit_comm[i]));
+	f = open_memstream(&live, &live_len);
+	CHECK(f != NULL);
+	if (!f)
+		return;
+	ht_breach_print_json(f, &bi, NULL);
+	fclose(f);
+	reported = report(3, argv);
+	a = ran_instead_of(live);
+	b = ran_instead_of(reported);
+	CHECK_STR(b, a);
+	CHECK_STR(a, "\"ran_instead\":[{\"pid\":9000,\"comm\":\"b[2] hog\",\"cpu\":0,\"ns\":4000}],"
+		     "\"ran_instead_other_ns\":0,\"ran_instead_unknown_ns\":0");
+	free(a);
+	free(b);
+	free(live);
+	free(reported);
+}
+
+TEST(syscall_returns_name_their_errno)
+{
+	char path[PATH_MAX], *argv[] = { "report", path, NULL }, *text;
+
+	setup();
+	nevents = 0;
+	add(0, 1000, HT_FR_SYS_ENTER, HT_FRF_TARGET, A, 0, 270 /* pselect6 */, 0);
+	add(0, 3000, HT_FR_SYS_EXIT, HT_FRF_TARGET, A, 0, 270, (uint64_t)-514);
+	write_dump("hybtrace-4000-20261201-100002.000-exit.perfetto-trace", "exit", 100, 6000, NULL);
+	snprintf(path, sizeof(path), "%s/hybtrace-4000-20261201-100002.000-exit.perfetto-trace", dir);
+	text = report(2, argv);
+	CHECK(strstr(text, "pselect6 2.0us = -514 (ERESTARTNOHAND: interrupted by a signal"));
+	if (!strstr(text, "ERESTARTNOHAND"))
+		printf("     %s\n", text);
+	free(text);
+}
