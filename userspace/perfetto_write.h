@@ -25,8 +25,13 @@
  *     finds them in one pass, before it has any interning state. Each is
  *     left out when it would be empty.
  *  5. The events in time order: a slice becomes SLICE_BEGIN and SLICE_END
- *     (nested properly: at one time, ends come before begins, and a child
- *     ends before its parent); an instant is TYPE_INSTANT. Arguments,
+ *     (nested properly: at one time, ends come before begins, a parent
+ *     begins before its children and a child ends before its parent); an
+ *     instant is TYPE_INSTANT. Perfetto keeps file order among points of
+ *     one time, so there the point that begins a flow comes before the
+ *     point that terminates it, across tracks and along chains of flows
+ *     (within one track the canonical order rules: a flow that ends on an
+ *     event placed before its begin, at the same time, stays lost). Arguments,
  *     flows and the call stack ride on the begin. Interned entries appear
  *     in the packet that first uses them, as Perfetto's SDK does; the iids
  *     are the timeline's own string, frame and call-stack ids. A call
