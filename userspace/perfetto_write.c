@@ -14,6 +14,14 @@
 
 /* Any sequence id but 1, which Perfetto's tracing service uses for its own packets. */
 #define PFTW_SEQUENCE_ID 2
+/*
+ * The track descriptors go on a sequence of their own that never clears
+ * incremental state: Perfetto makes every thread descriptor on a sequence
+ * with valid state that sequence's legacy thread, and gives events on
+ * global tracks of that sequence legacy_event.passthrough_utid of it
+ * (track_event_tokenizer.cc, track_event_event_importer.h).
+ */
+#define PFTW_DESCRIPTOR_SEQUENCE_ID 3
 /* Longer chains of flows at one time than this are cut (only cycles reach it). */
 #define PFTW_MAX_FLOW_RANK 64
 /* Frames without a module still need a mapping; its iid lies above every string id. */
@@ -196,9 +204,18 @@ static void pftw_write_track_body(struct pftw *w, const struct tl_track *t)
 	}
 }
 
+/* A packet of the descriptors' sequence: it needs no incremental state and never has any. */
+static size_t pftw_descriptor_packet_begin(struct pftw *w)
+{
+	size_t packet = pb_begin(&w->out, PFT_TRACE_PACKET);
+
+	pb_varint(&w->out, PFT_PACKET_SEQUENCE_ID, PFTW_DESCRIPTOR_SEQUENCE_ID);
+	return packet;
+}
+
 static void pftw_write_track(struct pftw *w, const struct tl_track *t)
 {
-	size_t packet = pftw_packet_begin(w, PFT_SEQ_NEEDS_INCREMENTAL_STATE);
+	size_t packet = pftw_descriptor_packet_begin(w);
 	size_t desc = pb_begin(&w->out, PFT_PACKET_TRACK_DESCRIPTOR);
 
 	pb_varint(&w->out, PFT_TRACK_UUID, t->uuid);
@@ -295,7 +312,7 @@ static void pftw_write_track_kinds(struct pftw *w, uint64_t ts_ns)
 /* The hybtrace track, when the timeline has none but the metadata needs a home. */
 static void pftw_write_hybtrace_track(struct pftw *w)
 {
-	size_t packet = pftw_packet_begin(w, PFT_SEQ_NEEDS_INCREMENTAL_STATE);
+	size_t packet = pftw_descriptor_packet_begin(w);
 	size_t desc = pb_begin(&w->out, PFT_PACKET_TRACK_DESCRIPTOR);
 
 	pb_varint(&w->out, PFT_TRACK_UUID, TL_HYBTRACE_UUID);

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
 /*
  * Timeline -> Perfetto trace file: a protobuf `Trace`, one TracePacket
- * after another, all on one packet sequence, TrackEvent packets with
- * interned names, categories, argument names and call stacks.
+ * after another, TrackEvent packets with interned names, categories,
+ * argument names and call stacks on one packet sequence, the track
+ * descriptors on a second one.
  *
  * What a file holds, in order:
  *  1. A packet that clears the sequence's incremental state and declares,
@@ -12,7 +13,10 @@
  *     Perfetto UI shows the same nanoseconds hybtrace prints.
  *  3. TrackDescriptors: process and thread tracks carry Process/Thread
  *     descriptors; kernel, CPU and global tracks are plain named tracks
- *     (a kernel track is a child of its thread's track).
+ *     (a kernel track is a child of its thread's track). They go on their
+ *     own sequence, which never has incremental state: a thread descriptor
+ *     on the events' sequence would make Perfetto attribute every event of
+ *     a global track (a CPU's, hybtrace's) to that thread.
  *  4. Two instants at the first event's time on the "hybtrace" track (uuid
  *     TL_HYBTRACE_UUID; the writer describes it when the timeline has no
  *     such track): "metadata", whose debug annotations are the metadata

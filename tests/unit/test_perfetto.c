@@ -614,6 +614,9 @@ TEST(round_trip_over_100k_events_fast)
 struct packet_summary {
 	size_t packets;
 	size_t first_flags, later_flags_wrong, missing_seq;
+	uint64_t event_seq;	    /* the sequence of the first packet */
+	size_t descriptors;	    /* track descriptors, all on another sequence ... */
+	size_t descriptors_wrong;   /* ... or on the events', or with incremental state flags */
 	bool defaults_monotonic;
 	size_t flow_fixed64, flow_other_wire;
 	size_t interned_twice;
@@ -676,8 +679,8 @@ static void summarize(const void *data, size_t len, struct packet_summary *s)
 	memset(s, 0, sizeof(*s));
 	pb_reader_init(&top, data, len);
 	while (pb_next(&top, &f) == 1) {
-		uint64_t flags = 0, ts = 0;
-		bool seq = false, event = false;
+		uint64_t flags = 0, ts = 0, seq = 0;
+		bool event = false, descriptor = false;
 
 		pb_enter(&top, &f, &packet);
 		while (pb_next(&packet, &g) == 1) {
@@ -686,7 +689,9 @@ static void summarize(const void *data, size_t len, struct packet_summary *s)
 			if (g.number == PFT_PACKET_SEQUENCE_FLAGS)
 				flags = g.value;
 			if (g.number == PFT_PACKET_SEQUENCE_ID)
-				seq = g.value != 0;
+				seq = g.value;
+			if (g.number == PFT_PACKET_TRACK_DESCRIPTOR)
+				descriptor = true;
 			if (g.number == PFT_PACKET_INTERNED_DATA)
 				summarize_interned(&packet, &g, seen, 1 << 16, s);
 			if (g.number == PFT_PACKET_TRACK_EVENT) {
@@ -702,10 +707,15 @@ static void summarize(const void *data, size_t len, struct packet_summary *s)
 						s->defaults_monotonic = h.value == 3;
 			}
 		}
-		if (!s->packets)
+		if (!s->packets) {
 			s->first_flags = flags;
-		else if (flags != PFT_SEQ_NEEDS_INCREMENTAL_STATE)
+			s->event_seq = seq;
+		} else if (descriptor) {
+			s->descriptors++;
+			s->descriptors_wrong += seq == s->event_seq || flags;
+		} else if (flags != PFT_SEQ_NEEDS_INCREMENTAL_STATE) {
 			s->later_flags_wrong++;
+		}
 		s->missing_seq += !seq;
 		s->packets++;
 		if (event) {
@@ -729,6 +739,13 @@ TEST(writer_packets_follow_perfetto_rules)
 	CHECK_EQ_U64(s.first_flags, PFT_SEQ_INCREMENTAL_STATE_CLEARED);
 	CHECK_EQ_U64(s.later_flags_wrong, 0);
 	CHECK_EQ_U64(s.missing_seq, 0);
+	/*
+	 * A thread descriptor on the events' sequence would make Perfetto
+	 * give every event of a global track that thread
+	 * (legacy_event.passthrough_utid).
+	 */
+	CHECK_EQ_U64(s.descriptors, tl_track_count(tl) + 1);
+	CHECK_EQ_U64(s.descriptors_wrong, 0);
 	CHECK(s.defaults_monotonic);
 	/* Flow ids are fixed64 on the wire, as Perfetto declares them. */
 	CHECK_EQ_U64(s.flow_fixed64, 6);
