@@ -18,7 +18,9 @@
 #include "pb.h"
 #include "perfetto_read.h"
 #include "perfetto_write.h"
+#include "sampler.h"
 #include "timeline.h"
+#include "user_timeline.h"
 
 #define PROTO_FILE "tests/perfetto/trace.proto"
 
@@ -1030,6 +1032,79 @@ TEST(writer_begins_flows_before_ending_them_at_equal_times)
 	CHECK_EQ_U64(st.flow_ends_dropped, 0);
 	free(data);
 	tl_free(back);
+	tl_free(tl);
+}
+
+/*
+ * Slices that begin together nest in Perfetto in the order they begin: the
+ * writer begins the outermost first and ends the innermost first, whether
+ * their spans differ or are equal (the frames of one sample).
+ */
+TEST(writer_nests_equal_time_begins_outermost_first)
+{
+	static const char *const equal[] = {"start_thread", "worker", "clock_gettime"};
+	static const char *const longer[] = {"a", "b", "c"};
+	struct timeline *tl = tl_new();
+	int t = add_track(tl, TL_TRACK_THREAD, "worker", 0, 1, 2, 0);
+	struct walked_point v[64];
+	char err[256] = "";
+	void *data = NULL;
+	size_t len = 0, n;
+
+	for (int i = 0; i < 3; i++)
+		tl_add_slice(tl, t, 1000, 100, equal[i], "user"); /* parents added first */
+	for (int i = 2; i >= 0; i--)
+		tl_add_slice(tl, t, 2000, 300 - 100 * (uint64_t)i, longer[i], "user");
+	tl_add_slice(tl, t, 2000, 0, "empty", "user"); /* ends before the next begins */
+	CHECK(!pftw_write_mem(tl, &data, &len, err, sizeof(err)));
+	n = walk_points(data, len, v, 64);
+	for (unsigned int i = 0; i < 3; i++) {
+		size_t b = point_of(v, n, tl_intern(tl, equal[i]), PFT_TYPE_SLICE_BEGIN);
+		size_t c = point_of(v, n, tl_intern(tl, longer[i]), PFT_TYPE_SLICE_BEGIN);
+
+		CHECK(b < n && c < n);
+		if (b < n)
+			CHECK_EQ_U64(v[b].depth, i);
+		if (c < n)
+			CHECK_EQ_U64(v[c].depth, i);
+		/* The ends at 1100: innermost first. */
+		CHECK(b < n && b + 3 + (2 - i) < n && v[b + 3 + (2 - i)].type == PFT_TYPE_SLICE_END);
+	}
+	free(data);
+	tl_free(tl);
+}
+
+/* One sample's frames, through the builder of sampled slices and the writer: root at depth 0. */
+TEST(sample_frames_nest_root_first_in_the_file)
+{
+	struct ht_sample_set set = {0};
+	struct ht_sample smp = {.time_ns = 1000, .pid = 7, .tid = 7, .nr_user = 4};
+	struct ht_user_window uw = {.tgid = 7, .t0 = 0, .t1 = 5000, .period_ns = 1000,
+				    .samples = &set};
+	/* Leaf first, as perf gives a callchain; no symbolizer: named by address. */
+	static const uint64_t chain[] = {0x4000, 0x3000, 0x2000, 0x1000};
+	struct timeline *tl = tl_new();
+	struct walked_point v[64];
+	char err[256] = "", name[32];
+	void *data = NULL;
+	size_t len = 0, n;
+
+	memcpy(smp.frames, chain, sizeof(chain));
+	set.v = &smp;
+	set.count = 1;
+	CHECK(!ht_user_timeline_build(tl, &uw));
+	CHECK(!pftw_write_mem(tl, &data, &len, err, sizeof(err)));
+	n = walk_points(data, len, v, 64);
+	for (unsigned int depth = 0; depth < 4; depth++) {
+		size_t b;
+
+		snprintf(name, sizeof(name), "0x%llx", (unsigned long long)chain[3 - depth]);
+		b = point_of(v, n, tl_intern(tl, name), PFT_TYPE_SLICE_BEGIN);
+		CHECK(b < n);
+		if (b < n)
+			CHECK_EQ_U64(v[b].depth, depth);
+	}
+	free(data);
 	tl_free(tl);
 }
 
