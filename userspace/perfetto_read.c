@@ -101,6 +101,20 @@ struct pftr_open {
 	size_t count, cap;
 };
 
+/*
+ * A flow id as a track event gave it, kept until every event is read: which
+ * ids Perfetto honours depends on the order it imports them in.
+ */
+struct pftr_flow {
+	long ev;
+	uint64_t id;
+	uint64_t ts_ns;
+	size_t offset; /* of its packet: the file order among equal times */
+	size_t index;  /* in the order read */
+	bool in;       /* terminating_flow_ids */
+	bool kept;
+};
+
 /* The fields of one TracePacket that the reader acts on; absent messages have data NULL. */
 struct pftr_packet {
 	struct pb_reader reader;
@@ -132,6 +146,8 @@ struct pftr {
 	bool has_clock;
 	struct pftr_open *open; /* by track index */
 	size_t nopen;
+	struct pftr_flow *flows;
+	size_t nflows, flows_cap;
 	struct tl_frame frames[TL_MAX_FRAMES];
 	char *err;
 	size_t errlen;
@@ -1266,6 +1282,8 @@ struct pftr_event {
 	struct pb_field category;
 	uint64_t callstack_iid;
 	long ev; /* the timeline event it became */
+	uint64_t ts_ns;
+	size_t offset;
 };
 
 static int pftr_first_category(struct pftr *r, void *ctx, uint64_t iid)
@@ -1375,27 +1393,99 @@ static int pftr_end(struct pftr *r, struct pftr_event *e, int track, uint64_t ts
 
 /* Arguments and flows, added to the event once it exists (an end adds to its begin). */
 
-static int pftr_add_flow(struct pftr *r, long ev, uint64_t id, bool in)
+static int pftr_keep_flow(struct pftr_event *e, struct pftr *r, uint64_t id, bool in)
 {
-	const struct tl_event_lists *l = tl_event_lists(r->tl, tl_event(r->tl, (size_t)ev));
-
-	if ((in ? l->flows_in.count : l->flows_out.count) >= TL_MAX_FLOWS) {
-		r->stats.skipped_details++;
-		return 0;
-	}
-	if (in ? tl_event_flow_in(r->tl, ev, id) : tl_event_flow_out(r->tl, ev, id))
-		return pftr_model_fail(r);
+	if (PFTR_GROW(r->flows, r->flows_cap, r->nflows + 1))
+		return pftr_nomem(r);
+	r->flows[r->nflows] = (struct pftr_flow){
+		.ev = e->ev,
+		.id = id,
+		.ts_ns = e->ts_ns,
+		.offset = e->offset,
+		.index = r->nflows,
+		.in = in,
+	};
+	r->nflows++;
 	return 0;
 }
 
 static int pftr_flow_out(struct pftr *r, void *ctx, uint64_t id)
 {
-	return pftr_add_flow(r, ((struct pftr_event *)ctx)->ev, id, false);
+	return pftr_keep_flow(ctx, r, id, false);
 }
 
 static int pftr_flow_in(struct pftr *r, void *ctx, uint64_t id)
 {
-	return pftr_add_flow(r, ((struct pftr_event *)ctx)->ev, id, true);
+	return pftr_keep_flow(ctx, r, id, true);
+}
+
+/* Perfetto's import order for one id: by time, then file order; an event's begins first. */
+static int pftr_flow_import_cmp(const void *pa, const void *pb)
+{
+	const struct pftr_flow *a = pa, *b = pb;
+
+	if (a->id != b->id)
+		return a->id < b->id ? -1 : 1;
+	if (a->ts_ns != b->ts_ns)
+		return a->ts_ns < b->ts_ns ? -1 : 1;
+	if (a->offset != b->offset)
+		return a->offset < b->offset ? -1 : 1;
+	if (a->in != b->in)
+		return a->in ? 1 : -1;
+	return (a->index > b->index) - (a->index < b->index);
+}
+
+static int pftr_flow_read_cmp(const void *pa, const void *pb)
+{
+	const struct pftr_flow *a = pa, *b = pb;
+
+	return (a->index > b->index) - (a->index < b->index);
+}
+
+/*
+ * Keep the flows Perfetto keeps (track_event_event_importer.h, flow_tracker.cc):
+ * a flow id on an event begins a flow unless one with that id is active,
+ * which it then passes through; a terminating id ends the active flow, and
+ * one that is not active is dropped, and counted. Then the kept ids go on
+ * their events in the order read.
+ */
+static int pftr_add_flows(struct pftr *r)
+{
+	if (!r->nflows)
+		return 0;
+	qsort(r->flows, r->nflows, sizeof(*r->flows), pftr_flow_import_cmp);
+	for (size_t i = 0; i < r->nflows; i++) {
+		struct pftr_flow *f = &r->flows[i];
+		bool active = i && r->flows[i - 1].id == f->id && r->flows[i - 1].kept &&
+			      !(r->flows[i - 1].in);
+
+		/* ACTIVE: the previous event of this id began or passed the flow. */
+		if (!f->in) {
+			r->stats.flows_begun += !active;
+			f->kept = true;
+		} else if (active) {
+			f->kept = true;
+		} else {
+			r->stats.flow_ends_dropped++;
+		}
+	}
+	qsort(r->flows, r->nflows, sizeof(*r->flows), pftr_flow_read_cmp);
+	for (size_t i = 0; i < r->nflows; i++) {
+		const struct pftr_flow *f = &r->flows[i];
+		const struct tl_event_lists *l;
+
+		if (!f->kept)
+			continue;
+		l = tl_event_lists(r->tl, tl_event(r->tl, (size_t)f->ev));
+		if ((f->in ? l->flows_in.count : l->flows_out.count) >= TL_MAX_FLOWS) {
+			r->stats.skipped_details++;
+			continue;
+		}
+		if (f->in ? tl_event_flow_in(r->tl, f->ev, f->id)
+			  : tl_event_flow_out(r->tl, f->ev, f->id))
+			return pftr_model_fail(r);
+	}
+	return 0;
 }
 
 static int pftr_add_annotation(struct pftr *r, struct pftr_event *e, const struct pb_reader *msg,
@@ -1445,7 +1535,7 @@ static int pftr_detail_field(struct pftr *r, const struct pb_reader *msg, const 
 
 static int pftr_read_event(struct pftr *r, const struct pftr_packet *p, struct pftr_seq *s)
 {
-	struct pftr_event e = {.seq = s};
+	struct pftr_event e = {.seq = s, .ts_ns = p->ts_ns, .offset = p->offset};
 	pftr_field_fn own;
 	uint64_t uuid;
 	long track;
@@ -1576,7 +1666,9 @@ static int pftr_run(struct pftr *r)
 		err = pftr_add_tracks(r);
 	if (!err)
 		err = pftr_each_packet(r, pftr_pass2);
-	return err ? err : pftr_check_open(r);
+	if (!err)
+		err = pftr_check_open(r);
+	return err ? err : pftr_add_flows(r);
 }
 
 static void pftr_done(struct pftr *r)
@@ -1591,6 +1683,7 @@ static void pftr_done(struct pftr *r)
 	for (size_t t = 0; t < r->nopen; t++)
 		free(r->open[t].events);
 	free(r->open);
+	free(r->flows);
 }
 
 struct timeline *pftr_read_mem(const void *data, size_t len, struct pftr_stats *stats, char *err,

@@ -12,6 +12,10 @@
  * (ftrace, process stats, ...), counter events, events on undescribed
  * tracks or whose sequence lost its incremental state, annotations with
  * nested values, and arguments, flows or frames beyond the model's limits.
+ * Flows follow Perfetto's importer, which takes events by time and then
+ * file order: a terminating flow id whose flow has not begun by then (or
+ * has ended) is dropped, as Perfetto drops it, so what the reader gives is
+ * what the Perfetto UI shows.
  *
  * What it refuses, with one line in ERR and NULL returned: input that is
  * not a protobuf Trace (empty, ELF, gzip, text, random bytes), truncated or
@@ -39,6 +43,8 @@ struct pftr_stats {
 	uint64_t skipped_packets; /* packets carrying nothing the model holds */
 	uint64_t skipped_events;  /* counters, events on unknown tracks or with lost state */
 	uint64_t skipped_details; /* annotations, flows, call stacks the model cannot hold */
+	uint64_t flows_begun;	  /* flow ids that began a flow, as Perfetto imports them */
+	uint64_t flow_ends_dropped; /* terminating flow ids of flows not begun: Perfetto drops them */
 };
 
 /* Read a trace from memory. STATS may be NULL. Returns a new timeline or NULL. */

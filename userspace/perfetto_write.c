@@ -14,6 +14,16 @@
 
 /* Any sequence id but 1, which Perfetto's tracing service uses for its own packets. */
 #define PFTW_SEQUENCE_ID 2
+/*
+ * The track descriptors go on a sequence of their own that never clears
+ * incremental state: Perfetto makes every thread descriptor on a sequence
+ * with valid state that sequence's legacy thread, and gives events on
+ * global tracks of that sequence legacy_event.passthrough_utid of it
+ * (track_event_tokenizer.cc, track_event_event_importer.h).
+ */
+#define PFTW_DESCRIPTOR_SEQUENCE_ID 3
+/* Longer chains of flows at one time than this are cut (only cycles reach it). */
+#define PFTW_MAX_FLOW_RANK 64
 /* Frames without a module still need a mapping; its iid lies above every string id. */
 #define PFTW_NO_MODULE_MAPPING (1ull << 32)
 /* Hand the encoded bytes to the file whenever this much has piled up. */
@@ -28,9 +38,14 @@ enum pftw_sent {
 	PFTW_SENT_MAPPING = 1 << 4,
 };
 
-/* One begin, end or instant. */
+/*
+ * One begin, end or instant. Among points of one time, lower ranks go
+ * first: a point's rank is above that of every point that begins a flow it
+ * terminates, and never below the rank of the point before it on its track.
+ */
 struct pftw_point {
 	uint64_t ts_ns;
+	uint32_t rank;
 	uint32_t event;
 	uint8_t type; /* PFT_TYPE_* */
 };
@@ -41,6 +56,7 @@ struct pftw_point {
  */
 struct pftw_stream {
 	const uint32_t *order;
+	size_t first;	 /* where ORDER starts in the canonical order */
 	size_t n, next;	 /* the track's events; the next to begin */
 	uint32_t *stack; /* open slices, innermost last; room for n */
 	size_t depth;
@@ -61,8 +77,11 @@ struct pftw {
 	uint32_t *order;	       /* the events in canonical order */
 	uint32_t *stacks;	       /* room for every event: each stream's stack is its part */
 	struct pftw_stream *streams;   /* one per track with events, in canonical order */
-	uint32_t *heap;		       /* streams with points left, a min-heap by (time, stream) */
+	uint32_t *heap;		       /* streams with points left, a min-heap by their points */
 	size_t nstreams, nheap;
+	uint32_t *flow_pos;  /* canonical positions of the events with flows */
+	uint32_t *flow_rank; /* their ranks */
+	size_t nflow;
 	pftw_flush_fn flush;
 	void *flush_ctx;
 	int flush_err;
@@ -185,9 +204,18 @@ static void pftw_write_track_body(struct pftw *w, const struct tl_track *t)
 	}
 }
 
+/* A packet of the descriptors' sequence: it needs no incremental state and never has any. */
+static size_t pftw_descriptor_packet_begin(struct pftw *w)
+{
+	size_t packet = pb_begin(&w->out, PFT_TRACE_PACKET);
+
+	pb_varint(&w->out, PFT_PACKET_SEQUENCE_ID, PFTW_DESCRIPTOR_SEQUENCE_ID);
+	return packet;
+}
+
 static void pftw_write_track(struct pftw *w, const struct tl_track *t)
 {
-	size_t packet = pftw_packet_begin(w, PFT_SEQ_NEEDS_INCREMENTAL_STATE);
+	size_t packet = pftw_descriptor_packet_begin(w);
 	size_t desc = pb_begin(&w->out, PFT_PACKET_TRACK_DESCRIPTOR);
 
 	pb_varint(&w->out, PFT_TRACK_UUID, t->uuid);
@@ -284,7 +312,7 @@ static void pftw_write_track_kinds(struct pftw *w, uint64_t ts_ns)
 /* The hybtrace track, when the timeline has none but the metadata needs a home. */
 static void pftw_write_hybtrace_track(struct pftw *w)
 {
-	size_t packet = pftw_packet_begin(w, PFT_SEQ_NEEDS_INCREMENTAL_STATE);
+	size_t packet = pftw_descriptor_packet_begin(w);
 	size_t desc = pb_begin(&w->out, PFT_PACKET_TRACK_DESCRIPTOR);
 
 	pb_varint(&w->out, PFT_TRACK_UUID, TL_HYBTRACE_UUID);
@@ -542,9 +570,17 @@ static void pftw_write_point(struct pftw *w, const struct pftw_point *pt)
 
 /*
  * Ordering begins and ends: each track's stream is in time order, and the
- * file takes the earliest next point of all streams, the first track's in
- * canonical order on a tie; a heap of the streams does it point by point,
- * so no array of every point is ever built.
+ * file takes the earliest next point of all streams; a heap of the streams
+ * does it point by point, so no array of every point is ever built.
+ *
+ * Perfetto imports points of one time in file order, which decides two
+ * things there. Slices that begin together nest in the order they begin:
+ * a track's stream begins a parent before its children and ends children
+ * first. And a flow whose end comes before its begin is lost: the importer
+ * skips a terminating id that is not active, and the begin read later
+ * stays open (track_event_event_importer.h). So among points of one time
+ * the heap takes the lowest rank first (struct pftw_point), then the first
+ * track in canonical order.
  */
 
 static uint64_t pftw_end_ns(const struct tl_event *e)
@@ -552,19 +588,49 @@ static uint64_t pftw_end_ns(const struct tl_event *e)
 	return e->ts_ns + e->dur_ns;
 }
 
+static bool pftw_has_flows(const struct pftw *w, const struct tl_event *e)
+{
+	const struct tl_event_lists *l;
+
+	if (!e->lists)
+		return false;
+	l = tl_event_lists(w->tl, e);
+	return l->flows_out.count || l->flows_in.count;
+}
+
+/* The rank of the event at canonical position POS: 0 unless it has flows. */
+static uint32_t pftw_event_rank(const struct pftw *w, size_t pos)
+{
+	size_t lo = 0, hi = w->nflow;
+
+	if (!pftw_has_flows(w, &w->events[w->order[pos]]))
+		return 0;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (w->flow_pos[mid] < pos)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < w->nflow && w->flow_pos[lo] == pos ? w->flow_rank[lo] : 0;
+}
+
 /*
  * The stream's next point, or false when it has none left: before an event
  * starts, every open slice that has ended by then is closed, innermost
  * first; after the last event the open slices close.
  */
-static bool pftw_stream_advance(const struct tl_event *events, struct pftw_stream *s)
+static bool pftw_stream_take(const struct pftw *w, struct pftw_stream *s)
 {
+	const struct tl_event *events = w->events;
+
 	if (s->depth) {
 		const struct tl_event *top = &events[s->stack[s->depth - 1]];
 
 		if (s->next == s->n || pftw_end_ns(top) <= events[s->order[s->next]].ts_ns) {
 			s->depth--;
-			s->point = (struct pftw_point){pftw_end_ns(top), s->stack[s->depth],
+			s->point = (struct pftw_point){pftw_end_ns(top), 0, s->stack[s->depth],
 						       PFT_TYPE_SLICE_END};
 			return true;
 		}
@@ -573,21 +639,152 @@ static bool pftw_stream_advance(const struct tl_event *events, struct pftw_strea
 		return false;
 	uint32_t id = s->order[s->next++];
 	const struct tl_event *e = &events[id];
+	uint32_t rank = pftw_event_rank(w, s->first + s->next - 1);
 
 	if (e->kind == TL_EVENT_INSTANT) {
-		s->point = (struct pftw_point){e->ts_ns, id, PFT_TYPE_INSTANT};
+		s->point = (struct pftw_point){e->ts_ns, rank, id, PFT_TYPE_INSTANT};
 	} else {
-		s->point = (struct pftw_point){e->ts_ns, id, PFT_TYPE_SLICE_BEGIN};
+		s->point = (struct pftw_point){e->ts_ns, rank, id, PFT_TYPE_SLICE_BEGIN};
 		s->stack[s->depth++] = id;
 	}
 	return true;
 }
 
+/* The next point, ranked no lower than the one before it at the same time. */
+static bool pftw_stream_advance(const struct pftw *w, struct pftw_stream *s)
+{
+	struct pftw_point prev = s->point;
+
+	if (!pftw_stream_take(w, s))
+		return false;
+	if (s->point.ts_ns == prev.ts_ns && s->point.rank < prev.rank)
+		s->point.rank = prev.rank;
+	return true;
+}
+
+/* Where a flow begins or passes: what terminating it at the same time must follow. */
+struct pftw_flow_src {
+	uint64_t id;
+	uint64_t ts_ns;
+	uint32_t at; /* index into flow_pos */
+};
+
+static int pftw_flow_src_cmp(const void *pa, const void *pb)
+{
+	const struct pftw_flow_src *a = pa, *b = pb;
+
+	if (a->id != b->id)
+		return a->id < b->id ? -1 : 1;
+	if (a->ts_ns != b->ts_ns)
+		return a->ts_ns < b->ts_ns ? -1 : 1;
+	return (a->at > b->at) - (a->at < b->at);
+}
+
+/* The first of N sources of flow ID at TS_NS, or N. */
+static size_t pftw_flow_src_find(const struct pftw_flow_src *src, size_t n, uint64_t id,
+				 uint64_t ts_ns)
+{
+	size_t lo = 0, hi = n;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (src[mid].id < id || (src[mid].id == id && src[mid].ts_ns < ts_ns))
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+/* One pass of raising ranks to what the events before them ask; true if any rose. */
+static bool pftw_rank_pass(struct pftw *w, const struct pftw_flow_src *src, size_t nsrc)
+{
+	bool rose = false;
+
+	for (size_t k = 0; k < w->nflow; k++) {
+		const struct tl_event *e = &w->events[w->order[w->flow_pos[k]]];
+		const struct tl_event *p = k ? &w->events[w->order[w->flow_pos[k - 1]]] : NULL;
+		uint32_t rank = w->flow_rank[k];
+
+		/* Never below an event before it on its track at the same time. */
+		if (p && p->track == e->track && p->ts_ns == e->ts_ns && w->flow_rank[k - 1] > rank)
+			rank = w->flow_rank[k - 1];
+		for (uint32_t f = tl_event_lists(w->tl, e)->flows_in.first; f;
+		     f = tl_flow(w->tl, f)->next) {
+			uint64_t id = tl_flow(w->tl, f)->id;
+
+			for (size_t i = pftw_flow_src_find(src, nsrc, id, e->ts_ns);
+			     i < nsrc && src[i].id == id && src[i].ts_ns == e->ts_ns; i++)
+				if (src[i].at != k && w->flow_rank[src[i].at] >= rank)
+					rank = w->flow_rank[src[i].at] + 1;
+		}
+		if (rank > PFTW_MAX_FLOW_RANK)
+			rank = PFTW_MAX_FLOW_RANK;
+		if (rank != w->flow_rank[k]) {
+			w->flow_rank[k] = rank;
+			rose = true;
+		}
+	}
+	return rose;
+}
+
+/*
+ * The ranks of the events with flows. Each pass carries a rank at least one
+ * flow further along a chain of flows at one time, so the longest chain
+ * takes as many passes; a cycle (a flow's end before its begin, both at one
+ * time and on one chain) cannot be ordered and stops at the cap.
+ */
+static int pftw_rank_flows(struct pftw *w)
+{
+	size_t n = tl_event_count(w->tl), nsrc = 0, at = 0;
+	struct pftw_flow_src *src;
+
+	for (size_t pos = 0; pos < n; pos++) {
+		const struct tl_event *e = &w->events[w->order[pos]];
+
+		if (pftw_has_flows(w, e)) {
+			w->nflow++;
+			nsrc += tl_event_lists(w->tl, e)->flows_out.count;
+		}
+	}
+	if (!w->nflow)
+		return 0;
+	w->flow_pos = malloc(w->nflow * sizeof(*w->flow_pos));
+	w->flow_rank = calloc(w->nflow, sizeof(*w->flow_rank));
+	src = malloc((nsrc + 1) * sizeof(*src));
+	if (!w->flow_pos || !w->flow_rank || !src) {
+		free(src);
+		return pftw_fail(w, -ENOMEM, "out of memory");
+	}
+	nsrc = 0;
+	for (size_t pos = 0; pos < n; pos++) {
+		const struct tl_event *e = &w->events[w->order[pos]];
+
+		if (!pftw_has_flows(w, e))
+			continue;
+		for (uint32_t f = tl_event_lists(w->tl, e)->flows_out.first; f;
+		     f = tl_flow(w->tl, f)->next)
+			src[nsrc++] = (struct pftw_flow_src){tl_flow(w->tl, f)->id, e->ts_ns,
+							     (uint32_t)at};
+		w->flow_pos[at++] = (uint32_t)pos;
+	}
+	qsort(src, nsrc, sizeof(*src), pftw_flow_src_cmp);
+	for (int pass = 0; pass <= PFTW_MAX_FLOW_RANK && pftw_rank_pass(w, src, nsrc); pass++)
+		;
+	free(src);
+	return 0;
+}
+
 static bool pftw_stream_before(const struct pftw *w, uint32_t a, uint32_t b)
 {
-	uint64_t ta = w->streams[a].point.ts_ns, tb = w->streams[b].point.ts_ns;
+	const struct pftw_point *pa = &w->streams[a].point, *pb = &w->streams[b].point;
 
-	return ta < tb || (ta == tb && a < b);
+	if (pa->ts_ns != pb->ts_ns)
+		return pa->ts_ns < pb->ts_ns;
+	if (pa->rank != pb->rank)
+		return pa->rank < pb->rank;
+	return a < b;
 }
 
 static void pftw_heap_down(struct pftw *w, size_t i)
@@ -629,10 +826,11 @@ static int pftw_make_streams(struct pftw *w)
 			continue;
 		*s = (struct pftw_stream){
 			.order = w->order + start,
+			.first = start,
 			.n = i - start,
 			.stack = w->stacks + start,
 		};
-		pftw_stream_advance(w->events, s);
+		pftw_stream_take(w, s);
 		w->heap[w->nheap++] = (uint32_t)w->nstreams++;
 		start = i;
 	}
@@ -650,7 +848,7 @@ static bool pftw_write_next_point(struct pftw *w)
 		return false;
 	s = &w->streams[w->heap[0]];
 	pftw_write_point(w, &s->point);
-	if (!pftw_stream_advance(w->events, s))
+	if (!pftw_stream_advance(w, s))
 		w->heap[0] = w->heap[--w->nheap];
 	pftw_heap_down(w, 0);
 	return true;
@@ -675,6 +873,7 @@ static int pftw_prepare(struct pftw *w)
 {
 	const struct timeline *tl = w->tl;
 	char why[256];
+	int err;
 
 	if (tl_error(tl))
 		return pftw_fail(w, -EINVAL, "the timeline is incomplete: %s", tl_strerror(tl));
@@ -695,7 +894,8 @@ static int pftw_prepare(struct pftw *w)
 	w->callstack_sent = calloc(tl_callstack_count(tl) + 1, 1);
 	if (!w->str_sent || !w->frame_sent || !w->callstack_sent)
 		return pftw_fail(w, -ENOMEM, "out of memory");
-	return pftw_make_streams(w);
+	err = pftw_rank_flows(w);
+	return err ? err : pftw_make_streams(w);
 }
 
 static int pftw_run(struct pftw *w)
@@ -729,6 +929,8 @@ static void pftw_done(struct pftw *w)
 	free(w->stacks);
 	free(w->streams);
 	free(w->heap);
+	free(w->flow_pos);
+	free(w->flow_rank);
 	free(w->order);
 }
 

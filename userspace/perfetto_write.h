@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
 /*
  * Timeline -> Perfetto trace file: a protobuf `Trace`, one TracePacket
- * after another, all on one packet sequence, TrackEvent packets with
- * interned names, categories, argument names and call stacks.
+ * after another, TrackEvent packets with interned names, categories,
+ * argument names and call stacks on one packet sequence, the track
+ * descriptors on a second one.
  *
  * What a file holds, in order:
  *  1. A packet that clears the sequence's incremental state and declares,
@@ -12,7 +13,10 @@
  *     Perfetto UI shows the same nanoseconds hybtrace prints.
  *  3. TrackDescriptors: process and thread tracks carry Process/Thread
  *     descriptors; kernel, CPU and global tracks are plain named tracks
- *     (a kernel track is a child of its thread's track).
+ *     (a kernel track is a child of its thread's track). They go on their
+ *     own sequence, which never has incremental state: a thread descriptor
+ *     on the events' sequence would make Perfetto attribute every event of
+ *     a global track (a CPU's, hybtrace's) to that thread.
  *  4. Two instants at the first event's time on the "hybtrace" track (uuid
  *     TL_HYBTRACE_UUID; the writer describes it when the timeline has no
  *     such track): "metadata", whose debug annotations are the metadata
@@ -25,8 +29,13 @@
  *     finds them in one pass, before it has any interning state. Each is
  *     left out when it would be empty.
  *  5. The events in time order: a slice becomes SLICE_BEGIN and SLICE_END
- *     (nested properly: at one time, ends come before begins, and a child
- *     ends before its parent); an instant is TYPE_INSTANT. Arguments,
+ *     (nested properly: at one time, ends come before begins, a parent
+ *     begins before its children and a child ends before its parent); an
+ *     instant is TYPE_INSTANT. Perfetto keeps file order among points of
+ *     one time, so there the point that begins a flow comes before the
+ *     point that terminates it, across tracks and along chains of flows
+ *     (within one track the canonical order rules: a flow that ends on an
+ *     event placed before its begin, at the same time, stays lost). Arguments,
  *     flows and the call stack ride on the begin. Interned entries appear
  *     in the packet that first uses them, as Perfetto's SDK does; the iids
  *     are the timeline's own string, frame and call-stack ids. A call

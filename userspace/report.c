@@ -47,6 +47,7 @@ struct dump_view {
 	uint64_t start_ns, end_ns, threshold_ns;
 	uint64_t window_start_ns, window_end_ns;
 	long rq_slice, off_slice, syscall_slice, breach_instant;
+	struct pftr_stats stats; /* what reading the file found */
 };
 
 static const struct tl_arg *find_arg(const struct timeline *tl, const struct tl_event *e,
@@ -183,9 +184,11 @@ static void view_trigger(struct dump_view *v)
 	v->stack_after = find_thread_instant(v, HT_EV_STACK_AFTER);
 }
 
-static void view_init(struct dump_view *v, const struct timeline *tl, const char *path)
+static void view_init(struct dump_view *v, const struct timeline *tl, const char *path,
+		      const struct pftr_stats *stats)
 {
 	memset(v, 0, sizeof(*v));
+	v->stats = *stats;
 	v->tl = tl;
 	v->path = path;
 	v->rq_slice = v->off_slice = v->syscall_slice = v->breach_instant = -1;
@@ -484,6 +487,12 @@ static int line_by_time(const void *a, const void *b, void *ctx)
 
 	if (ex->ts_ns != ey->ts_ns)
 		return ex->ts_ns < ey->ts_ns ? -1 : 1;
+	/*
+	 * A stack outermost first: on one track longer first, then as Perfetto
+	 * nests them, in file order (where a flow's begin also comes first).
+	 */
+	if (ex->track == ey->track && ex->dur_ns != ey->dur_ns)
+		return ex->dur_ns > ey->dur_ns ? -1 : 1;
 	return x->event < y->event ? -1 : x->event > y->event;
 }
 
@@ -915,12 +924,14 @@ static void print_header_json(const struct dump_view *v)
 		ht_json_string(stdout, tl_meta_value(tl, i));
 	}
 	putchar('}');
+	printf(",\"flows\":{\"begun\":%" PRIu64 ",\"ends_dropped\":%" PRIu64 "}",
+	       v->stats.flows_begun, v->stats.flow_ends_dropped);
 }
 
-static struct timeline *read_dump(const char *path)
+static struct timeline *read_dump(const char *path, struct pftr_stats *stats)
 {
 	char err[512];
-	struct timeline *tl = pftr_read_path(path, NULL, err, sizeof(err));
+	struct timeline *tl = pftr_read_path(path, stats, err, sizeof(err));
 
 	if (!tl)
 		ht_fail("%s", err);
@@ -935,14 +946,15 @@ static struct timeline *read_dump(const char *path)
 
 static int report_file(const char *path, const struct report_options *o)
 {
-	struct timeline *tl = read_dump(path);
+	struct pftr_stats stats;
+	struct timeline *tl = read_dump(path, &stats);
 	struct dump_view v;
 
 	if (!tl) {
 		ht_error("%s", ht_last_error());
 		return HT_EXIT_USAGE;
 	}
-	view_init(&v, tl, path);
+	view_init(&v, tl, path, &stats);
 	if (o->json) {
 		print_header_json(&v);
 		print_sections_json(&v);
@@ -952,6 +964,10 @@ static int report_file(const char *path, const struct report_options *o)
 		print_headline(&v);
 		print_sections_text(&v);
 		print_timeline_text(&v, o);
+		if (stats.flow_ends_dropped)
+			printf("\n%" PRIu64 " flow arrows of this file end before they begin: "
+			       "Perfetto drops them.\n",
+			       stats.flow_ends_dropped);
 	}
 	tl_free(tl);
 	return 0;
@@ -985,14 +1001,15 @@ static int row_cmp(const void *a, const void *b)
 
 static void fill_row(struct dir_row *r)
 {
-	struct timeline *tl = read_dump(r->path);
+	struct pftr_stats stats;
+	struct timeline *tl = read_dump(r->path, &stats);
 	struct dump_view v;
 
 	if (!tl) {
 		r->error = strdup(ht_last_error());
 		return;
 	}
-	view_init(&v, tl, r->path);
+	view_init(&v, tl, r->path, &stats);
 	r->duration_ns = v.has_breach ? v.end_ns - v.start_ns : 0;
 	snprintf(r->kind, sizeof(r->kind), "%s", v.kind);
 	snprintf(r->wall_clock, sizeof(r->wall_clock), "%s", meta_str(tl, HT_META_WALL_CLOCK));

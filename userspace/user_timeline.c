@@ -142,16 +142,22 @@ static unsigned int sample_frames(struct builder *b, const struct ht_sample *smp
 	return n;
 }
 
+/*
+ * Parents first: the frames of one sample make slices of equal span, and
+ * those nest in the order they are added (timeline.h).
+ */
 static void close_from(struct builder *b, struct thread_flame *f, unsigned int depth,
 		       uint64_t end_ns)
 {
-	while (f->depth > depth) {
-		struct open_slice *o = &f->open[--f->depth];
+	for (unsigned int i = depth; i < f->depth; i++) {
+		struct open_slice *o = &f->open[i];
 		long ev = tl_add_event(b->tl, TL_EVENT_SLICE, f->track, o->start_ns,
 				       end_ns - o->start_ns, o->name, b->category);
 
 		tl_event_arg_uint(b->tl, ev, HT_ARG_SAMPLES, o->samples);
 	}
+	if (f->depth > depth)
+		f->depth = depth;
 }
 
 static void add_sample(struct builder *b, struct thread_flame *f, const struct ht_sample *smp,

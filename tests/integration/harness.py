@@ -7,6 +7,7 @@ time (scenarios pin CPUs) and prints one line per test:
 A test that needs root says SKIP without it, except under CI=true, where it
 fails: CI runs as root on a machine where BPF works.
 """
+import csv
 import json
 import os
 import subprocess
@@ -27,6 +28,11 @@ class Skip(Exception):
 class NoHardware(Skip):
     """A test of hardware this machine lacks (Intel PT): a skip even under CI, which has no
     say over the hardware it is given."""
+
+
+class NoTool(NoHardware):
+    """Perfetto's trace processor is absent: no registry installs it, so a clone without
+    ../shared skips everywhere, as for hardware the machine lacks."""
 
 
 class Failure(AssertionError):
@@ -246,3 +252,68 @@ class Attached:
         if not self.kept:
             self.kept = (self.stdout(), self.stderr())
             self.dir.cleanup()
+
+
+def trace_processor():
+    """Perfetto's own importer: $TRACE_PROCESSOR, else ../shared/tools/ beside the project."""
+    path = os.environ.get("TRACE_PROCESSOR") or os.path.join(
+        ROOT, "..", "shared", "tools", "trace_processor_shell")
+    if not os.access(path, os.X_OK):
+        raise NoTool("Perfetto's trace_processor_shell is absent (%s; set TRACE_PROCESSOR)" % path)
+    return path
+
+
+def tp_query(trace, sql):
+    """Rows of SQL over TRACE as Perfetto reads it: dicts of ints, strings and None (NULL)."""
+    p = subprocess.run([trace_processor(), "query", trace, sql], capture_output=True, text=True,
+                       timeout=120)
+    check(p.returncode == 0, "trace_processor_shell on %s failed (%s):\n%s"
+          % (trace, sql, p.stderr[-2000:]))
+    rows = []
+    for row in csv.DictReader(p.stdout.splitlines()):
+        rows.append({k: None if v == "[NULL]" else int(v) if v.lstrip("-").isdigit() else v
+                     for k, v in row.items()})
+    return rows
+
+
+def pb_fields(data):
+    """(field number, wire type, value) of each field of one protobuf message: an int for
+    varints and fixed widths, bytes for length-delimited fields."""
+    i, n = 0, len(data)
+
+    def varint():
+        nonlocal i
+        v = shift = 0
+        while True:
+            b = data[i]
+            i += 1
+            v |= (b & 0x7f) << shift
+            shift += 7
+            if b < 0x80:
+                return v
+
+    while i < n:
+        key = varint()
+        number, wire = key >> 3, key & 7
+        if wire == 0:
+            yield number, wire, varint()
+        elif wire == 1:
+            yield number, wire, int.from_bytes(data[i:i + 8], "little")
+            i += 8
+        elif wire == 2:
+            size = varint()
+            yield number, wire, data[i:i + size]
+            i += size
+        elif wire == 5:
+            yield number, wire, int.from_bytes(data[i:i + 4], "little")
+            i += 4
+        else:
+            raise Failure("protobuf wire type %d at byte %d" % (wire, i))
+
+
+def trace_packets(path):
+    """Each TracePacket of a Perfetto trace file, as its list of pb_fields."""
+    with open(path, "rb") as f:
+        data = f.read()
+    return [list(pb_fields(value)) for number, wire, value in pb_fields(data)
+            if number == 1 and wire == 2]

@@ -12,7 +12,8 @@ import tempfile
 import time
 
 from harness import (HYBTRACE, ROOT, Failure, check, hybtrace, need_root, report_json, test,
-                     wait_for, workload)
+                     trace_processor, wait_for, workload)
+from perfetto_checks import check_dump, check_sample_depths
 
 PROTO = os.path.join(ROOT, "tests", "perfetto", "trace.proto")
 
@@ -107,6 +108,51 @@ def off_cpu_futex_dump():
 def off_cpu_pipe_dump():
     need_root()
     off_cpu_dump("pipe", ["pipe_read", "vfs_read"])
+
+
+def check_in_perfetto(out):
+    """Every dump in OUT as Perfetto's own importer reads it (perfetto_checks.py), and what
+    report says of its flows; returns the flows and the sampled stacks checked."""
+    flows = stacks = 0
+    for path in dumps_in(out):
+        n = check_dump(path)
+        r = report_json(path)
+        check(r["flows"] == {"begun": n, "ends_dropped": 0},
+              "report reads the flows of %s as %r, Perfetto imports %d" % (path, r["flows"], n))
+        flows += n
+        stacks += check_sample_depths(path)
+    return flows, stacks
+
+
+@test
+def demo_dumps_in_perfetto():
+    """The demo's dumps in the Perfetto UI: every wakeup arrow, no import error, no thread
+    on a CPU or hybtrace track, sampled stacks nested outermost first."""
+    need_root()
+    trace_processor()
+    with tempfile.TemporaryDirectory() as out:
+        run = hybtrace(["run", "--json", "--rq-delay", "1ms", "--max-dumps", "3", "--output",
+                        out, "--", workload("demo_service"), "2"], timeout=120)
+        check(run.rc == 0, run.describe())
+        check(dumps_in(out), "no dump: " + run.describe())
+        flows, stacks = check_in_perfetto(out)
+        check(flows > 0, "no wakeup arrow in the demo's dumps")
+        check(stacks > 0, "no sampled stack in the demo's dumps")
+
+
+@test
+def off_cpu_dump_in_perfetto():
+    """An off-CPU dump in the Perfetto UI: the releaser's wakeup arrow reaches the blocked
+    thread's wait."""
+    need_root()
+    trace_processor()
+    with tempfile.TemporaryDirectory() as out:
+        run = hybtrace(["run", "--json", "--off-cpu", "10ms", "--min-interval", "0ms",
+                        "--output", out, "--", workload("offcpu_wake"), "futex", "20", "2"])
+        check(run.rc == 0, run.describe())
+        check(dumps_in(out), "no dump: " + run.describe())
+        flows, _ = check_in_perfetto(out)
+        check(flows > 0, "no wakeup arrow in the off-CPU dumps")
 
 
 @test

@@ -13,8 +13,9 @@ import struct
 import subprocess
 import tempfile
 
-from harness import (HYBTRACE, NoHardware, check, hybtrace, need_root, report_json, test,
-                     workload)
+from harness import (HYBTRACE, ROOT, NoHardware, check, hybtrace, need_root, report_json, test,
+                     tp_query, trace_processor, workload)
+from perfetto_checks import check_global_tracks_have_no_thread, check_no_import_errors
 
 HAS_PT = os.path.exists("/sys/bus/event_source/devices/intel_pt")
 TEST_MODE = {"HYBTRACE_TEST_PT_SIDEBAND_ONLY": "1"}
@@ -112,7 +113,7 @@ def test_mode_dumps_say_they_hold_no_pt():
     offline decode and their report say so, and hold no PT bytes."""
     need_root()
     with tempfile.TemporaryDirectory() as out, tempfile.TemporaryDirectory() as dec:
-        run = live_pt_run(out, ["--max-dumps", "1"], env=TEST_MODE)
+        run = live_pt_run(out, max_dumps=1, env=TEST_MODE)
         check(run.rc == 0, run.describe())
         attached = [o for o in run.json_lines() if o.get("type") == "attached"]
         check(attached and attached[0]["source"] == TEST_MODE_SOURCE, "source: %r" % attached)
@@ -190,3 +191,28 @@ def real_pt_capture_decodes_call_stacks():
         check(TEST_MODE_LINE not in report_text(dumps[0]), "a real capture called a test one")
         check(int(r["metadata"]["pt.instructions"]) > 0, "nothing decoded: %r" % r["metadata"])
         check(int(r["metadata"]["pt.threads"]) >= 1, "%r" % r["metadata"])
+
+
+@test
+def decoded_calls_nest_in_perfetto_as_recorded():
+    """A PT dump as Perfetto's own importer nests it: each call of a recorded execution at
+    the depth it ran at, main's frame at 0. The unit test that synthesizes the PT of that
+    execution (test_pt_dump.c) decodes it and leaves the dump and the recorded depths."""
+    trace_processor()
+    unit = os.path.join(ROOT, "build", "tests", "test_pt_dump")
+    check(os.access(unit, os.X_OK), "%s is missing: make unit" % unit)
+    with tempfile.TemporaryDirectory() as keep:
+        # Its own check of the file may fail: Perfetto's is the one that counts here.
+        p = subprocess.run([unit, "decoded_calls_nest_as_recorded"], capture_output=True,
+                           text=True, timeout=300, env=dict(os.environ, HT_PT_DUMP_KEEP=keep))
+        dump = os.path.join(keep, "pt.perfetto-trace")
+        check(os.path.exists(dump), "%s left no dump: %s" % (unit, p.stdout[-2000:]))
+        with open(os.path.join(keep, "calls.txt")) as f:
+            want = sorted((name, int(depth)) for name, depth in (l.split() for l in f))
+        names = {name for name, _ in want}
+        rows = tp_query(dump, "select s.name, s.depth from slice s join thread_track tt "
+                        "on tt.id = s.track_id join thread t using (utid) where t.tid = 4242")
+        got = sorted((r["name"], r["depth"]) for r in rows if r["name"] in names)
+        check(got == want, "Perfetto nests %r, the recording ran %r" % (got, want))
+        check_no_import_errors(dump)
+        check_global_tracks_have_no_thread(dump)

@@ -11,7 +11,8 @@ import threading
 import time
 
 from harness import (HYBTRACE, Attached, Failure, check, hybtrace, in_ci, need_root, read_log,
-                     test, wait_for, workload)
+                     test, tp_query, trace_processor, wait_for, workload)
+from perfetto_checks import ancestors, check_dump, check_sample_depths
 
 
 def report(path):
@@ -89,6 +90,53 @@ def frame_pointer_stacks_show_the_call_structure():
 def dwarf_stacks_show_the_call_structure_without_frame_pointers():
     need_root()
     call_structure("callstack_nofp", ["--callgraph", "dwarf"])
+
+
+@test
+def sampled_flame_nests_as_the_program_calls_in_perfetto():
+    """A sampled dump as Perfetto's own importer nests it: the workload's calls (main ->
+    run_rounds -> work_a -> work_b, run_rounds -> work_c) with each caller above its callee,
+    though a sample's frames begin together; the sampled stacks the dump carries are the
+    slices open at their time, outermost at depth 0; and report lists a stack the same way."""
+    need_root()
+    trace_processor()
+    with tempfile.TemporaryDirectory() as out:
+        run = hybtrace(["run", "--json", "--rq-delay", "off", "--syscall", "10ms",
+                        "--min-interval", "0ms", "--sample-freq", "10000", "--pre", "250ms",
+                        "--output", out, "--callgraph", "fp", "--",
+                        workload("callstack"), "30", "15", "1"], timeout=120)
+        check(run.rc == 0, run.describe())
+        tid = run.events("a_start")[0]["tid"]
+        paths = glob.glob(os.path.join(out, "*-syscall.perfetto-trace"))
+        check(paths, "no syscall dump\n" + run.describe())
+        callers = {"work_b": "work_a", "work_a": "run_rounds", "work_c": "run_rounds",
+                   "run_rounds": "main"}
+        seen = set()
+        together = 0
+        for path in paths:
+            check_dump(path)
+            check(check_sample_depths(path) > 0, "%s carries no sampled stack" % path)
+            for _, name, depth, up in ancestors(path, list(callers)):
+                ours = [a for a in up if a in callers or a == "main"]
+                check(ours and ours[0] == callers[name],
+                      "%s: %s at depth %d under %r, its caller is %s"
+                      % (path, name, depth, up, callers[name]))
+                seen.add(name)
+            # report's timeline: slices that begin together, outermost first.
+            rep = report(path)
+            depth = {(r["ts"], r["name"]): r["depth"] for r in tp_query(
+                path, "select s.ts, s.name, s.depth from slice s join thread_track tt on "
+                "tt.id = s.track_id join thread t using (utid) where t.tid = %d and "
+                "s.category = 'user' and s.dur > 0" % tid)}
+            lines = [(l["t_ns"] + rep.get("start_ns", 0), l["name"]) for l in rep["timeline"]
+                     if l["thread"].endswith("[%d]" % tid) and "samples)" in l["what"]]
+            for a, b in zip(lines, lines[1:]):
+                if a[0] == b[0] and a in depth and b in depth:
+                    together += 1
+                    check(depth[a] < depth[b], "report lists %s before %s at %d, Perfetto "
+                          "nests them at %d and %d" % (a[1], b[1], a[0], depth[a], depth[b]))
+        check({"work_a", "work_b", "work_c"} <= seen, "slices seen: %r" % seen)
+        check(together > 0, "no two slices of report's timeline begin together")
 
 
 @test

@@ -27,7 +27,9 @@
 #include "check.h"
 #include "decode.h"
 #include "dump_schema.h"
+#include "pb.h"
 #include "perfetto_read.h"
+#include "perfetto_write.h"
 #include "intelpt_capture.h"
 #include "intelpt_decode.h"
 #include "log.h"
@@ -1581,20 +1583,58 @@ TEST(max_items_keeps_each_cpus_newest)
 }
 
 /*
+ * `hybtrace decode` of a capture of WHOLE (thread TID_A alone on CPU 0)
+ * into directory TMP: the dump's path in OUT. Returns 0 or -1.
+ */
+static int decode_capture(const struct ht_synth_trace *t, const struct part *whole, const char *tmp,
+			  char *out, size_t outlen)
+{
+	struct sideband sb = new_sideband(0);
+	char raw[PATH_MAX], dir[PATH_MAX];
+	char *argv[5];
+	struct ht_rawcap cap;
+	int rc;
+
+	cap_init(&cap, t);
+	cap_part(&cap, 0, -1, whole);
+	sb_switch(&sb, 1, TGID, TID_A, mono_of(TSC_PART1) - 1000);
+	cap_sideband(&cap, &sb);
+	snprintf(cap.kind, sizeof(cap.kind), "manual");
+	snprintf(cap.comm, sizeof(cap.comm), "pt_workload");
+	cap.start_ns = cap.end_ns = mono_of(whole->tsc_last);
+	cap.pre_ns = cap.end_ns - mono_of(TSC_PART1) + 1000;
+	cap.has_window = true;
+	cap.window.t0 = cap.start_ns - cap.pre_ns;
+	cap.window.t1 = cap.end_ns;
+	ht_rawcap_add_comm(&cap, TID_A, "pt_workload");
+	snprintf(raw, sizeof(raw), "%s/snap.hybtrace-raw", tmp);
+	snprintf(dir, sizeof(dir), "%s", tmp);
+	rc = ht_rawcap_write(raw, &cap);
+	ht_rawcap_free(&cap);
+	if (rc)
+		return -1;
+	argv[0] = "decode";
+	argv[1] = raw;
+	argv[2] = "--output";
+	argv[3] = dir;
+	argv[4] = NULL;
+	rc = ht_decode_main(4, argv);
+	unlink(raw);
+	snprintf(out, outlen, "%s/snap.perfetto-trace", tmp);
+	return rc ? -1 : 0;
+}
+
+/*
  * `hybtrace decode` end to end: a capture with PT bytes, written as a file,
  * becomes a .perfetto-trace whose thread track holds the recorded calls.
  */
 TEST(decode_command_draws_the_call_stacks)
 {
 	const struct ht_synth_trace *t;
-	struct sideband sb = new_sideband(0);
-	char tmp[] = "/tmp/ht-ptdecode-XXXXXX", raw[PATH_MAX], out[PATH_MAX], err[256];
-	char *argv[5];
-	struct ht_rawcap cap;
+	char tmp[] = "/tmp/ht-ptdecode-XXXXXX", out[PATH_MAX], err[256];
 	struct timeline *tl;
 	struct slices got = {0};
 	struct parts p;
-	int rc;
 
 	REQUIRE_TRACE(t);
 	if (make_parts(t, &p) || !mkdtemp(tmp)) {
@@ -1602,28 +1642,7 @@ TEST(decode_command_draws_the_call_stacks)
 		parts_free(&p);
 		return;
 	}
-	cap_init(&cap, t);
-	cap_part(&cap, 0, -1, &p.whole);
-	sb_switch(&sb, 1, TGID, TID_A, mono_of(TSC_PART1) - 1000);
-	cap_sideband(&cap, &sb);
-	snprintf(cap.kind, sizeof(cap.kind), "manual");
-	snprintf(cap.comm, sizeof(cap.comm), "pt_workload");
-	cap.start_ns = cap.end_ns = mono_of(p.whole.tsc_last);
-	cap.pre_ns = cap.end_ns - mono_of(TSC_PART1) + 1000;
-	cap.has_window = true;
-	cap.window.t0 = cap.start_ns - cap.pre_ns;
-	cap.window.t1 = cap.end_ns;
-	ht_rawcap_add_comm(&cap, TID_A, "pt_workload");
-	snprintf(raw, sizeof(raw), "%s/snap.hybtrace-raw", tmp);
-	CHECK(ht_rawcap_write(raw, &cap) == 0);
-	argv[0] = "decode";
-	argv[1] = raw;
-	argv[2] = "--output";
-	argv[3] = tmp;
-	argv[4] = NULL;
-	rc = ht_decode_main(4, argv);
-	CHECK_EQ_U64(rc, 0);
-	snprintf(out, sizeof(out), "%s/snap.perfetto-trace", tmp);
+	CHECK(decode_capture(t, &p.whole, tmp, out, sizeof(out)) == 0);
 	tl = pftr_read_path(out, NULL, err, sizeof(err));
 	CHECK(tl != NULL);
 	if (tl) {
@@ -1634,9 +1653,200 @@ TEST(decode_command_draws_the_call_stacks)
 		tl_free(tl);
 	}
 	unlink(out);
-	unlink(raw);
 	rmdir(tmp);
-	ht_rawcap_free(&cap);
 	parts_free(&p);
 }
 
+/* A call of the recording and how deep it ran, main's frame at depth 0. */
+struct recorded_call {
+	const char *name;
+	unsigned int depth;
+};
+
+/*
+ * The stack the recording starts in (main called ht_trace_start), then its
+ * calls to CALLED and "basic", from its instructions alone.
+ */
+static size_t recorded_depths(const struct ht_synth_trace *t, struct recorded_call *out, size_t cap)
+{
+	unsigned int depth = 1;
+	size_t n = 0;
+
+	out[n++] = (struct recorded_call){"main", 0};
+	out[n++] = (struct recorded_call){"ht_trace_start", 1};
+
+	for (size_t i = 0; i < t->count; i++) {
+		uint64_t to;
+
+		if (t->insns[i].iclass == ptic_return && depth)
+			depth--;
+		if (t->insns[i].iclass != ptic_call)
+			continue;
+		depth++;
+		to = ht_synth_flow_target(t, i);
+		for (size_t k = 0; k <= NCALLED && n < cap; k++) {
+			const char *name = k < NCALLED ? called[k] : "basic";
+
+			if (ht_synth_symbol(t, name) == to)
+				out[n++] = (struct recorded_call){name, depth};
+		}
+	}
+	return n;
+}
+
+/*
+ * The slices of a dump's thread TID as Perfetto nests them: each begin at
+ * the depth its track's open slices give it, in file order (the order
+ * Perfetto takes events of one time in), names from the interned data.
+ */
+static size_t file_nesting(const char *path, int32_t tid, struct recorded_call *out, size_t cap,
+			   char names[][64], size_t nnames)
+{
+	uint64_t uuid = 0, *iids = calloc(nnames, sizeof(*iids));
+	struct pb_reader top, packet, sub, entry;
+	struct pb_field f, g, h, k;
+	unsigned int depth = 0;
+	size_t n = 0, len = 0, ninterned = 0;
+	uint8_t *data = NULL;
+	FILE *in = fopen(path, "rb");
+
+	if (in) {
+		data = malloc(1 << 24);
+		len = data ? fread(data, 1, 1 << 24, in) : 0;
+		fclose(in);
+	}
+	/* Pass 1: the thread's track; pass 2: its events. */
+	for (int pass = 1; pass <= 2 && data && iids; pass++) {
+		pb_reader_init(&top, data, len);
+		while (pb_next(&top, &f) == 1) {
+			uint64_t type = 0, on = 0, iid = 0, desc_uuid = 0;
+			int thread_tid = -1, has_track = 0;
+
+			pb_enter(&top, &f, &packet);
+			while (pb_next(&packet, &g) == 1) {
+				if (g.wire != PB_WIRE_LEN)
+					continue;
+				pb_enter(&packet, &g, &sub);
+				while (pb_next(&sub, &h) == 1) {
+					if (pass == 1 && g.number == PFT_PACKET_TRACK_DESCRIPTOR) {
+						if (h.number == PFT_TRACK_UUID)
+							desc_uuid = h.value;
+						if (h.number != PFT_TRACK_THREAD)
+							continue;
+						pb_enter(&sub, &h, &entry);
+						while (pb_next(&entry, &k) == 1)
+							if (k.number == PFT_THREAD_TID)
+								thread_tid = (int)k.value;
+					}
+					if (pass == 2 && g.number == PFT_PACKET_INTERNED_DATA &&
+					    h.number == PFT_INTERNED_EVENT_NAMES &&
+					    ninterned < nnames) {
+						pb_enter(&sub, &h, &entry);
+						while (pb_next(&entry, &k) == 1) {
+							if (k.number == PFT_INTERNED_IID)
+								iids[ninterned] = k.value;
+							if (k.number == PFT_INTERNED_STRING)
+								snprintf(names[ninterned], 64,
+									 "%.*s", (int)k.len,
+									 (const char *)k.data);
+						}
+						ninterned++;
+					}
+					if (pass == 2 && g.number == PFT_PACKET_TRACK_EVENT) {
+						if (h.number == PFT_EVENT_TYPE)
+							type = h.value;
+						if (h.number == PFT_EVENT_TRACK_UUID) {
+							on = h.value;
+							has_track = 1;
+						}
+						if (h.number == PFT_EVENT_NAME_IID)
+							iid = h.value;
+					}
+				}
+			}
+			if (pass == 1 && thread_tid == tid)
+				uuid = desc_uuid;
+			if (pass != 2 || !has_track || on != uuid)
+				continue;
+			if (type == PFT_TYPE_SLICE_END && depth)
+				depth--;
+			if (type != PFT_TYPE_SLICE_BEGIN)
+				continue;
+			for (size_t i = 0; i < ninterned && n < cap; i++)
+				if (iids[i] == iid)
+					out[n++] = (struct recorded_call){names[i], depth};
+			depth++;
+		}
+	}
+	free(data);
+	free(iids);
+	return n;
+}
+
+static int by_name_depth(const void *a, const void *b)
+{
+	const struct recorded_call *x = a, *y = b;
+	int c = strcmp(x->name, y->name);
+
+	return c ? c : (int)x->depth - (int)y->depth;
+}
+
+/*
+ * Each call of the recording sits at the depth it ran at, as Perfetto
+ * nests the file: main and ht_trace_start, on the stack before the trace
+ * began, begin together. HT_PT_DUMP_KEEP=DIR keeps the dump there, with the
+ * recorded depths in calls.txt, for Perfetto's own importer to check
+ * (tests/integration/test_pt.py).
+ */
+TEST(decoded_calls_nest_as_recorded)
+{
+	enum { CAP = 256 };
+	static struct recorded_call want[CAP], got[CAP], kept[CAP];
+	static char names[4096][64];
+	const struct ht_synth_trace *t;
+	char tmp[] = "/tmp/ht-ptnest-XXXXXX", out[PATH_MAX], path[PATH_MAX + 16];
+	const char *keep = getenv("HT_PT_DUMP_KEEP");
+	size_t nwant, ngot, nkept = 0;
+	struct parts p;
+
+	REQUIRE_TRACE(t);
+	if (make_parts(t, &p) || !mkdtemp(tmp)) {
+		CHECK(!"setup failed");
+		parts_free(&p);
+		return;
+	}
+	CHECK(decode_capture(t, &p.whole, tmp, out, sizeof(out)) == 0);
+	nwant = recorded_depths(t, want, CAP);
+	ngot = file_nesting(out, TID_A, got, CAP, names, 4096);
+	CHECK(nwant >= 10);
+	for (size_t i = 0; i < ngot; i++)
+		for (size_t k = 0; k < nwant; k++)
+			if (!strcmp(got[i].name, want[k].name)) {
+				kept[nkept++] = got[i];
+				break;
+			}
+	qsort(want, nwant, sizeof(*want), by_name_depth);
+	qsort(kept, nkept, sizeof(*kept), by_name_depth);
+	CHECK_EQ_U64(nkept, nwant);
+	for (size_t i = 0; i < nwant && i < nkept; i++)
+		if (strcmp(want[i].name, kept[i].name) || want[i].depth != kept[i].depth) {
+			printf("     the recording calls %s at depth %u, the file nests %s at %u\n",
+			       want[i].name, want[i].depth, kept[i].name, kept[i].depth);
+			CHECK(!"a call at the wrong depth");
+			break;
+		}
+	if (keep) {
+		FILE *f;
+
+		snprintf(path, sizeof(path), "%s/calls.txt", keep);
+		f = fopen(path, "w");
+		for (size_t i = 0; f && i < nwant; i++)
+			fprintf(f, "%s %u\n", want[i].name, want[i].depth);
+		CHECK(f && !fclose(f));
+		snprintf(path, sizeof(path), "%s/pt.perfetto-trace", keep);
+		CHECK(!rename(out, path) || !sh("cp %s %s", out, path));
+	}
+	unlink(out);
+	rmdir(tmp);
+	parts_free(&p);
+}
