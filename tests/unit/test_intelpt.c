@@ -535,18 +535,37 @@ static size_t count_named(const struct tree *tr, const char *name)
 	return n;
 }
 
+/*
+ * Record SCENARIO and encode all of it with OPTS into S. NULL when either
+ * fails (S is then empty): the caller's test must fail, since the
+ * encoder is the test's own.
+ */
+static const struct ht_synth_trace *record_encoded(const char *program, const char *scenario,
+						   const struct ht_synth_encode_opts *opts,
+						   struct ht_synth_stream *s)
+{
+	const struct ht_synth_trace *t = record(program, scenario);
+
+	memset(s, 0, sizeof(*s));
+	if (!t)
+		return NULL;
+	if (ht_synth_encode(t, 0, t->count, opts, s)) {
+		printf("     encode %s %s: %s\n", program, scenario, ht_last_error());
+		ht_synth_stream_free(s);
+		return NULL;
+	}
+	return t;
+}
+
 /* Record SCENARIO, encode it with OPTS, decode it and compare. */
 static int decode_scenario(struct run *r, const char *program, const char *scenario,
 			   const struct ht_synth_encode_opts *opts, struct ht_synth_stream *s)
 {
-	const struct ht_synth_trace *t = record(program, scenario);
+	const struct ht_synth_trace *t = record_encoded(program, scenario, opts, s);
 
+	memset(r, 0, sizeof(*r));
 	if (!t)
 		return -1;
-	if (ht_synth_encode(t, 0, t->count, opts, s)) {
-		printf("     encode: %s\n", ht_last_error());
-		return -1;
-	}
 	if (decode(r, t, s, s->buf, s->len, NULL)) {
 		printf("     decode: %s\n", ht_last_error());
 		return -1;
@@ -738,9 +757,9 @@ TEST(decode_with_cpu_errata)
 	ht_pt_cpu_from_cpuid(&cpu, "GenuineIntel", 0x000506e3); /* Skylake: SKL014 ... */
 	cpu.tsc_art_eax = 2;
 	cpu.tsc_art_ebx = 216;
-	t = record("pt_workload", "syscall");
+	t = record_encoded("pt_workload", "syscall", &default_encode, &s);
 	CHECK(t != NULL);
-	if (!t || ht_synth_encode(t, 0, t->count, &default_encode, &s))
+	if (!t)
 		return;
 	o.image = ht_pt_image_new(t->maps, t->nmaps);
 	o.cpu = &cpu;
@@ -793,9 +812,9 @@ TEST(ring_wrapped_several_times)
 	long i;
 
 	REQUIRE_PROGRAMS();
-	t = record("pt_workload", "mixed");
+	t = record_encoded("pt_workload", "mixed", &default_encode, &s);
 	CHECK(t != NULL);
-	if (!t || ht_synth_encode(t, 0, t->count, &default_encode, &s))
+	if (!t)
 		return;
 	size = s.len / 3 - 17; /* wraps three times, at an odd place */
 	buf = through_ring(&s, size);
@@ -840,9 +859,9 @@ TEST(ring_not_filled)
 	uint8_t *buf;
 
 	REQUIRE_PROGRAMS();
-	t = record("pt_workload", "basic");
+	t = record_encoded("pt_workload", "basic", &default_encode, &s);
 	CHECK(t != NULL);
-	if (!t || ht_synth_encode(t, 0, t->count, &default_encode, &s))
+	if (!t)
 		return;
 	size = s.len + 4096;
 	buf = through_ring(&s, size);
@@ -954,9 +973,9 @@ TEST(corrupt_byte_resyncs_at_next_psb)
 	uint64_t bad;
 
 	REQUIRE_PROGRAMS();
-	t = record("pt_workload", "bench");
+	t = record_encoded("pt_workload", "bench", &default_encode, &s);
 	CHECK(t != NULL);
-	if (!t || ht_synth_encode(t, 0, t->count, &default_encode, &s))
+	if (!t)
 		return;
 	CHECK(s.npsbs >= 4);
 	if (s.npsbs < 4)
@@ -993,10 +1012,10 @@ TEST(missing_image_section)
 	struct run r;
 
 	REQUIRE_PROGRAMS();
-	t = record("pt_workload", "plt");
-	CHECK(t != NULL);
 	o.psb_period = 32; /* a PSB soon after the library returns */
-	if (!t || ht_synth_encode(t, 0, t->count, &o, &s))
+	t = record_encoded("pt_workload", "plt", &o, &s);
+	CHECK(t != NULL);
+	if (!t)
 		return;
 	for (size_t i = 0; i < t->nmaps && d.nmaps < 16; i++)
 		if (!t->maps[i].path || !strstr(t->maps[i].path, "libptlib"))
@@ -1156,6 +1175,7 @@ TEST(stack_snapshot_five_frames_deep)
 	static const char *const chain[] = {"ht_trace_start", "d5", "d4", "d3", "d2", "d1", "main"};
 	struct tree tr;
 	struct run r;
+	long leaf;
 
 	REQUIRE_PROGRAMS();
 	if (decode_tree(&r, &tr, "pt_workload", "deep")) {
@@ -1177,7 +1197,8 @@ TEST(stack_snapshot_five_frames_deep)
 	}
 	CHECK_STR(parent_name(&tr, find_node(&tr, "leaf", 0)), "d5");
 	CHECK_STR(parent_name(&tr, find_node(&tr, "leaf", 4)), "d1");
-	CHECK(!find_node(&tr, "leaf", 0) || !tr.v[find_node(&tr, "leaf", 0)].before);
+	leaf = find_node(&tr, "leaf", 0);
+	CHECK(leaf >= 0 && !tr.v[leaf].before);
 	free(tr.v);
 	run_free(&r);
 }
@@ -1216,8 +1237,11 @@ TEST(stack_signal_handler)
 
 TEST(stack_async_signal)
 {
+	const struct ht_synth_trace *t;
+	struct ht_pt_symbol where;
 	struct tree tr;
 	struct run r;
+	size_t interrupted = 0;
 	long sig;
 
 	REQUIRE_PROGRAMS();
@@ -1226,11 +1250,25 @@ TEST(stack_async_signal)
 		run_free(&r);
 		return;
 	}
-	/* SIGALRM interrupts the spin loop: [kernel], then the handler nested in spin. */
+	/*
+	 * SIGALRM interrupts the spin loop (the program sends it once the loop
+	 * runs): [kernel], then the handler nested in spin.
+	 */
+	t = r.t;
+	for (size_t i = 0; i < t->count; i++) {
+		if (!t->insns[i].interrupted)
+			continue;
+		interrupted++;
+		CHECK(ht_pt_elf_resolve(r.resolver, t->insns[i].ip, &where) == 0);
+		CHECK_STR(where.function, "spin");
+	}
+	CHECK_EQ_U64(interrupted, 1);
+	CHECK_EQ_U64(count_named(&tr, HT_PT_SLICE_SIGNAL), 1);
 	sig = find_node(&tr, HT_PT_SLICE_SIGNAL, 0);
 	CHECK_STR(parent_name(&tr, sig), "spin");
 	CHECK_STR(parent_name(&tr, find_node(&tr, "on_alarm", 0)), HT_PT_SLICE_SIGNAL);
-	CHECK(count_named(&tr, HT_PT_SLICE_KERNEL) >= 1);
+	/* The signal's, and the end of the trace (FUP + TIP.PGD at ht_trace_stop). */
+	CHECK_EQ_U64(count_named(&tr, HT_PT_SLICE_KERNEL), 2);
 	CHECK_STR(parent_name(&tr, find_node(&tr, HT_PT_SLICE_KERNEL, 0)), "spin");
 	CHECK_EQ_U64(count_named(&tr, HT_PT_SLICE_GAP), 0);
 	CHECK_STR(parent_name(&tr, find_node(&tr, "leaf", 1)), "do_async_signal");
@@ -1283,11 +1321,12 @@ TEST(ocaml_note_of_test_binary)
 static int ocaml_tree(struct run *r, struct tree *tr, int use_note)
 {
 	struct decode_opts d = {.no_ocaml = !use_note};
-	const struct ht_synth_trace *t = record("ocaml_workload", "-");
 	struct ht_synth_stream s;
+	const struct ht_synth_trace *t = record_encoded("ocaml_workload", "-", &default_encode, &s);
 	int rc;
 
-	if (!t || ht_synth_encode(t, 0, t->count, &default_encode, &s))
+	memset(r, 0, sizeof(*r));
+	if (!t)
 		return -1;
 	rc = decode(r, t, &s, s.buf, s.len, &d);
 	ht_synth_stream_free(&s);
@@ -1321,7 +1360,7 @@ TEST(ocaml_raise_unwinds_to_handler)
 	CHECK(raise >= 0 && inner >= 0 && tr.v[inner].end == tr.v[raise].end);
 	/* ... and the handler runs in the outer caml_entry, which pushed the trap. */
 	after = find_node(&tr, "caml_after_raise", 0);
-	CHECK(after >= 0 && tr.v[after].parent == outer);
+	CHECK(after >= 0 && outer >= 0 && tr.v[after].parent == outer);
 	CHECK_EQ_U64(count_ops(&r.log, HT_CS_TRAP), 1);
 	free(tr.v);
 	run_free(&r);
@@ -1332,7 +1371,7 @@ TEST(ocaml_without_note_picks_inner_frame)
 {
 	struct tree tr;
 	struct run r;
-	long after;
+	long after, inner;
 
 	REQUIRE_PROGRAMS();
 	if (ocaml_tree(&r, &tr, 0)) {
@@ -1341,7 +1380,8 @@ TEST(ocaml_without_note_picks_inner_frame)
 		return;
 	}
 	after = find_node(&tr, "caml_after_raise", 0);
-	CHECK(after >= 0 && tr.v[after].parent == find_node(&tr, "caml_entry", 1));
+	inner = find_node(&tr, "caml_entry", 1);
+	CHECK(after >= 0 && inner >= 0 && tr.v[after].parent == inner);
 	CHECK_EQ_U64(count_ops(&r.log, HT_CS_TRAP), 0);
 	free(tr.v);
 	run_free(&r);
@@ -1522,9 +1562,9 @@ TEST(decode_bad_psb_header)
 	size_t n = 0, len;
 
 	REQUIRE_PROGRAMS();
-	t = record("pt_workload", "basic");
+	t = record_encoded("pt_workload", "basic", &default_encode, &s);
 	CHECK(t != NULL);
-	if (!t || ht_synth_encode(t, 0, t->count, &default_encode, &s))
+	if (!t)
 		return;
 	/* PSB, then an unknown extended opcode where PSB+ should go on; then the stream. */
 	len = 16 + 2 + s.len;
@@ -1564,9 +1604,9 @@ TEST(decode_sink_stops)
 	size_t calls = 0;
 
 	REQUIRE_PROGRAMS();
-	t = record("pt_workload", "mixed");
+	t = record_encoded("pt_workload", "mixed", &default_encode, &s);
 	CHECK(t != NULL);
-	if (!t || ht_synth_encode(t, 0, t->count, &default_encode, &s))
+	if (!t)
 		return;
 	img = ht_pt_image_new(t->maps, t->nmaps);
 	o.image = img;
