@@ -166,8 +166,10 @@ struct ht_pt_item {
 	uint32_t ninsn;	 /* BLOCK */
 	/*
 	 * The time: libipt's TSC estimate (TSC packets refined by MTC and
-	 * CYC where the trace has them; 0 before the first TSC) and the same
-	 * on CLOCK_MONOTONIC (0 without a clock).
+	 * CYC where the trace has them; 0 before the first TSC) at the last
+	 * packet decoded by the end of a block (so a block that ran without
+	 * one has the time of the packet before it, never a later one), and
+	 * the same on CLOCK_MONOTONIC (0 without a clock).
 	 */
 	uint64_t tsc;
 	uint64_t time_ns;
