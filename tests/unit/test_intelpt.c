@@ -113,6 +113,9 @@ struct run {
 	int last_error;
 	uint64_t last_tsc;
 	int tsc_backwards, tsc_off;
+	/* MTC and CYC timing: blocks checked, off their bound, the worst distance to the truth */
+	size_t timed, time_bad;
+	uint64_t worst_known, worst_first;
 	struct change_log log;
 	struct timeline *tl;
 	int track;
@@ -158,6 +161,49 @@ static int time_near(const struct run *r, uint64_t tsc, size_t last)
 	return tsc <= r->s->tsc[ahead] + o->tsc_per_kernel;
 }
 
+static uint64_t distance(uint64_t a, uint64_t b)
+{
+	return a > b ? a - b : b - a;
+}
+
+/*
+ * A block's time against the ground truth, with MTC and CYC timing. The
+ * decoder can know no more than the time of the last packet it took in by
+ * the end of the block ("known": a TNT's CYC gives its first branch's
+ * time, SDM 36.3.6), which is the block's own time when its last branch
+ * took a packet, and earlier for a block that ran without one. With CYC:
+ * that time, within a TSC tick for each CYC packet added up since the last
+ * TSC or MTC (libipt converts cycles with an 8-bit fixed-point ratio) and
+ * one for the rounding of the TSC packet. With MTC only: the last MTC at or
+ * before it, so less than one MTC period before it, and never after it.
+ */
+static void check_block_time(struct run *r, const struct ht_pt_item *it)
+{
+	const struct ht_synth_stream *s = r->s;
+	size_t first = r->k, last = r->k + it->ninsn - 1;
+	uint64_t known = s->known_tsc[last], truth = s->tsc[first];
+	int ok;
+
+	if (!it->tsc)
+		return;
+	r->timed++;
+	if (s->opts.timing == HT_SYNTH_TIMING_CYC)
+		ok = distance(it->tsc, known) <= s->known_cycs[last] + 1u;
+	else
+		ok = it->tsc + s->mtc_period_tsc > known && it->tsc <= known + 1;
+	if (distance(it->tsc, known) > r->worst_known)
+		r->worst_known = distance(it->tsc, known);
+	if (distance(it->tsc, truth) > r->worst_first)
+		r->worst_first = distance(it->tsc, truth);
+	if (ok)
+		return;
+	if (!r->time_bad++ || getenv("HT_PT_SHOW"))
+		printf("     block %zu..%zu: tsc %lu, truth %lu, known %lu (%u CYC), MTC period "
+		       "%lu\n",
+		       first, last, (unsigned long)it->tsc, (unsigned long)truth,
+		       (unsigned long)known, s->known_cycs[last], (unsigned long)s->mtc_period_tsc);
+}
+
 static void check_block(struct run *r, const struct ht_pt_item *it)
 {
 	const struct ht_synth_trace *t = r->t;
@@ -195,7 +241,9 @@ static void check_block(struct run *r, const struct ht_pt_item *it)
 				 (unsigned long)c->ip, (unsigned long)it->next_ip,
 				 (unsigned long)(c->ip + c->size));
 	}
-	if (it->tsc && !time_near(r, it->tsc, r->k + it->ninsn - 1)) {
+	if (r->opts->timing != HT_SYNTH_TIMING_TSC)
+		check_block_time(r, it);
+	else if (it->tsc && !time_near(r, it->tsc, r->k + it->ninsn - 1)) {
 		if (getenv("HT_PT_SHOW"))
 			printf("     block %zu..%zu: tsc %lu, recorded %lu..%lu\n", r->k,
 			       r->k + it->ninsn - 1, (unsigned long)it->tsc,
@@ -284,6 +332,7 @@ static int decode(struct run *r, const struct ht_synth_trace *t, const struct ht
 	const struct ht_ocaml_eh *const *eh = NULL;
 	struct ht_callstack_config cc = {0};
 	struct ht_pt_decode_opts dopts = {0};
+	struct ht_pt_cpu_info cpu;
 	struct ht_pt_clock clock;
 	struct ht_pt_image *img;
 	int rc;
@@ -309,6 +358,9 @@ static int decode(struct run *r, const struct ht_synth_trace *t, const struct ht
 	cc.ocaml = eh;
 	r->cs = ht_callstack_new(&cc);
 	ht_pt_clock_init(&clock, unit_pairs, 2, 0);
+	/* What a capture of this stream would tell the decoder. */
+	ht_synth_cpu_info(&s->opts, &cpu);
+	dopts.cpu = &cpu;
 	dopts.image = img;
 	dopts.clock = &clock;
 	rc = r->cs ? ht_pt_decode(buf, len, &dopts, run_sink, r, NULL) : -1;
@@ -689,6 +741,225 @@ TEST(decode_exact_noretcomp)
 	}
 	run_free(&r);
 	ht_synth_stream_free(&s);
+}
+
+/*
+ * Return compression across a kernel excursion: a CPU keeps its stack of
+ * calls through TIP.PGD and TIP.PGE (only a PSB clears it), so the returns
+ * after a syscall to calls made before it are TNT bits, and the decoder
+ * must still know where they go.
+ */
+TEST(compressed_returns_across_syscall)
+{
+	struct ht_synth_encode_opts o = default_encode;
+	struct ht_synth_stream s;
+	struct tree tr;
+	struct run r;
+	long sc, leaf;
+
+	REQUIRE_PROGRAMS();
+	o.psb_period = 0; /* no PSB to clear the stack between the call and its return */
+	if (decode_scenario(&r, "pt_workload", "syscall", &o, &s)) {
+		CHECK(!"decode failed");
+		run_free(&r);
+		ht_synth_stream_free(&s);
+		return;
+	}
+	/* write's return to sys_b, sys_b's to sys_a and sys_a's to main. */
+	CHECK(s.kernel_compressed >= 3);
+	if (r.why[0])
+		printf("     %s\n", r.why);
+	CHECK(!r.why[0]);
+	CHECK_EQ_U64(r.errors, 0);
+	CHECK_EQ_U64(r.matched, r.t->count);
+	CHECK(compare_calls(r.t, 0, r.t->count, &r.log) < 0);
+	CHECK_EQ_U64(count_ops(&r.log, HT_CS_GAP), 0);
+	CHECK(timeline_valid(&r));
+	build_tree(r.tl, &tr);
+	sc = find_node(&tr, HT_PT_SLICE_SYSCALL, 0);
+	leaf = find_node(&tr, "leaf", 0);
+	CHECK_STR(parent_name(&tr, leaf), "sys_b");
+	CHECK(leaf >= 0 && sc >= 0 && tr.v[leaf].ts >= tr.v[sc].end);
+	CHECK_STR(parent_name(&tr, find_node(&tr, "sys_b", 0)), "sys_a");
+	CHECK_STR(parent_name(&tr, find_node(&tr, "sys_a", 0)), "main");
+	free(tr.v);
+	run_free(&r);
+	ht_synth_stream_free(&s);
+}
+
+/* The same through a signal: spin returns after the handler and sigreturn. */
+TEST(compressed_returns_across_signal)
+{
+	struct ht_synth_encode_opts o = default_encode;
+	struct ht_synth_stream s;
+	struct run r;
+
+	REQUIRE_PROGRAMS();
+	o.psb_period = 0;
+	if (decode_scenario(&r, "pt_workload", "async_signal", &o, &s)) {
+		CHECK(!"decode failed");
+		run_free(&r);
+		ht_synth_stream_free(&s);
+		return;
+	}
+	CHECK(s.kernel_compressed >= 1);
+	CHECK(!r.why[0]);
+	CHECK_EQ_U64(r.errors, 0);
+	CHECK_EQ_U64(r.matched, r.t->count);
+	CHECK(compare_calls(r.t, 0, r.t->count, &r.log) < 0);
+	CHECK(timeline_valid(&r));
+	run_free(&r);
+	ht_synth_stream_free(&s);
+}
+
+/* Timing. */
+
+/*
+ * A CPU at 3.2 GHz (core:bus ratio 32) with a 2.4 GHz TSC (nominal ratio
+ * 24): 3/4 TSC tick a cycle, exact in libipt's fixed point. The crystal
+ * clock ticks every 108 TSC ticks (cpuid 0x15: eax 2, ebx 216, a
+ * Skylake's), an MTC every 8 of them (perf's mtc_period=3): 864 TSC ticks,
+ * 1152 cycles, 384 instructions of 3 cycles. A kernel excursion takes
+ * 20000 cycles, 13 MTC periods. One PSB and no other TSC: after it, time
+ * comes from MTC and CYC alone.
+ */
+static const struct ht_synth_encode_opts timed_encode = {
+	.tsc0 = 1000000,
+	.end_disable = 1,
+	.timing = HT_SYNTH_TIMING_MTC,
+	.cyc_per_insn = 3,
+	.cyc_per_kernel = 20000,
+	.cbr = 32,
+	.nom_freq = 24,
+	.mtc_freq = 3,
+	.art_eax = 2,
+	.art_ebx = 216,
+};
+
+/* Decode SCENARIO with TIMING: the path exact, each block's time within its bound. */
+static void check_timing(const char *scenario, enum ht_synth_timing timing, uint32_t psb_period)
+{
+	struct ht_synth_encode_opts o = timed_encode;
+	struct ht_synth_stream s;
+	struct run r;
+
+	o.timing = timing;
+	o.psb_period = psb_period;
+	if (decode_scenario(&r, "pt_workload", scenario, &o, &s)) {
+		CHECK(!"decode failed");
+		run_free(&r);
+		ht_synth_stream_free(&s);
+		return;
+	}
+	if (r.why[0])
+		printf("     %s: %s\n", scenario, r.why);
+	CHECK(!r.why[0]);
+	CHECK_EQ_U64(r.matched, r.t->count);
+	CHECK_EQ_U64(r.errors, 0);
+	CHECK(compare_calls(r.t, 0, r.t->count, &r.log) < 0);
+	CHECK_EQ_U64(s.mtc_period_tsc, 864);
+	CHECK(s.nmtc >= 3);
+	CHECK(timing != HT_SYNTH_TIMING_CYC || s.ncyc > s.nmtc);
+	CHECK(timing == HT_SYNTH_TIMING_CYC || s.ncyc == 0);
+	CHECK(r.timed > 50);
+	CHECK_EQ_U64(r.time_bad, 0);
+	CHECK_EQ_U64(r.tsc_backwards, 0);
+	CHECK(timeline_valid(&r));
+	if (getenv("HT_PT_SHOW"))
+		printf("     %s: %zu instructions, %zu blocks timed; worst %lu ticks from the "
+		       "packets' time, %lu from the block's first instruction; %zu MTC, %zu CYC\n",
+		       scenario, r.t->count, r.timed, (unsigned long)r.worst_known,
+		       (unsigned long)r.worst_first, s.nmtc, s.ncyc);
+	run_free(&r);
+	ht_synth_stream_free(&s);
+}
+
+TEST(timing_coarse_mixed)
+{
+	REQUIRE_PROGRAMS();
+	check_timing("mixed", HT_SYNTH_TIMING_MTC, 0);
+}
+
+TEST(timing_fine_mixed)
+{
+	REQUIRE_PROGRAMS();
+	check_timing("mixed", HT_SYNTH_TIMING_CYC, 0);
+}
+
+/* A signal: FUP + TIP.PGD, the MTCs of the kernel, the handler, sigreturn. */
+TEST(timing_coarse_async_signal)
+{
+	REQUIRE_PROGRAMS();
+	check_timing("async_signal", HT_SYNTH_TIMING_MTC, 0);
+}
+
+TEST(timing_fine_async_signal)
+{
+	REQUIRE_PROGRAMS();
+	check_timing("async_signal", HT_SYNTH_TIMING_CYC, 0);
+}
+
+/* PSB+ every 2 KiB: TSC, TMA and CBR again, CYC counted from each. */
+TEST(timing_fine_with_psbs)
+{
+	REQUIRE_PROGRAMS();
+	check_timing("bench", HT_SYNTH_TIMING_CYC, 2048);
+}
+
+TEST(timing_coarse_with_psbs)
+{
+	REQUIRE_PROGRAMS();
+	check_timing("bench", HT_SYNTH_TIMING_MTC, 2048);
+}
+
+/*
+ * The kernel's time is the kernel's: the [syscall] slice lasts the 20000
+ * cycles (15000 TSC ticks, ns here) the kernel ran, known from the MTCs
+ * written meanwhile, within a TSC tick per CYC with fine timing and an MTC
+ * period with coarse.
+ */
+static void check_syscall_time(enum ht_synth_timing timing, uint64_t margin)
+{
+	struct ht_synth_encode_opts o = timed_encode;
+	struct ht_synth_stream s;
+	struct tree tr;
+	struct run r;
+	long sc;
+
+	o.timing = timing;
+	if (decode_scenario(&r, "pt_workload", "syscall", &o, &s) || r.why[0]) {
+		CHECK(!"decode failed");
+		run_free(&r);
+		ht_synth_stream_free(&s);
+		return;
+	}
+	build_tree(r.tl, &tr);
+	CHECK_EQ_U64(count_named(&tr, HT_PT_SLICE_SYSCALL), 1);
+	sc = find_node(&tr, HT_PT_SLICE_SYSCALL, 0);
+	CHECK(sc >= 0);
+	if (sc >= 0) {
+		uint64_t dur = tr.v[sc].end - tr.v[sc].ts;
+
+		if (distance(dur, 15000) > margin)
+			printf("     [syscall] lasts %lu ns, not 15000 +- %lu\n",
+			       (unsigned long)dur, (unsigned long)margin);
+		CHECK(distance(dur, 15000) <= margin);
+	}
+	free(tr.v);
+	run_free(&r);
+	ht_synth_stream_free(&s);
+}
+
+TEST(timing_fine_kernel_time)
+{
+	REQUIRE_PROGRAMS();
+	check_syscall_time(HT_SYNTH_TIMING_CYC, 8);
+}
+
+TEST(timing_coarse_kernel_time)
+{
+	REQUIRE_PROGRAMS();
+	check_syscall_time(HT_SYNTH_TIMING_MTC, 864);
 }
 
 static int count_items(void *ctx, const struct ht_pt_item *items, size_t n)
