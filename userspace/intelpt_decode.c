@@ -41,18 +41,19 @@ static unsigned read_sysfs_uint(const char *name)
 	return value;
 }
 
+/* sysfs tsc_art_ratio reads "EBX:EAX" of cpuid 0x15: the kernel writes tsc_art_num:tsc_art_den. */
 static void read_tsc_art_ratio(uint32_t *eax, uint32_t *ebx)
 {
 	char text[64] = "";
-	unsigned a = 0, b = 0;
+	unsigned num = 0, den = 0;
 	FILE *f = fopen(PT_SYSFS "tsc_art_ratio", "r");
 
 	*eax = *ebx = 0;
 	if (!f)
 		return;
-	if (fgets(text, sizeof(text), f) && sscanf(text, "%u:%u", &a, &b) == 2) {
-		*eax = a;
-		*ebx = b;
+	if (fgets(text, sizeof(text), f) && sscanf(text, "%u:%u", &num, &den) == 2) {
+		*eax = den;
+		*ebx = num;
 	}
 	fclose(f);
 }

@@ -47,9 +47,9 @@ struct ht_pt_cpu_info {
 	 */
 	uint8_t nom_freq;
 	/*
-	 * /sys/bus/event_source/devices/intel_pt/tsc_art_ratio, which reads
-	 * "EAX:EBX" of cpuid leaf 0x15 (ART to TSC: TSC = ART * EBX / EAX).
-	 * Needed with MTC; 0:0 when unknown.
+	 * cpuid leaf 0x15 EAX and EBX (ART to TSC: TSC = ART * EBX / EAX),
+	 * as /sys/bus/event_source/devices/intel_pt/tsc_art_ratio shows them
+	 * in the other order: "EBX:EAX". Needed with MTC; 0 when unknown.
 	 */
 	uint32_t tsc_art_eax;
 	uint32_t tsc_art_ebx;
