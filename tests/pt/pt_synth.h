@@ -6,11 +6,15 @@
  * instruction is recorded and classified with libipt's own instruction
  * decoder; then libipt's encoder writes the packets a CPU would have
  * written for that path with user-only tracing: PSB+ (PSB, TSC, MODE.exec,
- * FUP, PSBEND), TNT-8/TNT-64, TIP, compressed returns, TIP.PGD at each
- * syscall and TIP.PGE where the thread comes back (FUP + TIP.PGD for a
- * signal that interrupts it), periodic PSB and TSC, and on request an OVF.
- * The recording is the expected result: the instruction path and its calls
- * and returns.
+ * FUP, PSBEND), TNT-8/TNT-64, TIP, compressed returns (the stack of calls
+ * kept across kernel excursions, cleared at PSB), TIP.PGD at each syscall
+ * and TIP.PGE where the thread comes back (FUP + TIP.PGD for a signal that
+ * interrupts it), periodic PSB and TSC, and on request an OVF. With MTC
+ * timing, a core cycle clock is the ground truth: TSC and TMA, CBR in PSB+,
+ * an MTC at each crystal clock period, the kernel's time included; with
+ * CYC timing also a CYC before every packet that carries a time. The
+ * recording is the expected result: the instruction path and its calls
+ * and returns; the stream records each instruction's time.
  */
 #ifndef HT_PT_SYNTH_H
 #define HT_PT_SYNTH_H
