@@ -959,8 +959,11 @@ int ht_synth_encode(const struct ht_synth_trace *t, size_t first, size_t last,
 		uint64_t mtc = e.next_mtc,
 			 mtc_cycles = cycle_of_ctc(&e, mtc + (1ull << opts->mtc_freq)) -
 				      cycle_of_ctc(&e, mtc);
-		uint64_t cycles = (last - first) * (e.cpi + e.cpk);
+		uint64_t cycles = (last - first) * e.cpi;
 
+		for (size_t i = first; i < last; i++)
+			if (t->insns[i].iclass == ptic_far_call || t->insns[i].interrupted)
+				cycles += e.cpk;
 		/* A CYC before each packet, and each MTC with its CYC. */
 		cap += (last - first) * 12 + (size_t)(cycles / (mtc_cycles ? mtc_cycles : 1)) * 12;
 		out->mtc_period_tsc = ((uint64_t)opts->art_ebx << opts->mtc_freq) / opts->art_eax;
