@@ -96,7 +96,10 @@ $(BUILD)/hybtrace: $(BUILD)/obj/main.o $(BUILD)/libhybtrace.a
 	$(call msg,LINK,$@)
 	$(Q)$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 
-$(BUILD)/tests/%: tests/unit/%.c tests/unit/check.h $(BUILD)/libhybtrace.a | $(BUILD)/tests
+# Tests include the PT synthesizer and test programs from tests/pt.
+UNIT_DEPS := tests/unit/check.h $(wildcard tests/pt/*.c tests/pt/*.h)
+
+$(BUILD)/tests/%: tests/unit/%.c $(UNIT_DEPS) $(BUILD)/libhybtrace.a | $(BUILD)/tests
 	$(call msg,TEST,$@)
 	$(Q)$(CC) $(CPPFLAGS_ALL) -Itests/unit $(CFLAGS) $(WARNINGS) -o $@ $< $(BUILD)/libhybtrace.a $(LDLIBS)
 
@@ -113,7 +116,7 @@ $(ASAN)/hybtrace: $(ASAN)/obj/main.o $(ASAN)/libhybtrace.a
 	$(call msg,LINK-ASAN,$@)
 	$(Q)$(CC) $(ASAN_CFLAGS) -o $@ $^ $(LDLIBS)
 
-$(ASAN)/tests/%: tests/unit/%.c tests/unit/check.h $(ASAN)/libhybtrace.a | $(ASAN)/tests
+$(ASAN)/tests/%: tests/unit/%.c $(UNIT_DEPS) $(ASAN)/libhybtrace.a | $(ASAN)/tests
 	$(call msg,TEST-ASAN,$@)
 	$(Q)$(CC) $(CPPFLAGS_ALL) -Itests/unit $(ASAN_CFLAGS) $(WARNINGS) -o $@ $< $(ASAN)/libhybtrace.a $(LDLIBS)
 

@@ -80,7 +80,7 @@ struct ht_intelpt_pmu {
 	bool has_max_nonturbo_ratio;
 	uint32_t max_nonturbo_ratio;
 	bool has_tsc_art_ratio;
-	uint32_t tsc_art_num, tsc_art_den;
+	uint32_t tsc_art_num, tsc_art_den; /* "num:den": cpuid 0x15 EBX and EAX */
 };
 
 /*

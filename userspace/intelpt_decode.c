@@ -41,18 +41,19 @@ static unsigned read_sysfs_uint(const char *name)
 	return value;
 }
 
+/* sysfs tsc_art_ratio reads "EBX:EAX" of cpuid 0x15: the kernel writes tsc_art_num:tsc_art_den. */
 static void read_tsc_art_ratio(uint32_t *eax, uint32_t *ebx)
 {
 	char text[64] = "";
-	unsigned a = 0, b = 0;
+	unsigned num = 0, den = 0;
 	FILE *f = fopen(PT_SYSFS "tsc_art_ratio", "r");
 
 	*eax = *ebx = 0;
 	if (!f)
 		return;
-	if (fgets(text, sizeof(text), f) && sscanf(text, "%u:%u", &a, &b) == 2) {
-		*eax = a;
-		*ebx = b;
+	if (fgets(text, sizeof(text), f) && sscanf(text, "%u:%u", &num, &den) == 2) {
+		*eax = den;
+		*ebx = num;
 	}
 	fclose(f);
 }
@@ -502,9 +503,8 @@ unsigned ht_x86_call_length(const uint8_t *p, size_t n, enum ht_pt_branch *kind)
 struct end_insn {
 	uint64_t ip;
 	uint8_t valid;
-	uint8_t len;	/* a call, syscall or int: its length; else 0 */
-	uint8_t kind;	/* then HT_PT_BR_CALL or HT_PT_BR_FAR_CALL */
-	uint8_t direct; /* a direct call or jump */
+	uint8_t len;  /* a call, syscall or int: its length; else 0 */
+	uint8_t kind; /* then HT_PT_BR_CALL or HT_PT_BR_FAR_CALL */
 };
 
 struct decoder {
@@ -557,18 +557,6 @@ static int emit(struct decoder *d, struct ht_pt_item *item)
 	return d->nitems == ITEM_BATCH ? flush_items(d) : 0;
 }
 
-/* Whether P is a direct near call or jump (rel8/rel32): libipt needs no packet for it. */
-static int is_direct_branch(const uint8_t *p, size_t n)
-{
-	size_t i = 0;
-
-	while (i < n && i < 14 && is_legacy_prefix(p[i]))
-		i++;
-	if (i < n && (p[i] & 0xf0) == 0x40)
-		i++;
-	return i < n && (p[i] == 0xe8 || p[i] == 0xe9 || p[i] == 0xeb);
-}
-
 /* The instruction that ended a block, decoded once per address. */
 static const struct end_insn *end_insn_at(struct decoder *d, uint64_t ip, const struct pt_block *b)
 {
@@ -591,22 +579,7 @@ static const struct end_insn *end_insn_at(struct decoder *d, uint64_t ip, const 
 	e->valid = 1;
 	e->len = (uint8_t)ht_x86_call_length(raw, n, &kind);
 	e->kind = (uint8_t)kind;
-	e->direct = (uint8_t)is_direct_branch(raw, n);
 	return e;
-}
-
-/*
- * The time after a block. A block that ends in a direct call or jump took
- * no packet (the next one needs trace for its end, not this one), so the
- * time did not move and libipt need not be asked.
- */
-static uint64_t block_time(struct decoder *d, const struct pt_block *b)
-{
-	if (b->ninsn && (b->iclass == ptic_call || b->iclass == ptic_jump) &&
-	    end_insn_at(d, b->end_ip, b)->direct)
-		return d->tsc;
-	read_block_time(d);
-	return d->tsc;
 }
 
 static enum ht_pt_branch branch_of(enum pt_insn_class iclass)
@@ -685,6 +658,9 @@ static int emit_event(struct decoder *d, const struct pt_event *ev)
 
 	if (ev->has_tsc)
 		update_time(d, ev->tsc);
+	/* A tick only says the time changed: the blocks carry it. */
+	if (ev->type == ptev_tick)
+		return 0;
 	switch (ev->type) {
 	case ptev_enabled:
 		item.kind = HT_PT_ITEM_ENABLED;
@@ -756,13 +732,15 @@ static int decode_run(struct decoder *d, int status, int *sink_rc)
 		}
 		if (have_block) {
 			/*
-			 * libipt reads ahead to the next packet it needs, through
-			 * timing packets after the block; the events that follow
-			 * the block say when it had ended at the latest.
+			 * The packet that a branch of the block took in brought a
+			 * new time: libipt says so with a tick right after it.
 			 */
-			for (size_t i = 0; i < nev; i++)
-				if (evs[i].has_tsc && evs[i].tsc < block_tsc)
+			for (size_t i = 0; i < nev; i++) {
+				if (evs[i].type == ptev_tick && evs[i].has_tsc) {
 					block_tsc = evs[i].tsc;
+					break;
+				}
+			}
 			*sink_rc = emit_block(d, &block, block_tsc);
 			if (*sink_rc)
 				return SINK_STOPPED;
@@ -779,7 +757,13 @@ static int decode_run(struct decoder *d, int status, int *sink_rc)
 			continue;
 		block.ninsn = 0;
 		status = pt_blk_next(d->blk, &block, sizeof(block));
-		block_tsc = block_time(d, &block);
+		/*
+		 * Not pt_blk_time(): to decode the blocks that lead to an event
+		 * libipt reads the event first, and its time with it, so that
+		 * would put those blocks at the event's time, after they ran.
+		 * Events and ticks give each change of time where it happened.
+		 */
+		block_tsc = d->tsc;
 		/* A block that ends in an error still holds the instructions that ran. */
 		have_block = block.ninsn != 0;
 		if (status < 0) {
@@ -798,6 +782,8 @@ static int make_config(struct pt_config *cfg, const uint8_t *buf, size_t len,
 	cfg->end = (uint8_t *)buf + len;
 	cfg->flags.variant.block.end_on_call = 1;
 	cfg->flags.variant.block.end_on_jump = 1;
+	/* A tick event where the time changes: see decode_run(). */
+	cfg->flags.variant.block.enable_tick_events = 1;
 	if (!cpu)
 		return 0;
 	if (cpu->vendor_intel) {

@@ -47,9 +47,9 @@ struct ht_pt_cpu_info {
 	 */
 	uint8_t nom_freq;
 	/*
-	 * /sys/bus/event_source/devices/intel_pt/tsc_art_ratio, which reads
-	 * "EAX:EBX" of cpuid leaf 0x15 (ART to TSC: TSC = ART * EBX / EAX).
-	 * Needed with MTC; 0:0 when unknown.
+	 * cpuid leaf 0x15 EAX and EBX (ART to TSC: TSC = ART * EBX / EAX),
+	 * as /sys/bus/event_source/devices/intel_pt/tsc_art_ratio shows them
+	 * in the other order: "EBX:EAX". Needed with MTC; 0 when unknown.
 	 */
 	uint32_t tsc_art_eax;
 	uint32_t tsc_art_ebx;
@@ -166,8 +166,10 @@ struct ht_pt_item {
 	uint32_t ninsn;	 /* BLOCK */
 	/*
 	 * The time: libipt's TSC estimate (TSC packets refined by MTC and
-	 * CYC where the trace has them; 0 before the first TSC) and the same
-	 * on CLOCK_MONOTONIC (0 without a clock).
+	 * CYC where the trace has them; 0 before the first TSC) at the last
+	 * packet decoded by the end of a block (so a block that ran without
+	 * one has the time of the packet before it, never a later one), and
+	 * the same on CLOCK_MONOTONIC (0 without a clock).
 	 */
 	uint64_t tsc;
 	uint64_t time_ns;

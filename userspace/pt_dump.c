@@ -263,9 +263,17 @@ static void pt_cpu_of(const struct ht_rawcap *cap, struct ht_pt_cpu_info *cpu)
 	ht_pt_cpu_from_cpuid(cpu, cap->cpuid.vendor, cap->cpuid.leaf1[0]);
 	cpu->mtc_freq = cap->pt.fields.mtc_period;
 	cpu->nom_freq = cap->pt.has_max_nonturbo_ratio ? (uint8_t)cap->pt.max_nonturbo_ratio : 0;
+	/*
+	 * sysfs tsc_art_ratio reads "EBX:EAX" of cpuid 0x15 (the kernel's
+	 * tsc_art_num is ebx, tsc_art_den eax): TSC = ART x num / den. The
+	 * capture's cpuid values hold the same leaf when sysfs did not.
+	 */
 	if (cap->pt.has_tsc_art_ratio) {
-		cpu->tsc_art_eax = cap->pt.tsc_art_num;
-		cpu->tsc_art_ebx = cap->pt.tsc_art_den;
+		cpu->tsc_art_eax = cap->pt.tsc_art_den;
+		cpu->tsc_art_ebx = cap->pt.tsc_art_num;
+	} else if (cap->cpuid.max_leaf >= 0x15) {
+		cpu->tsc_art_eax = cap->cpuid.leaf15[0];
+		cpu->tsc_art_ebx = cap->cpuid.leaf15[1];
 	}
 	cpu->tsc = cap->pt.fields.tsc;
 	cpu->mtc = cap->pt.fields.mtc;

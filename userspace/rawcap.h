@@ -68,7 +68,7 @@ struct ht_rawcap_pt_config {
 	bool has_max_nonturbo_ratio;
 	uint32_t max_nonturbo_ratio; /* pt_config.nom_freq */
 	bool has_tsc_art_ratio;
-	uint32_t tsc_art_num, tsc_art_den;
+	uint32_t tsc_art_num, tsc_art_den; /* "num:den": cpuid 0x15 EBX and EAX */
 };
 
 /* cpuid, as the CPU that traced answered it (0 where a leaf is past the maximum). */

@@ -518,7 +518,8 @@ uint64_t ht_synth_flow_target(const struct ht_synth_trace *t, size_t i)
 
 /* Encoding. */
 
-#define RETSTACK 64 /* libipt's return-compression stack keeps the last 64 calls */
+#define RETSTACK   64	 /* libipt's return-compression stack keeps the last 64 calls */
+#define TMA_FC_MAX 0x1ff /* TMA's fast counter has 9 bits */
 
 struct encoder {
 	struct pt_encoder *enc;
@@ -526,12 +527,69 @@ struct encoder {
 	struct ht_synth_stream *out;
 	uint64_t tnt_bits;
 	unsigned tnt_count;
+	uint64_t tnt_first; /* the cycle of the pending TNT's first branch */
 	uint64_t ret[RETSTACK];
 	unsigned ret_top, ret_count;
-	uint64_t tsc;
+	/* how many of the stack's entries were pushed before the last kernel excursion */
+	unsigned ret_before_kernel;
 	uint64_t last_psb;
 	size_t psb_cap;
+	/*
+	 * The ground truth: a core cycle clock. Instruction i retires at its
+	 * cycle; TSC = tsc0 + cycle x nom / cbr; the crystal clock (CTC, what
+	 * MTC counts) ticks every art_ebx / art_eax TSC. Kept as TSC x cbr so
+	 * that every conversion is exact.
+	 */
+	uint64_t now;	     /* the cycle the packets being written belong to */
+	uint64_t cpi, cpk;   /* cycles per instruction, per kernel excursion */
+	uint64_t nom, cbr;   /* TSC ticks per cycle: nom / cbr */
+	uint64_t next_mtc;   /* the CTC value of the next MTC */
+	uint64_t cyc_last;   /* the cycle of the last CYC (the cycle counter restarts there) */
+	uint32_t cycs;	     /* CYC packets since the last TSC or MTC */
+	uint64_t timed;	     /* the cycle of the last packet libipt takes a block's time from */
+	uint32_t timed_cycs; /* the CYC packets since the last TSC or MTC that went into it */
+	int packets_lost;    /* within an overflow: no packets at all */
 };
+
+static int timing_mtc(const struct encoder *e)
+{
+	return e->o->timing >= HT_SYNTH_TIMING_MTC;
+}
+
+static int timing_cyc(const struct encoder *e)
+{
+	return e->o->timing == HT_SYNTH_TIMING_CYC;
+}
+
+/* TSC x cbr at CYCLE. */
+static unsigned __int128 clk_at(const struct encoder *e, uint64_t cycle)
+{
+	return (unsigned __int128)e->o->tsc0 * e->cbr + (unsigned __int128)cycle * e->nom;
+}
+
+static uint64_t tsc_at(const struct encoder *e, uint64_t cycle)
+{
+	return (uint64_t)(clk_at(e, cycle) / e->cbr);
+}
+
+/* The crystal clock at CYCLE: TSC x eax / ebx, rounded down. */
+static uint64_t ctc_at(const struct encoder *e, uint64_t cycle)
+{
+	return (uint64_t)(clk_at(e, cycle) * e->o->art_eax /
+			  ((unsigned __int128)e->o->art_ebx * e->cbr));
+}
+
+/* The first cycle at which the crystal clock reads CTC or more. */
+static uint64_t cycle_of_ctc(const struct encoder *e, uint64_t ctc)
+{
+	unsigned __int128 num = (unsigned __int128)ctc * e->o->art_ebx * e->cbr;
+	unsigned __int128 clk = (num + e->o->art_eax - 1) / e->o->art_eax;
+	unsigned __int128 base = (unsigned __int128)e->o->tsc0 * e->cbr;
+
+	if (clk <= base)
+		return 0;
+	return (uint64_t)((clk - base + e->nom - 1) / e->nom);
+}
 
 static uint64_t enc_offset(struct encoder *e)
 {
@@ -541,6 +599,29 @@ static uint64_t enc_offset(struct encoder *e)
 	return off;
 }
 
+/*
+ * With cycle-accurate timing a CYC precedes every packet that carries a
+ * time (CycThresh 0): the core cycles since the last CYC, up to AT. None
+ * when no cycle passed.
+ */
+static int put_cyc(struct encoder *e, uint64_t at)
+{
+	struct pt_packet p = {.type = ppt_cyc};
+
+	if (!timing_cyc(e) || at <= e->cyc_last)
+		return 0;
+	p.payload.cyc.value = at - e->cyc_last;
+	e->cyc_last = at;
+	e->cycs++;
+	e->out->ncyc++;
+	return put_packet(e->enc, &p);
+}
+
+/*
+ * A TNT's CYC gives the time of its first branch (SDM, cycle-accurate
+ * mode): the bits gather until another packet must go out, and every
+ * packet goes out in time order, so anything else flushes them first.
+ */
 static int flush_tnt(struct encoder *e)
 {
 	struct pt_packet p = {.type = e->tnt_count > 6 ? ppt_tnt_64 : ppt_tnt_8};
@@ -551,48 +632,117 @@ static int flush_tnt(struct encoder *e)
 	p.payload.tnt.payload = e->tnt_bits;
 	e->tnt_bits = 0;
 	e->tnt_count = 0;
-	return put_packet(e->enc, &p);
+	return put_cyc(e, e->tnt_first) || put_packet(e->enc, &p);
 }
 
 /* Oldest branch in the most significant bit, as the decoder reads them. */
 static int add_tnt(struct encoder *e, int taken)
 {
+	if (!e->tnt_count) {
+		e->tnt_first = e->now;
+		e->timed = e->now;
+		e->timed_cycs = e->cycs + timing_cyc(e);
+	}
 	e->tnt_bits = e->tnt_bits << 1 | (taken ? 1 : 0);
 	if (++e->tnt_count == 47)
 		return flush_tnt(e);
 	return 0;
 }
 
+/* A packet that carries the time of NOW: pending TNT bits first, then its CYC. */
+static int put_timed(struct encoder *e, const struct pt_packet *p)
+{
+	if (flush_tnt(e) || put_cyc(e, e->now))
+		return -1;
+	e->timed = e->now;
+	e->timed_cycs = e->cycs;
+	return put_packet(e->enc, p);
+}
+
 static int put_ip(struct encoder *e, enum pt_packet_type type, uint64_t ip)
 {
 	struct pt_packet p = ip_packet(type, ip);
 
-	if (flush_tnt(e))
-		return -1;
+	return put_timed(e, &p);
+}
+
+/* TMA: the crystal clock at the TSC just written, and the TSC ticks since it last ticked. */
+static int put_tma(struct encoder *e)
+{
+	struct pt_packet p = {.type = ppt_tma};
+	uint64_t ctc = ctc_at(e, e->now);
+	unsigned __int128 edge = (unsigned __int128)ctc * e->o->art_ebx * e->cbr;
+	unsigned __int128 fc = (clk_at(e, e->now) * e->o->art_eax - edge) /
+			       ((unsigned __int128)e->o->art_eax * e->cbr);
+
+	if (fc > TMA_FC_MAX)
+		return ht_fail(
+			"a crystal clock tick of %u/%u TSC ticks overflows TMA's fast counter",
+			e->o->art_ebx, e->o->art_eax);
+	p.payload.tma.ctc = (uint16_t)ctc;
+	p.payload.tma.fc = (uint16_t)fc;
 	return put_packet(e->enc, &p);
+}
+
+/* TSC, and with MTC a TMA after it, as a CPU writes them. */
+static int put_tsc_tma(struct encoder *e)
+{
+	struct pt_packet p = tsc_packet(tsc_at(e, e->now));
+
+	if (put_packet(e->enc, &p))
+		return -1;
+	e->cycs = 0;
+	return timing_mtc(e) ? put_tma(e) : 0;
 }
 
 static int put_tsc(struct encoder *e)
 {
-	struct pt_packet p = tsc_packet(e->tsc);
-
-	if (flush_tnt(e))
+	if (flush_tnt(e) || put_cyc(e, e->now))
 		return -1;
-	return put_packet(e->enc, &p);
+	return put_tsc_tma(e);
 }
 
 static int put_pgd(struct encoder *e)
 {
 	struct pt_packet p = {.type = ppt_tip_pgd};
 
-	if (flush_tnt(e))
-		return -1;
 	p.payload.ip.ipc = pt_ipc_suppressed;
-	return put_packet(e->enc, &p);
+	return put_timed(e, &p);
+}
+
+/*
+ * Time goes on to cycle TO. The crystal clock keeps ticking whatever the
+ * thread does, in the kernel too (user-only tracing stops the packets of
+ * the code, not the timing ones): an MTC for each multiple of 2^mtc_freq
+ * it reaches, at the cycle it reaches it. None while packets are lost.
+ */
+static int advance(struct encoder *e, uint64_t to)
+{
+	while (timing_mtc(e)) {
+		uint64_t at = cycle_of_ctc(e, e->next_mtc);
+		struct pt_packet p = {.type = ppt_mtc};
+
+		if (at > to)
+			break;
+		p.payload.mtc.ctc = (uint8_t)(e->next_mtc >> e->o->mtc_freq);
+		e->next_mtc += 1ull << e->o->mtc_freq;
+		if (e->packets_lost)
+			continue;
+		e->now = at;
+		if (flush_tnt(e) || put_cyc(e, at) || put_packet(e->enc, &p))
+			return -1;
+		e->cycs = 0;
+		e->out->nmtc++;
+	}
+	e->now = to;
+	return 0;
 }
 
 static void push_ret(struct encoder *e, uint64_t ip)
 {
+	/* A full stack drops its oldest entry. */
+	if (e->ret_count == RETSTACK && e->ret_before_kernel)
+		e->ret_before_kernel--;
 	e->ret_top = (e->ret_top + 1) % RETSTACK;
 	e->ret[e->ret_top] = ip;
 	if (e->ret_count < RETSTACK)
@@ -606,24 +756,36 @@ static int try_compress(struct encoder *e, uint64_t target)
 		return 0;
 	e->ret_top = (e->ret_top + RETSTACK - 1) % RETSTACK;
 	e->ret_count--;
+	if (e->ret_before_kernel > e->ret_count) {
+		e->ret_before_kernel = e->ret_count;
+		e->out->kernel_compressed++;
+	}
 	return 1;
 }
 
-/* The kernel ran: tracing stops (PGD) and starts again (TSC, MODE.exec, PGE) at RESUME. */
-static int kernel_excursion(struct encoder *e, uint64_t resume)
+/*
+ * The kernel ran from the last instruction's cycle to RESUME_AT: tracing
+ * stops (PGD) and starts again (MODE.exec, PGE) at RESUME. With TSC only,
+ * a TSC before MODE.exec gives the time back; with MTC, the MTCs written
+ * meanwhile do. The return-compression stack is kept: only a PSB clears
+ * it ("only RETs that correspond to CALLs seen since the last PSB may be
+ * compressed"), and libipt's decoder keeps its own across PGD and PGE too.
+ */
+static int kernel_excursion(struct encoder *e, uint64_t resume, uint64_t resume_at)
 {
 	struct pt_packet mode = mode_exec_packet();
 
-	if (put_pgd(e))
+	if (put_pgd(e) || advance(e, resume_at))
 		return -1;
-	e->tsc += e->o->tsc_per_kernel;
-	if (put_tsc(e) || put_packet(e->enc, &mode) || put_ip(e, ppt_tip_pge, resume))
+	if (!timing_mtc(e) && put_tsc(e))
 		return -1;
-	/* Whether the decoder forgets its return stack here or not, an empty one is safe. */
-	e->ret_count = 0;
+	if (put_timed(e, &mode) || put_ip(e, ppt_tip_pge, resume))
+		return -1;
+	e->ret_before_kernel = e->ret_count;
 	return 0;
 }
 
+/* The packets of instruction IN's own flow to TARGET; a far call's are kernel_excursion()'s. */
 static int encode_flow(struct encoder *e, const struct ht_synth_insn *in, uint64_t target)
 {
 	uint64_t fallthrough = in->ip + in->size;
@@ -642,7 +804,7 @@ static int encode_flow(struct encoder *e, const struct ht_synth_insn *in, uint64
 			return add_tnt(e, 1);
 		return put_ip(e, ppt_tip, target);
 	case ptic_far_call:
-		return kernel_excursion(e, target);
+		return 0;
 	case ptic_far_return:
 	case ptic_far_jump:
 		return ht_fail("far transfer at %#lx in user space", (unsigned long)in->ip);
@@ -668,18 +830,31 @@ static int record_psb(struct encoder *e, uint64_t offset, size_t index)
 	return 0;
 }
 
+/*
+ * PSB+ naming IP: PSB, TSC (with MTC: TMA, CBR), MODE.exec, FUP, PSBEND.
+ * With CYC, a CYC first, so that the next one counts from the TSC.
+ */
 static int psb(struct encoder *e, uint64_t ip, size_t index)
 {
+	struct pt_packet psb = {.type = ppt_psb}, end = {.type = ppt_psbend};
+	struct pt_packet cbr = {.type = ppt_cbr}, mode = mode_exec_packet();
+	struct pt_packet fup = ip_packet(ppt_fup, ip);
 	uint64_t off;
 
-	if (flush_tnt(e))
+	if (flush_tnt(e) || put_cyc(e, e->now))
 		return -1;
 	off = enc_offset(e);
-	if (write_psb_plus(e->enc, ip, e->tsc) || record_psb(e, off, index))
+	cbr.payload.cbr.ratio = (uint8_t)e->cbr;
+	if (put_packet(e->enc, &psb) || put_tsc_tma(e) ||
+	    (timing_mtc(e) && put_packet(e->enc, &cbr)) || put_packet(e->enc, &mode) ||
+	    put_packet(e->enc, &fup) || put_packet(e->enc, &end) || record_psb(e, off, index))
 		return -1;
 	e->last_psb = off;
+	e->timed = e->now;
+	e->timed_cycs = 0;
 	/* A decoder that syncs here starts with an empty return stack. */
 	e->ret_count = 0;
+	e->ret_before_kernel = 0;
 	return 0;
 }
 
@@ -688,13 +863,16 @@ static int overflow(struct encoder *e, const struct ht_synth_trace *t, size_t re
 {
 	struct pt_packet ovf = {.type = ppt_ovf};
 
-	if (flush_tnt(e))
+	e->packets_lost = 0;
+	/* With CYC, the OVF's CYC says how long the overflow lasted. */
+	if (flush_tnt(e) || put_cyc(e, e->now))
 		return -1;
 	e->out->ovf_offset = enc_offset(e);
 	e->out->ovf_resume = resume;
-	if (put_packet(e->enc, &ovf) || put_tsc(e) || put_ip(e, ppt_fup, t->insns[resume].ip))
+	if (put_packet(e->enc, &ovf) || put_tsc_tma(e) || put_ip(e, ppt_fup, t->insns[resume].ip))
 		return -1;
 	e->ret_count = 0;
+	e->ret_before_kernel = 0;
 	return 0;
 }
 
@@ -705,15 +883,27 @@ static int encode_insn(struct encoder *e, const struct ht_synth_trace *t, size_t
 	uint64_t next = i + 1 < t->count ? t->insns[i + 1].ip : t->end_ip;
 	int async = in->interrupted && in->iclass != ptic_far_call;
 	int lost = o->ovf_len && i >= o->ovf_at && i < o->ovf_at + o->ovf_len;
+	int kernel = in->iclass == ptic_far_call || async;
+	uint64_t next_at = e->now + e->cpi + (kernel ? e->cpk : 0);
 
-	e->out->tsc[i] = e->tsc;
-	e->tsc += o->tsc_per_insn;
-	if (!lost && in->iclass == ptic_far_call && i + 1 == t->count && t->exited)
+	e->packets_lost = lost;
+	e->out->tsc[i] = tsc_at(e, e->now);
+	if (!lost && in->iclass == ptic_far_call && i + 1 == t->count && t->exited) {
+		e->out->known_tsc[i] = tsc_at(e, e->timed);
 		return put_pgd(e); /* exit_group: the kernel never comes back */
+	}
 	if (!lost && encode_flow(e, in, ht_synth_flow_target(t, i)))
 		return -1;
+	/* What a decoder can know of the time by the end of this instruction: not the kernel's. */
+	e->out->known_tsc[i] = tsc_at(e, e->timed);
+	e->out->known_cycs[i] = e->timed_cycs;
+	if (!lost && in->iclass == ptic_far_call && kernel_excursion(e, next, next_at))
+		return -1;
 	/* A signal interrupted the thread on its way to resume_ip: it comes back in the handler. */
-	if (!lost && async && (put_ip(e, ppt_fup, in->resume_ip) || kernel_excursion(e, next)))
+	if (!lost && async &&
+	    (put_ip(e, ppt_fup, in->resume_ip) || kernel_excursion(e, next, next_at)))
+		return -1;
+	if (advance(e, next_at))
 		return -1;
 	if (i + 1 >= last)
 		return 0;
@@ -728,20 +918,61 @@ static int encode_insn(struct encoder *e, const struct ht_synth_trace *t, size_t
 	return 0;
 }
 
+/* The clock of OPTS: cycles per instruction and per excursion, TSC ticks per cycle. */
+static int setup_clock(struct encoder *e, const struct ht_synth_encode_opts *o)
+{
+	if (o->timing == HT_SYNTH_TIMING_TSC) {
+		/* A cycle is a TSC tick. */
+		e->cpi = o->tsc_per_insn;
+		e->cpk = o->tsc_per_kernel;
+		e->nom = e->cbr = 1;
+		return 0;
+	}
+	if (o->timing != HT_SYNTH_TIMING_MTC && o->timing != HT_SYNTH_TIMING_CYC)
+		return ht_fail("unknown timing %d", (int)o->timing);
+	if (!o->cbr || !o->nom_freq || !o->art_eax || !o->art_ebx || o->mtc_freq > 15)
+		return ht_fail(
+			"MTC timing needs cbr, nom_freq, art_eax, art_ebx and mtc_freq <= 15");
+	e->cpi = o->cyc_per_insn;
+	e->cpk = o->cyc_per_kernel;
+	e->nom = o->nom_freq;
+	e->cbr = o->cbr;
+	/* The first MTC is the first multiple of 2^mtc_freq after the start. */
+	e->next_mtc = ((ctc_at(e, 0) >> o->mtc_freq) + 1) << o->mtc_freq;
+	return 0;
+}
+
 int ht_synth_encode(const struct ht_synth_trace *t, size_t first, size_t last,
 		    const struct ht_synth_encode_opts *opts, struct ht_synth_stream *out)
 {
 	struct pt_config cfg;
-	struct encoder e = {.o = opts, .out = out, .tsc = opts->tsc0};
+	struct encoder e = {.o = opts, .out = out};
 	size_t cap = (last - first) * 24 + 4096;
 
 	memset(out, 0, sizeof(*out));
 	out->opts = *opts;
 	if (first >= last || last > t->count)
 		return ht_fail("bad instruction range");
+	if (setup_clock(&e, opts))
+		return -1;
+	if (opts->timing != HT_SYNTH_TIMING_TSC) {
+		uint64_t mtc = e.next_mtc,
+			 mtc_cycles = cycle_of_ctc(&e, mtc + (1ull << opts->mtc_freq)) -
+				      cycle_of_ctc(&e, mtc);
+		uint64_t cycles = (last - first) * e.cpi;
+
+		for (size_t i = first; i < last; i++)
+			if (t->insns[i].iclass == ptic_far_call || t->insns[i].interrupted)
+				cycles += e.cpk;
+		/* A CYC before each packet, and each MTC with its CYC. */
+		cap += (last - first) * 12 + (size_t)(cycles / (mtc_cycles ? mtc_cycles : 1)) * 12;
+		out->mtc_period_tsc = ((uint64_t)opts->art_ebx << opts->mtc_freq) / opts->art_eax;
+	}
 	out->buf = malloc(cap);
 	out->tsc = calloc(t->count, sizeof(*out->tsc));
-	if (!out->buf || !out->tsc)
+	out->known_tsc = calloc(t->count, sizeof(*out->known_tsc));
+	out->known_cycs = calloc(t->count, sizeof(*out->known_cycs));
+	if (!out->buf || !out->tsc || !out->known_tsc || !out->known_cycs)
 		return ht_fail("out of memory");
 	pt_config_init(&cfg);
 	cfg.begin = out->buf;
@@ -766,10 +997,27 @@ fail:
 	return ht_fail("encoding failed at offset %lu", (unsigned long)enc_offset(&e));
 }
 
+void ht_synth_cpu_info(const struct ht_synth_encode_opts *opts, struct ht_pt_cpu_info *out)
+{
+	memset(out, 0, sizeof(*out));
+	out->tsc = 1;
+	out->noretcomp = opts->noretcomp ? 1 : 0;
+	if (opts->timing == HT_SYNTH_TIMING_TSC)
+		return;
+	out->mtc = 1;
+	out->mtc_freq = opts->mtc_freq;
+	out->nom_freq = opts->nom_freq;
+	out->tsc_art_eax = opts->art_eax;
+	out->tsc_art_ebx = opts->art_ebx;
+	out->cyc = opts->timing == HT_SYNTH_TIMING_CYC;
+}
+
 void ht_synth_stream_free(struct ht_synth_stream *s)
 {
 	free(s->buf);
 	free(s->psbs);
 	free(s->tsc);
+	free(s->known_tsc);
+	free(s->known_cycs);
 	memset(s, 0, sizeof(*s));
 }

@@ -6,11 +6,15 @@
  * instruction is recorded and classified with libipt's own instruction
  * decoder; then libipt's encoder writes the packets a CPU would have
  * written for that path with user-only tracing: PSB+ (PSB, TSC, MODE.exec,
- * FUP, PSBEND), TNT-8/TNT-64, TIP, compressed returns, TIP.PGD at each
- * syscall and TIP.PGE where the thread comes back (FUP + TIP.PGD for a
- * signal that interrupts it), periodic PSB and TSC, and on request an OVF.
- * The recording is the expected result: the instruction path and its calls
- * and returns.
+ * FUP, PSBEND), TNT-8/TNT-64, TIP, compressed returns (the stack of calls
+ * kept across kernel excursions, cleared at PSB), TIP.PGD at each syscall
+ * and TIP.PGE where the thread comes back (FUP + TIP.PGD for a signal that
+ * interrupts it), periodic PSB and TSC, and on request an OVF. With MTC
+ * timing, a core cycle clock is the ground truth: TSC and TMA, CBR in PSB+,
+ * an MTC at each crystal clock period, the kernel's time included; with
+ * CYC timing also a CYC before every packet that carries a time. The
+ * recording is the expected result: the instruction path and its calls
+ * and returns; the stream records each instruction's time.
  */
 #ifndef HT_PT_SYNTH_H
 #define HT_PT_SYNTH_H
@@ -59,16 +63,37 @@ uint64_t ht_synth_symbol(const struct ht_synth_trace *t, const char *name);
  */
 uint64_t ht_synth_flow_target(const struct ht_synth_trace *t, size_t i);
 
+enum ht_synth_timing {
+	HT_SYNTH_TIMING_TSC = 0, /* TSC packets only (PSB+, tsc_every, kernel excursions) */
+	HT_SYNTH_TIMING_MTC,	 /* perf's default: TSC + TMA, CBR and MTC (--pt-timing coarse) */
+	HT_SYNTH_TIMING_CYC,	 /* MTC and cycle-accurate CYC packets (--pt-timing fine) */
+};
+
 struct ht_synth_encode_opts {
 	uint32_t psb_period;	 /* bytes between PSB+; 0: only the first */
 	uint64_t tsc0;		 /* TSC of the first instruction */
-	uint32_t tsc_per_insn;	 /* simulated time: ticks per instruction ... */
+	uint32_t tsc_per_insn;	 /* TSC timing: ticks per instruction ... */
 	uint32_t tsc_per_kernel; /* ... and per kernel excursion */
 	uint32_t tsc_every;	 /* a TSC packet every this many instructions; 0: none */
 	int noretcomp;		 /* every return gets a TIP */
 	size_t ovf_at, ovf_len;	 /* the packets of instructions [at, at + len) are lost to an OVF */
 	int end_disable;	 /* end with FUP + TIP.PGD at end_ip, as a stop would */
 	int no_header;		 /* no PSB+ first (a chunk to repeat) */
+	/*
+	 * MTC and CYC timing: the ground truth is a core cycle clock, each
+	 * instruction cyc_per_insn cycles, each kernel excursion
+	 * cyc_per_kernel more. TSC runs at nom_freq / cbr ticks per cycle
+	 * (the CPU at a core:bus ratio of cbr, its TSC at the nominal one),
+	 * the crystal clock that MTC counts at art_eax / art_ebx per TSC tick
+	 * (cpuid 0x15: TSC = ART x ebx / eax), an MTC every 2^mtc_freq of its
+	 * ticks, with the kernel running too. Pick art_ebx / art_eax whole and
+	 * nom_freq / cbr exact in 8 fractional bits (libipt's fixed point) for
+	 * times a decoder can give back exactly.
+	 */
+	enum ht_synth_timing timing;
+	uint32_t cyc_per_insn, cyc_per_kernel;
+	uint8_t cbr, nom_freq, mtc_freq;
+	uint32_t art_eax, art_ebx;
 };
 
 struct ht_synth_psb {
@@ -81,16 +106,31 @@ struct ht_synth_stream {
 	size_t len;
 	struct ht_synth_psb *psbs;
 	size_t npsbs;
-	uint64_t *tsc;			  /* per instruction of the range: its simulated TSC */
+	uint64_t *tsc; /* per instruction of the range: its TSC (the ground truth) */
+	/*
+	 * Per instruction: the TSC of the last packet a decoder takes time
+	 * from by the end of it (its TNT's first branch, a TIP, a PGE; not a
+	 * kernel excursion it starts), and how many CYC packets since the last
+	 * TSC or MTC had gone into that time.
+	 */
+	uint64_t *known_tsc;
+	uint32_t *known_cycs;
 	struct ht_synth_encode_opts opts; /* what made it */
 	size_t ovf_offset;		  /* of the OVF packet */
 	size_t ovf_resume;		  /* the instruction its FUP names */
+	uint64_t mtc_period_tsc;	  /* TSC ticks between two MTCs */
+	size_t nmtc, ncyc;		  /* MTC and CYC packets written */
+	/* compressed returns whose call came before a kernel excursion (PGD ... PGE) */
+	size_t kernel_compressed;
 };
 
 /* Encode instructions [FIRST, LAST) of T. Returns 0, or -1 with ht_last_error(). */
 int ht_synth_encode(const struct ht_synth_trace *t, size_t first, size_t last,
 		    const struct ht_synth_encode_opts *opts, struct ht_synth_stream *out);
 void ht_synth_stream_free(struct ht_synth_stream *s);
+
+/* What a capture would tell the decoder for a stream encoded with OPTS: the CPU is unknown. */
+void ht_synth_cpu_info(const struct ht_synth_encode_opts *opts, struct ht_pt_cpu_info *out);
 
 /* Append a PSB+ naming IP with TSC to a stream being built by hand. Returns bytes, or -1. */
 int ht_synth_psb_plus(uint8_t *buf, size_t cap, uint64_t ip, uint64_t tsc);

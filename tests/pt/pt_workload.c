@@ -12,7 +12,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/time.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
 #include <time.h>
 #include <fcntl.h>
 #include <unistd.h>
@@ -157,17 +158,51 @@ static void on_alarm(int sig)
 	sink += leaf(sig);
 }
 
+/*
+ * Set by spin's loop, and only there: shared with the process that sends
+ * SIGALRM once it sees it, so the signal always lands inside the loop. A
+ * timer armed before the loop may fire before it is reached when the
+ * program runs slowly (single-stepped, under load), and then the handler
+ * nests wherever the thread happened to be.
+ */
+static volatile int *spinning;
+
 NOINLINE void spin(void)
 {
-	while (!alarmed)
+	while (!alarmed) {
+		*spinning = 1;
 		sink++;
+	}
+}
+
+/*
+ * The sender: forked before the trace starts (an untraced child of a
+ * ptrace'd program, so it runs freely), it polls for the loop and signals
+ * its parent. It never exits first: its exit would send the parent a
+ * SIGCHLD in the middle of the trace. It dies with its parent.
+ */
+static void start_alarm_sender(void)
+{
+	pid_t parent = getpid();
+
+	spinning = mmap(NULL, sizeof(*spinning), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
+			-1, 0);
+	if (spinning == MAP_FAILED)
+		exit(2);
+	if (fork())
+		return;
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	if (getppid() != parent)
+		_exit(0);
+	while (!*spinning)
+		usleep(100);
+	kill(parent, SIGALRM);
+	for (;;)
+		pause();
 }
 
 NOINLINE void do_async_signal(void)
 {
-	struct itimerval t = {.it_value = {0, 2000}};
-
-	setitimer(ITIMER_REAL, &t, NULL);
 	spin();
 	sink += leaf(5);
 }
@@ -290,6 +325,8 @@ int main(int argc, char **argv)
 	sa.sa_handler = on_alarm;
 	sigaction(SIGALRM, &sa, NULL);
 	devnull = open("/dev/null", O_WRONLY);
+	if (!strcmp(what, "async_signal"))
+		start_alarm_sender();
 	if (!strcmp(what, "deep")) {
 		d1();
 		ht_trace_stop();

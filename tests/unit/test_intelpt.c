@@ -113,6 +113,9 @@ struct run {
 	int last_error;
 	uint64_t last_tsc;
 	int tsc_backwards, tsc_off;
+	/* MTC and CYC timing: blocks checked, off their bound, the worst distance to the truth */
+	size_t timed, time_bad;
+	uint64_t worst_known, worst_first;
 	struct change_log log;
 	struct timeline *tl;
 	int track;
@@ -158,6 +161,49 @@ static int time_near(const struct run *r, uint64_t tsc, size_t last)
 	return tsc <= r->s->tsc[ahead] + o->tsc_per_kernel;
 }
 
+static uint64_t distance(uint64_t a, uint64_t b)
+{
+	return a > b ? a - b : b - a;
+}
+
+/*
+ * A block's time against the ground truth, with MTC and CYC timing. The
+ * decoder can know no more than the time of the last packet it took in by
+ * the end of the block ("known": a TNT's CYC gives its first branch's
+ * time, SDM 36.3.6), which is the block's own time when its last branch
+ * took a packet, and earlier for a block that ran without one. With CYC:
+ * that time, within a TSC tick for each CYC packet added up since the last
+ * TSC or MTC (libipt converts cycles with an 8-bit fixed-point ratio) and
+ * one for the rounding of the TSC packet. With MTC only: the last MTC at or
+ * before it, so less than one MTC period before it, and never after it.
+ */
+static void check_block_time(struct run *r, const struct ht_pt_item *it)
+{
+	const struct ht_synth_stream *s = r->s;
+	size_t first = r->k, last = r->k + it->ninsn - 1;
+	uint64_t known = s->known_tsc[last], truth = s->tsc[first];
+	int ok;
+
+	if (!it->tsc)
+		return;
+	r->timed++;
+	if (s->opts.timing == HT_SYNTH_TIMING_CYC)
+		ok = distance(it->tsc, known) <= s->known_cycs[last] + 1u;
+	else
+		ok = it->tsc + s->mtc_period_tsc > known && it->tsc <= known + 1;
+	if (distance(it->tsc, known) > r->worst_known)
+		r->worst_known = distance(it->tsc, known);
+	if (distance(it->tsc, truth) > r->worst_first)
+		r->worst_first = distance(it->tsc, truth);
+	if (ok)
+		return;
+	if (!r->time_bad++ || getenv("HT_PT_SHOW"))
+		printf("     block %zu..%zu: tsc %lu, truth %lu, known %lu (%u CYC), MTC period "
+		       "%lu\n",
+		       first, last, (unsigned long)it->tsc, (unsigned long)truth,
+		       (unsigned long)known, s->known_cycs[last], (unsigned long)s->mtc_period_tsc);
+}
+
 static void check_block(struct run *r, const struct ht_pt_item *it)
 {
 	const struct ht_synth_trace *t = r->t;
@@ -195,7 +241,9 @@ static void check_block(struct run *r, const struct ht_pt_item *it)
 				 (unsigned long)c->ip, (unsigned long)it->next_ip,
 				 (unsigned long)(c->ip + c->size));
 	}
-	if (it->tsc && !time_near(r, it->tsc, r->k + it->ninsn - 1)) {
+	if (r->opts->timing != HT_SYNTH_TIMING_TSC)
+		check_block_time(r, it);
+	else if (it->tsc && !time_near(r, it->tsc, r->k + it->ninsn - 1)) {
 		if (getenv("HT_PT_SHOW"))
 			printf("     block %zu..%zu: tsc %lu, recorded %lu..%lu\n", r->k,
 			       r->k + it->ninsn - 1, (unsigned long)it->tsc,
@@ -284,6 +332,7 @@ static int decode(struct run *r, const struct ht_synth_trace *t, const struct ht
 	const struct ht_ocaml_eh *const *eh = NULL;
 	struct ht_callstack_config cc = {0};
 	struct ht_pt_decode_opts dopts = {0};
+	struct ht_pt_cpu_info cpu;
 	struct ht_pt_clock clock;
 	struct ht_pt_image *img;
 	int rc;
@@ -309,6 +358,9 @@ static int decode(struct run *r, const struct ht_synth_trace *t, const struct ht
 	cc.ocaml = eh;
 	r->cs = ht_callstack_new(&cc);
 	ht_pt_clock_init(&clock, unit_pairs, 2, 0);
+	/* What a capture of this stream would tell the decoder. */
+	ht_synth_cpu_info(&s->opts, &cpu);
+	dopts.cpu = &cpu;
 	dopts.image = img;
 	dopts.clock = &clock;
 	rc = r->cs ? ht_pt_decode(buf, len, &dopts, run_sink, r, NULL) : -1;
@@ -535,18 +587,37 @@ static size_t count_named(const struct tree *tr, const char *name)
 	return n;
 }
 
+/*
+ * Record SCENARIO and encode all of it with OPTS into S. NULL when either
+ * fails (S is then empty): the caller's test must fail, since the
+ * encoder is the test's own.
+ */
+static const struct ht_synth_trace *record_encoded(const char *program, const char *scenario,
+						   const struct ht_synth_encode_opts *opts,
+						   struct ht_synth_stream *s)
+{
+	const struct ht_synth_trace *t = record(program, scenario);
+
+	memset(s, 0, sizeof(*s));
+	if (!t)
+		return NULL;
+	if (ht_synth_encode(t, 0, t->count, opts, s)) {
+		printf("     encode %s %s: %s\n", program, scenario, ht_last_error());
+		ht_synth_stream_free(s);
+		return NULL;
+	}
+	return t;
+}
+
 /* Record SCENARIO, encode it with OPTS, decode it and compare. */
 static int decode_scenario(struct run *r, const char *program, const char *scenario,
 			   const struct ht_synth_encode_opts *opts, struct ht_synth_stream *s)
 {
-	const struct ht_synth_trace *t = record(program, scenario);
+	const struct ht_synth_trace *t = record_encoded(program, scenario, opts, s);
 
+	memset(r, 0, sizeof(*r));
 	if (!t)
 		return -1;
-	if (ht_synth_encode(t, 0, t->count, opts, s)) {
-		printf("     encode: %s\n", ht_last_error());
-		return -1;
-	}
 	if (decode(r, t, s, s->buf, s->len, NULL)) {
 		printf("     decode: %s\n", ht_last_error());
 		return -1;
@@ -672,6 +743,225 @@ TEST(decode_exact_noretcomp)
 	ht_synth_stream_free(&s);
 }
 
+/*
+ * Return compression across a kernel excursion: a CPU keeps its stack of
+ * calls through TIP.PGD and TIP.PGE (only a PSB clears it), so the returns
+ * after a syscall to calls made before it are TNT bits, and the decoder
+ * must still know where they go.
+ */
+TEST(compressed_returns_across_syscall)
+{
+	struct ht_synth_encode_opts o = default_encode;
+	struct ht_synth_stream s;
+	struct tree tr;
+	struct run r;
+	long sc, leaf;
+
+	REQUIRE_PROGRAMS();
+	o.psb_period = 0; /* no PSB to clear the stack between the call and its return */
+	if (decode_scenario(&r, "pt_workload", "syscall", &o, &s)) {
+		CHECK(!"decode failed");
+		run_free(&r);
+		ht_synth_stream_free(&s);
+		return;
+	}
+	/* write's return to sys_b, sys_b's to sys_a and sys_a's to main. */
+	CHECK(s.kernel_compressed >= 3);
+	if (r.why[0])
+		printf("     %s\n", r.why);
+	CHECK(!r.why[0]);
+	CHECK_EQ_U64(r.errors, 0);
+	CHECK_EQ_U64(r.matched, r.t->count);
+	CHECK(compare_calls(r.t, 0, r.t->count, &r.log) < 0);
+	CHECK_EQ_U64(count_ops(&r.log, HT_CS_GAP), 0);
+	CHECK(timeline_valid(&r));
+	build_tree(r.tl, &tr);
+	sc = find_node(&tr, HT_PT_SLICE_SYSCALL, 0);
+	leaf = find_node(&tr, "leaf", 0);
+	CHECK_STR(parent_name(&tr, leaf), "sys_b");
+	CHECK(leaf >= 0 && sc >= 0 && tr.v[leaf].ts >= tr.v[sc].end);
+	CHECK_STR(parent_name(&tr, find_node(&tr, "sys_b", 0)), "sys_a");
+	CHECK_STR(parent_name(&tr, find_node(&tr, "sys_a", 0)), "main");
+	free(tr.v);
+	run_free(&r);
+	ht_synth_stream_free(&s);
+}
+
+/* The same through a signal: spin returns after the handler and sigreturn. */
+TEST(compressed_returns_across_signal)
+{
+	struct ht_synth_encode_opts o = default_encode;
+	struct ht_synth_stream s;
+	struct run r;
+
+	REQUIRE_PROGRAMS();
+	o.psb_period = 0;
+	if (decode_scenario(&r, "pt_workload", "async_signal", &o, &s)) {
+		CHECK(!"decode failed");
+		run_free(&r);
+		ht_synth_stream_free(&s);
+		return;
+	}
+	CHECK(s.kernel_compressed >= 1);
+	CHECK(!r.why[0]);
+	CHECK_EQ_U64(r.errors, 0);
+	CHECK_EQ_U64(r.matched, r.t->count);
+	CHECK(compare_calls(r.t, 0, r.t->count, &r.log) < 0);
+	CHECK(timeline_valid(&r));
+	run_free(&r);
+	ht_synth_stream_free(&s);
+}
+
+/* Timing. */
+
+/*
+ * A CPU at 3.2 GHz (core:bus ratio 32) with a 2.4 GHz TSC (nominal ratio
+ * 24): 3/4 TSC tick a cycle, exact in libipt's fixed point. The crystal
+ * clock ticks every 108 TSC ticks (cpuid 0x15: eax 2, ebx 216, a
+ * Skylake's), an MTC every 8 of them (perf's mtc_period=3): 864 TSC ticks,
+ * 1152 cycles, 384 instructions of 3 cycles. A kernel excursion takes
+ * 20000 cycles, 13 MTC periods. One PSB and no other TSC: after it, time
+ * comes from MTC and CYC alone.
+ */
+static const struct ht_synth_encode_opts timed_encode = {
+	.tsc0 = 1000000,
+	.end_disable = 1,
+	.timing = HT_SYNTH_TIMING_MTC,
+	.cyc_per_insn = 3,
+	.cyc_per_kernel = 20000,
+	.cbr = 32,
+	.nom_freq = 24,
+	.mtc_freq = 3,
+	.art_eax = 2,
+	.art_ebx = 216,
+};
+
+/* Decode SCENARIO with TIMING: the path exact, each block's time within its bound. */
+static void check_timing(const char *scenario, enum ht_synth_timing timing, uint32_t psb_period)
+{
+	struct ht_synth_encode_opts o = timed_encode;
+	struct ht_synth_stream s;
+	struct run r;
+
+	o.timing = timing;
+	o.psb_period = psb_period;
+	if (decode_scenario(&r, "pt_workload", scenario, &o, &s)) {
+		CHECK(!"decode failed");
+		run_free(&r);
+		ht_synth_stream_free(&s);
+		return;
+	}
+	if (r.why[0])
+		printf("     %s: %s\n", scenario, r.why);
+	CHECK(!r.why[0]);
+	CHECK_EQ_U64(r.matched, r.t->count);
+	CHECK_EQ_U64(r.errors, 0);
+	CHECK(compare_calls(r.t, 0, r.t->count, &r.log) < 0);
+	CHECK_EQ_U64(s.mtc_period_tsc, 864);
+	CHECK(s.nmtc >= 3);
+	CHECK(timing != HT_SYNTH_TIMING_CYC || s.ncyc > s.nmtc);
+	CHECK(timing == HT_SYNTH_TIMING_CYC || s.ncyc == 0);
+	CHECK(r.timed > 50);
+	CHECK_EQ_U64(r.time_bad, 0);
+	CHECK_EQ_U64(r.tsc_backwards, 0);
+	CHECK(timeline_valid(&r));
+	if (getenv("HT_PT_SHOW"))
+		printf("     %s: %zu instructions, %zu blocks timed; worst %lu ticks from the "
+		       "packets' time, %lu from the block's first instruction; %zu MTC, %zu CYC\n",
+		       scenario, r.t->count, r.timed, (unsigned long)r.worst_known,
+		       (unsigned long)r.worst_first, s.nmtc, s.ncyc);
+	run_free(&r);
+	ht_synth_stream_free(&s);
+}
+
+TEST(timing_coarse_mixed)
+{
+	REQUIRE_PROGRAMS();
+	check_timing("mixed", HT_SYNTH_TIMING_MTC, 0);
+}
+
+TEST(timing_fine_mixed)
+{
+	REQUIRE_PROGRAMS();
+	check_timing("mixed", HT_SYNTH_TIMING_CYC, 0);
+}
+
+/* A signal: FUP + TIP.PGD, the MTCs of the kernel, the handler, sigreturn. */
+TEST(timing_coarse_async_signal)
+{
+	REQUIRE_PROGRAMS();
+	check_timing("async_signal", HT_SYNTH_TIMING_MTC, 0);
+}
+
+TEST(timing_fine_async_signal)
+{
+	REQUIRE_PROGRAMS();
+	check_timing("async_signal", HT_SYNTH_TIMING_CYC, 0);
+}
+
+/* PSB+ every 2 KiB: TSC, TMA and CBR again, CYC counted from each. */
+TEST(timing_fine_with_psbs)
+{
+	REQUIRE_PROGRAMS();
+	check_timing("bench", HT_SYNTH_TIMING_CYC, 2048);
+}
+
+TEST(timing_coarse_with_psbs)
+{
+	REQUIRE_PROGRAMS();
+	check_timing("bench", HT_SYNTH_TIMING_MTC, 2048);
+}
+
+/*
+ * The kernel's time is the kernel's: the [syscall] slice lasts the 20000
+ * cycles (15000 TSC ticks, ns here) the kernel ran, known from the MTCs
+ * written meanwhile, within a TSC tick per CYC with fine timing and an MTC
+ * period with coarse.
+ */
+static void check_syscall_time(enum ht_synth_timing timing, uint64_t margin)
+{
+	struct ht_synth_encode_opts o = timed_encode;
+	struct ht_synth_stream s;
+	struct tree tr;
+	struct run r;
+	long sc;
+
+	o.timing = timing;
+	if (decode_scenario(&r, "pt_workload", "syscall", &o, &s) || r.why[0]) {
+		CHECK(!"decode failed");
+		run_free(&r);
+		ht_synth_stream_free(&s);
+		return;
+	}
+	build_tree(r.tl, &tr);
+	CHECK_EQ_U64(count_named(&tr, HT_PT_SLICE_SYSCALL), 1);
+	sc = find_node(&tr, HT_PT_SLICE_SYSCALL, 0);
+	CHECK(sc >= 0);
+	if (sc >= 0) {
+		uint64_t dur = tr.v[sc].end - tr.v[sc].ts;
+
+		if (distance(dur, 15000) > margin)
+			printf("     [syscall] lasts %lu ns, not 15000 +- %lu\n",
+			       (unsigned long)dur, (unsigned long)margin);
+		CHECK(distance(dur, 15000) <= margin);
+	}
+	free(tr.v);
+	run_free(&r);
+	ht_synth_stream_free(&s);
+}
+
+TEST(timing_fine_kernel_time)
+{
+	REQUIRE_PROGRAMS();
+	check_syscall_time(HT_SYNTH_TIMING_CYC, 8);
+}
+
+TEST(timing_coarse_kernel_time)
+{
+	REQUIRE_PROGRAMS();
+	check_syscall_time(HT_SYNTH_TIMING_MTC, 864);
+}
+
 static int count_items(void *ctx, const struct ht_pt_item *items, size_t n)
 {
 	size_t *count = ctx;
@@ -738,9 +1028,9 @@ TEST(decode_with_cpu_errata)
 	ht_pt_cpu_from_cpuid(&cpu, "GenuineIntel", 0x000506e3); /* Skylake: SKL014 ... */
 	cpu.tsc_art_eax = 2;
 	cpu.tsc_art_ebx = 216;
-	t = record("pt_workload", "syscall");
+	t = record_encoded("pt_workload", "syscall", &default_encode, &s);
 	CHECK(t != NULL);
-	if (!t || ht_synth_encode(t, 0, t->count, &default_encode, &s))
+	if (!t)
 		return;
 	o.image = ht_pt_image_new(t->maps, t->nmaps);
 	o.cpu = &cpu;
@@ -793,9 +1083,9 @@ TEST(ring_wrapped_several_times)
 	long i;
 
 	REQUIRE_PROGRAMS();
-	t = record("pt_workload", "mixed");
+	t = record_encoded("pt_workload", "mixed", &default_encode, &s);
 	CHECK(t != NULL);
-	if (!t || ht_synth_encode(t, 0, t->count, &default_encode, &s))
+	if (!t)
 		return;
 	size = s.len / 3 - 17; /* wraps three times, at an odd place */
 	buf = through_ring(&s, size);
@@ -840,9 +1130,9 @@ TEST(ring_not_filled)
 	uint8_t *buf;
 
 	REQUIRE_PROGRAMS();
-	t = record("pt_workload", "basic");
+	t = record_encoded("pt_workload", "basic", &default_encode, &s);
 	CHECK(t != NULL);
-	if (!t || ht_synth_encode(t, 0, t->count, &default_encode, &s))
+	if (!t)
 		return;
 	size = s.len + 4096;
 	buf = through_ring(&s, size);
@@ -954,9 +1244,9 @@ TEST(corrupt_byte_resyncs_at_next_psb)
 	uint64_t bad;
 
 	REQUIRE_PROGRAMS();
-	t = record("pt_workload", "bench");
+	t = record_encoded("pt_workload", "bench", &default_encode, &s);
 	CHECK(t != NULL);
-	if (!t || ht_synth_encode(t, 0, t->count, &default_encode, &s))
+	if (!t)
 		return;
 	CHECK(s.npsbs >= 4);
 	if (s.npsbs < 4)
@@ -993,10 +1283,10 @@ TEST(missing_image_section)
 	struct run r;
 
 	REQUIRE_PROGRAMS();
-	t = record("pt_workload", "plt");
-	CHECK(t != NULL);
 	o.psb_period = 32; /* a PSB soon after the library returns */
-	if (!t || ht_synth_encode(t, 0, t->count, &o, &s))
+	t = record_encoded("pt_workload", "plt", &o, &s);
+	CHECK(t != NULL);
+	if (!t)
 		return;
 	for (size_t i = 0; i < t->nmaps && d.nmaps < 16; i++)
 		if (!t->maps[i].path || !strstr(t->maps[i].path, "libptlib"))
@@ -1156,6 +1446,7 @@ TEST(stack_snapshot_five_frames_deep)
 	static const char *const chain[] = {"ht_trace_start", "d5", "d4", "d3", "d2", "d1", "main"};
 	struct tree tr;
 	struct run r;
+	long leaf;
 
 	REQUIRE_PROGRAMS();
 	if (decode_tree(&r, &tr, "pt_workload", "deep")) {
@@ -1177,7 +1468,8 @@ TEST(stack_snapshot_five_frames_deep)
 	}
 	CHECK_STR(parent_name(&tr, find_node(&tr, "leaf", 0)), "d5");
 	CHECK_STR(parent_name(&tr, find_node(&tr, "leaf", 4)), "d1");
-	CHECK(!find_node(&tr, "leaf", 0) || !tr.v[find_node(&tr, "leaf", 0)].before);
+	leaf = find_node(&tr, "leaf", 0);
+	CHECK(leaf >= 0 && !tr.v[leaf].before);
 	free(tr.v);
 	run_free(&r);
 }
@@ -1216,8 +1508,11 @@ TEST(stack_signal_handler)
 
 TEST(stack_async_signal)
 {
+	const struct ht_synth_trace *t;
+	struct ht_pt_symbol where;
 	struct tree tr;
 	struct run r;
+	size_t interrupted = 0;
 	long sig;
 
 	REQUIRE_PROGRAMS();
@@ -1226,11 +1521,25 @@ TEST(stack_async_signal)
 		run_free(&r);
 		return;
 	}
-	/* SIGALRM interrupts the spin loop: [kernel], then the handler nested in spin. */
+	/*
+	 * SIGALRM interrupts the spin loop (the program sends it once the loop
+	 * runs): [kernel], then the handler nested in spin.
+	 */
+	t = r.t;
+	for (size_t i = 0; i < t->count; i++) {
+		if (!t->insns[i].interrupted)
+			continue;
+		interrupted++;
+		CHECK(ht_pt_elf_resolve(r.resolver, t->insns[i].ip, &where) == 0);
+		CHECK_STR(where.function, "spin");
+	}
+	CHECK_EQ_U64(interrupted, 1);
+	CHECK_EQ_U64(count_named(&tr, HT_PT_SLICE_SIGNAL), 1);
 	sig = find_node(&tr, HT_PT_SLICE_SIGNAL, 0);
 	CHECK_STR(parent_name(&tr, sig), "spin");
 	CHECK_STR(parent_name(&tr, find_node(&tr, "on_alarm", 0)), HT_PT_SLICE_SIGNAL);
-	CHECK(count_named(&tr, HT_PT_SLICE_KERNEL) >= 1);
+	/* The signal's, and the end of the trace (FUP + TIP.PGD at ht_trace_stop). */
+	CHECK_EQ_U64(count_named(&tr, HT_PT_SLICE_KERNEL), 2);
 	CHECK_STR(parent_name(&tr, find_node(&tr, HT_PT_SLICE_KERNEL, 0)), "spin");
 	CHECK_EQ_U64(count_named(&tr, HT_PT_SLICE_GAP), 0);
 	CHECK_STR(parent_name(&tr, find_node(&tr, "leaf", 1)), "do_async_signal");
@@ -1283,11 +1592,12 @@ TEST(ocaml_note_of_test_binary)
 static int ocaml_tree(struct run *r, struct tree *tr, int use_note)
 {
 	struct decode_opts d = {.no_ocaml = !use_note};
-	const struct ht_synth_trace *t = record("ocaml_workload", "-");
 	struct ht_synth_stream s;
+	const struct ht_synth_trace *t = record_encoded("ocaml_workload", "-", &default_encode, &s);
 	int rc;
 
-	if (!t || ht_synth_encode(t, 0, t->count, &default_encode, &s))
+	memset(r, 0, sizeof(*r));
+	if (!t)
 		return -1;
 	rc = decode(r, t, &s, s.buf, s.len, &d);
 	ht_synth_stream_free(&s);
@@ -1321,7 +1631,7 @@ TEST(ocaml_raise_unwinds_to_handler)
 	CHECK(raise >= 0 && inner >= 0 && tr.v[inner].end == tr.v[raise].end);
 	/* ... and the handler runs in the outer caml_entry, which pushed the trap. */
 	after = find_node(&tr, "caml_after_raise", 0);
-	CHECK(after >= 0 && tr.v[after].parent == outer);
+	CHECK(after >= 0 && outer >= 0 && tr.v[after].parent == outer);
 	CHECK_EQ_U64(count_ops(&r.log, HT_CS_TRAP), 1);
 	free(tr.v);
 	run_free(&r);
@@ -1332,7 +1642,7 @@ TEST(ocaml_without_note_picks_inner_frame)
 {
 	struct tree tr;
 	struct run r;
-	long after;
+	long after, inner;
 
 	REQUIRE_PROGRAMS();
 	if (ocaml_tree(&r, &tr, 0)) {
@@ -1341,7 +1651,8 @@ TEST(ocaml_without_note_picks_inner_frame)
 		return;
 	}
 	after = find_node(&tr, "caml_after_raise", 0);
-	CHECK(after >= 0 && tr.v[after].parent == find_node(&tr, "caml_entry", 1));
+	inner = find_node(&tr, "caml_entry", 1);
+	CHECK(after >= 0 && inner >= 0 && tr.v[after].parent == inner);
 	CHECK_EQ_U64(count_ops(&r.log, HT_CS_TRAP), 0);
 	free(tr.v);
 	run_free(&r);
@@ -1522,9 +1833,9 @@ TEST(decode_bad_psb_header)
 	size_t n = 0, len;
 
 	REQUIRE_PROGRAMS();
-	t = record("pt_workload", "basic");
+	t = record_encoded("pt_workload", "basic", &default_encode, &s);
 	CHECK(t != NULL);
-	if (!t || ht_synth_encode(t, 0, t->count, &default_encode, &s))
+	if (!t)
 		return;
 	/* PSB, then an unknown extended opcode where PSB+ should go on; then the stream. */
 	len = 16 + 2 + s.len;
@@ -1564,9 +1875,9 @@ TEST(decode_sink_stops)
 	size_t calls = 0;
 
 	REQUIRE_PROGRAMS();
-	t = record("pt_workload", "mixed");
+	t = record_encoded("pt_workload", "mixed", &default_encode, &s);
 	CHECK(t != NULL);
-	if (!t || ht_synth_encode(t, 0, t->count, &default_encode, &s))
+	if (!t)
 		return;
 	img = ht_pt_image_new(t->maps, t->nmaps);
 	o.image = img;

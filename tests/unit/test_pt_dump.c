@@ -664,7 +664,7 @@ static int calls_match(const struct ht_synth_trace *t, size_t first, size_t last
 }
 
 /* The recording split in two parts (make_parts), or the test stops. */
-#define REQUIRE_PARTS(t, p)                                                                       \
+#define REQUIRE_PARTS(t, p)                                                                        \
 	do {                                                                                       \
 		REQUIRE_TRACE(t);                                                                  \
 		if (make_parts(t, p)) {                                                            \
@@ -753,6 +753,11 @@ out:
 		return NULL;
 	}
 	return tl;
+}
+
+static uint64_t distance_ns(uint64_t a, uint64_t b)
+{
+	return a > b ? a - b : b - a;
 }
 
 /* Every slice of S starts at or after FROM and ends at or before TO. */
@@ -1622,6 +1627,120 @@ static int decode_capture(const struct ht_synth_trace *t, const struct part *who
 	unlink(raw);
 	snprintf(out, outlen, "%s/snap.perfetto-trace", tmp);
 	return rc ? -1 : 0;
+}
+
+/*
+ * MTC and CYC timing through the whole dump. The capture holds what a real
+ * one keeps for the decoder: the event's config fields, the cpuid values,
+ * and the intel_pt PMU's sysfs values as the kernel writes them:
+ * max_nonturbo_ratio, and tsc_art_ratio "EBX:EAX" of cpuid 0x15 (its
+ * tsc_art_num is ebx, tsc_art_den eax), kept as num:den. Each call's slice
+ * must start near the time the callee's first instruction ran.
+ */
+static void check_dump_timing(enum ht_synth_timing timing, uint64_t margin_tsc)
+{
+	struct ht_synth_encode_opts o = {
+		.tsc0 = TSC_PART1,
+		.end_disable = 1,
+		.timing = timing,
+		.cyc_per_insn = 40, /* basic's 162 instructions span several MTC periods */
+		.cyc_per_kernel = 20000,
+		.cbr = 32,
+		.nom_freq = 24,
+		.mtc_freq = 3,
+		.art_eax = 2,
+		.art_ebx = 216,
+	};
+	const struct ht_synth_trace *t;
+	struct sideband sb = new_sideband(2);
+	struct ht_synth_stream s;
+	struct ht_rawcap cap;
+	struct slices got;
+	struct dump d;
+	uint64_t worst = 0;
+	size_t checked = 0;
+
+	REQUIRE_TRACE(t);
+	if (ht_synth_encode(t, 0, t->count, &o, &s)) {
+		printf("     encode: %s\n", ht_last_error());
+		CHECK(!"encode failed");
+		ht_synth_stream_free(&s);
+		return;
+	}
+	cap_init(&cap, t);
+	cap.pt.fields.mtc = 1;
+	cap.pt.fields.mtc_period = o.mtc_freq;
+	cap.pt.fields.cyc = timing == HT_SYNTH_TIMING_CYC;
+	cap.pt.has_max_nonturbo_ratio = true;
+	cap.pt.max_nonturbo_ratio = o.nom_freq;
+	cap.pt.has_tsc_art_ratio = true;
+	cap.pt.tsc_art_num = o.art_ebx;
+	cap.pt.tsc_art_den = o.art_eax;
+	cap_stream(&cap, 2, -1, s.buf, s.len);
+	sb_comm(&sb, TGID, TID_A, mono_of(TSC_PART1) - 2000);
+	sb_switch(&sb, 1, TGID, TID_A, mono_of(TSC_PART1) - 1000);
+	sb_switch(&sb, 0, TGID, TID_A, mono_of(s.tsc[t->count - 1]) + 20000);
+	cap_sideband(&cap, &sb);
+	run_dump(&d, &cap, 0);
+	CHECK_EQ_U64(d.rc, 0);
+	CHECK_EQ_U64(d.st.insns, t->count);
+	CHECK_EQ_U64(d.st.errors, 0);
+	got = thread_slices(d.tl, TID_A);
+	CHECK(calls_match(t, 0, t->count, &got));
+	/* The Nth call of each function against the Nth slice of it. */
+	for (size_t f = 0; f < NCALLED; f++) {
+		uint64_t addr = ht_synth_symbol(t, called[f]);
+		size_t n = 0;
+
+		for (size_t i = 0; i + 1 < t->count; i++) {
+			uint64_t want;
+			size_t seen = 0, j;
+
+			if (t->insns[i].iclass != ptic_call || ht_synth_flow_target(t, i) != addr)
+				continue;
+			for (j = 0; j < got.n; j++)
+				if (!strcmp(got.v[j].name, called[f]) && !got.v[j].before &&
+				    seen++ == n)
+					break;
+			n++;
+			CHECK(j < got.n);
+			if (j >= got.n)
+				continue;
+			want = mono_of(s.tsc[i + 1]);
+			checked++;
+			if (distance_ns(got.v[j].ts, want) > worst)
+				worst = distance_ns(got.v[j].ts, want);
+			if (distance_ns(got.v[j].ts, want) > margin_tsc / 2)
+				printf("     %s call %zu at %lu ns, ran at %lu\n", called[f], n,
+				       (unsigned long)got.v[j].ts, (unsigned long)want);
+		}
+	}
+	CHECK(checked >= 10);
+	CHECK(worst <= margin_tsc / 2);
+	if (getenv("HT_PT_SHOW"))
+		printf("     %zu calls, worst %lu ns (%lu TSC ticks) from the truth\n", checked,
+		       (unsigned long)worst, (unsigned long)worst * 2);
+	free(got.v);
+	dump_free(&d);
+	ht_rawcap_free(&cap);
+	ht_synth_stream_free(&s);
+}
+
+/*
+ * The call stacks spread time over the instructions run between two
+ * changes of it: with MTC only, changes come an MTC period (864 TSC ticks)
+ * apart; with CYC, at the packets, a few instructions (30 ticks each here)
+ * apart. A decoder that misreads the crystal clock ratio, the MTC period
+ * or the core:bus ratios is thousands of ticks off.
+ */
+TEST(dump_timing_coarse)
+{
+	check_dump_timing(HT_SYNTH_TIMING_MTC, 2 * 864);
+}
+
+TEST(dump_timing_fine)
+{
+	check_dump_timing(HT_SYNTH_TIMING_CYC, 256);
 }
 
 /*
