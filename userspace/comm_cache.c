@@ -60,6 +60,13 @@ const char *ht_comm_lookup(struct ht_comm_cache *c, uint32_t pid, unsigned int c
 		snprintf(buf, len, "[exited]");
 		return buf;
 	}
+	/*
+	 * The task's comm as the kernel keeps it (and as the comm map, the raw
+	 * capture and ftrace name it): /proc adds a workqueue worker's queue
+	 * ("kworker/u8:5-writeback"), which would name one task two ways.
+	 */
+	if (len >= HT_COMM_LEN)
+		buf[HT_COMM_LEN - 1] = '\0';
 	c->slots[slot].pid = pid;
 	snprintf(c->slots[slot].comm, sizeof(c->slots[slot].comm), "%s", buf);
 	return buf;

@@ -6,6 +6,7 @@
  * lie, sections missing, doubled or trailing). The task names it carries
  * (COMMS) and the offline comm cache they seed.
  */
+#include <dirent.h>
 #include <fcntl.h>
 #include <ftw.h>
 #include <linux/perf_event.h>
@@ -16,6 +17,7 @@
 #include "check.h"
 #include "comm_cache.h"
 #include "log.h"
+#include "proc.h"
 #include "rawcap.h"
 
 static char dir[] = "/tmp/hybtrace-test-rawcap-XXXXXX";
@@ -889,6 +891,42 @@ static void own_comm(char *buf, size_t len)
 		buf[strcspn(buf, "\n")] = 0;
 	if (f)
 		fclose(f);
+}
+
+/*
+ * A live lookup names a task by its comm as the kernel keeps it, which is
+ * what the raw capture keeps too: /proc/PID/comm of a workqueue worker adds
+ * its queue ("kworker/R-mm_percpu_wq", "kworker/u8:5-writeback").
+ */
+TEST(comm_cache_live_names_fit_a_comm)
+{
+	static struct ht_comm_cache cache;
+	char buf[HT_COMM_LEN + 8], proc[64];
+	struct dirent *e;
+	int longer = 0;
+	DIR *d = opendir("/proc");
+
+	CHECK(d != NULL);
+	if (!d)
+		return;
+	ht_comm_cache_init(&cache, NULL);
+	while ((e = readdir(d))) {
+		int pid = atoi(e->d_name);
+
+		if (pid <= 0 || ht_proc_thread_comm(pid, proc, sizeof(proc)))
+			continue;
+		if (strlen(proc) < HT_COMM_LEN)
+			continue;
+		longer++;
+		ht_comm_lookup(&cache, (uint32_t)pid, 0, buf, sizeof(buf));
+		if (strncmp(buf, proc, HT_COMM_LEN - 1) || strlen(buf) != HT_COMM_LEN - 1)
+			printf("     pid %d: /proc says '%s', looked up '%s'\n", pid, proc, buf);
+		CHECK(!strncmp(buf, proc, HT_COMM_LEN - 1) && strlen(buf) == HT_COMM_LEN - 1);
+	}
+	closedir(d);
+	/* Linux 6.x names its rescuer workers kworker/R-<queue>: there is always one. */
+	if (!longer)
+		SKIP_TEST("no task on this machine has a /proc comm longer than a comm");
 }
 
 TEST(comm_cache_offline_names_only_what_was_seeded)
