@@ -133,22 +133,24 @@ def report_json(path):
     return json.loads(p.stdout)
 
 
+def bpftool_json(*args):
+    """`bpftool -j ARGS`, parsed. A bpftool that fails or prints what is not JSON fails the
+    test: an empty answer would make every "nothing left attached" check pass."""
+    p = subprocess.run(["bpftool", "-j"] + list(args), capture_output=True, text=True,
+                       timeout=60)
+    check(p.returncode == 0, "bpftool %s exited with %d: %s" % (" ".join(args), p.returncode,
+                                                               p.stderr.strip()))
+    try:
+        return json.loads(p.stdout)
+    except ValueError as e:
+        raise Failure("bpftool %s printed what is not JSON (%s): %r"
+                      % (" ".join(args), e, p.stdout[:200]))
+
+
 def our_bpf_links():
     """Links of hybtrace's programs still attached (bpftool link), each with its prog_name."""
-    p = subprocess.run(["bpftool", "-j", "link", "show"], capture_output=True, text=True)
-    if p.returncode != 0:
-        return []
-    try:
-        links = json.loads(p.stdout or "[]")
-    except ValueError:
-        return []
-    progs = subprocess.run(["bpftool", "-j", "prog", "show"], capture_output=True, text=True)
-    names = {}
-    try:
-        for prog in json.loads(progs.stdout or "[]"):
-            names[prog["id"]] = prog.get("name", "")
-    except ValueError:
-        pass
+    links = bpftool_json("link", "show")
+    names = {prog["id"]: prog.get("name", "") for prog in bpftool_json("prog", "show")}
     return [dict(l, prog_name=names[l["prog_id"]]) for l in links
             if names.get(l.get("prog_id"), "").startswith("handle_")]
 
