@@ -9,6 +9,7 @@ fails: CI runs as root on a machine where BPF works.
 """
 import json
 import os
+import shutil
 import subprocess
 import tempfile
 import time
@@ -164,6 +165,52 @@ def wait_for(predicate, timeout_s, what):
     raise Failure("timed out waiting for " + what)
 
 
+class Control:
+    """The files a workload waits for (tests/workloads/workload.h), in a fresh directory:
+    with START, it begins its scenario only once start() is called; with STOP, what it
+    would do for a count of rounds or seconds goes on until stop() is called. A test
+    starts a workload once hybtrace says it is attached, and stops it once it has done
+    what it needs, instead of sleeping a fixed time and racing the workload's own end."""
+
+    def __init__(self, start=False, stop=False):
+        self.dir = tempfile.mkdtemp(prefix="hybtrace-control-")
+        self.start_file = os.path.join(self.dir, "start")
+        self.stop_file = os.path.join(self.dir, "stop")
+        self.env = {}
+        if start:
+            self.env["HT_START_FILE"] = self.start_file
+        if stop:
+            self.env["HT_STOP_FILE"] = self.stop_file
+
+    def start(self):
+        open(self.start_file, "w").close()
+
+    def stop(self):
+        open(self.stop_file, "w").close()
+
+    def close(self):
+        """Release whatever still waits, then clean up."""
+        self.start()
+        self.stop()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def cpu_seconds_of(pid):
+    """CPU time process PID has used so far (all its threads); 0 once it is gone."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 class Attached:
     """hybtrace running in the background (with --json): watch its output while it runs."""
 
@@ -205,11 +252,21 @@ class Attached:
     def summary(self):
         return Run(0, self.stdout(), "", []).summary()
 
+    def attached(self):
+        """hybtrace's word that monitoring has begun: the attached JSON line (--json), or
+        the "watching" line on stderr; None before it."""
+        for o in self.json_lines():
+            if o.get("type") == "attached":
+                return o
+        if "--json" not in self.proc.args and "hybtrace: watching pid " in self.stderr():
+            return {"type": "attached"}
+        return None
+
     def wait_attached(self, timeout_s=30):
-        wait_for(lambda: self.proc.poll() is not None or
-                 any(o.get("type") == "attached" for o in self.json_lines()),
+        wait_for(lambda: self.proc.poll() is not None or self.attached(),
                  timeout_s, "hybtrace to attach")
         check(self.proc.poll() is None, "hybtrace exited early:\n" + self.describe())
+        return self.attached()
 
     def stop(self, sig=2, timeout_s=60):
         """Send SIG (SIGINT by default) unless it has exited; wait, keeping its rusage."""

@@ -3,10 +3,9 @@
 import os
 import subprocess
 import tempfile
-import time
 
-from harness import (HYBTRACE, Attached, Failure, check, hybtrace, need_root, our_bpf_links,
-                     read_log, test, tolerance_ns, wait_for, workload)
+from harness import (Attached, Control, Failure, check, hybtrace, need_root, our_bpf_links,
+                     read_log, test, tolerance_ns, workload)
 
 
 def within(breach, lo_ns, hi_ns):
@@ -221,55 +220,46 @@ def run_exits_with_the_commands_status():
 @test
 def pid_mode_follows_target_until_it_exits():
     need_root()
-    log = "/tmp/hybtrace-test-pidmode.log"
-    if os.path.exists(log):
-        os.unlink(log)
-    env = dict(os.environ, HT_WORKLOAD_LOG=log, HT_START_DELAY_MS="1500")
-    target = subprocess.Popen([workload("offcpu_wake"), "futex", "20", "1"], env=env)
-    try:
-        p = subprocess.Popen([HYBTRACE, "--pid", str(target.pid), "--off-cpu", "10ms",
-                              "--json", "--output", tempfile.gettempdir()],
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        out, err = p.communicate(timeout=30)
-    finally:
-        target.kill()
-        target.wait()
-    check(p.returncode == 0, "rc %d when the target exited\n%s" % (p.returncode, err))
-    events = read_log(log)
-    os.unlink(log)
-    release = [e for e in events if e["event"] == "release"]
-    check(release, "workload did not run")
-    lines = [l for l in out.splitlines() if '"off-cpu"' in l and '"blocked"' in l]
-    check(lines and ('"tid":%d' % release[0]["tid"]) in lines[0],
-          "no off-cpu breach woken by the releaser:\n" + out)
-    check('"type":"summary"' in out, "no summary at exit:\n" + out)
+    with tempfile.TemporaryDirectory() as tmp, Control(start=True) as control:
+        log = os.path.join(tmp, "log")
+        env = dict(os.environ, HT_WORKLOAD_LOG=log, **control.env)
+        target = subprocess.Popen([workload("offcpu_wake"), "futex", "20", "1"], env=env)
+        ht = Attached(["--pid", str(target.pid), "--off-cpu", "10ms", "--json", "--output", tmp])
+        try:
+            # Its round begins once hybtrace watches, and it exits on its own after it.
+            ht.wait_attached()
+            control.start()
+            rc = ht.wait(30)
+        finally:
+            target.kill()
+            target.wait()
+            ht.close()
+        check(rc == 0, "rc %d when the target exited\n%s" % (rc, ht.describe()))
+        events = read_log(log)
+    start, end, release = ([e for e in events if e["event"] == name]
+                           for name in ("block_start", "block_end", "release"))
+    check(start and end and release, "workload did not run:\n%r" % events)
+    # Other waits of the thread (its log file's first write) may breach too: the block's own.
+    mine = [b for b in ht.breaches("off-cpu") if b["tid"] == start[0]["tid"] and
+            within(b, start[0]["ts_ns"], end[0]["ts_ns"])]
+    check(len(mine) == 1 and (mine[0]["woken_by"] or {}).get("tid") == release[0]["tid"],
+          "no off-cpu breach of the block woken by the releaser:\n" + ht.describe())
+    check(ht.summary(), "no summary at exit:\n" + ht.describe())
 
 
 @test
 def sigint_prints_summary_and_exits_zero():
     need_root()
     target = subprocess.Popen(["sleep", "30"])
+    ht = Attached(["--pid", str(target.pid), "--output", tempfile.gettempdir()])
     try:
-        p = subprocess.Popen([HYBTRACE, "--pid", str(target.pid), "--output",
-                              tempfile.gettempdir()], stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, text=True)
-        wait_for(lambda: _attached(p.pid), 15, "hybtrace to attach")
-        time.sleep(0.3)
-        p.send_signal(2)
-        out, err = p.communicate(timeout=15)
+        # Text mode: hybtrace says it is watching on stderr.
+        ht.wait_attached()
+        rc = ht.stop()
     finally:
         target.kill()
         target.wait()
-    check(p.returncode == 0, "rc %d after SIGINT\n%s" % (p.returncode, err))
+        ht.close()
+    check(rc == 0, "rc %d after SIGINT\n%s" % (rc, ht.describe()))
+    out = ht.stdout()
     check("run-queue delay" in out and "lost:" in out, "no summary/histogram:\n" + out)
-
-
-def _attached(pid):
-    """Whether process PID holds BPF links yet (its fds include bpf-link)."""
-    try:
-        for fd in os.listdir("/proc/%d/fd" % pid):
-            if os.readlink("/proc/%d/fd/%s" % (pid, fd)) == "anon_inode:bpf_link":
-                return True
-    except OSError:
-        pass
-    return False

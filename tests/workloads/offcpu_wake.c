@@ -78,7 +78,7 @@ int main(int argc, char **argv)
 		return 1;
 	prctl(PR_SET_NAME, "blocked");
 	blocked_tid = wl_gettid();
-	wl_start_delay();
+	wl_wait_start();
 	for (int i = 0; i < rounds; i++) {
 		pthread_t t;
 

@@ -16,7 +16,7 @@ int main(int argc, char **argv)
 	pid_t hog;
 	uint64_t end;
 
-	wl_start_delay();
+	wl_wait_start();
 	hog = fork();
 	if (hog == 0) {
 		prctl(PR_SET_NAME, "rq_hog");
