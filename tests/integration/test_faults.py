@@ -180,12 +180,18 @@ def breach_storm_costs_at_most_a_fifth_of_a_core():
             control.close()
         s = ht.summary()
         breaches = s["detected"]
-        check(breaches >= 4000, "the storm made only %d breaches" % breaches)
+        # Each sleep is a syscall and an off-CPU breach; how many sleeps a loaded machine
+        # allows in 6 s is the workload's to say (seen: 1600 next to two CPU hogs).
+        end = [e for e in read_log(log) if e["event"] == "storm_end"]
+        check(end, "the storm did not log its end")
+        sleeps = end[0]["sleeps"]
+        check(sleeps >= 1000 and breaches >= 1.8 * sleeps,
+              "%d breaches for the storm's %d sleeps" % (breaches, sleeps))
         share = ht.cpu_seconds() / wall
         check(share <= 0.20, "hybtrace used %.0f%% of a core for %d breaches in %.1f s"
               % (share * 100, breaches, wall))
-        print("    %d breaches in %.1f s: hybtrace used %.1f%% of a core"
-              % (breaches, wall, share * 100))
+        print("    %d breaches (%d sleeps) in %.1f s: hybtrace used %.1f%% of a core"
+              % (breaches, sleeps, wall, share * 100))
 
 
 def _stop_during_a_dump(sig, delay_s):
