@@ -10,8 +10,11 @@ CC ?= gcc
 BTF_FILE ?= /sys/kernel/btf/vmlinux
 
 # Debian 12 packages the build, the tests and the demo need.
+# lld: ld.lld for the stop function's clang -flto test; libc6-dbg: libc's debug file, which
+# the symbolizer tests read.
 DEB_PACKAGES := make gcc clang llvm libbpf-dev bpftool libelf-dev libdw-dev libipt-dev \
-	zlib1g-dev pkg-config protobuf-compiler python3 libclang-rt-14-dev binutils libcap2-bin
+	zlib1g-dev pkg-config protobuf-compiler python3 libclang-rt-14-dev binutils libcap2-bin \
+	lld libc6-dbg
 
 # `make V=1` shows every command.
 ifeq ($(V),1)

@@ -516,8 +516,12 @@ static __always_inline __u64 slot_owner(struct task_struct *p)
 	return (__u64)(__u32)p->pid << 32 | (__u32)p->start_time;
 }
 
-/* P's state; CREATE: make it when P has none. NULL: none (or no memory, counted). */
-static __always_inline struct task_state *state_get(struct task_struct *p, bool create)
+/*
+ * P's state; CREATE: make it when P has none. NULL: none (or no memory, counted).
+ * *IN_STORAGE says whether it lives in task storage rather than in a slot.
+ */
+static __always_inline struct task_state *state_find(struct task_struct *p, bool create,
+						     bool *in_storage)
 {
 	__u32 index = (__u32)p->pid & thread_slot_mask;
 	__u64 owner = slot_owner(p);
@@ -525,21 +529,38 @@ static __always_inline struct task_state *state_get(struct task_struct *p, bool 
 	struct task_state *st;
 	__u64 was;
 
+	*in_storage = false;
 	if (slot && slot->owner == owner)
 		return &slot->st;
+	*in_storage = true;
 	st = bpf_task_storage_get(&task_states, p, 0, 0);
 	if (st || !create)
 		return st;
 	if (slot) {
 		/* Free slots are zeroed; another CPU may claim it for P at the same time. */
 		was = __sync_val_compare_and_swap(&slot->owner, 0, owner);
-		if (was == 0 || was == owner)
+		if (was == 0 || was == owner) {
+			*in_storage = false;
 			return &slot->st;
+		}
 	}
 	st = bpf_task_storage_get(&task_states, p, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
 	if (!st)
 		count(HT_CNT_STORAGE_FAILS);
 	return st;
+}
+
+static __always_inline struct task_state *state_get(struct task_struct *p, bool create)
+{
+	bool in_storage;
+
+	return state_find(p, create, &in_storage);
+}
+
+/* An interval was judged from a thread's state: count where that state lives. */
+static __always_inline void count_judged(bool in_storage)
+{
+	count(in_storage ? HT_CNT_STATE_STORAGE : HT_CNT_STATE_SLOT);
 }
 
 static __always_inline struct task_state *state_of(struct task_struct *p)
@@ -668,6 +689,7 @@ static __always_inline bool rq_delay_from_sched_info(struct task_struct *next,
 			since = note->now;
 		if (since > t->now)
 			since = t->now;
+		count(HT_CNT_RQ_SCHED_INFO);
 		judge_rq_delay(next, NULL, since, t->now);
 	}
 	return true;
@@ -691,18 +713,23 @@ static __always_inline void target_switch_in(struct task_struct *next, const str
 	bool rq_done = rq_delay_from_sched_info(next, t);
 	struct task_state *st;
 	__u64 now = t->now;
+	bool in_storage;
 
 	if (rq_done && !off_cpu_thresh_ns && !syscall_thresh_ns)
 		return;
-	st = state_of(next);
+	st = state_find(next, true, &in_storage);
 	if (!st)
 		return;
-	if (st->runnable_since_ns && !rq_done)
+	if (st->runnable_since_ns && !rq_done) {
+		count(HT_CNT_RQ_THREAD_STATE);
+		count_judged(in_storage);
 		judge_rq_delay(next, st, st->runnable_since_ns, now);
+	}
 	st->runnable_since_ns = 0;
 	if (st->off_cpu_since_ns && off_cpu_thresh_ns) {
 		__u64 delta = now - st->off_cpu_since_ns;
 
+		count_judged(in_storage);
 		hist_add(HT_BREACH_OFF_CPU, delta);
 		if (delta >= off_cpu_thresh_ns)
 			emit_breach(HT_BREACH_OFF_CPU, next, st, st->off_cpu_since_ns, now,
@@ -1009,16 +1036,18 @@ int BPF_PROG(handle_sys_exit, struct pt_regs *regs, long ret)
 	struct task_state *st;
 	struct ht_breach *b;
 	__u64 now, delta;
+	bool in_storage;
 	__s32 bytes;
 
 	if ((bpf_get_current_pid_tgid() >> 32) != target_tgid)
 		return 0;
 	cur = bpf_get_current_task_btf();
-	st = state_get(cur, false);
+	st = state_find(cur, false, &in_storage);
 	if (!st || !st->syscall_since_ns)
 		return 0;
 	now = bpf_ktime_get_ns();
 	delta = now - st->syscall_since_ns;
+	count_judged(in_storage);
 	fr_write(now, HT_FR_SYS_EXIT, HT_FRF_TARGET, st->syscall_nr, cur->pid, 0, ret);
 	hist_add(HT_BREACH_SYSCALL, delta);
 	if (delta < syscall_thresh_ns || !syscall_watched(st->syscall_nr) || breaches_stopped) {

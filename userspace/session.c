@@ -446,6 +446,14 @@ static void print_summary_json(struct session *s, FILE *f, const struct ht_monit
 		(unsigned long long)c->value[HT_CNT_STORAGE_FAILS],
 		(unsigned long long)c->value[HT_CNT_COMM_UPDATE_FAILS],
 		(unsigned long long)c->recursion_misses);
+	/* Which path judged the intervals: the tests check that a fallback they force ran. */
+	fprintf(f,
+		",\"judged\":{\"rq_sched_info\":%llu,\"rq_thread_state\":%llu,"
+		"\"thread_slot\":%llu,\"task_storage\":%llu}",
+		(unsigned long long)c->value[HT_CNT_RQ_SCHED_INFO],
+		(unsigned long long)c->value[HT_CNT_RQ_THREAD_STATE],
+		(unsigned long long)c->value[HT_CNT_STATE_SLOT],
+		(unsigned long long)c->value[HT_CNT_STATE_STORAGE]);
 	print_dump_stats_json(s, f);
 	print_triggers_json(s, f);
 }

@@ -120,6 +120,11 @@ enum ht_counter {
 	HT_CNT_STORAGE_FAILS,	   /* task storage that could not be had */
 	HT_CNT_COMM_UPDATE_FAILS,  /* comm map updates that failed */
 	HT_CNT_BREACHES,	   /* breaches detected (sent or dropped) */
+	/* Which path judged each interval, so the tests can tell a fallback ran: */
+	HT_CNT_RQ_SCHED_INFO,	   /* run-queue waits timed by sched_info.last_queued */
+	HT_CNT_RQ_THREAD_STATE,	   /* run-queue waits timed by the thread's own state */
+	HT_CNT_STATE_SLOT,	   /* intervals judged from a thread slot's state */
+	HT_CNT_STATE_STORAGE,	   /* intervals judged from task storage */
 	HT_CNT_MAX,
 };
 

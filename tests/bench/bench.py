@@ -46,6 +46,10 @@ def log(msg):
     print(msg, flush=True)
 
 
+class BenchFailure(Exception):
+    """A measurement that could not be taken: the section fails, and so does the run."""
+
+
 def machine():
     model = "unknown CPU"
     with open("/proc/cpuinfo") as f:
@@ -253,8 +257,15 @@ def section_messaging(args, out):
 
 def bpf_prog_costs():
     p = subprocess.run(["bpftool", "-j", "prog", "show"], capture_output=True, text=True)
+    if p.returncode != 0:
+        raise BenchFailure("bpftool prog show failed (exit %d): %s" % (p.returncode,
+                                                                      p.stderr.strip()))
+    try:
+        progs = json.loads(p.stdout)
+    except ValueError as e:
+        raise BenchFailure("bpftool prog show printed what is not JSON: %s" % e)
     costs = {}
-    for prog in json.loads(p.stdout or "[]"):
+    for prog in progs:
         name, runs = prog.get("name", ""), prog.get("run_cnt", 0)
         if runs:
             costs[name] = (prog.get("run_time_ns", 0) / runs, runs)
@@ -301,10 +312,19 @@ def section_bpf_cost(args, out):
     finally:
         subprocess.run(["sysctl", "-q", "kernel.bpf_stats_enabled=0"])
 
+    # A program that did not run measured nothing: its cost would read as free.
+    required = {"empty": ["empty_sched_switch"],
+                "all": ["handle_sched_switch", "handle_sched_waking", "handle_sched_wakeup",
+                        "handle_sys_enter", "handle_sys_exit"],
+                "defaults": ["handle_sched_switch"]}
+    missing = ["%s in %s" % (prog, name) for name, progs in required.items() for prog in progs
+               if len(samples[name].get(prog, [])) < rounds]
+    if missing:
+        raise BenchFailure("programs missing from the statistics: %s" % ", ".join(missing))
+
     def cost(name, prog):
-        runs = samples[name].get(prog, [])
-        return (statistics.median(ns for ns, _ in runs), sum(r for _, r in runs)) if runs \
-            else (0.0, 0)
+        runs = samples[name][prog]
+        return statistics.median(ns for ns, _ in runs), sum(r for _, r in runs)
 
     base = cost("empty", "empty_sched_switch")[0]
     log("\n4. per-event BPF cost while watching perf bench sched pipe -T, net of an empty "
@@ -340,23 +360,32 @@ def dump_latencies(opts, load, smoke):
     with tempfile.TemporaryDirectory() as out:
         hog = hogs(os.cpu_count()) if load else []
         try:
-            subprocess.run([HYBTRACE, "run", "--quiet", "--json", "--rq-delay", "off", "--syscall",
-                            "1ms", "--syscalls", "clock_nanosleep", "--post", "0ms", "--pre",
-                            "2ms", "--min-interval", interval, "--max-dumps", "100000",
-                            "--output", out] + opts +
-                           ["--", os.path.join(WORKLOADS, "sleeper"), "3", str(rounds)],
-                           capture_output=True, text=True, timeout=600)
+            run = subprocess.run([HYBTRACE, "run", "--quiet", "--json", "--rq-delay", "off",
+                                  "--syscall", "1ms", "--syscalls", "clock_nanosleep", "--post",
+                                  "0ms", "--pre", "2ms", "--min-interval", interval,
+                                  "--max-dumps", "100000", "--output", out] + opts +
+                                 ["--", os.path.join(WORKLOADS, "sleeper"), "3", str(rounds)],
+                                 capture_output=True, text=True, timeout=600)
         finally:
             for h in hog:
                 h.kill()
                 h.wait()
+        if run.returncode != 0:
+            raise BenchFailure("hybtrace run exited with %d: %s" % (run.returncode,
+                                                                   run.stderr[-2000:]))
         lat = []
         for f in glob.glob(os.path.join(out, "*.perfetto-trace")):
             p = subprocess.run([HYBTRACE, "report", "--json", f], capture_output=True, text=True)
+            if p.returncode != 0:
+                raise BenchFailure("hybtrace report %s exited with %d: %s" % (
+                    f, p.returncode, p.stderr.strip()))
             meta = json.loads(p.stdout)["metadata"]
             # A dump that waited for another froze late by design: not a latency.
             if "freeze_late_ns" in meta and meta.get("dump_deferred") != "1":
                 lat.append(int(meta["freeze_late_ns"]) / 1000.0)
+        if not lat:
+            raise BenchFailure("no dump to measure (%s): %s" % (
+                " ".join(opts) or "defaults", run.stderr[-2000:]))
         return sorted(lat)
 
 
@@ -396,9 +425,11 @@ def section_dump_cost(args, out):
         with open("/proc/%d/status" % h.pid) as f:
             hwm = [l for l in f if l.startswith("VmHWM")][0].split()[1]
         h.send_signal(signal.SIGINT)
-        stdout, _ = h.communicate(timeout=60)
+        stdout, stderr = h.communicate(timeout=60)
         wl.kill()
         wl.wait()
+        if h.returncode != 0:
+            raise BenchFailure("hybtrace exited with %d: %s" % (h.returncode, stderr[-2000:]))
         for line in stdout.splitlines():
             if '"type":"dump"' in line:
                 o = json.loads(line)
@@ -420,28 +451,27 @@ def section_marks(args, out):
     p = subprocess.run([os.path.join(ROOT, "build", "bench", "mark_bench"), n,
                         "3" if args.smoke else "20"], capture_output=True, text=True, timeout=600)
     log("\n7. user marks (include/hybtrace/mark.h) against a bare rdtsc")
+    m = re.search(r"mark - rdtsc\s+([-\d.]+) ns", p.stdout)
+    if p.returncode != 0 or not m:
+        raise BenchFailure("mark_bench exited with %d without its result: %s" % (
+            p.returncode, (p.stdout + p.stderr)[-2000:]))
     for line in p.stdout.splitlines():
         log("  " + line)
-    m = re.search(r"mark - rdtsc\s+([-\d.]+) ns", p.stdout)
-    if m:
-        log("  %s" % verdict(float(m.group(1)), 5, " ns over rdtsc"))
+    log("  %s" % verdict(float(m.group(1)), 5, " ns over rdtsc"))
 
 
 def section_decode(args, out):
     """Intel PT decode speed on a synthesized stream: no PT hardware, no root needed."""
     if not os.access(BENCH_DECODE, os.X_OK):
-        log("\n8. Intel PT decode: %s is missing: run make build/bench/bench_decode" %
-            BENCH_DECODE)
-        return None
+        raise BenchFailure("%s is missing: run make build/bench/bench_decode" % BENCH_DECODE)
     cmd = [BENCH_DECODE, "--runs", str(args.runs), "--workload", os.path.join(ROOT, "tests", "pt")]
     if args.smoke:
         cmd.append("--smoke")
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=3600, cwd=ROOT)
     lines = [l for l in p.stdout.splitlines() if l.startswith("{")]
     if p.returncode or not lines:
-        log("\n8. Intel PT decode: bench_decode failed (exit %d):\n%s" % (
+        raise BenchFailure("bench_decode failed (exit %d):\n%s" % (
             p.returncode, (p.stdout + p.stderr)[-2000:]))
-        return None
     r = json.loads(lines[-1])
     log("\n8. Intel PT decode: %.1f MB of PT (%.1f M instructions), one single-stepped loop "
         "iteration repeated; median of %d run%s in thread CPU time%s" % (
@@ -491,9 +521,19 @@ def main():
             sys.exit("bench needs %s (make bench installs it)" % tool)
     ensure_tracefs()
     log("hybtrace bench on %s%s" % (machine(), " (smoke run)" if args.smoke else ""))
+    failed = []
     with tempfile.TemporaryDirectory() as out:
         for name in args.only or SECTIONS:
-            SECTIONS[name](args, out)
+            # One broken section does not lose the others' figures, but fails the run.
+            try:
+                SECTIONS[name](args, out)
+            except (BenchFailure, RuntimeError, subprocess.SubprocessError, OSError,
+                    ValueError, KeyError) as e:
+                log("\nFAILED section %s: %s" % (name, e))
+                failed.append(name)
+    if failed:
+        log("\nbench failed: %s" % ", ".join(failed))
+        return 1
     return 0
 
 

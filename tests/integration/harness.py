@@ -10,6 +10,7 @@ fails: CI runs as root on a machine where BPF works.
 import csv
 import json
 import os
+import shutil
 import subprocess
 import tempfile
 import time
@@ -139,22 +140,24 @@ def report_json(path):
     return json.loads(p.stdout)
 
 
+def bpftool_json(*args):
+    """`bpftool -j ARGS`, parsed. A bpftool that fails or prints what is not JSON fails the
+    test: an empty answer would make every "nothing left attached" check pass."""
+    p = subprocess.run(["bpftool", "-j"] + list(args), capture_output=True, text=True,
+                       timeout=60)
+    check(p.returncode == 0, "bpftool %s exited with %d: %s" % (" ".join(args), p.returncode,
+                                                               p.stderr.strip()))
+    try:
+        return json.loads(p.stdout)
+    except ValueError as e:
+        raise Failure("bpftool %s printed what is not JSON (%s): %r"
+                      % (" ".join(args), e, p.stdout[:200]))
+
+
 def our_bpf_links():
     """Links of hybtrace's programs still attached (bpftool link), each with its prog_name."""
-    p = subprocess.run(["bpftool", "-j", "link", "show"], capture_output=True, text=True)
-    if p.returncode != 0:
-        return []
-    try:
-        links = json.loads(p.stdout or "[]")
-    except ValueError:
-        return []
-    progs = subprocess.run(["bpftool", "-j", "prog", "show"], capture_output=True, text=True)
-    names = {}
-    try:
-        for prog in json.loads(progs.stdout or "[]"):
-            names[prog["id"]] = prog.get("name", "")
-    except ValueError:
-        pass
+    links = bpftool_json("link", "show")
+    names = {prog["id"]: prog.get("name", "") for prog in bpftool_json("prog", "show")}
     return [dict(l, prog_name=names[l["prog_id"]]) for l in links
             if names.get(l.get("prog_id"), "").startswith("handle_")]
 
@@ -166,6 +169,52 @@ def wait_for(predicate, timeout_s, what):
             return
         time.sleep(0.02)
     raise Failure("timed out waiting for " + what)
+
+
+class Control:
+    """The files a workload waits for (tests/workloads/workload.h), in a fresh directory:
+    with START, it begins its scenario only once start() is called; with STOP, what it
+    would do for a count of rounds or seconds goes on until stop() is called. A test
+    starts a workload once hybtrace says it is attached, and stops it once it has done
+    what it needs, instead of sleeping a fixed time and racing the workload's own end."""
+
+    def __init__(self, start=False, stop=False):
+        self.dir = tempfile.mkdtemp(prefix="hybtrace-control-")
+        self.start_file = os.path.join(self.dir, "start")
+        self.stop_file = os.path.join(self.dir, "stop")
+        self.env = {}
+        if start:
+            self.env["HT_START_FILE"] = self.start_file
+        if stop:
+            self.env["HT_STOP_FILE"] = self.stop_file
+
+    def start(self):
+        open(self.start_file, "w").close()
+
+    def stop(self):
+        open(self.stop_file, "w").close()
+
+    def close(self):
+        """Release whatever still waits, then clean up."""
+        self.start()
+        self.stop()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def cpu_seconds_of(pid):
+    """CPU time process PID has used so far (all its threads); 0 once it is gone."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 class Attached:
@@ -209,11 +258,21 @@ class Attached:
     def summary(self):
         return Run(0, self.stdout(), "", []).summary()
 
+    def attached(self):
+        """hybtrace's word that monitoring has begun: the attached JSON line (--json), or
+        the "watching" line on stderr; None before it."""
+        for o in self.json_lines():
+            if o.get("type") == "attached":
+                return o
+        if "--json" not in self.proc.args and "hybtrace: watching pid " in self.stderr():
+            return {"type": "attached"}
+        return None
+
     def wait_attached(self, timeout_s=30):
-        wait_for(lambda: self.proc.poll() is not None or
-                 any(o.get("type") == "attached" for o in self.json_lines()),
+        wait_for(lambda: self.proc.poll() is not None or self.attached(),
                  timeout_s, "hybtrace to attach")
         check(self.proc.poll() is None, "hybtrace exited early:\n" + self.describe())
+        return self.attached()
 
     def stop(self, sig=2, timeout_s=60):
         """Send SIG (SIGINT by default) unless it has exited; wait, keeping its rusage."""

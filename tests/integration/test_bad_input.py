@@ -139,3 +139,27 @@ def help_version_check():
         check(needle in p.stdout, "check does not mention %r:\n%s" % (needle, p.stdout))
 
 
+
+
+@test
+def bpf_link_count_fails_when_bpftool_does():
+    # The checks above count links through bpftool: a bpftool that fails or prints what is
+    # not JSON must fail them, not read as "no links, nothing left attached".
+    with tempfile.TemporaryDirectory() as tmp:
+        fake = os.path.join(tmp, "bpftool")
+        path = os.environ["PATH"]
+        os.environ["PATH"] = tmp + os.pathsep + path
+        try:
+            for script in ("echo 'Error: can not get next link' >&2; exit 255",
+                           "echo 'not json'"):
+                with open(fake, "w") as f:
+                    f.write("#!/bin/sh\n%s\n" % script)
+                os.chmod(fake, 0o755)
+                try:
+                    links = our_bpf_links()
+                except Failure as e:
+                    check("bpftool" in str(e), "the failure does not name bpftool: %s" % e)
+                else:
+                    raise Failure("bpftool doing %r read as %r" % (script, links))
+        finally:
+            os.environ["PATH"] = path

@@ -9,10 +9,9 @@ import stat
 import subprocess
 import sys
 import tempfile
-import time
 
-from harness import (HYBTRACE, ROOT, Failure, check, hybtrace, need_root, report_json, test,
-                     trace_processor, wait_for, workload)
+from harness import (HYBTRACE, ROOT, Attached, Failure, check, hybtrace, need_root,
+                     report_json, test, trace_processor, wait_for, workload)
 from perfetto_checks import check_dump, check_sample_depths
 
 PROTO = os.path.join(ROOT, "tests", "perfetto", "trace.proto")
@@ -176,34 +175,23 @@ def manual_and_exit_dumps():
     need_root()
     with tempfile.TemporaryDirectory() as out:
         target = subprocess.Popen(["sleep", "30"])
+        ht = Attached(["--pid", str(target.pid), "--output", out, "--dump-on-exit", "--quiet",
+                       "--json"])
         try:
-            p = subprocess.Popen([HYBTRACE, "--pid", str(target.pid), "--output", out,
-                                  "--dump-on-exit", "--quiet"], stdout=subprocess.PIPE,
-                                 stderr=subprocess.PIPE, text=True)
-            wait_for(lambda: os.path.exists("/proc/%d" % p.pid) and _has_bpf_link(p.pid), 15,
-                     "attach")
-            time.sleep(0.2)
-            p.send_signal(signal.SIGUSR2)
+            ht.wait_attached()
+            ht.proc.send_signal(signal.SIGUSR2)
             wait_for(lambda: glob.glob(os.path.join(out, "*-manual.perfetto-trace")), 10,
                      "the manual dump")
-            p.send_signal(signal.SIGINT)
-            _, err = p.communicate(timeout=20)
+            rc = ht.stop()
         finally:
             target.kill()
             target.wait()
-        check(p.returncode == 0, "rc %d: %s" % (p.returncode, err))
+            ht.close()
+        check(rc == 0, "rc %d: %s" % (rc, ht.stderr()))
         kinds = sorted(report_json(f)["kind"] for f in dumps_in(out))
         check(kinds == ["exit", "manual"], "dump kinds %r" % kinds)
         for f in dumps_in(out):
             check(stat.S_IMODE(os.stat(f).st_mode) == 0o640, "mode of %s" % f)
-
-
-def _has_bpf_link(pid):
-    try:
-        return any(os.readlink("/proc/%d/fd/%s" % (pid, fd)) == "anon_inode:bpf_link"
-                   for fd in os.listdir("/proc/%d/fd" % pid))
-    except OSError:
-        return False
 
 
 @test

@@ -9,7 +9,7 @@ import subprocess
 import tempfile
 import time
 
-from harness import (HYBTRACE, Attached, Failure, check, hybtrace, need_root, read_log,
+from harness import (HYBTRACE, Attached, Control, Failure, check, hybtrace, need_root, read_log,
                      report_json, test, wait_for, workload)
 
 
@@ -96,32 +96,38 @@ def thread_storm_is_covered_and_gives_back_what_it_took():
         log = os.path.join(tmp, "log")
         out = os.path.join(tmp, "out")
         os.mkdir(out)
-        target = start_workload("thread_storm", [1000, 50, 3000, 6000], log,
-                                {"HT_START_DELAY_MS": "1500"})
+        # The storm begins once hybtrace is attached, and the workload idles after it until
+        # the resources are counted.
+        control = Control(start=True, stop=True)
+        target = start_workload("thread_storm", [1000, 50, 3000, 6000], log, control.env)
         ht = Attached(["--pid", str(target.pid), "--json", "--syscall", "1ms", "--quiet",
                        "--output", out, "--trigger", "thread_storm:storm_thread"])
         try:
             ht.wait_attached()
-            time.sleep(0.3)
             baseline = resources(ht.pid, target.pid)
+            control.start()
             wait_for(lambda: any(e["event"] == "storm_end" for e in read_log(log)), 60,
                      "the storm to end")
-            # Exited threads' perf events, breakpoints and names go within a second;
-            # on a loaded machine a little later, so look for up to four.
+            # Exited threads' perf events, breakpoints and names go within a second; names
+            # stay while a dump that may show them is unwritten, and on a loaded machine the
+            # builder (nice 19) takes seconds a dump (seen: still 1000 names after 4 s with
+            # two CPU hogs), so look for up to twenty: the workload idles until told.
             ended = time.monotonic()
             seen = None
-            while time.monotonic() - ended < 4:
+            while time.monotonic() - ended < 20:
                 seen = resources(ht.pid, target.pid)
                 if within(seen, baseline):
                     break
                 time.sleep(0.1)
             back_after = time.monotonic() - ended
             check(within(seen, baseline), "after the storm %r, before it %r" % (seen, baseline))
+            control.stop()
             target.wait(timeout=30)
             check(ht.wait(30) == 0, ht.describe())
         finally:
             target.kill()
             ht.close()
+            control.close()
         storm = {e["tid"] for e in read_log(log) if e["event"] == "thread_done"}
         check(len(storm) == 1000, "%d storm threads logged" % len(storm))
         breached = {b["tid"] for b in ht.breaches("syscall")}
@@ -157,11 +163,13 @@ def breach_storm_costs_at_most_a_fifth_of_a_core():
     need_root()
     with tempfile.TemporaryDirectory() as tmp:
         log = os.path.join(tmp, "log")
-        target = start_workload("breach_storm", [6, 500], log, {"HT_START_DELAY_MS": "1000"})
+        control = Control(start=True)
+        target = start_workload("breach_storm", [6, 500], log, control.env)
         ht = Attached(["--pid", str(target.pid), "--json", "--syscall", "200us",
                        "--off-cpu", "200us", "--quiet", "--output", tmp])
         try:
             ht.wait_attached()
+            control.start()
             start = time.monotonic()
             target.wait(timeout=60)
             rc = ht.wait(30)
@@ -170,19 +178,27 @@ def breach_storm_costs_at_most_a_fifth_of_a_core():
         finally:
             target.kill()
             ht.close()
+            control.close()
         s = ht.summary()
         breaches = s["detected"]
-        check(breaches >= 4000, "the storm made only %d breaches" % breaches)
+        # Each sleep is a syscall and an off-CPU breach; how many sleeps a loaded machine
+        # allows in 6 s is the workload's to say (seen: 1600 next to two CPU hogs).
+        end = [e for e in read_log(log) if e["event"] == "storm_end"]
+        check(end, "the storm did not log its end")
+        sleeps = end[0]["sleeps"]
+        check(sleeps >= 1000 and breaches >= 1.8 * sleeps,
+              "%d breaches for the storm's %d sleeps" % (breaches, sleeps))
         share = ht.cpu_seconds() / wall
         check(share <= 0.20, "hybtrace used %.0f%% of a core for %d breaches in %.1f s"
               % (share * 100, breaches, wall))
-        print("    %d breaches in %.1f s: hybtrace used %.1f%% of a core"
-              % (breaches, wall, share * 100))
+        print("    %d breaches (%d sleeps) in %.1f s: hybtrace used %.1f%% of a core"
+              % (breaches, sleeps, wall, share * 100))
 
 
 def _stop_during_a_dump(sig, delay_s):
-    with tempfile.TemporaryDirectory() as out:
-        target = start_workload("sleeper", [40, 50], os.devnull)
+    with tempfile.TemporaryDirectory() as out, Control(stop=True) as control:
+        # It sleeps until stopped: however late hybtrace attaches, breaches follow.
+        target = start_workload("sleeper", [40, 50], os.devnull, control.env)
         ht = Attached(["--pid", str(target.pid), "--json", "--syscall", "20ms", "--post",
                        "150ms", "--min-interval", "0ms", "--output", out])
         try:
@@ -219,7 +235,8 @@ def full_disk_then_space_again():
         small = os.path.join(tmp, "small")
         os.mkdir(small)
         subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "none", small], check=True)
-        target = start_workload("sleeper", [30, 400], os.devnull)
+        control = Control(stop=True)
+        target = start_workload("sleeper", [30, 400], os.devnull, control.env)
         ht = None
         try:
             with open(os.path.join(small, "filler"), "wb") as f:
@@ -245,6 +262,7 @@ def full_disk_then_space_again():
         finally:
             target.kill()
             target.wait()
+            control.close()
             if ht:
                 ht.close()
             subprocess.run(["umount", small])
@@ -256,7 +274,8 @@ def output_directory_removed_while_running():
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "out")
         os.mkdir(out)
-        target = start_workload("sleeper", [30, 400], os.devnull)
+        control = Control(stop=True)
+        target = start_workload("sleeper", [30, 400], os.devnull, control.env)
         ht = Attached(["--pid", str(target.pid), "--json", "--syscall", "20ms",
                        "--min-interval", "100ms", "--quiet", "--output", out])
         try:
@@ -267,13 +286,14 @@ def output_directory_removed_while_running():
             os.rmdir(out)
             wait_for(lambda: "dump failed" in ht.stderr(), 20, "an error for the lost directory")
             breaches_then = len(ht.breaches())
-            time.sleep(0.5)
-            check(len(ht.breaches()) > breaches_then, "monitoring stopped")
+            wait_for(lambda: len(ht.breaches()) > breaches_then, 20,
+                     "breaches after the lost directory (monitoring stopped?)")
             check(ht.proc.poll() is None, "hybtrace exited:\n" + ht.describe())
             check(ht.stop() == 0, ht.describe())
         finally:
             target.kill()
             target.wait()
+            control.close()
             ht.close()
         failed = [l for l in ht.stderr().splitlines() if "dump failed" in l]
         check(any(out in l and ("No such file" in l or "removed" in l) for l in failed),
@@ -286,13 +306,16 @@ def ring_buffer_overflow_is_counted_shown_and_dumped():
     need_root()
     with tempfile.TemporaryDirectory() as tmp:
         log = os.path.join(tmp, "log")
-        target = start_workload("breach_storm", [9, 200], log, {"HT_START_DELAY_MS": "500"})
+        # The storm begins once hybtrace is attached and lasts until the dump is written.
+        control = Control(start=True, stop=True)
+        target = start_workload("breach_storm", [9, 200], log, control.env)
         # Room for the manual dump: the storm must not use up --max-dumps before it.
         ht = Attached(["--pid", str(target.pid), "--json", "--syscall", "100us", "--off-cpu",
                        "100us", "--min-interval", "500ms", "--max-dumps", "1000",
                        "--output", tmp])
         try:
             ht.wait_attached()
+            control.start()
             wait_for(lambda: any(e["event"] == "storm_start" for e in read_log(log)), 20,
                      "the storm")
             # Stopped, hybtrace reads nothing: the breach ring buffer (1 MiB) fills.
@@ -305,11 +328,13 @@ def ring_buffer_overflow_is_counted_shown_and_dumped():
             before = set(dumps_in(tmp))
             os.kill(ht.pid, signal.SIGUSR2)
             wait_for(lambda: set(dumps_in(tmp)) - before, 30, "the manual dump")
+            control.stop()
             target.wait(timeout=60)
             check(ht.wait(30) == 0, ht.describe())
         finally:
             target.kill()
             ht.close()
+            control.close()
         lost = [o for o in ht.json_lines() if o.get("type") == "lost"]
         check(lost[-1]["ring_buffer"] > 0, "lost lines %r" % lost)
         s = ht.summary()

@@ -10,8 +10,8 @@ import tempfile
 import threading
 import time
 
-from harness import (HYBTRACE, Attached, Failure, check, hybtrace, in_ci, need_root, read_log,
-                     test, tp_query, trace_processor, wait_for, workload)
+from harness import (HYBTRACE, Attached, Control, check, cpu_seconds_of, hybtrace, need_root,
+                     read_log, test, tp_query, trace_processor, wait_for, workload)
 from perfetto_checks import ancestors, check_dump, check_sample_depths
 
 
@@ -60,9 +60,11 @@ def off_cpu_within(rep, thread_tid, lo, hi):
 
 def call_structure(binary, extra, mode=()):
     with tempfile.TemporaryDirectory() as out:
+        # Only the sleep dumps: a write of the workload's log can take 10 ms on a loaded
+        # machine, and its dump, taken before work_a ran, would be the one read.
         run = hybtrace(["run", "--json", "--rq-delay", "off", "--syscall", "10ms",
-                        "--min-interval", "0ms", "--sample-freq", "10000", "--pre", "250ms",
-                        "--output", out] + extra +
+                        "--syscalls", "clock_nanosleep", "--min-interval", "0ms",
+                        "--sample-freq", "10000", "--pre", "250ms", "--output", out] + extra +
                        ["--", workload(binary), "30", "15", "1"] + list(mode), timeout=120)
         check(run.rc == 0, run.describe())
         tid = run.events("a_start")[0]["tid"]
@@ -157,9 +159,24 @@ def sampled_flame_nests_as_the_program_calls_in_perfetto():
 @test
 def a_thread_born_after_attach_is_sampled():
     need_root()
-    rep = call_structure("callstack", ["--callgraph", "fp", "--syscalls", "clock_nanosleep"],
-                         mode=["thread"])
+    rep = call_structure("callstack", ["--callgraph", "fp"], mode=["thread"])
     check(rep["tid"] != rep["pid"], "the rounds should run in a thread of their own")
+
+
+def manual_dump_of_a_busy_target(ht, busy, out):
+    """Once hybtrace has attached and each process of BUSY, {pid: seconds} (None: the target
+    hybtrace started), has run that much CPU time, so that it is deep in its loop however
+    loaded the machine, SIGUSR2 and wait for the manual dump; returns its report."""
+    attached = ht.wait_attached()
+    busy = {attached["pid"] if p is None else p: s for p, s in busy.items()}
+    wait_for(lambda: ht.proc.poll() is not None or
+             all(cpu_seconds_of(p) >= s for p, s in busy.items()), 60,
+             "%r to run that many seconds of CPU" % busy)
+    check(ht.proc.poll() is None, "hybtrace exited before the dump:\n" + ht.describe())
+    ht.proc.send_signal(signal.SIGUSR2)
+    wait_for(lambda: glob.glob(os.path.join(out, "*-manual.perfetto-trace")), 30,
+             "the manual dump")
+    return report(glob.glob(os.path.join(out, "*-manual.perfetto-trace"))[0])
 
 
 @test
@@ -167,20 +184,20 @@ def perl_dynsym_names_with_dwarf():
     need_root()
     perl = shutil.which("perl")
     check(perl, "perl is missing (Debian's perl-base is essential)")
-    with tempfile.TemporaryDirectory() as out:
-        p = subprocess.Popen([HYBTRACE, "run", "--json", "--quiet", "--rq-delay", "off",
-                              "--callgraph", "dwarf",
-                              "--sample-freq", "10000", "--pre", "100ms", "--output", out,
-                              "--", perl, "-e",
-                              "my $x = 0; for my $i (1 .. 60000000) { $x += $i * 2 } print $x"],
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        time.sleep(1.5)
-        p.send_signal(signal.SIGUSR2)
-        wait_for(lambda: glob.glob(os.path.join(out, "*-manual.perfetto-trace")), 20,
-                 "the manual dump")
-        p.kill()
-        p.communicate()
-        rep = report(glob.glob(os.path.join(out, "*-manual.perfetto-trace"))[0])
+    with tempfile.TemporaryDirectory() as out, Control(stop=True) as control:
+        # The loop runs until the test has its dump: a fixed count ends in under a second
+        # on a fast machine, before a dump asked for at a fixed time.
+        loop = ("my $x = 0; until (-e $ENV{HT_STOP_FILE}) "
+                "{ for my $i (1 .. 100000) { $x += $i * 2 } } print $x")
+        ht = Attached(["run", "--json", "--quiet", "--rq-delay", "off", "--callgraph", "dwarf",
+                       "--sample-freq", "10000", "--pre", "100ms", "--output", out,
+                       "--", perl, "-e", loop], env=control.env)
+        try:
+            rep = manual_dump_of_a_busy_target(ht, {None: 0.3}, out)
+            control.stop()
+            check(ht.wait(30) == 0, ht.describe())
+        finally:
+            ht.close()
         names = {l["name"] for l in rep["timeline"] if "samples)" in l["what"]}
         pp = [n for n in names if n.startswith("Perl_pp_")]
         check(len(pp) >= 2, "want Perl_pp_* slices, got %r" % sorted(names)[:40])
@@ -191,14 +208,15 @@ def target_in_its_own_namespaces_resolves():
     need_root()
     unshare = shutil.which("unshare")
     check(unshare, "unshare (util-linux) is missing")
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp, Control(start=True) as control:
         log = os.path.join(tmp, "log")
         # Inside: a private tmpfs over /mnt holds the binary, invisible from outside.
         script = ("mount -t tmpfs none /mnt && cp %s /mnt/ns_callstack && "
                   "exec /mnt/ns_callstack 30 15 1" % workload("callstack"))
-        env = dict(os.environ, HT_WORKLOAD_LOG=log, HT_START_DELAY_MS="1500")
+        env = dict(os.environ, HT_WORKLOAD_LOG=log, **control.env)
         ns = subprocess.Popen([unshare, "--pid", "--mount", "--fork", "--mount-proc", "sh", "-c",
                                script], env=env)
+        ht = None
         try:
             inner = None
             deadline = time.time() + 10
@@ -215,16 +233,21 @@ def target_in_its_own_namespaces_resolves():
             check(not os.path.exists("/mnt/ns_callstack"), "the binary leaked out of the namespace")
             out = os.path.join(tmp, "out")
             os.mkdir(out)
-            p = subprocess.run([HYBTRACE, "--pid", str(inner), "--json", "--quiet", "--rq-delay",
-                                "off", "--syscall", "10ms", "--sample-freq", "10000", "--pre",
-                                "100ms", "--output", out], capture_output=True, text=True,
-                               timeout=60)
-            check(p.returncode == 0, "rc %d: %s" % (p.returncode, p.stderr))
+            # Only the sleep dumps, not a slow write of the workload's log (as above).
+            ht = Attached(["--pid", str(inner), "--json", "--quiet", "--rq-delay", "off",
+                           "--syscall", "10ms", "--syscalls", "clock_nanosleep",
+                           "--sample-freq", "10000", "--pre", "100ms", "--output", out])
+            # The workload waits for the start file: its rounds begin once hybtrace watches.
+            ht.wait_attached()
+            control.start()
+            check(ht.wait(60) == 0, ht.describe())
         finally:
             ns.kill()
             ns.wait()
+            if ht:
+                ht.close()
         dumps = glob.glob(os.path.join(out, "*-syscall.perfetto-trace"))
-        check(dumps, "no dump: %s" % p.stderr)
+        check(dumps, "no dump: %s" % ht.stderr())
         rep = report(dumps[0])
         names = {l["name"] for l in rep["timeline"] if "samples)" in l["what"]}
         check({"work_a", "work_b", "work_c"} <= names, "unresolved stacks: %r" % sorted(names)[:30])
@@ -321,24 +344,22 @@ def dwarf_debug_file_symlink_stays_in_the_targets_root():
 def only_the_targets_samples_are_recorded():
     need_root()
     # The events are CPU-wide; their filter must keep every other process out of the rings.
-    with tempfile.TemporaryDirectory() as out:
-        hog = subprocess.Popen([workload("busy_threads"), "2", "4"],
-                               env=dict(os.environ, HT_WORKLOAD_LOG=os.devnull))
+    with tempfile.TemporaryDirectory() as out, Control(stop=True) as control:
+        env = dict(os.environ, HT_WORKLOAD_LOG=os.devnull, **control.env)
+        hog = subprocess.Popen([workload("busy_threads"), "2", "4"], env=env)
+        ht = Attached(["run", "--json", "--quiet", "--rq-delay", "off", "--sample-freq", "4999",
+                       "--pre", "300ms", "--output", out, "--", workload("busy_threads"), "1",
+                       "3"], env=env)
         try:
-            p = subprocess.Popen([HYBTRACE, "run", "--json", "--quiet", "--rq-delay", "off",
-                                  "--sample-freq", "4999", "--pre", "300ms", "--output", out,
-                                  "--", workload("busy_threads"), "1", "3"],
-                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                 env=dict(os.environ, HT_WORKLOAD_LOG=os.devnull))
-            time.sleep(1.5)
-            p.send_signal(signal.SIGUSR2)
-            wait_for(lambda: glob.glob(os.path.join(out, "*-manual.perfetto-trace")), 20,
-                     "the manual dump")
-            p.communicate(timeout=30)
+            # Both busy before the dump: the window holds the target's samples and the hog's
+            # chances to leak in.
+            rep = manual_dump_of_a_busy_target(ht, {None: 0.3, hog.pid: 0.1}, out)
+            control.stop()
+            check(ht.wait(30) == 0, ht.describe())
         finally:
             hog.kill()
             hog.wait()
-        rep = report(glob.glob(os.path.join(out, "*-manual.perfetto-trace"))[0])
+            ht.close()
         meta = rep["metadata"]
         check(int(meta["samples_in_window"]) >= 100, "too few samples: %r" % meta)
         check(meta["samples_of_other_processes"] == "0",

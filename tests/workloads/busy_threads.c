@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
- * N threads that keep their CPUs busy for SECONDS: the load a dump of a busy
- * process is measured on.
+ * N threads that keep their CPUs busy for SECONDS (or until $HT_STOP_FILE
+ * exists): the load a dump of a busy process is measured on.
  * usage: busy_threads [N [SECONDS]]
  */
 #include "workload.h"
@@ -19,7 +19,7 @@ __attribute__((noinline)) static void busy_inner(void)
 static void *busy(void *arg)
 {
 	(void)arg;
-	while (wl_now_ns() < end_ns)
+	while (wl_before(end_ns))
 		busy_inner();
 	return NULL;
 }

@@ -74,7 +74,7 @@ int main(int argc, char **argv)
 	phase_ns = (uint64_t)wl_arg(argc, argv, 1, 20) * 1000000ULL;
 	sleep_ns = (uint64_t)wl_arg(argc, argv, 2, 15) * 1000000ULL;
 	rounds = (int)wl_arg(argc, argv, 3, 1);
-	wl_start_delay();
+	wl_wait_start();
 	if (argc > 4 && !strcmp(argv[4], "thread")) {
 		wl_sleep_ns(200000000ULL);
 		if (pthread_create(&t, NULL, run_rounds, NULL))

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
  * Off-CPU with a known waker: a "blocked" thread waits on a futex (or reads a
- * pipe) until a "releaser" thread wakes it after a delay.
- * usage: offcpu_wake futex|pipe [DELAY_MS [ROUNDS]]
+ * pipe) until a "releaser" thread wakes it after a delay. With "thread", the
+ * blocked thread is not the main one but a thread of its own.
+ * usage: offcpu_wake futex|pipe [DELAY_MS [ROUNDS [thread]]]
  */
 #include <linux/futex.h>
 #include "workload.h"
@@ -63,32 +64,50 @@ static void block(void)
 		syscall(SYS_futex, &futex_word, FUTEX_WAIT_PRIVATE, 0, NULL, NULL, 0);
 }
 
-int main(int argc, char **argv)
-{
-	int rounds;
+static const char *how;
+static int rounds;
 
-	if (argc < 2 || (strcmp(argv[1], "futex") && strcmp(argv[1], "pipe"))) {
-		fprintf(stderr, "usage: offcpu_wake futex|pipe [DELAY_MS [ROUNDS]]\n");
-		return 2;
-	}
-	use_pipe = !strcmp(argv[1], "pipe");
-	delay_ns = (uint64_t)wl_arg(argc, argv, 2, 20) * 1000000ULL;
-	rounds = (int)wl_arg(argc, argv, 3, 1);
-	if (use_pipe && pipe(pipe_fds))
-		return 1;
+static void *block_rounds(void *arg)
+{
+	(void)arg;
 	prctl(PR_SET_NAME, "blocked");
 	blocked_tid = wl_gettid();
-	wl_start_delay();
 	for (int i = 0; i < rounds; i++) {
 		pthread_t t;
 
 		futex_word = 0;
 		if (pthread_create(&t, NULL, releaser, NULL))
-			return 1;
-		wl_log("block_start", "\"how\":\"%s\"", argv[1]);
+			exit(1);
+		wl_log("block_start", "\"how\":\"%s\"", how);
 		block();
 		wl_log("block_end", NULL);
 		pthread_join(t, NULL);
 	}
+	return NULL;
+}
+
+int main(int argc, char **argv)
+{
+	pthread_t t;
+
+	if (argc < 2 || (strcmp(argv[1], "futex") && strcmp(argv[1], "pipe"))) {
+		fprintf(stderr, "usage: offcpu_wake futex|pipe [DELAY_MS [ROUNDS [thread]]]\n");
+		return 2;
+	}
+	how = argv[1];
+	use_pipe = !strcmp(how, "pipe");
+	delay_ns = (uint64_t)wl_arg(argc, argv, 2, 20) * 1000000ULL;
+	rounds = (int)wl_arg(argc, argv, 3, 1);
+	if (use_pipe && pipe(pipe_fds))
+		return 1;
+	prctl(PR_SET_NAME, "blocked");
+	wl_wait_start();
+	if (argc > 4 && !strcmp(argv[4], "thread")) {
+		if (pthread_create(&t, NULL, block_rounds, NULL))
+			return 1;
+		pthread_join(t, NULL);
+		return 0;
+	}
+	block_rounds(NULL);
 	return 0;
 }

@@ -2,7 +2,8 @@
 /*
  * Run-queue contention: a CPU-bound victim thread and a CPU hog in another
  * process ("rq_hog"), both pinned to one CPU for a while. The victim waits
- * in the run queue whenever the hog runs.
+ * in the run queue whenever the hog runs. Both bounds log the victim's
+ * run-queue time as the kernel counts it (sched_info.run_delay).
  * usage: rq_contention [CPU [MILLISECONDS]]
  */
 #include <signal.h>
@@ -16,7 +17,7 @@ int main(int argc, char **argv)
 	pid_t hog;
 	uint64_t end;
 
-	wl_start_delay();
+	wl_wait_start();
 	hog = fork();
 	if (hog == 0) {
 		prctl(PR_SET_NAME, "rq_hog");
@@ -26,13 +27,16 @@ int main(int argc, char **argv)
 	}
 	prctl(PR_SET_NAME, "rq_victim");
 	/* Logged before pinning: the victim may queue behind the hog from then on. */
-	wl_log("contention_start", "\"hog_pid\":%d,\"hog_comm\":\"rq_hog\",\"cpu\":%d", hog, cpu);
+	wl_log("contention_start",
+	       "\"hog_pid\":%d,\"hog_comm\":\"rq_hog\",\"cpu\":%d,\"run_delay_ns\":%llu", hog, cpu,
+	       (unsigned long long)wl_run_delay_ns());
 	wl_pin(cpu);
 	end = wl_now_ns() + dur_ns;
 	wl_spin_until(end);
 	kill(hog, SIGKILL);
 	waitpid(hog, NULL, 0);
 	/* Logged once the hog is gone: no wait behind it can end later. */
-	wl_log("contention_end", "\"hog_pid\":%d", hog);
+	wl_log("contention_end", "\"hog_pid\":%d,\"run_delay_ns\":%llu", hog,
+	       (unsigned long long)wl_run_delay_ns());
 	return 0;
 }

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
- * A thread sleeps in one long syscall: nanosleep of DELAY_MS, ROUNDS times.
+ * A thread sleeps in one long syscall: nanosleep of DELAY_MS, ROUNDS times
+ * (or until $HT_STOP_FILE exists).
  * With "late", the sleeping happens in a thread created after a pause, so a
  * tracer attached at the start sees a thread born after attach.
  * usage: sleeper [DELAY_MS [ROUNDS [late]]]
@@ -14,7 +15,7 @@ static void *sleep_rounds(void *arg)
 {
 	(void)arg;
 	prctl(PR_SET_NAME, "sleeper");
-	for (int i = 0; i < rounds; i++) {
+	for (int i = 0; wl_more_rounds(i, rounds); i++) {
 		wl_log("sleep_start", "\"delay_ns\":%llu", (unsigned long long)delay_ns);
 		wl_sleep_ns(delay_ns);
 		wl_log("sleep_end", NULL);
@@ -26,7 +27,7 @@ int main(int argc, char **argv)
 {
 	delay_ns = (uint64_t)wl_arg(argc, argv, 1, 15) * 1000000ULL;
 	rounds = (int)wl_arg(argc, argv, 2, 1);
-	wl_start_delay();
+	wl_wait_start();
 	if (argc > 3 && !strcmp(argv[3], "late")) {
 		pthread_t t;
 

@@ -28,12 +28,12 @@ int main(int argc, char **argv)
 	spin_ns = (uint64_t)wl_arg(argc, argv, 3, 1000) * 1000ULL;
 	churn_ns = (uint64_t)wl_arg(argc, argv, 4, 500) * 1000000ULL;
 	prctl(PR_SET_NAME, "steady");
-	wl_start_delay();
+	wl_wait_start();
 	wl_log("steady_start", "\"sleep_ns\":%llu,\"spin_ns\":%llu", (unsigned long long)sleep_ns,
 	       (unsigned long long)spin_ns);
 	end = wl_now_ns() + seconds * 1000000000ULL;
 	next_churn = wl_now_ns() + churn_ns;
-	while (wl_now_ns() < end) {
+	while (wl_before(end)) {
 		wl_spin_until(wl_now_ns() + spin_ns);
 		if (churn_ns && wl_now_ns() >= next_churn) {
 			pthread_t t;

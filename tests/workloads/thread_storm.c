@@ -2,8 +2,9 @@
 /*
  * A thread storm: THREADS threads, created BATCH at a time, each sleeping
  * SLEEP_US in one nanosleep (a syscall breach above a lower threshold) and
- * exiting. Logs every thread's tid at its end, then stays alive IDLE_MS so a
- * tracer's resources can be counted after the storm.
+ * exiting. Logs every thread's tid at its end, then stays alive IDLE_MS (or
+ * until $HT_STOP_FILE exists) so a tracer's resources can be counted after
+ * the storm.
  * usage: thread_storm [THREADS [BATCH [SLEEP_US [IDLE_MS]]]]
  */
 #include "workload.h"
@@ -29,7 +30,7 @@ int main(int argc, char **argv)
 	if (threads < 1 || batch < 1 || !(ids = calloc((size_t)batch, sizeof(*ids))))
 		return 2;
 	prctl(PR_SET_NAME, "storm_main");
-	wl_start_delay();
+	wl_wait_start();
 	wl_log("storm_start", NULL);
 	for (int done = 0; done < threads;) {
 		int n = threads - done < batch ? threads - done : batch;
@@ -42,7 +43,7 @@ int main(int argc, char **argv)
 		done += n;
 	}
 	wl_log("storm_end", "\"threads\":%d", threads);
-	wl_sleep_ns(idle_ns);
+	wl_idle(idle_ns);
 	free(ids);
 	return 0;
 }

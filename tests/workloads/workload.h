@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/inotify.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -96,13 +97,110 @@ static inline long wl_arg(int argc, char **argv, int i, long dflt)
 	return argc > i ? strtol(argv[i], NULL, 0) : dflt;
 }
 
-/* Wait before the scenario so a tracer attached with --pid is ready: $HT_START_DELAY_MS. */
-static inline void wl_start_delay(void)
-{
-	const char *ms = getenv("HT_START_DELAY_MS");
+/*
+ * The test drives a workload through two files it names in the environment,
+ * so it needs no pid (the workload may be hybtrace's child, or in another
+ * pid namespace) and no fixed sleep:
+ *  - $HT_START_FILE: the scenario begins once this file exists, so a tracer
+ *    attached with --pid is ready (the test makes it once hybtrace says it
+ *    is attached);
+ *  - $HT_STOP_FILE: what would run for a count of rounds or seconds goes on
+ *    until this file exists instead, so it cannot end before the test has
+ *    done what it needs while it runs.
+ */
 
-	if (ms)
-		wl_sleep_ns((uint64_t)strtoull(ms, NULL, 10) * 1000000ULL);
+/* Block until PATH exists: one sleep, woken by its creation, not a polling loop. */
+static inline void wl_wait_for_file(const char *path)
+{
+	char dir[4096], buf[4096];
+	const char *slash = strrchr(path, '/');
+	int fd = inotify_init1(IN_CLOEXEC);
+
+	snprintf(dir, sizeof(dir), "%.*s", slash ? (int)(slash - path) : 1, slash ? path : ".");
+	if (fd >= 0 && inotify_add_watch(fd, dir[0] ? dir : "/", IN_CREATE | IN_MOVED_TO) < 0) {
+		close(fd);
+		fd = -1;
+	}
+	/* Checked after the watch is set: a file made in between is not missed. */
+	while (access(path, F_OK)) {
+		if (fd < 0 || read(fd, buf, sizeof(buf)) < 0)
+			wl_sleep_ns(1000000);
+	}
+	if (fd >= 0)
+		close(fd);
+}
+
+/* Before the scenario: wait for $HT_START_FILE, if the test named one. */
+static inline void wl_wait_start(void)
+{
+	const char *path = getenv("HT_START_FILE");
+
+	if (path && *path)
+		wl_wait_for_file(path);
+}
+
+/* Whether the test named a $HT_STOP_FILE: the workload then runs until it exists. */
+static inline int wl_until_stopped(void)
+{
+	const char *path = getenv("HT_STOP_FILE");
+
+	return path && *path;
+}
+
+/*
+ * Whether the test asked the workload to stop. Cheap enough for a spinning
+ * loop: the file is looked for at most once a millisecond.
+ */
+static inline int wl_stop_requested(void)
+{
+	static __thread uint64_t next_look_ns;
+	static volatile int stopped;
+	uint64_t now;
+
+	if (stopped)
+		return 1;
+	now = wl_now_ns();
+	if (now < next_look_ns)
+		return 0;
+	next_look_ns = now + 1000000;
+	if (!access(getenv("HT_STOP_FILE"), F_OK))
+		stopped = 1;
+	return stopped;
+}
+
+/* Whether another round is due: ROUNDS of them, or until the stop file exists. */
+static inline int wl_more_rounds(long done, long rounds)
+{
+	return wl_until_stopped() ? !wl_stop_requested() : done < rounds;
+}
+
+/* Whether to go on: until END_NS on the monotonic clock, or until the stop file exists. */
+static inline int wl_before(uint64_t end_ns)
+{
+	return wl_until_stopped() ? !wl_stop_requested() : wl_now_ns() < end_ns;
+}
+
+/* Idle NS, or until the stop file exists: one sleep either way. */
+static inline void wl_idle(uint64_t ns)
+{
+	if (wl_until_stopped())
+		wl_wait_for_file(getenv("HT_STOP_FILE"));
+	else
+		wl_sleep_ns(ns);
+}
+
+/* The calling thread's time waiting in a run queue so far (the kernel's sched_info). */
+static inline uint64_t wl_run_delay_ns(void)
+{
+	unsigned long long cpu_ns = 0, delay_ns = 0;
+	FILE *f = fopen("/proc/thread-self/schedstat", "r");
+
+	if (!f)
+		return 0;
+	if (fscanf(f, "%llu %llu", &cpu_ns, &delay_ns) != 2)
+		delay_ns = 0;
+	fclose(f);
+	return delay_ns;
 }
 
 #endif /* HT_WORKLOAD_H */
