@@ -109,7 +109,24 @@ static inline long wl_arg(int argc, char **argv, int i, long dflt)
  *    done what it needs while it runs.
  */
 
-/* Block until PATH exists: one sleep, woken by its creation, not a polling loop. */
+/*
+ * Whether the directory that would hold PATH is gone: the test that named it
+ * has ended (or failed and cleaned up), and no one will make the file. A
+ * workload waiting for it ends then instead of running on unwatched.
+ */
+static inline int wl_dir_gone(const char *path)
+{
+	char dir[4096];
+	const char *slash = strrchr(path, '/');
+
+	snprintf(dir, sizeof(dir), "%.*s", slash ? (int)(slash - path) : 1, slash ? path : ".");
+	return access(dir[0] ? dir : "/", F_OK) && errno == ENOENT;
+}
+
+/*
+ * Block until PATH exists (or its directory is removed): one sleep, woken by
+ * its creation, not a polling loop.
+ */
 static inline void wl_wait_for_file(const char *path)
 {
 	char dir[4096], buf[4096];
@@ -117,12 +134,13 @@ static inline void wl_wait_for_file(const char *path)
 	int fd = inotify_init1(IN_CLOEXEC);
 
 	snprintf(dir, sizeof(dir), "%.*s", slash ? (int)(slash - path) : 1, slash ? path : ".");
-	if (fd >= 0 && inotify_add_watch(fd, dir[0] ? dir : "/", IN_CREATE | IN_MOVED_TO) < 0) {
+	if (fd >= 0 && inotify_add_watch(fd, dir[0] ? dir : "/",
+					 IN_CREATE | IN_MOVED_TO | IN_DELETE_SELF) < 0) {
 		close(fd);
 		fd = -1;
 	}
 	/* Checked after the watch is set: a file made in between is not missed. */
-	while (access(path, F_OK)) {
+	while (access(path, F_OK) && !wl_dir_gone(path)) {
 		if (fd < 0 || read(fd, buf, sizeof(buf)) < 0)
 			wl_sleep_ns(1000000);
 	}
@@ -163,7 +181,7 @@ static inline int wl_stop_requested(void)
 	if (now < next_look_ns)
 		return 0;
 	next_look_ns = now + 1000000;
-	if (!access(getenv("HT_STOP_FILE"), F_OK))
+	if (!access(getenv("HT_STOP_FILE"), F_OK) || wl_dir_gone(getenv("HT_STOP_FILE")))
 		stopped = 1;
 	return stopped;
 }
