@@ -96,13 +96,19 @@ static inline long wl_arg(int argc, char **argv, int i, long dflt)
 	return argc > i ? strtol(argv[i], NULL, 0) : dflt;
 }
 
-/* Wait before the scenario so a tracer attached with --pid is ready: $HT_START_DELAY_MS. */
+/*
+ * Wait before the scenario so a tracer attached with --pid is ready: $HT_START_DELAY_MS,
+ * or until the file $HT_START_FILE exists (made once the tracer said it attached).
+ */
 static inline void wl_start_delay(void)
 {
 	const char *ms = getenv("HT_START_DELAY_MS");
+	const char *file = getenv("HT_START_FILE");
 
 	if (ms)
 		wl_sleep_ns((uint64_t)strtoull(ms, NULL, 10) * 1000000ULL);
+	while (file && access(file, F_OK))
+		wl_sleep_ns(10000000ULL);
 }
 
 #endif /* HT_WORKLOAD_H */
