@@ -5,6 +5,7 @@
  * SLEEP_MS nanosleep (a syscall breach that triggers the dump). Built twice:
  * with frame pointers (callstack) and without (callstack_nofp). With
  * "thread", the rounds run in a thread born 200 ms after the start.
+ * $HT_EXIT_TOUCH_MB: memory to touch before the exit (workload.h).
  * usage: callstack [PHASE_MS [SLEEP_MS [ROUNDS [thread]]]]
  */
 #include "workload.h"
@@ -82,5 +83,6 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	run_rounds(NULL);
+	wl_exit_touch();
 	return 0;
 }

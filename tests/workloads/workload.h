@@ -111,4 +111,25 @@ static inline void wl_start_delay(void)
 		wl_sleep_ns(10000000ULL);
 }
 
+/*
+ * Touch $HT_EXIT_TOUCH_MB of fresh memory, left mapped: the exit that follows spends a
+ * while freeing it, after the task let go of its mm (user registers, no user stack).
+ */
+static inline void wl_exit_touch(void)
+{
+	const char *mb = getenv("HT_EXIT_TOUCH_MB");
+	size_t bytes = mb ? (size_t)strtoull(mb, NULL, 10) << 20 : 0;
+	volatile char *p;
+
+	if (!bytes)
+		return;
+	p = malloc(bytes);
+	if (!p)
+		return;
+	wl_log("touch_start", "\"bytes\":%zu", bytes);
+	for (size_t i = 0; i < bytes; i += 4096)
+		p[i] = 1;
+	wl_log("touch_end", NULL);
+}
+
 #endif /* HT_WORKLOAD_H */
