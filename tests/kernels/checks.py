@@ -24,11 +24,11 @@ KNOWN_DEFECTS = {
     "1": ("issue 14 defect 1",
           "code triggers opened after the capability drop fail at perf_event_paranoid=3",
           {"6.1-cloud", "6.1-rt"}),
-    # On PREEMPT_RT nearly always with --off-cpu, often without; on 6.1-cloud now and then
-    # (a loaded host).
+    # On PREEMPT_RT nearly always with --off-cpu, often without; elsewhere now and then
+    # (a loaded machine).
     "2": ("issue 14 defect 2",
           "a syscall breach loses its waker to a preemption right after the wakeup",
-          {"6.1-cloud", "6.1-rt"}),
+          {"6.1-cloud", "6.1-rt", "running"}),
     # Most on PREEMPT_RT, where hybtrace's wakeup runs on the target's CPU; seen everywhere.
     "2b": ("issue 14 defect 2 (hybtrace as a culprit)",
            "hybtrace's own reporting runs instead of its target",
@@ -506,7 +506,7 @@ SCENARIOS = [
     # where defect 6 would take the samples away (sample-dwarf-exit shows that).
     Scenario("sample-dwarf", 3, "run", SAMPLE + " --callgraph dwarf -- $W/callstack_nofp "
              "150 15 2", check_call_structure),
-    Scenario("sample-dwarf-exit", 3, "run", "HT_EXIT_TOUCH_MB=128 run %s --rq-delay off "
+    Scenario("sample-dwarf-exit", 3, "run", "HT_EXIT_TOUCH_MB=256 run %s --rq-delay off "
              "--callgraph dwarf --sample-freq 200 --pre 400ms --dump-on-exit -- "
              "$W/callstack_nofp 50 15 1" % OUT, check_exit_dump_samples, defect="6"),
     Scenario("trigger-run", 2, "run", "run %s --trigger send_order -- $W/trigger_target "

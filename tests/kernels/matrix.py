@@ -359,8 +359,9 @@ class Tally:
                          "%d known defects (XFAIL)" % c["XFAIL"])
         if c["XPASS"]:
             extra.append("%d known defects did not show (XPASS)" % c["XPASS"])
-        print("%d passed, %d failed, %d skipped%s" % (
-            c["PASS"] + c["XPASS"], failed, c["SKIP"],
+        # Inside the suite, whose own count closes its output, this one is a comment.
+        print("%s%d passed, %d failed, %d skipped%s" % (
+            "# kernels: " if self.suite else "", c["PASS"] + c["XPASS"], failed, c["SKIP"],
             " (" + "; ".join(extra) + ")" if extra else ""))
         return failed == 0
 
