@@ -12,7 +12,8 @@ checks.py judge it here. The running kernel gets the same scenarios on this mach
 usage: matrix.py [--suite] [--kernels NAME,...] [--only SCENARIO,...] [--jobs N]
   --suite     known defects (checks.KNOWN_DEFECTS) are expected failures: XFAIL lines that
               do not fail the run (`tests/run`); without it they count as failures
-  --kernels   only these kernels (names from kernels.list, or "running")
+  --kernels   only these kernels (names from kernels.list, or "running"; default
+              $HT_KERNELS, else all of them)
   --only      only these scenarios
   --jobs      guests booted at a time (default: one per two CPUs of this machine)
 
@@ -517,7 +518,8 @@ def main():
     only = args.only.split(",") if args.only else None
     scenarios = [s for s in checks.SCENARIOS if not only or s.name in only]
     kernels = read_kernels()
-    wanted = args.kernels.split(",") if args.kernels else [k for k, _ in kernels] + ["running"]
+    chosen = args.kernels or os.environ.get("HT_KERNELS")
+    wanted = chosen.split(",") if chosen else [k for k, _ in kernels] + ["running"]
     unknown = sorted(set(only or []) - {s.name for s in checks.SCENARIOS}) + sorted(
         set(wanted) - {k for k, _ in kernels} - {"running"})
     if unknown:
