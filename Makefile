@@ -50,7 +50,7 @@ WORKLOAD_SRCS := $(wildcard tests/workloads/*.c)
 WORKLOAD_BINS := $(patsubst tests/workloads/%.c,$(BUILD)/workloads/%,$(WORKLOAD_SRCS))
 
 .SECONDARY: $(BPF_OBJS) $(GENERATED)
-.PHONY: all deps bench-deps test unit demo install uninstall clean format bench bench-smoke soak
+.PHONY: all deps bench-deps kernel-deps test test-kernels unit demo install uninstall clean format bench bench-smoke soak
 
 all: $(BUILD)/hybtrace
 
@@ -150,9 +150,40 @@ $(BUILD)/workloads/trigger_target: LDLIBS_WORKLOAD := -ldl
 
 unit: $(UNIT_BINS) $(ASAN_UNIT_BINS)
 
-test: deps bench-deps
-	$(MAKE) all unit $(ASAN)/hybtrace $(WORKLOAD_BINS) fuzz-targets $(BENCH_BINS)
+test: deps bench-deps kernel-deps
+	$(MAKE) all unit $(ASAN)/hybtrace $(WORKLOAD_BINS) fuzz-targets $(BENCH_BINS) \
+		$(KERNEL_BINS)
 	tests/run
+
+# The kernel matrix: hybtrace's scenarios on the kernels users run (tests/kernels/kernels.list),
+# each booted under qemu from its Debian package (cached in build/kernels/, nothing installed
+# in /boot), and on the running kernel. `make test-kernels KERNELS=6.1-rt ONLY=syscall`
+# narrows it; tests/run runs it with the known defects as expected failures.
+KERNEL_PACKAGES := qemu-system-x86
+KERNEL_BINS := $(BUILD)/kernels/ht_port
+
+kernel-deps: deps
+	@missing=""; for p in $(KERNEL_PACKAGES); do \
+		dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q '^install ok installed' \
+			|| missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+		echo "installing:$$missing"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+			--no-install-recommends $$missing; \
+	fi
+
+$(BUILD)/kernels:
+	mkdir -p $@
+
+# The guest's channel to the host: static, the initramfs has no libc of its own for it.
+$(BUILD)/kernels/ht_port: tests/kernels/ht_port.c | $(BUILD)/kernels
+	$(call msg,CC,$@)
+	$(Q)$(CC) -static -O2 $(WARNINGS) -o $@ $<
+
+test-kernels: kernel-deps
+	$(MAKE) all $(WORKLOAD_BINS) $(KERNEL_BINS)
+	python3 tests/kernels/matrix.py $(if $(KERNELS),--kernels $(KERNELS)) $(if $(ONLY),--only $(ONLY))
 
 demo: deps
 	$(MAKE) all $(BUILD)/workloads/demo_service

@@ -6,6 +6,7 @@
  * times: with frame pointers (callstack), without (callstack_nofp), and
  * without them or any CFI of its own (callstack_nocfi). With
  * "thread", the rounds run in a thread born 200 ms after the start.
+ * $HT_EXIT_TOUCH_MB: memory to touch before the exit (workload.h).
  * usage: callstack [PHASE_MS [SLEEP_MS [ROUNDS [thread]]]]
  */
 #include "workload.h"
@@ -83,5 +84,6 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	run_rounds(NULL);
+	wl_exit_touch();
 	return 0;
 }

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
  * Functions for code triggers, called in known ways, each call logged with
- * its arguments. Every mode waits 300 ms first, for the tracer.
+ * its arguments. Every mode but `until` waits 300 ms first, for the tracer
+ * (once $HT_START_FILE exists, if the test names one: see workload.h).
  * usage: trigger_target calls N      send_order(i, 0x1234, 2*i) N times, 20 ms apart
  *        trigger_target thread       a thread born now calls send_order(7, 8, 9) at once
  *        trigger_target plt N        getppid() through the PLT, N times
@@ -10,6 +11,8 @@
  *        trigger_target stop ARG     hybtrace_trigger(ARG)
  *        trigger_target marks N      getppid(); mark 7 (i, 0); getppid(): N times, then
  *                                    hybtrace_trigger(1)
+ *        trigger_target until        send_order(i, 0x1234, 2*i) every 5 ms from the start
+ *                                    until the file $HT_STOP_FILE exists, then exit
  */
 #include <dlfcn.h>
 #include "hybtrace/hybtrace.h"
@@ -29,6 +32,19 @@ static void calls(int n)
 		send_order((uint64_t)i, 0x1234, 2 * (uint64_t)i);
 		wl_sleep_ns(20000000ULL);
 	}
+}
+
+/* Calls while a tracer attaches, until it makes $HT_STOP_FILE. */
+static void calls_until_stopped(void)
+{
+	const char *stop = getenv("HT_STOP_FILE");
+
+	for (int i = 0; stop && !wl_stop_requested(); i++) {
+		wl_log("call", "\"args\":[%d,%d,%d]", i, 0x1234, 2 * i);
+		send_order((uint64_t)i, 0x1234, 2 * (uint64_t)i);
+		wl_sleep_ns(5000000ULL);
+	}
+	wl_log("stopped", NULL);
 }
 
 static void *thread_main(void *arg)
@@ -79,6 +95,12 @@ int main(int argc, char **argv)
 	long n = wl_arg(argc, argv, 2, 3);
 	pthread_t t;
 
+	wl_wait_start();
+	/* The calls begin at once: they are there to be made while the tracer attaches. */
+	if (!strcmp(mode, "until")) {
+		calls_until_stopped();
+		return 0;
+	}
 	wl_sleep_ns(300000000ULL);
 	if (!strcmp(mode, "calls")) {
 		calls((int)n);

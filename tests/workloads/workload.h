@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/inotify.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -219,6 +220,29 @@ static inline uint64_t wl_run_delay_ns(void)
 		delay_ns = 0;
 	fclose(f);
 	return delay_ns;
+}
+
+/*
+ * Touch $HT_EXIT_TOUCH_MB of fresh memory, left mapped: the exit that follows spends a
+ * while freeing it, after the task let go of its mm (user registers, no user stack).
+ */
+static inline void wl_exit_touch(void)
+{
+	const char *mb = getenv("HT_EXIT_TOUCH_MB");
+	size_t bytes = mb ? (size_t)strtoull(mb, NULL, 10) << 20 : 0;
+	volatile char *p;
+
+	if (!bytes)
+		return;
+	p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED)
+		return;
+	/* Small pages: each one is freed on its own, which takes the exit a while. */
+	madvise((void *)p, bytes, MADV_NOHUGEPAGE);
+	wl_log("touch_start", "\"bytes\":%zu", bytes);
+	for (size_t i = 0; i < bytes; i += 4096)
+		p[i] = 1;
+	wl_log("touch_end", NULL);
 }
 
 #endif /* HT_WORKLOAD_H */
