@@ -338,6 +338,9 @@ def check_exit_dump_samples(r):
           "%s samples in the exit dump's window, user slices %r, of a target on the CPU "
           "for the window's whole first part (touching memory)"
           % (meta["samples_in_window"], sorted(names)[:10]))
+    check(meta.get("loss.samples_unreadable") == "0",
+          "sampling records that did not parse: %s (%s headers rebuilt)"
+          % (meta.get("loss.samples_unreadable"), meta.get("samples_header_rebuilt")))
 
 
 # --- code triggers ---------------------------------------------------------------------
