@@ -312,6 +312,8 @@ static void add_user_timeline(struct ht_dump_builder *b, struct timeline *tl,
 	meta_u64(tl, HT_META_SAMPLES_FOREIGN, set.foreign);
 	meta_u64(tl, HT_META_LOSS_SAMPLES, set.lost);
 	meta_u64(tl, HT_META_LOSS_THROTTLE, set.throttled);
+	meta_u64(tl, HT_META_LOSS_SAMPLES_BAD, set.malformed);
+	meta_u64(tl, HT_META_SAMPLES_REBUILT, set.rebuilt);
 	ht_sample_set_free(&set);
 }
 

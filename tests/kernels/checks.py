@@ -41,9 +41,6 @@ KNOWN_DEFECTS = {
     "5": ("defect 5 (found by the kernel matrix)",
           "with --pid, a target that exits while hybtrace attaches loses the hits it made",
           {"6.1-cloud", "6.1-rt", "running"}),
-    "6": ("defect 6 (found by the kernel matrix)",
-          "dwarf samples vanish from a dump when the newest one was taken in the target's exit",
-          {"6.1-cloud", "6.1-rt"}),
 }
 
 
@@ -324,10 +321,11 @@ def check_call_structure(r):
 
 
 def check_exit_dump_samples(r):
-    """Defect 6: the target touches memory (on the CPU, sampled) and exits; the exit dump's
-    window holds that. On 6.1 a sample taken while the exit frees the memory (user registers,
-    no user stack to copy) writes its last 8 bytes over the header of the sample before it
-    in the backward ring: the dump must still hold the samples before it."""
+    """The target touches memory (on the CPU, sampled) and exits; the exit dump's window
+    holds that. On 6.1 a sample taken while the exit frees the memory (user registers, no
+    user stack to copy) writes its last 8 bytes over the header of the sample before it in
+    the backward ring (see overran_its_end() in userspace/sampler.c): the dump must still
+    hold the samples before it."""
     r.ok()
     tid = r.first("touch_start")["tid"]
     r.first("touch_end")
@@ -340,6 +338,9 @@ def check_exit_dump_samples(r):
           "%s samples in the exit dump's window, user slices %r, of a target on the CPU "
           "for the window's whole first part (touching memory)"
           % (meta["samples_in_window"], sorted(names)[:10]))
+    check(meta.get("loss.samples_unreadable") == "0",
+          "sampling records that did not parse: %s (%s headers rebuilt)"
+          % (meta.get("loss.samples_unreadable"), meta.get("samples_header_rebuilt")))
 
 
 # --- code triggers ---------------------------------------------------------------------
@@ -502,13 +503,13 @@ SCENARIOS = [
              check_call_structure),
     Scenario("sample-fp-p3", 3, "run", SAMPLE + " -- $W/callstack 150 15 1",
              check_call_structure),
-    # Two rounds: the first one's dump freezes while the second runs, not in the exit,
-    # where defect 6 would take the samples away (sample-dwarf-exit shows that).
+    # Two rounds: the first one's dump freezes while the second runs, not in the exit
+    # (sample-dwarf-exit is the dump of the exit).
     Scenario("sample-dwarf", 3, "run", SAMPLE + " --callgraph dwarf -- $W/callstack_nofp "
              "150 15 2", check_call_structure),
     Scenario("sample-dwarf-exit", 3, "run", "HT_EXIT_TOUCH_MB=256 run %s --rq-delay off "
              "--callgraph dwarf --sample-freq 200 --pre 400ms --dump-on-exit -- "
-             "$W/callstack_nofp 50 15 1" % OUT, check_exit_dump_samples, defect="6"),
+             "$W/callstack_nofp 50 15 1" % OUT, check_exit_dump_samples),
     Scenario("trigger-run", 2, "run", "run %s --trigger send_order -- $W/trigger_target "
              "calls 3" % TRIG, check_trigger_calls),
     Scenario("trigger-run-p3", 3, "run", "run %s --trigger send_order -- $W/trigger_target "
