@@ -94,6 +94,17 @@ int ht_code_triggers_drain(struct ht_code_triggers *ct, struct ht_bp_hits *out)
 	return 0;
 }
 
+int ht_code_triggers_finish(struct ht_code_triggers *ct, struct ht_bp_hits *out)
+{
+	memset(out, 0, sizeof(*out));
+	if (!ct->open)
+		return 0;
+	/* Nothing is resolved again: no hit can come at a new address any more. */
+	if (ht_bp_stop(&ct->bps))
+		ht_warn("triggers: %s", ht_last_error());
+	return ht_bp_drain(&ct->bps, out);
+}
+
 void ht_code_triggers_rearm(struct ht_code_triggers *ct)
 {
 	if (ct->open && ht_bp_rearm(&ct->bps))

@@ -43,6 +43,12 @@ size_t ht_code_triggers_fds(const struct ht_code_triggers *ct, int *fds, size_t 
  */
 int ht_code_triggers_drain(struct ht_code_triggers *ct, struct ht_bp_hits *out);
 
+/*
+ * The session ends: the breakpoints stop, and OUT gets the hits still in
+ * the rings, as ht_code_triggers_drain() would (the target may be gone).
+ */
+int ht_code_triggers_finish(struct ht_code_triggers *ct, struct ht_bp_hits *out);
+
 /* Arm the breakpoints again after a one-shot hit (--multi keeps them armed). */
 void ht_code_triggers_rearm(struct ht_code_triggers *ct);
 

@@ -81,8 +81,10 @@ struct session {
 	uint64_t shortest_reach_ns; /* 0: not measured yet */
 	uint64_t busiest_rate;	    /* records/s on the busiest CPU when it was shortest */
 	bool pre_warned;
-	uint64_t trigger_hits;
 	uint64_t lost_reported; /* losses already said on stderr */
+	uint64_t trigger_hits;
+	/* One-shot: hits after the first (not reported); hits lost to a full ring. */
+	uint64_t trigger_in_flight, trigger_lost;
 	struct ht_comm_cache *comms;
 	struct ht_ksyms *ksyms;
 	uint64_t start_ns;
@@ -335,8 +337,12 @@ static void print_triggers_text(struct session *s, FILE *f)
 
 	if (!n)
 		return;
-	fprintf(f, "  triggers: %llu hit%s\n", (unsigned long long)s->trigger_hits,
+	fprintf(f, "  triggers: %llu hit%s", (unsigned long long)s->trigger_hits,
 		s->trigger_hits == 1 ? "" : "s");
+	if (s->trigger_in_flight)
+		fprintf(f, ", %llu more after the first (one-shot: not reported)",
+			(unsigned long long)s->trigger_in_flight);
+	fprintf(f, ", %llu lost (ring full)\n", (unsigned long long)s->trigger_lost);
 	for (size_t i = 0; i < n; i++) {
 		const char *why = ht_code_trigger_unresolved(&s->triggers, i);
 
@@ -350,8 +356,11 @@ static void print_triggers_json(struct session *s, FILE *f)
 {
 	size_t n = ht_code_triggers_count(&s->triggers), shown = 0;
 
-	fprintf(f, ",\"triggers\":{\"hits\":%llu,\"never_resolved\":[",
-		(unsigned long long)s->trigger_hits);
+	fprintf(f,
+		",\"triggers\":{\"hits\":%llu,\"in_flight\":%llu,\"lost\":%llu,"
+		"\"never_resolved\":[",
+		(unsigned long long)s->trigger_hits, (unsigned long long)s->trigger_in_flight,
+		(unsigned long long)s->trigger_lost);
 	for (size_t i = 0; i < n; i++) {
 		const char *why = ht_code_trigger_unresolved(&s->triggers, i);
 
@@ -626,6 +635,20 @@ static void offer_trigger_dump(struct session *s, const struct ht_bp_hit *hit)
 	ht_dumper_offer(&s->dumper, &job);
 }
 
+static void report_trigger_hits(struct session *s, struct ht_bp_hits *hits)
+{
+	for (size_t i = 0; i < hits->count; i++)
+		offer_trigger_dump(s, &hits->v[i]);
+	s->trigger_in_flight += hits->in_flight;
+	s->trigger_lost += hits->lost;
+	if (hits->lost) {
+		clear_status_line(s);
+		ht_warn("triggers: %llu hits lost: the kernel found their ring full",
+			(unsigned long long)hits->lost);
+	}
+	ht_bp_hits_free(hits);
+}
+
 static void handle_trigger_hits(struct session *s)
 {
 	struct ht_bp_hits hits;
@@ -634,9 +657,22 @@ static void handle_trigger_hits(struct session *s)
 		ht_warn("triggers: %s", ht_last_error());
 		return;
 	}
-	for (size_t i = 0; i < hits.count; i++)
-		offer_trigger_dump(s, &hits.v[i]);
-	ht_bp_hits_free(&hits);
+	report_trigger_hits(s, &hits);
+}
+
+/*
+ * The end: the breakpoints stop and what the rings still hold is reported,
+ * hits of a target that has exited included, before the summary counts them.
+ */
+static void finish_triggers(struct session *s)
+{
+	struct ht_bp_hits hits;
+
+	if (ht_code_triggers_finish(&s->triggers, &hits)) {
+		ht_warn("triggers: %s", ht_last_error());
+		return;
+	}
+	report_trigger_hits(s, &hits);
 }
 
 static void handle_signal(struct session *s)
@@ -840,6 +876,12 @@ static int run_loop(struct session *s)
 {
 	struct epoll_event events[8];
 
+	/*
+	 * Hits written before the rings were added to epoll are not reported
+	 * readable: a perf event's poll hands out its readiness once, and the
+	 * add and the first wait each poll. Read them now; later ones wake us.
+	 */
+	handle_trigger_hits(s);
 	while (!s->stop) {
 		int n;
 
@@ -878,6 +920,7 @@ static int run_loop(struct session *s)
 		}
 	}
 	drain_breaches(s);
+	finish_triggers(s);
 	return 0;
 }
 

@@ -3,12 +3,13 @@
 import glob
 import json
 import os
+import signal
 import subprocess
 import tempfile
 import time
 
-from harness import (HYBTRACE, WORKLOADS, Run, Skip, check, hybtrace, need_root, read_log,
-                     test, wait_for, workload)
+from harness import (HYBTRACE, WORKLOADS, Attached, Control, Run, Skip, check, hybtrace,
+                     need_root, read_log, test, wait_for, workload)
 
 TARGET = workload("trigger_target")
 
@@ -269,3 +270,92 @@ def summary_names_a_trigger_that_never_resolved():
     check(run.rc == 0, run.describe())
     check("trigger libnotthere.so.9:foo never resolved: no module libnotthere.so.9" in run.stdout,
           "the summary does not name it:\n" + run.describe())
+
+
+def pid_session(control, extra=(), mode=("until",)):
+    """trigger_target MODE under hybtrace --pid --multi --trigger send_order, started
+    after it: (target, hybtrace, workload log path)."""
+    log = os.path.join(control.dir, "workload.log")
+    target = subprocess.Popen([TARGET] + list(mode),
+                              env=dict(os.environ, HT_WORKLOAD_LOG=log, **control.env))
+    ht = Attached(["--pid", str(target.pid), "--json", "--quiet", "--rq-delay", "off",
+                   "--min-interval", "0ms", "--max-dumps", "1", "--output", control.dir,
+                   "--multi", "--trigger", "send_order"] + list(extra))
+    return target, ht, log
+
+
+def armed_line(ht):
+    return any(l.startswith("hybtrace: trigger send_order at ") and l.endswith(" armed")
+               for l in ht.stderr().splitlines())
+
+
+@test
+def pid_target_that_exits_during_the_attach_keeps_its_hits():
+    """The target calls send_order every 5 ms and exits once the trigger is armed and has
+    made a few calls, while hybtrace still attaches (loads the monitor): what the
+    breakpoints recorded is reported, as the workload's log says it was called."""
+    need_root()
+    for attempt in range(5):
+        with Control(stop=True) as control:
+            target, ht, log = pid_session(control)
+            try:
+                wait_for(lambda: ht.proc.poll() is not None or armed_line(ht), 30,
+                         "the trigger armed")
+                check(ht.proc.poll() is None, "hybtrace exited early:\n" + ht.describe())
+                made = len(read_log(log))
+                wait_for(lambda: len(read_log(log)) >= made + 2, 10, "two calls while armed")
+                control.stop()
+                target.wait(timeout=10)
+                during_attach = ht.attached() is None
+                rc = ht.wait(60)
+            finally:
+                if target.poll() is None:
+                    target.kill()
+                    target.wait()
+                ht.close()
+            calls = [e["args"] for e in read_log(log) if e["event"] == "call"]
+        if during_attach:
+            break
+    check(during_attach, "hybtrace attached before its target could exit, 5 times")
+    run = Run(rc, ht.stdout(), ht.stderr(), [])
+    check(rc == 0 and run.summary(), run.describe())
+    hits = [h["args"] for h in run.json_lines() if h.get("type") == "trigger"]
+    check(len(hits) >= 2, "%d hits for the calls made while armed (%d calls in all)\n%s"
+          % (len(hits), len(calls), run.describe()))
+    # Every call from the first hit on is a hit: none dropped at the exit.
+    check(hits[0] in calls and hits == calls[calls.index(hits[0]):],
+          "hits %r, calls from the first hit on %r" % (hits, calls[-len(hits):]))
+    triggers = run.summary()["triggers"]
+    check(triggers["hits"] == len(hits) and triggers["lost"] == 0,
+          "summary %r for %d hit lines" % (triggers, len(hits)))
+
+
+@test
+def hits_made_during_the_attach_are_reported_once_attached():
+    """The target calls while hybtrace attaches, then is stopped (SIGSTOP) and calls no
+    more: its hits are reported as soon as hybtrace is attached, not only at its exit (no
+    new hit comes to wake hybtrace for them)."""
+    need_root()
+    with Control(stop=True) as control:
+        target, ht, log = pid_session(control)
+        try:
+            wait_for(lambda: ht.proc.poll() is not None or armed_line(ht), 30,
+                     "the trigger armed")
+            made = len(read_log(log))
+            wait_for(lambda: len(read_log(log)) >= made + 2, 10, "two calls while armed")
+            os.kill(target.pid, signal.SIGSTOP)
+            ht.wait_attached()
+            calls = [e["args"] for e in read_log(log) if e["event"] == "call"]
+            wait_for(lambda: ht.proc.poll() is not None or any(
+                o.get("type") == "trigger" for o in ht.json_lines()), 10,
+                "a hit reported while hybtrace runs")
+            check(ht.proc.poll() is None, "hybtrace exited:\n" + ht.describe())
+            hits = [h["args"] for h in ht.json_lines() if h.get("type") == "trigger"]
+            check(hits[0] in calls and hits == calls[calls.index(hits[0]):],
+                  "hits %r, the calls made before the target stopped %r" % (hits, calls))
+        finally:
+            os.kill(target.pid, signal.SIGCONT)
+            control.stop()
+            target.wait(timeout=10)
+            ht.stop()
+            ht.close()

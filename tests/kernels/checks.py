@@ -38,9 +38,6 @@ KNOWN_DEFECTS = {
           {"6.1-cloud", "6.1-rt"}),
     "4": ("issue 14 defect 4", "--pid trigger hits carry negative times",
           {"6.1-cloud", "6.1-rt", "running"}),
-    "5": ("defect 5 (found by the kernel matrix)",
-          "with --pid, a target that exits while hybtrace attaches loses the hits it made",
-          {"6.1-cloud", "6.1-rt", "running"}),
     "6": ("defect 6 (found by the kernel matrix)",
           "dwarf samples vanish from a dump when the newest one was taken in the target's exit",
           {"6.1-cloud", "6.1-rt"}),
@@ -525,7 +522,7 @@ SCENARIOS = [
     Scenario("trigger-pid-exec-p3", 3, "pid-gated", "$W/trigger_target exec :: %s --multi "
              "--trigger send_order" % TRIG, check_trigger_exec, defect="1"),
     Scenario("trigger-pid-exit", 3, "pid-armed", "$W/trigger_target until :: %s --multi "
-             "--trigger send_order" % TRIG, check_trigger_pid_exit, defect="5"),
+             "--trigger send_order" % TRIG, check_trigger_pid_exit),
     Scenario("trigger-pid-times", 3, "pid", "$W/trigger_target until :: %s --multi "
              "--trigger send_order" % TRIG, check_trigger_pid_times, defect="4"),
 ]
