@@ -1124,6 +1124,12 @@ static int start_session(struct session *s, const struct ht_options *o, int tgid
 		ht_fail("out of memory");
 		return HT_EXIT_FAILURE;
 	}
+	/*
+	 * The attach begins: the triggers are armed first, the monitor next. Every
+	 * time hybtrace prints (hits, breaches, the summary's) counts from here,
+	 * so that a hit made while the monitor loads is not before the zero.
+	 */
+	s->start_ns = monotonic_ns();
 	/* Specs are checked before anything else attaches: a typo is exit 2, nothing left. */
 	if (o->ntriggers && ht_code_triggers_open(&s->triggers, s->tgid, o->triggers, o->ntriggers,
 						  o->multi, s->child != 0))
@@ -1133,9 +1139,9 @@ static int start_session(struct session *s, const struct ht_options *o, int tgid
 	if (ht_monitor_open(&s->monitor, &cfg))
 		return HT_EXIT_FAILURE;
 	ht_comm_cache_init(s->comms, &s->monitor);
-	s->start_ns = s->monitor.attached_ns;
-	s->last_status_ns = s->start_ns;
-	s->reach_since_ns = s->start_ns;
+	/* Rates count the monitor's records, from its attach on. */
+	s->last_status_ns = s->monitor.attached_ns;
+	s->reach_since_ns = s->monitor.attached_ns;
 	s->reach_heads = calloc(s->monitor.ncpus, sizeof(*s->reach_heads));
 	if (start_on_cpu_source(s))
 		return HT_EXIT_FAILURE;

@@ -359,3 +359,50 @@ def hits_made_during_the_attach_are_reported_once_attached():
             target.wait(timeout=10)
             ht.stop()
             ht.close()
+
+
+@test
+def pid_hits_and_breaches_count_from_one_zero():
+    """--pid: the target calls send_order every 5 ms from before hybtrace starts, each call
+    followed by a 5 ms sleep that breaches --syscall 1ms. Hits made while the monitor still
+    loads are after the zero too (time_s >= 0), and hits and breaches give time_s from the
+    same zero: a moment after hybtrace was started and before its first hit."""
+    need_root()
+    with Control(stop=True) as control:
+        launched_ns = time.monotonic_ns()
+        target, ht, log = pid_session(control, ["--syscall", "1ms", "--syscalls",
+                                                "clock_nanosleep"])
+        try:
+            ht.wait_attached()
+            wait_for(lambda: ht.proc.poll() is not None or len(ht.breaches()) >= 3, 20,
+                     "breaches after the attach")
+            control.stop()
+            target.wait(timeout=10)
+            rc = ht.wait(60)
+        finally:
+            if target.poll() is None:
+                target.kill()
+                target.wait()
+            ht.close()
+        calls = {tuple(e["args"]): e["ts_ns"] for e in read_log(log) if e["event"] == "call"}
+    run = Run(rc, ht.stdout(), ht.stderr(), [])
+    check(rc == 0, run.describe())
+    hits = [o for o in run.json_lines() if o.get("type") == "trigger"]
+    breaches = run.breaches("syscall")
+    check(hits and breaches, "%d hits, %d breaches\n%s" % (len(hits), len(breaches),
+                                                          run.describe()))
+    for h in hits:
+        check(tuple(h["args"]) in calls and h["time_ns"] >= calls[tuple(h["args"])],
+              "a hit with %r at %d, not after a call that passed that" % (h["args"],
+                                                                          h["time_ns"]))
+    negative = [h["time_s"] for h in hits if h["time_s"] < 0]
+    check(not negative, "%d of %d hits before the zero: time_s %r"
+          % (len(negative), len(hits), negative[:5]))
+    # time_s has 6 decimals: each line says its zero to the microsecond.
+    zeros = [h["time_ns"] - round(h["time_s"] * 1e9) for h in hits] + \
+        [b["end_ns"] - round(b["time_s"] * 1e9) for b in breaches]
+    check(max(zeros) - min(zeros) <= 2000, "hits and breaches count from zeros %d ns apart"
+          % (max(zeros) - min(zeros)))
+    check(launched_ns <= min(zeros) <= hits[0]["time_ns"],
+          "the zero %d, hybtrace started at %d, the first hit at %d"
+          % (min(zeros), launched_ns, hits[0]["time_ns"]))

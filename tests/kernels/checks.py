@@ -36,8 +36,6 @@ KNOWN_DEFECTS = {
     "3": ("issue 14 defect 3",
           "the live line and the dump name different culprits across a migration",
           {"6.1-cloud", "6.1-rt"}),
-    "4": ("issue 14 defect 4", "--pid trigger hits carry negative times",
-          {"6.1-cloud", "6.1-rt", "running"}),
     "6": ("defect 6 (found by the kernel matrix)",
           "dwarf samples vanish from a dump when the newest one was taken in the target's exit",
           {"6.1-cloud", "6.1-rt"}),
@@ -524,7 +522,7 @@ SCENARIOS = [
     Scenario("trigger-pid-exit", 3, "pid-armed", "$W/trigger_target until :: %s --multi "
              "--trigger send_order" % TRIG, check_trigger_pid_exit),
     Scenario("trigger-pid-times", 3, "pid", "$W/trigger_target until :: %s --multi "
-             "--trigger send_order" % TRIG, check_trigger_pid_times, defect="4"),
+             "--trigger send_order" % TRIG, check_trigger_pid_times),
 ]
 
 # Checks of what every kernel's run left besides the scenarios (its _info directory).
