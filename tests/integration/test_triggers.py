@@ -3,6 +3,7 @@
 import glob
 import json
 import os
+import re
 import signal
 import subprocess
 import tempfile
@@ -12,12 +13,69 @@ from harness import (HYBTRACE, WORKLOADS, Attached, Control, Run, Skip, check, h
                      need_root, read_log, test, wait_for, workload)
 
 TARGET = workload("trigger_target")
+ARMED = re.compile(r"^hybtrace: trigger .* at (0x[0-9a-f]+) in .* armed$")
 
 
-def triggered(args, mode, timeout=60, env=None):
-    with tempfile.TemporaryDirectory() as out:
-        run = hybtrace(["run", "--json", "--rq-delay", "off", "--output", out] + args +
-                       ["--", TARGET] + mode, timeout=timeout, env=env)
+def whole_lines(path):
+    """The JSON lines PATH holds so far, leaving out one still being written."""
+    if not os.path.exists(path):
+        return []
+    with open(path) as f:
+        text = f.read()
+    return [json.loads(l) for l in text[:text.rfind("\n") + 1].splitlines() if l.strip()]
+
+
+def armed_addresses(stderr):
+    """The addresses hybtrace said it armed a trigger at (its stderr)."""
+    return {int(m.group(1), 16) for m in map(ARMED.match, stderr.splitlines()) if m}
+
+
+class Go:
+    """Answers trigger_target's "ready" lines: once hybtrace said it armed a trigger at the
+    address of each function a line names (of those in FUNCTIONS, all by default), the start
+    file the workload waits for is made (again for the image after an exec, which took the
+    first one away). hybtrace may have armed the address in an image before (the child it
+    holds before exec, the image before an exec): with address randomization, as wherever
+    the tests run, never at the same address."""
+
+    def __init__(self, control, log, functions=None):
+        self.control = control
+        self.log = log
+        self.functions = functions
+        self.answered = 0
+
+    def poll(self, stderr):
+        readies = [e for e in whole_lines(self.log) if e["event"] == "ready"]
+        armed = armed_addresses(stderr)
+        while self.answered < len(readies) and all(
+                int(a, 16) in armed for f, a in readies[self.answered]["at"].items()
+                if self.functions is None or f in self.functions):
+            self.control.start()
+            self.answered += 1
+
+
+def run_answering(ht, go, timeout):
+    """Wait for hybtrace (Attached) to exit, answering the workload's "ready" lines."""
+    def done():
+        go.poll(ht.stderr())
+        return ht.proc.poll() is not None
+
+    try:
+        wait_for(done, timeout, "hybtrace and its workload to finish (%d ready lines "
+                 "answered)\n%s" % (go.answered, ht.describe()))
+        return Run(ht.proc.returncode, ht.stdout(), ht.stderr(), whole_lines(go.log))
+    finally:
+        ht.close()
+
+
+def triggered(args, mode, timeout=60, env=None, functions=None):
+    """`run` ARGS -- trigger_target MODE, answering its "ready" lines for FUNCTIONS."""
+    with tempfile.TemporaryDirectory() as out, Control(start=True) as control:
+        log = os.path.join(control.dir, "workload.log")
+        ht = Attached(["run", "--json", "--rq-delay", "off", "--output", out] + args +
+                      ["--", TARGET] + mode,
+                      env=dict(env or {}, HT_WORKLOAD_LOG=log, **control.env))
+        run = run_answering(ht, Go(control, log, functions), timeout)
         check(run.rc == 0, run.describe())
         hits = [o for o in run.json_lines() if o.get("type") == "trigger"]
         dumps = sorted(glob.glob(os.path.join(out, "*-trigger.perfetto-trace")))
@@ -112,7 +170,7 @@ def stop_function_triggers_with_its_argument():
 def user_marks_sit_between_the_syscalls_around_them():
     need_root()
     run, hits, reports = triggered(["--trigger", ".", "--syscall", "10s", "--pre", "100ms"],
-                                   ["marks", "10"])
+                                   ["marks", "10"], functions=["hybtrace_trigger"])
     check(reports, "no trigger dump\n" + run.describe())
     tl = [l for l in reports[0]["timeline"] if l["name"] in ("getppid", "order sent")]
     names = [l["name"] for l in sorted(tl, key=lambda l: l["t_ns"])]
@@ -135,10 +193,14 @@ def expect_spec_error(specs, needle, pid):
 @test
 def trigger_spec_errors():
     need_root()
-    target = subprocess.Popen([TARGET, "calls", "200"], stdout=subprocess.DEVNULL,
-                              stderr=subprocess.DEVNULL)
+    control = Control(start=True)
+    log = os.path.join(control.dir, "workload.log")
+    target = subprocess.Popen([TARGET, "calls", "1"], stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL,
+                              env=dict(os.environ, HT_WORKLOAD_LOG=log, **control.env))
     try:
-        time.sleep(0.2)
+        # Its program and libraries are mapped once it says it is ready.
+        wait_for(lambda: whole_lines(log), 10, "the target to start")
         expect_spec_error(["send_ordr"], "send_order", target.pid)          # a suggestion
         expect_spec_error(["_dl_catch_exception"], "libc.so.6", target.pid)  # ambiguous
         expect_spec_error(["trigger_target.c:2"], "no code", target.pid)
@@ -147,6 +209,7 @@ def trigger_spec_errors():
     finally:
         target.kill()
         target.wait()
+        control.close()
 
 
 # Debian's python3 links libz itself: the library is mapped as libz.so.1.2.13, called libz.so.1
@@ -174,15 +237,6 @@ t = threading.Thread(target=work)
 t.start()
 t.join()
 """
-
-
-def whole_lines(path):
-    """The JSON lines PATH holds so far, leaving out one still being written."""
-    if not os.path.exists(path):
-        return []
-    with open(path) as f:
-        text = f.read()
-    return [json.loads(l) for l in text[:text.rfind("\n") + 1].splitlines() if l.strip()]
 
 
 @test

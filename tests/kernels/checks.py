@@ -367,8 +367,8 @@ def check_trigger_dlopen(r):
 
 
 def check_trigger_exec(r):
-    """--pid on a target that execs after the attach: the new image's function is armed
-    again (issue 14 defect 1 at paranoid 3)."""
+    """--pid on a target that execs once its trigger is armed: the new image's function is
+    armed again, after the capability drop (issue 14 defect 1 at paranoid 3)."""
     r.ok()
     hits = r.hits()
     execed = r.first("exec")["ts_ns"]
@@ -407,9 +407,9 @@ def check_trigger_pid_times(r):
 
 def check_trigger_pid_exit(r):
     """Defect 5: the target calls the function every 5 ms from before the triggers are armed
-    until hybtrace says they are, then exits while hybtrace still attaches. hybtrace goes on
-    (attached, a summary, exit 0), so the hits the kernel recorded while armed are reported
-    too, or counted as lost: never dropped without a word."""
+    until 5 calls after hybtrace says they are, then exits while hybtrace still attaches.
+    hybtrace goes on (attached, a summary, exit 0), so the hits the kernel recorded while
+    armed are reported too, or counted as lost: never dropped without a word."""
     r.ok()
     calls = [c["args"] for c in r.events("call")]
     hits = [h["args"] for h in r.hits()]
@@ -420,6 +420,9 @@ def check_trigger_pid_exit(r):
     tail = calls[calls.index(hits[0]):] if hits[0] in calls else calls
     check(hits == tail, "%d hits, %d calls from the first hit to the last: %r missing"
           % (len(hits), len(tail), [c for c in tail if c not in hits][:5]))
+    counted = r.run.summary()["triggers"]
+    check(counted["hits"] == len(hits) and counted["lost"] == 0,
+          "the summary counts %r for %d hits reported" % (counted, len(hits)))
 
 
 # --- machine check -------------------------------------------------------------------------
@@ -504,20 +507,21 @@ SCENARIOS = [
     Scenario("sample-dwarf-exit", 3, "run", "HT_EXIT_TOUCH_MB=256 run %s --rq-delay off "
              "--callgraph dwarf --sample-freq 200 --pre 400ms --dump-on-exit -- "
              "$W/callstack_nofp 50 15 1" % OUT, check_exit_dump_samples, defect="6"),
-    Scenario("trigger-run", 2, "run", "run %s --trigger send_order -- $W/trigger_target "
-             "calls 3" % TRIG, check_trigger_calls),
-    Scenario("trigger-run-p3", 3, "run", "run %s --trigger send_order -- $W/trigger_target "
-             "calls 3" % TRIG, check_trigger_calls, defect="1"),
-    Scenario("trigger-dlopen", 2, "run", "run %s --multi --trigger libtrig.so:dl_order -- "
-             "$W/trigger_target dlopen $W/libtrig.so" % TRIG, check_trigger_dlopen),
-    Scenario("trigger-dlopen-p3", 3, "run", "run %s --multi --trigger libtrig.so:dl_order -- "
-             "$W/trigger_target dlopen $W/libtrig.so" % TRIG, check_trigger_dlopen, defect="1"),
-    Scenario("trigger-stop-plt", 2, "run", "run %s --multi --trigger . --trigger "
+    Scenario("trigger-run", 2, "run-ready", "run %s --trigger send_order -- "
+             "$W/trigger_target calls 3" % TRIG, check_trigger_calls),
+    Scenario("trigger-run-p3", 3, "run-ready", "run %s --trigger send_order -- "
+             "$W/trigger_target calls 3" % TRIG, check_trigger_calls, defect="1"),
+    Scenario("trigger-dlopen", 2, "run-ready", "run %s --multi --trigger libtrig.so:dl_order "
+             "-- $W/trigger_target dlopen $W/libtrig.so" % TRIG, check_trigger_dlopen),
+    Scenario("trigger-dlopen-p3", 3, "run-ready", "run %s --multi --trigger "
+             "libtrig.so:dl_order -- $W/trigger_target dlopen $W/libtrig.so" % TRIG,
+             check_trigger_dlopen, defect="1"),
+    Scenario("trigger-stop-plt", 2, "run-ready", "run %s --multi --trigger . --trigger "
              "libc.so.6:getppid -- $W/trigger_target marks 3" % TRIG,
              check_trigger_stop_and_plt),
-    Scenario("trigger-pid-exec", 2, "pid-gated", "$W/trigger_target exec :: %s --multi "
+    Scenario("trigger-pid-exec", 2, "pid-ready", "$W/trigger_target exec :: %s --multi "
              "--trigger send_order" % TRIG, check_trigger_exec),
-    Scenario("trigger-pid-exec-p3", 3, "pid-gated", "$W/trigger_target exec :: %s --multi "
+    Scenario("trigger-pid-exec-p3", 3, "pid-ready", "$W/trigger_target exec :: %s --multi "
              "--trigger send_order" % TRIG, check_trigger_exec, defect="1"),
     Scenario("trigger-pid-exit", 3, "pid-armed", "$W/trigger_target until :: %s --multi "
              "--trigger send_order" % TRIG, check_trigger_pid_exit),
