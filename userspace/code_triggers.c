@@ -27,7 +27,7 @@ static int apply_changes(struct ht_code_triggers *ct, bool all)
 }
 
 int ht_code_triggers_open(struct ht_code_triggers *ct, int tgid, char *const *specs, size_t n,
-			  bool multi, bool wait)
+			  bool multi, unsigned int wait)
 {
 	struct ht_bp_config cfg = { .tgid = tgid, .multi = multi };
 
@@ -40,7 +40,7 @@ int ht_code_triggers_open(struct ht_code_triggers *ct, int tgid, char *const *sp
 	ct->symbolizer = ht_symbolizer_new(tgid);
 	if (!ct->symbolizer)
 		return -1;
-	if (ht_triggers_resolve(&ct->specs, ct->symbolizer, tgid, wait ? HT_TRIGGERS_WAIT : 0) < 0)
+	if (ht_triggers_resolve(&ct->specs, ct->symbolizer, tgid, wait) < 0)
 		goto fail;
 	if (ht_bp_open(&ct->bps, &cfg))
 		goto fail;

@@ -1130,9 +1130,14 @@ static int start_session(struct session *s, const struct ht_options *o, int tgid
 	 * so that a hit made while the monitor loads is not before the zero.
 	 */
 	s->start_ns = monotonic_ns();
-	/* Specs are checked before anything else attaches: a typo is exit 2, nothing left. */
-	if (o->ntriggers && ht_code_triggers_open(&s->triggers, s->tgid, o->triggers, o->ntriggers,
-						  o->multi, s->child != 0))
+	/*
+	 * Specs are checked before anything else attaches: a typo is exit 2,
+	 * nothing left. `run`'s child has not exec'd yet: everything waits for
+	 * it; a running target may still load the library a spec names.
+	 */
+	if (o->ntriggers &&
+	    ht_code_triggers_open(&s->triggers, s->tgid, o->triggers, o->ntriggers, o->multi,
+				  s->child ? HT_TRIGGERS_WAIT : HT_TRIGGERS_WAIT_MODULES))
 		return HT_EXIT_USAGE;
 	/* Kernel addresses are readable now, while we are privileged. */
 	s->ksyms = ht_ksyms_load(NULL);

@@ -366,6 +366,15 @@ def check_trigger_dlopen(r):
           "hits %r, dlopen at %d" % (hits, dlopened))
 
 
+def check_trigger_pid_dlopen(r):
+    """--pid on a target that loads the library after the attach: the spec waits for it,
+    then is armed in it after the capability drop (issue 14 defect 1 at paranoid 3)."""
+    check_trigger_dlopen(r)
+    waits = [l for l in r.run.stderr.splitlines() if " waits: " in l]
+    check(len(waits) == 1 and "no module libtrig.so" in waits[0],
+          "the spec did not wait for the library:\n" + r.run.describe())
+
+
 def check_trigger_exec(r):
     """--pid on a target that execs once its trigger is armed: the new image's function is
     armed again, after the capability drop (issue 14 defect 1 at paranoid 3)."""
@@ -519,6 +528,11 @@ SCENARIOS = [
     Scenario("trigger-stop-plt", 2, "run-ready", "run %s --multi --trigger . --trigger "
              "libc.so.6:getppid -- $W/trigger_target marks 3" % TRIG,
              check_trigger_stop_and_plt),
+    Scenario("trigger-pid-dlopen", 2, "pid-ready", "$W/trigger_target dlopen $W/libtrig.so "
+             ":: %s --multi --trigger libtrig.so:dl_order" % TRIG, check_trigger_pid_dlopen),
+    Scenario("trigger-pid-dlopen-p3", 3, "pid-ready", "$W/trigger_target dlopen "
+             "$W/libtrig.so :: %s --multi --trigger libtrig.so:dl_order" % TRIG,
+             check_trigger_pid_dlopen, defect="1"),
     Scenario("trigger-pid-exec", 2, "pid-ready", "$W/trigger_target exec :: %s --multi "
              "--trigger send_order" % TRIG, check_trigger_exec),
     Scenario("trigger-pid-exec-p3", 3, "pid-ready", "$W/trigger_target exec :: %s --multi "

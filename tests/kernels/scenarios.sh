@@ -18,7 +18,8 @@
 #              tests/workloads/trigger_target.c)
 #   pid        ARGS are `TARGET ARGV... :: HYBTRACE ARGS`: hybtrace --pid on the
 #              running target; $HT_STOP_FILE appears once hybtrace attached
-#   pid-ready  the same, the target held at its "ready" lines as in run-ready
+#   pid-ready  the same, the target held at its "ready" lines as in run-ready, the
+#              first one until hybtrace attached too
 #   pid-armed  the same, but $HT_STOP_FILE appears 5 calls after hybtrace said a
 #              trigger is armed, before it attached
 set -u
@@ -109,6 +110,8 @@ run_pid_mode() {
 	timeout "$LIMIT_S" "$BIN" --pid "$tpid" "$@" > "$D/stdout" 2> "$D/stderr" &
 	hpid=$!
 	if [ "$mode" = pid-ready ]; then
+		# What the target does next (exec, dlopen) comes after the attach.
+		wait_for "$hpid" "$D/stdout" '"type":"attached"'
 		answer_ready "$hpid" "$D/stderr" "$D/workload.log" "$gate"
 	elif [ "$mode" = pid-armed ]; then
 		# The target makes 5 more calls with the triggers armed, then exits.

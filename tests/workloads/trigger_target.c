@@ -5,7 +5,8 @@
  * the functions it will call ("at": name to address), then waits for
  * $HT_START_FILE (if the test names one: see workload.h), which the test
  * makes once the tracer said it armed its triggers there; `exec` does so in
- * each image, and takes the file away before it execs.
+ * each image, `dlopen` before (with no address) and after the dlopen, each
+ * taking the file away before it goes on.
  * usage: trigger_target calls N      send_order(i, 0x1234, 2*i) N times, 20 ms apart
  *        trigger_target thread       a thread born now calls send_order(7, 8, 9) at once
  *        trigger_target plt N        getppid() through the PLT, N times
@@ -35,7 +36,7 @@ __attribute__((noinline)) uint64_t send_order(uint64_t a, uint64_t b, uint64_t c
  */
 static void ready(int n, ...)
 {
-	char at[256];
+	char at[256] = "";
 	size_t used = 0;
 	va_list ap;
 
@@ -49,6 +50,15 @@ static void ready(int n, ...)
 	va_end(ap);
 	wl_log("ready", "\"at\":{%s}", at);
 	wl_wait_start();
+}
+
+/* The next "ready" waits anew: the test makes the file again. */
+static void take_start_away(void)
+{
+	const char *start = getenv("HT_START_FILE");
+
+	if (start && *start)
+		unlink(start);
 }
 
 static void calls(int n)
@@ -84,8 +94,12 @@ static void *thread_main(void *arg)
 static int use_library(const char *path)
 {
 	uint64_t (*fn)(uint64_t, uint64_t, uint64_t);
-	void *lib = dlopen(path, RTLD_NOW);
+	void *lib;
 
+	/* A tracer that attaches first (--pid) is told the library is not there yet. */
+	ready(0);
+	take_start_away();
+	lib = dlopen(path, RTLD_NOW);
 	if (!lib || !(fn = (uint64_t (*)(uint64_t, uint64_t, uint64_t))dlsym(lib, "dl_order"))) {
 		fprintf(stderr, "trigger_target: %s\n", dlerror());
 		return 1;
@@ -144,12 +158,9 @@ int main(int argc, char **argv)
 	} else if (!strcmp(mode, "dlopen")) {
 		return use_library(argc > 2 ? argv[2] : "libtrig.so");
 	} else if (!strcmp(mode, "exec")) {
-		const char *start = getenv("HT_START_FILE");
-
 		ready(1, "send_order", (uintptr_t)send_order);
 		/* The new image waits for its own word: its code is armed after the exec. */
-		if (start && *start)
-			unlink(start);
+		take_start_away();
 		wl_log("exec", NULL);
 		execl("/proc/self/exe", argv[0], "calls", "2", (char *)NULL);
 		return 127;
