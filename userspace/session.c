@@ -100,6 +100,9 @@ struct session {
 	int stop_signals;
 	bool stop;
 	bool announced; /* monitoring began: what the output stream holds is kept */
+	/* What perf events need on this kernel (check_perf_events()). */
+	enum ht_perf_access perf_access;
+	int perf_paranoid;
 };
 
 static uint64_t monotonic_ns(void)
@@ -1101,6 +1104,7 @@ static int start_session(struct session *s, const struct ht_options *o, int tgid
 		.on_breach = on_breach,
 		.on_breach_ctx = s,
 	};
+	uint64_t also_keep = 0;
 	struct btf *btf;
 
 	s->opt = o;
@@ -1150,8 +1154,20 @@ static int start_session(struct session *s, const struct ht_options *o, int tgid
 	s->reach_heads = calloc(s->monitor.ncpus, sizeof(*s->reach_heads));
 	if (start_on_cpu_source(s))
 		return HT_EXIT_FAILURE;
-	/* Attached: from here on only what perf events, dumps and /proc need. */
-	if (ht_drop_capabilities(probe_bpf_maps, s, NULL) || start_dumper(s))
+	/*
+	 * Attached: from here on only what perf events, dumps and /proc need.
+	 * Triggers open events after this (new images, libraries): where only
+	 * CAP_SYS_ADMIN opens them, it stays.
+	 */
+	if (o->ntriggers && s->perf_access == HT_PERF_KEEP_ADMIN) {
+		also_keep |= 1ULL << HT_CAP_SYS_ADMIN;
+		fprintf(stderr,
+			"hybtrace: kernel.perf_event_paranoid is %d and this kernel opens perf "
+			"events only for CAP_SYS_ADMIN: hybtrace keeps it after attaching, for the "
+			"triggers' breakpoints in images and libraries to come\n",
+			s->perf_paranoid);
+	}
+	if (ht_drop_capabilities(probe_bpf_maps, s, also_keep, NULL) || start_dumper(s))
 		return HT_EXIT_FAILURE;
 	if (o->rt_priority && set_realtime(o->rt_priority))
 		return HT_EXIT_FAILURE;
@@ -1211,6 +1227,29 @@ static int check_sources(struct ht_options *o)
 			       (unsigned long long)(need >> 20), ncpus,
 			       (unsigned long long)(o->max_memory_bytes >> 20));
 	return 0;
+}
+
+/*
+ * Perf events (the on-CPU source, triggers) where the kernel opens them
+ * only for CAP_SYS_ADMIN: found out before anything attaches, so that a
+ * hybtrace without it says so at once (exit 2) instead of triggers that
+ * never fire, and one with it knows to keep it.
+ */
+static int check_perf_events(struct session *s, const struct ht_options *o)
+{
+	const char *what = o->ntriggers		       ? "--trigger"
+			   : o->source == HT_SOURCE_PT ? "Intel PT"
+						       : "sampling";
+	char why[256];
+
+	if (!o->ntriggers && o->source == HT_SOURCE_NONE)
+		return 0;
+	s->perf_access = ht_perf_access(&s->perf_paranoid);
+	if (s->perf_access != HT_PERF_NO_ADMIN)
+		return 0;
+	return ht_fail("%s needs perf events: %s%s", what,
+		       ht_perf_access_describe(s->perf_access, s->perf_paranoid, why, sizeof(why)),
+		       o->ntriggers ? "" : " (or --source none)");
 }
 
 static int pidfd_open_target(int pid)
@@ -1288,7 +1327,8 @@ int ht_session_record(struct ht_options *o)
 	status = HT_EXIT_USAGE;
 	if (ht_proc_resolve_target(o->pid, &tgid) || ht_check_monitor_privileges() ||
 	    ht_check_target_privileges(tgid) || ht_output_dir_check(o->output_dir) ||
-	    check_sources(o) || ht_out_stream_open(&s.out, o->json_path))
+	    check_sources(o) || check_perf_events(&s, o) ||
+	    ht_out_stream_open(&s.out, o->json_path))
 		goto fail;
 	s.pidfd = pidfd_open_target(tgid);
 	if (s.pidfd < 0)
@@ -1401,7 +1441,8 @@ int ht_session_run(struct ht_options *o)
 	ignore_sigpipe();
 	status = HT_EXIT_USAGE;
 	if (ht_check_monitor_privileges() || ht_output_dir_check(o->output_dir) ||
-	    check_sources(o) || ht_out_stream_open(&s.out, o->json_path))
+	    check_sources(o) || check_perf_events(&s, o) ||
+	    ht_out_stream_open(&s.out, o->json_path))
 		goto fail;
 	status = HT_EXIT_FAILURE;
 	s.child = spawn_held(o->run_argv, o->json && !o->json_path, &go_fd, &err_fd);

@@ -3,69 +3,15 @@
 import glob
 import json
 import os
-import re
 import signal
 import subprocess
 import tempfile
 import time
 
-from harness import (HYBTRACE, WORKLOADS, Attached, Control, Run, Skip, check, hybtrace,
-                     need_root, read_log, test, wait_for, workload)
+from harness import (HYBTRACE, WORKLOADS, Attached, Control, Go, Run, Skip, check, hybtrace,
+                     need_root, read_log, run_answering, test, wait_for, whole_lines, workload)
 
 TARGET = workload("trigger_target")
-ARMED = re.compile(r"^hybtrace: trigger .* at (0x[0-9a-f]+) in .* armed$")
-
-
-def whole_lines(path):
-    """The JSON lines PATH holds so far, leaving out one still being written."""
-    if not os.path.exists(path):
-        return []
-    with open(path) as f:
-        text = f.read()
-    return [json.loads(l) for l in text[:text.rfind("\n") + 1].splitlines() if l.strip()]
-
-
-def armed_addresses(stderr):
-    """The addresses hybtrace said it armed a trigger at (its stderr)."""
-    return {int(m.group(1), 16) for m in map(ARMED.match, stderr.splitlines()) if m}
-
-
-class Go:
-    """Answers trigger_target's "ready" lines: once hybtrace said it armed a trigger at the
-    address of each function a line names (of those in FUNCTIONS, all by default), the start
-    file the workload waits for is made (again for the image after an exec, which took the
-    first one away). hybtrace may have armed the address in an image before (the child it
-    holds before exec, the image before an exec): with address randomization, as wherever
-    the tests run, never at the same address."""
-
-    def __init__(self, control, log, functions=None):
-        self.control = control
-        self.log = log
-        self.functions = functions
-        self.answered = 0
-
-    def poll(self, stderr):
-        readies = [e for e in whole_lines(self.log) if e["event"] == "ready"]
-        armed = armed_addresses(stderr)
-        while self.answered < len(readies) and all(
-                int(a, 16) in armed for f, a in readies[self.answered]["at"].items()
-                if self.functions is None or f in self.functions):
-            self.control.start()
-            self.answered += 1
-
-
-def run_answering(ht, go, timeout):
-    """Wait for hybtrace (Attached) to exit, answering the workload's "ready" lines."""
-    def done():
-        go.poll(ht.stderr())
-        return ht.proc.poll() is not None
-
-    try:
-        wait_for(done, timeout, "hybtrace and its workload to finish (%d ready lines "
-                 "answered)\n%s" % (go.answered, ht.describe()))
-        return Run(ht.proc.returncode, ht.stdout(), ht.stderr(), whole_lines(go.log))
-    finally:
-        ht.close()
 
 
 def triggered(args, mode, timeout=60, env=None, functions=None):

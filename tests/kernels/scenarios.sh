@@ -22,6 +22,9 @@
 #              first one until hybtrace attached too
 #   pid-armed  the same, but $HT_STOP_FILE appears 5 calls after hybtrace said a
 #              trigger is armed, before it attached
+# HYBTRACE ARGS (after the NAME=VALUE words in run modes) may begin with
+# `$W/without_caps [--probe-only] CAPS`: hybtrace runs without those capabilities
+# (or with them, once the wrapper tried what the kernel allows without them).
 set -u
 plan=$1
 HT=$2
@@ -29,6 +32,8 @@ OUT=$3
 W=$HT/workloads
 BIN=$HT/hybtrace
 LIMIT_S=${HT_SCENARIO_LIMIT_S:-120}
+# How long a workload waits for its triggers to be armed (answer_ready).
+READY_LIMIT_S=30
 
 paranoid_file=/proc/sys/kernel/perf_event_paranoid
 paranoid_boot=$(cat $paranoid_file)
@@ -64,9 +69,11 @@ wait_for() {
 # Answer the "ready" lines of the workload log ($3) while hybtrace ($1) runs: once
 # its stderr ($2) says a trigger is armed at every address one names, make the
 # file the workload waits for ($4), again for the next line (the image after an
-# exec waits anew).
+# exec waits anew). A trigger never armed is the check's to report: after
+# READY_LIMIT_S the workload goes on anyway, and the scenario ends.
 answer_ready() {
 	answered=0
+	since=$(date +%s)
 	while kill -0 "$1" 2>/dev/null; do
 		# A line is whole once it ends its "at" object.
 		line=$(grep '"event":"ready".*}}$' "$3" 2>/dev/null | sed -n "$((answered + 1))p")
@@ -75,9 +82,14 @@ answer_ready() {
 			for a in $(echo "$line" | grep -o '"0x[0-9a-f]*"' | tr -d '"'); do
 				grep -q " at $a in .* armed\$" "$2" || armed=0
 			done
+			if [ $(($(date +%s) - since)) -ge $READY_LIMIT_S ]; then
+				echo "@@ $name: no trigger armed at $line after $READY_LIMIT_S s"
+				armed=1
+			fi
 			if [ $armed = 1 ]; then
 				touch "$4"
 				answered=$((answered + 1))
+				since=$(date +%s)
 				continue
 			fi
 		fi
@@ -94,6 +106,14 @@ run_pid_mode() {
 		shift
 	done
 	shift
+	wrap=
+	if [ "${1:-}" = "$W/without_caps" ]; then
+		wrap=$1
+		shift
+		[ "$1" = --probe-only ] && wrap="$wrap $1" && shift
+		wrap="$wrap $1"
+		shift
+	fi
 	gate=$D/start
 	case $mode in
 	pid-ready)
@@ -107,7 +127,8 @@ run_pid_mode() {
 		;;
 	esac
 	tpid=$!
-	timeout "$LIMIT_S" "$BIN" --pid "$tpid" "$@" > "$D/stdout" 2> "$D/stderr" &
+	HT_WORKLOAD_LOG=$D/workload.log timeout "$LIMIT_S" $wrap "$BIN" --pid "$tpid" "$@" \
+		> "$D/stdout" 2> "$D/stderr" &
 	hpid=$!
 	if [ "$mode" = pid-ready ]; then
 		# What the target does next (exec, dlopen) comes after the attach.
@@ -165,13 +186,21 @@ while read -r name paranoid mode rest <&3; do
 			envs="$envs $1"
 			shift
 		done
+		wrap=
+		if [ "${1:-}" = "$W/without_caps" ]; then
+			wrap=$1
+			shift
+			[ "$1" = --probe-only ] && wrap="$wrap $1" && shift
+			wrap="$wrap $1"
+			shift
+		fi
 		if [ "$mode" = run ]; then
-			HT_WORKLOAD_LOG=$D/workload.log timeout "$LIMIT_S" env $envs "$BIN" \
+			HT_WORKLOAD_LOG=$D/workload.log timeout "$LIMIT_S" env $envs $wrap "$BIN" \
 				"$@" > "$D/stdout" 2> "$D/stderr" < /dev/null
 			echo $? > "$D/rc"
 		else
 			HT_START_FILE=$D/start HT_WORKLOAD_LOG=$D/workload.log timeout "$LIMIT_S" \
-				env $envs "$BIN" "$@" > "$D/stdout" 2> "$D/stderr" < /dev/null &
+				env $envs $wrap "$BIN" "$@" > "$D/stdout" 2> "$D/stderr" < /dev/null &
 			hpid=$!
 			answer_ready "$hpid" "$D/stderr" "$D/workload.log" "$D/start"
 			wait "$hpid"
