@@ -83,6 +83,27 @@ TEST(base_name_format)
 	CHECK(!strcmp(buf + strlen(buf) - strlen(".678-off-cpu"), ".678-off-cpu"));
 }
 
+TEST(remove_only_the_file_written)
+{
+	char a[PATH_MAX + 64], other[PATH_MAX + 64];
+	struct stat st;
+
+	write_dump("hybtrace-2-x-syscall", a, sizeof(a));
+	CHECK(!stat(a, &st));
+	/* Someone put another file in its place: it stays. */
+	snprintf(other, sizeof(other), "%s/other", dir);
+	fclose(fopen(other, "w"));
+	CHECK(!rename(other, a));
+	CHECK(ht_output_remove(a, (uint64_t)st.st_dev, (uint64_t)st.st_ino) == -1);
+	CHECK(strstr(ht_last_error(), "no longer the dump") != NULL);
+	CHECK(!access(a, F_OK));
+	CHECK(!stat(a, &st));
+	CHECK(!ht_output_remove(a, (uint64_t)st.st_dev, (uint64_t)st.st_ino));
+	CHECK(access(a, F_OK) != 0);
+	/* Gone already: removed as far as the budget goes. */
+	CHECK(!ht_output_remove(a, (uint64_t)st.st_dev, (uint64_t)st.st_ino));
+}
+
 TEST(cleanup)
 {
 	char cmd[PATH_MAX + 16];
