@@ -300,18 +300,21 @@ static void print_status(struct session *s)
 
 static void print_dump_stats_text(struct session *s, FILE *f)
 {
-	struct ht_dumper_stats d;
+	struct ht_dump_stats d;
 	char size[32];
 
 	ht_dumper_stats(&s->dumper, &d);
 	fprintf(f,
-		"  dumps: %u written (%sB) in %s, %u failed; not dumped: %llu min-interval, "
-		"%llu max-dumps, %llu max-disk, %llu during another dump\n",
-		d.written, ht_format_count((double)d.bytes, size, sizeof(size)), s->opt->output_dir,
-		d.failed, (unsigned long long)d.skipped[HT_DUMP_SKIP_INTERVAL],
+		"  dumps: %u kept (%sB) in %s, %u written, %u replaced by worse ones, %u failed; "
+		"not dumped: %llu min-interval, %llu max-dumps, %llu max-disk, %llu during another "
+		"dump (policy %s)\n",
+		d.written - d.replaced, ht_format_count((double)d.bytes, size, sizeof(size)),
+		s->opt->output_dir, d.written, d.replaced, d.failed,
+		(unsigned long long)d.skipped[HT_DUMP_SKIP_INTERVAL],
 		(unsigned long long)d.skipped[HT_DUMP_SKIP_COUNT],
 		(unsigned long long)d.skipped[HT_DUMP_SKIP_DISK],
-		(unsigned long long)d.skipped[HT_DUMP_DEFER_BUSY]);
+		(unsigned long long)d.skipped[HT_DUMP_SKIP_BUSY],
+		s->opt->dump_rule == HT_DUMP_RULE_FIRST ? "first" : "worst");
 }
 
 static uint64_t recorder_records_per_cpu(const struct session *s)
@@ -422,17 +425,19 @@ static void print_summary_text(struct session *s, FILE *f, const struct ht_monit
 
 static void print_dump_stats_json(struct session *s, FILE *f)
 {
-	struct ht_dumper_stats d;
+	struct ht_dump_stats d;
 
 	ht_dumper_stats(&s->dumper, &d);
 	fprintf(f,
-		",\"dumps\":{\"written\":%u,\"bytes\":%llu,\"failed\":%u,\"skipped\":{"
-		"\"min_interval\":%llu,\"max_dumps\":%llu,\"max_disk\":%llu,\"busy\":%llu}}",
-		d.written, (unsigned long long)d.bytes, d.failed,
+		",\"dumps\":{\"policy\":\"%s\",\"kept\":%u,\"bytes\":%llu,\"written\":%u,"
+		"\"replaced\":%u,\"failed\":%u,\"skipped\":{\"min_interval\":%llu,"
+		"\"max_dumps\":%llu,\"max_disk\":%llu,\"busy\":%llu}}",
+		s->opt->dump_rule == HT_DUMP_RULE_FIRST ? "first" : "worst", d.written - d.replaced,
+		(unsigned long long)d.bytes, d.written, d.replaced, d.failed,
 		(unsigned long long)d.skipped[HT_DUMP_SKIP_INTERVAL],
 		(unsigned long long)d.skipped[HT_DUMP_SKIP_COUNT],
 		(unsigned long long)d.skipped[HT_DUMP_SKIP_DISK],
-		(unsigned long long)d.skipped[HT_DUMP_DEFER_BUSY]);
+		(unsigned long long)d.skipped[HT_DUMP_SKIP_BUSY]);
 }
 
 static void print_summary_json(struct session *s, FILE *f, const struct ht_monitor_counters *c)
@@ -1036,7 +1041,7 @@ static int start_dumper(struct session *s)
 		.output_dir = o->output_dir,
 		.pre_ns = o->pre_ns,
 		.post_ns = o->post_ns,
-		.policy = { o->min_interval_ns, o->max_dumps, o->max_disk_bytes },
+		.policy = { o->min_interval_ns, o->max_dumps, o->max_disk_bytes, o->dump_rule },
 		.tgid = s->tgid,
 		.target_comm = s->target_comm,
 		.cmdline = o->cmdline,

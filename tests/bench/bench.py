@@ -480,7 +480,9 @@ def dump_latencies(opts, load, smoke):
     Under load the builder (nice 19) gets about 1.5% of a CPU next to the hogs, so a
     dump takes a few hundred ms to write and breaches meanwhile are not dumped: the
     breaches are spread out (--min-interval) and the run is longer, so that enough
-    dumps are taken to read a p99."""
+    dumps are taken to read a p99. The first breach of each interval is dumped
+    (--dump-policy first): the worst would pick the sleeps a loaded CPU lengthened,
+    whose freezes the same load delays."""
     rounds = 20 * (20 if load else 1) if smoke else 200 * (80 if load else 1)
     interval = "400ms" if load else "0ms"
     with tempfile.TemporaryDirectory() as out:
@@ -489,7 +491,8 @@ def dump_latencies(opts, load, smoke):
             run = subprocess.run([HYBTRACE, "run", "--quiet", "--json", "--rq-delay", "off",
                                   "--syscall", "1ms", "--syscalls", "clock_nanosleep", "--post",
                                   "0ms", "--pre", "2ms", "--min-interval", interval,
-                                  "--max-dumps", "100000", "--output", out] + opts +
+                                  "--dump-policy", "first", "--max-dumps", "100000",
+                                  "--output", out] + opts +
                                  ["--", os.path.join(WORKLOADS, "sleeper"), "3", str(rounds)],
                                  capture_output=True, text=True, timeout=600)
         finally:
