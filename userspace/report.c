@@ -981,7 +981,7 @@ struct dir_row {
 	char *path;
 	char *headline; /* NULL: unreadable, see error */
 	char *error;
-	uint64_t duration_ns;
+	uint64_t duration_ns, threshold_ns;
 	double ratio; /* to its threshold, as the dump policy ranks breaches; 0: no breach */
 	char kind[16];
 	char wall_clock[48];
@@ -1015,6 +1015,7 @@ static void fill_row(struct dir_row *r)
 	}
 	view_init(&v, tl, r->path, &stats);
 	r->duration_ns = v.has_breach ? v.end_ns - v.start_ns : 0;
+	r->threshold_ns = v.has_breach ? v.threshold_ns : 0;
 	if (v.has_breach)
 		r->ratio = ht_dump_rank_breach(HT_RANK_BREACH, &r->duration_ns, &v.threshold_ns, 1)
 				   .ratio;
@@ -1082,6 +1083,8 @@ static int report_dir(const char *dir, const struct report_options *o)
 			} else {
 				printf(",\"kind\":\"%s\",\"duration_ns\":%" PRIu64, r->kind,
 				       r->duration_ns);
+				if (r->threshold_ns)
+					printf(",\"threshold_ns\":%" PRIu64, r->threshold_ns);
 				if (r->has_thread) {
 					printf(",\"tid\":%u,\"comm\":", r->tid);
 					ht_json_string(stdout, r->comm);
