@@ -477,18 +477,21 @@ def dumps_belong_to_the_sudo_user():
 def report_directory_lists_worst_first():
     need_root()
     with tempfile.TemporaryDirectory() as out:
-        run = hybtrace(["run", "--json", "--syscall", "10ms", "--min-interval", "0ms",
-                        "--output", out, "--quiet", "--", workload("sleeper"), "15", "1"])
-        check(run.rc == 0, run.describe())
-        run = hybtrace(["run", "--json", "--syscall", "10ms", "--min-interval", "0ms",
-                        "--output", out, "--quiet", "--", workload("sleeper"), "40", "1"])
-        check(run.rc == 0, run.describe())
+        # A 15 ms sleep over a 5 ms threshold is worse than a 40 ms one over 30 ms: the
+        # order by ratio is not the order by duration.
+        for threshold, sleep_ms in (("5ms", "15"), ("30ms", "40")):
+            run = hybtrace(["run", "--json", "--syscall", threshold, "--min-interval", "0ms",
+                            "--output", out, "--quiet", "--", workload("sleeper"), sleep_ms,
+                            "1"])
+            check(run.rc == 0, run.describe())
         p = subprocess.run([HYBTRACE, "report", "--json", out], capture_output=True,
                            text=True, timeout=60)
         check(p.returncode == 0, p.stderr)
         rows = json.loads(p.stdout)
-        # Worst by the ratio to its own threshold, as the dump policy ranks them: a run-queue
-        # wait of a few ms (threshold 1ms) may come before a 15 ms sleep (threshold 10ms).
+        # Worst by the ratio to its own threshold, as the dump policy ranks them (run-queue
+        # waits of a loaded machine, threshold 1ms, fall among them).
+        check(any(r.get("duration_ns", 0) > 30_000_000 for r in rows[1:]),
+              "the 40 ms sleep should come after the 15 ms one: %r" % rows)
         ratios = [r["duration_ns"] / r["threshold_ns"] for r in rows if "duration_ns" in r]
         check(len(ratios) >= 2 and ratios == sorted(ratios, reverse=True),
               "not worst first: %r" % [(r.get("kind"), r.get("duration_ns"), r.get("threshold_ns"))
