@@ -249,6 +249,7 @@ struct ht_dump_offer_result ht_dump_engine_offer(struct ht_dump_engine *e,
 						 const struct ht_dump_offer *o, uint64_t now_ns)
 {
 	struct ht_dump_offer_result r = { .decision = HT_DUMP_NOW };
+	uint64_t ended_ns = o->ended_ns && o->ended_ns < now_ns ? o->ended_ns : now_ns;
 	struct ht_dump_kept *victim;
 
 	if (o->asked)
@@ -256,6 +257,12 @@ struct ht_dump_offer_result ht_dump_engine_offer(struct ht_dump_engine *e,
 	/* An interval that has ended is closed before the newcomer is judged, tick or not. */
 	close_interval(e, now_ns);
 	expire_interval(e, now_ns);
+	/* Read late, it ended in an interval whose dump is chosen: not another one of it. */
+	if (!e->interval_open && ended_ns < e->interval_end_ns) {
+		r.decision = HT_DUMP_SKIP_INTERVAL;
+		skip(e, r.decision);
+		return r;
+	}
 	/* Checked again when it is written: a hopeless candidate is never frozen. */
 	r.decision = may_dump(e, o->rank, &victim);
 	if (r.decision != HT_DUMP_NOW) {
@@ -264,7 +271,7 @@ struct ht_dump_offer_result ht_dump_engine_offer(struct ht_dump_engine *e,
 	}
 	if (!e->interval_open) {
 		e->interval_open = true;
-		e->interval_end_ns = now_ns + e->p.min_interval_ns;
+		e->interval_end_ns = ended_ns + e->p.min_interval_ns;
 		hold(&e->best, o);
 		return r;
 	}

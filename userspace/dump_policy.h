@@ -5,8 +5,11 @@
  * and carries out what it answers (freeze, write, drop); the unit tests play
  * it with sequences of candidates and times.
  *
- * An interval opens with the first candidate offered while none is open and
- * lasts --min-interval. Its candidates compete: under the `worst` rule the
+ * An interval opens with the first candidate that ended while none was open
+ * and lasts --min-interval from that candidate's end. A candidate belongs to
+ * the interval its breach ended in, however late the event loop read it: one
+ * that ended in an interval already closed is passed over, so two dumps are
+ * never of breaches closer than --min-interval. Its candidates compete: under the `worst` rule the
  * worst (ht_dump_rank_cmp) is its dump, under `first` the first. A candidate
  * is frozen at its own window's end (the rings cover milliseconds, PT's
  * fewer), but only the interval's best so far is held: a worse one is never
@@ -146,7 +149,8 @@ struct ht_dump_offer {
 	uint64_t id;
 	struct ht_dump_rank rank;
 	uint64_t window_end_ns;
-	bool asked; /* manual or exit: not held to the interval */
+	uint64_t ended_ns; /* when its breach ended (CLOCK_MONOTONIC); 0: when offered */
+	bool asked;	   /* manual or exit: not held to the interval */
 };
 
 struct ht_dump_offer_result {

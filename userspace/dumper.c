@@ -306,7 +306,11 @@ enum ht_dump_decision ht_dumper_offer(struct ht_dumper *d, const struct ht_dump_
 	if (t1 > now + d->cfg.post_ns + 1000000000ULL)
 		t1 = now;
 	o = (struct ht_dump_offer){
-		.id = id, .rank = ht_dump_job_rank(job), .window_end_ns = t1, .asked = job->asked
+		.id = id,
+		.rank = ht_dump_job_rank(job),
+		.window_end_ns = t1,
+		.ended_ns = job->has_breach ? job->breach.end_ns : 0,
+		.asked = job->asked,
 	};
 	d->held[id] = (struct ht_dump_held){ .used = true, .job = *job };
 	pthread_mutex_lock(&d->lock);

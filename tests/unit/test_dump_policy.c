@@ -100,6 +100,22 @@ static enum ht_dump_decision offer(struct sim *s, uint64_t id, double ratio, uin
 	return r.decision;
 }
 
+/* The same, its breach ended at ENDED_NS but the event loop read it only at NOW. */
+static enum ht_dump_decision offer_late(struct sim *s, uint64_t id, double ratio,
+					uint64_t ended_ns, uint64_t now_ns)
+{
+	struct ht_dump_offer o = { .id = id,
+				   .rank = { HT_RANK_BREACH, ratio },
+				   .window_end_ns = ended_ns + POST_NS,
+				   .ended_ns = ended_ns };
+	struct ht_dump_offer_result r = ht_dump_engine_offer(&s->e, &o, now_ns);
+
+	if (r.dropped)
+		say(s, "%sX%llu", r.dropped_id, 0);
+	run(s, now_ns);
+	return r.decision;
+}
+
 static enum ht_dump_decision offer_asked(struct sim *s, uint64_t id, uint64_t now_ns)
 {
 	struct ht_dump_offer o = { .id = id,
@@ -245,6 +261,33 @@ TEST(never_a_second_dump_within_an_interval)
 	CHECK(writes >= 9 && writes <= 10);
 	if (writes < 9 || writes > 10)
 		printf("     %llu writes: %s\n", (unsigned long long)writes, s.log);
+	sim_free(&s);
+}
+
+TEST(intervals_follow_when_breaches_ended_not_when_they_were_read)
+{
+	static struct sim s;
+
+	/* A slow machine reads three breaches 5 ms apart only 300 ms later, one by one. */
+	sim_init(&s, HT_DUMP_RULE_FIRST, 200 * MS, 20, 1ULL << 30);
+	CHECK(offer_late(&s, 1, 2.0, 100 * MS, 400 * MS) == HT_DUMP_NOW);
+	CHECK(offer_late(&s, 2, 2.0, 105 * MS, 650 * MS) == HT_DUMP_SKIP_INTERVAL);
+	CHECK(offer_late(&s, 3, 2.0, 110 * MS, 900 * MS) == HT_DUMP_SKIP_INTERVAL);
+	/* The next interval opens with a breach that ended after this one's end. */
+	CHECK(offer_late(&s, 4, 2.0, 300 * MS, 950 * MS) == HT_DUMP_NOW);
+	run_until(&s, 2000 * MS);
+	CHECK_STR(s.log, "F1 W1 F4 W4");
+	sim_free(&s);
+
+	/* Under `worst`, one read after its interval's choice is made is not dumped. */
+	sim_init(&s, HT_DUMP_RULE_WORST, 200 * MS, 20, 1ULL << 30);
+	offer_late(&s, 1, 2.0, 100 * MS, 101 * MS);
+	offer_late(&s, 2, 3.0, 150 * MS, 151 * MS);
+	run_until(&s, 400 * MS);
+	CHECK(offer_late(&s, 3, 9.0, 290 * MS, 400 * MS) == HT_DUMP_SKIP_INTERVAL);
+	CHECK(offer_late(&s, 4, 1.5, 360 * MS, 401 * MS) == HT_DUMP_NOW);
+	run_until(&s, 2000 * MS);
+	CHECK_STR(s.log, "X1 F2 W2 F4 W4");
 	sim_free(&s);
 }
 
