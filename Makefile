@@ -11,10 +11,11 @@ BTF_FILE ?= /sys/kernel/btf/vmlinux
 
 # Debian 12 packages the build, the tests and the demo need.
 # lld: ld.lld for the stop function's clang -flto test; libc6-dbg: libc's debug file, which
-# the symbolizer tests read.
+# the symbolizer tests read; postgresql-15: postgres, initdb and pgbench for the acceptance
+# check of the dump policy (tests/integration/test_postgres.py).
 DEB_PACKAGES := make gcc clang llvm libbpf-dev bpftool libelf-dev libdw-dev libipt-dev \
 	zlib1g-dev pkg-config protobuf-compiler python3 libclang-rt-14-dev binutils libcap2-bin \
-	lld libc6-dbg
+	lld libc6-dbg postgresql-15
 
 # `make V=1` shows every command.
 ifeq ($(V),1)

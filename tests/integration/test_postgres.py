@@ -1,0 +1,396 @@
+# SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+"""The acceptance check of the dump policy on a real service: postgres under pgbench with
+synchronous commit. A throwaway cluster in a temporary directory (a Unix socket there, no
+TCP), one backend watched while pgbench runs; the dumps left at the end must be of its
+worst waits, and each must hold that wait as Perfetto reads it."""
+import os
+import pwd
+import re
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+
+from harness import (Attached, Failure, NoTool, Skip, check, need_root, report_json, test,
+                     tp_query, trace_processor, wait_for)
+
+# Debian's postgresql-15 (make deps installs it) holds all four.
+PG_BIN = "/usr/lib/postgresql/15/bin"
+PG_USER = "postgres"
+CLIENTS = 4
+BENCH_S = 12
+MIN_INTERVAL_S = 1
+MAX_DUMPS = 3
+# Thresholds that differ by kind, so that ranking by the ratio to the threshold and by the
+# duration disagree: one wait in a syscall ranks by its off-CPU part (d / 1ms > d / 2ms).
+# Low enough that a fast disk's commits and a quiet machine still make waits in several
+# intervals (on a 2-CPU guest: 570-670 breaches in 12 s, 5-6 dumps written).
+THRESHOLDS = ["--rq-delay", "500us", "--off-cpu", "1ms", "--syscall", "2ms"]
+# A breach is offered to the dump policy when hybtrace reads it, a little after its end; an
+# interval (--min-interval) is timed from the offer of its first breach.
+OFFER_LAG_NS = 250_000_000
+# How far a wait's slices in a dump may lie from the breach's bounds (clock reads apart).
+EDGE_NS = 50_000
+
+
+def need_postgres():
+    missing = [n for n in ("initdb", "postgres", "pg_ctl", "pgbench")
+               if not os.access(os.path.join(PG_BIN, n), os.X_OK)]
+    if missing:
+        raise Skip("postgres is not installed (%s missing in %s; make deps installs "
+                   "postgresql-15)" % (", ".join(missing), PG_BIN))
+    try:
+        pwd.getpwnam(PG_USER)
+    except KeyError:
+        raise Skip("no %s user to run postgres as (postgresql-15 makes it)" % PG_USER)
+
+
+def as_postgres(args):
+    """ARGS run as the postgres user: setpriv execs, so a Popen's pid is the program's."""
+    return ["setpriv", "--reuid", PG_USER, "--regid", PG_USER, "--init-groups", "--"] + args
+
+
+def children_of(ppid):
+    """(pid, cmdline) of the processes whose parent is PPID."""
+    out = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open("/proc/%s/stat" % name) as f:
+                if int(f.read().rsplit(")", 1)[1].split()[1]) != ppid:
+                    continue
+            with open("/proc/%s/cmdline" % name, "rb") as f:
+                cmd = f.read().replace(b"\0", b" ").decode(errors="replace").strip()
+        except (OSError, ValueError, IndexError):
+            continue
+        out.append((int(name), cmd))
+    return out
+
+
+def alive(pid):
+    try:
+        os.kill(pid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+
+
+class Cluster:
+    """A postgres cluster in a temporary directory, reachable only on its Unix socket there.
+    close() stops it (pg_ctl stop -m immediate) and kills whatever of it is left, on every
+    path."""
+
+    def __init__(self):
+        self.dir = tempfile.mkdtemp(prefix="hybtrace-pg-")
+        os.chmod(self.dir, 0o755)  # the postgres user reaches its directories through it
+        self.data = os.path.join(self.dir, "data")
+        self.sock = os.path.join(self.dir, "sock")
+        for d in (self.data, self.sock):
+            os.mkdir(d, 0o700)
+            shutil.chown(d, PG_USER, PG_USER)
+        self.log_path = os.path.join(self.dir, "postgres.log")
+        self.postmaster = None
+        self.env = dict(os.environ, PGHOST=self.sock, PGUSER=PG_USER, PGDATABASE=PG_USER,
+                        HOME=self.dir)
+
+    def run(self, args, timeout):
+        p = subprocess.run(as_postgres(args), capture_output=True, text=True, timeout=timeout,
+                           cwd=self.dir, env=self.env)
+        check(p.returncode == 0, "%s exited with %d:\n%s%s" % (
+            " ".join(args[:2]), p.returncode, p.stdout[-2000:], p.stderr[-2000:]))
+        return p.stdout
+
+    def start(self):
+        self.run([os.path.join(PG_BIN, "initdb"), "-D", self.data, "-U", PG_USER, "-A",
+                  "trust", "--no-sync", "--no-instructions", "--locale=C", "-E", "UTF8"], 120)
+        with open(self.log_path, "w") as log:
+            self.postmaster = subprocess.Popen(as_postgres([
+                os.path.join(PG_BIN, "postgres"), "-D", self.data,
+                "-c", "listen_addresses=", "-c", "unix_socket_directories=" + self.sock,
+                "-c", "synchronous_commit=on", "-c", "fsync=on", "-c", "shared_buffers=16MB",
+                "-c", "max_connections=20"]), stdout=log, stderr=subprocess.STDOUT,
+                cwd=self.dir)
+        # postmaster.pid's 8th line is the postmaster's status; "ready" once it takes clients.
+        pid_file = os.path.join(self.data, "postmaster.pid")
+
+        def ready():
+            check(self.postmaster.poll() is None, "postgres exited with %s:\n%s"
+                  % (self.postmaster.returncode, self.log()))
+            try:
+                with open(pid_file) as f:
+                    lines = f.read().splitlines()
+            except OSError:
+                return False
+            return len(lines) >= 8 and lines[7].strip() == "ready"
+
+        wait_for(ready, 60, "postgres to accept connections\n" + self.log())
+
+    def log(self):
+        try:
+            with open(self.log_path) as f:
+                return f.read()[-2000:]
+        except OSError:
+            return ""
+
+    def backends(self):
+        """The pids of client backends (pgbench's connections)."""
+        return sorted(pid for pid, cmd in children_of(self.postmaster.pid)
+                      if cmd.startswith("postgres: %s %s [local]" % (PG_USER, PG_USER)))
+
+    def close(self):
+        if self.postmaster:
+            left = [pid for pid, _ in children_of(self.postmaster.pid)]
+            if self.postmaster.poll() is None:
+                try:
+                    subprocess.run(as_postgres([os.path.join(PG_BIN, "pg_ctl"), "stop", "-D",
+                                                self.data, "-m", "immediate", "-w", "-t",
+                                                "20"]), capture_output=True, timeout=30,
+                                   cwd=self.dir)
+                except subprocess.TimeoutExpired:
+                    pass
+            try:
+                self.postmaster.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.postmaster.kill()
+                self.postmaster.wait()
+            # Backends leave when the postmaster dies; any that lingers goes now.
+            for pid in left:
+                if alive(pid):
+                    try:
+                        os.kill(pid, signal.SIGKILL)
+                    except ProcessLookupError:
+                        pass
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def kill_process(p):
+    if p and p.poll() is None:
+        p.kill()
+        p.wait()
+
+
+def ratio(b):
+    """A breach's badness as the dump policy ranks it: its duration over its threshold, the
+    largest when one breach carries several kinds (each with its own duration and
+    threshold)."""
+    best = b["duration_ns"] / b["threshold_ns"]
+    for k in b.get("kinds") or []:
+        if isinstance(k, dict) and k.get("threshold_ns"):
+            best = max(best, k["duration_ns"] / k["threshold_ns"])
+    return best
+
+
+def rank(b):
+    """Waits for new work (`wait_for_work`, where hybtrace labels them) rank below every
+    other breach; then the ratio."""
+    return (0 if b.get("wait_for_work") else 1, ratio(b))
+
+
+def waits_of(b):
+    """(kind, start, end, own) for each kind a breach carries: its own kind and bounds, and
+    those of `kinds` where one wait breached several thresholds; OWN is false where a kind
+    has no bounds of its own and is judged by the breach's."""
+    out = [(b["kind"], b["start_ns"], b["end_ns"], True)]
+    for k in b.get("kinds") or []:
+        if isinstance(k, dict):
+            name, own = k.get("kind"), "start_ns" in k and "end_ns" in k
+            lo, hi = (k["start_ns"], k["end_ns"]) if own else (b["start_ns"], b["end_ns"])
+        else:
+            name, lo, hi, own = k, b["start_ns"], b["end_ns"], False
+        if name and name not in [w[0] for w in out]:
+            out.append((name, lo, hi, own))
+    return out
+
+
+def describe_breach(b):
+    return "%s %.2f ms (%.2fx) tid %d in %s state %s ending %d" % (
+        b["kind"], b["duration_ns"] / 1e6, ratio(b), b["tid"], b.get("syscall"),
+        b.get("state"), b["end_ns"])
+
+
+def wait_in_dump(path, b):
+    """The breached thread's wait, as Perfetto reads the dump: the breach slice over its
+    bounds, and on the thread's own tracks the slices of that wait covering them."""
+    start, end = b["start_ns"], b["end_ns"]
+    rows = tp_query(path, "select s.ts, s.dur, a.int_value as tid from slice s join args a "
+                    "using (arg_set_id) where s.name = 'breach' and s.dur > 0 and "
+                    "a.key = 'debug.tid'")
+    check([(r["ts"], r["ts"] + r["dur"], r["tid"]) for r in rows] == [(start, end, b["tid"])],
+          "%s: the breach slices %r, the breach %s" % (path, rows, describe_breach(b)))
+    waits = waits_of(b)
+    lo, hi = min(w[1] for w in waits), max(w[2] for w in waits)
+    slices = tp_query(path, "select s.ts, s.dur, s.name, s.category from slice s "
+                      "join thread_track tt on tt.id = s.track_id join thread t using (utid) "
+                      "where t.tid = %d and s.category in ('sched', 'syscall') and s.dur > 0 "
+                      "and s.ts < %d and s.ts + s.dur > %d order by s.ts" % (b["tid"], hi, lo))
+    sched = [(s["ts"], s["ts"] + s["dur"], s["name"]) for s in slices
+             if s["category"] == "sched"]
+
+    def covered(lo, hi, first_name, edge):
+        """A sched slice named FIRST_NAME begins at LO, and it and the sched slices after it
+        (off-CPU, then run queue) run without a gap to HI."""
+        firsts = [s for s in sched if s[2] == first_name and abs(s[0] - lo) <= edge]
+        if not firsts:
+            return False
+        reach = firsts[0][1]
+        for s in sched:
+            if s[0] <= firsts[0][0] or s[0] > hi:
+                continue
+            if s[0] > reach + EDGE_NS:
+                return False
+            reach = max(reach, s[1])
+        return reach >= hi - edge
+
+    for kind, lo, hi, own in waits:
+        # A kind judged by another kind's bounds (a syscall's enter, its off-CPU part's
+        # switch-out) may begin or end a little apart from them.
+        edge = EDGE_NS if own else EDGE_NS + (hi - lo) // 10
+        if kind == "syscall":
+            ok = any(s["category"] == "syscall" and s["name"] == b.get("syscall") and
+                     abs(s["ts"] - lo) <= edge and abs(s["ts"] + s["dur"] - hi) <= edge
+                     for s in slices)
+        elif kind == "off-cpu":
+            ok = covered(lo, hi, "off-cpu", edge)
+        elif kind == "rq-delay":
+            ok = covered(lo, hi, "runqueue", edge)
+        else:
+            raise Failure("a breach of kind %r: %r" % (kind, b))
+        check(ok, "%s: no %s wait of tid %d over [%d, %d] (%s); its slices: %r"
+              % (path, kind, b["tid"], lo, hi, describe_breach(b), slices))
+
+
+@test
+def postgres_dumps_are_its_worst_waits():
+    """pgbench (4 clients, synchronous commit, fsync) against a throwaway cluster; hybtrace
+    watches one backend with --min-interval 1s --max-dumps 3. The dumps left are the 3 worst
+    intervals' worst breaches: the session's worst breach is among them, and no breach left
+    out is worse than the least bad kept unless a kept one at least as bad ended within its
+    interval (an interval's worst wins it; a later worse one replaces the least bad)."""
+    need_root()
+    need_postgres()
+    cluster = Cluster()
+    bench = ht = None
+    try:
+        cluster.start()
+        cluster.run([os.path.join(PG_BIN, "pgbench"), "-i", "-s", "1", "-q"], 120)
+        # Backends of pgbench -i may still be on their way out.
+        before = set(cluster.backends())
+        # -n: no vacuum first, so that its connection is not taken for a client's.
+        bench = subprocess.Popen(as_postgres([os.path.join(PG_BIN, "pgbench"), "-n", "-c",
+                                              str(CLIENTS), "-j", "2", "-T", str(BENCH_S)]),
+                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                 cwd=cluster.dir, env=cluster.env)
+        seen = []
+
+        def connected():
+            seen[:] = [pid for pid in cluster.backends() if pid not in before]
+            return bench.poll() is not None or len(seen) >= CLIENTS
+
+        wait_for(connected, 30, "pgbench's %d connections" % CLIENTS)
+        check(bench.poll() is None and len(seen) >= CLIENTS,
+              "pgbench exited with %s, backends %r:\n%s"
+              % (bench.returncode, seen, bench.stdout.read()[-2000:]
+                 if bench.poll() is not None else ""))
+        backend = seen[0]
+        out = os.path.join(cluster.dir, "dumps")
+        os.mkdir(out)
+        # hybtrace stops when the backend exits: when pgbench is done.
+        ht = Attached(["--pid", str(backend), "--json", "--quiet", "--output", out,
+                       "--min-interval", "%ds" % MIN_INTERVAL_S, "--max-dumps",
+                       str(MAX_DUMPS)] + THRESHOLDS)
+        attached_at = time.monotonic()
+        ht.wait_attached(30)
+        attach_s = time.monotonic() - attached_at
+        bench_out, _ = bench.communicate(timeout=BENCH_S + 60)
+        check(bench.returncode == 0, "pgbench exited with %d:\n%s"
+              % (bench.returncode, bench_out[-2000:]))
+        rc = ht.wait(60)
+        check(rc == 0, "hybtrace:\n" + ht.describe())
+        ht.close()
+        tps = re.search(r"tps = ([0-9.]+)", bench_out)
+
+        lines = ht.json_lines()
+        breaches = [o for o in lines if o.get("type") == "breach"]
+        written = [o for o in lines if o.get("type") == "dump"]
+        replaced = [o for o in lines if o.get("type") == "dump_replaced"]
+        s = ht.summary()
+        check(s is not None, "no summary:\n" + ht.describe())
+        d = s["dumps"]
+        check(all(b["tid"] == backend for b in breaches),
+              "breaches of other threads than the backend %d" % backend)
+        # Only a session that reached --max-dumps tests which dumps are kept.
+        check(d["policy"] == "worst" and d["failed"] == 0 and
+              (len(written) > MAX_DUMPS or d["skipped"]["max_dumps"] > 0),
+              "the run wrote %d dumps (%r) of %d breaches; it must reach --max-dumps %d"
+              "\n%s" % (len(written), d, len(breaches), MAX_DUMPS, ht.describe()))
+
+        # The files left: exactly the kept ones, each the dump of a breach of the stream.
+        files = sorted(os.path.join(out, n) for n in os.listdir(out)
+                       if n.endswith(".perfetto-trace"))
+        gone = {o["old"] for o in replaced}
+        check(len(files) == MAX_DUMPS == d["kept"] and
+              d["written"] == len(written) and d["replaced"] == len(replaced) ==
+              len(written) - MAX_DUMPS,
+              "files %r, summary %r, %d dump lines, %d replaced" % (files, d, len(written),
+                                                                  len(replaced)))
+        check(sorted({o["path"] for o in written} - gone) == files,
+              "the dump lines less the replaced %r, the files %r"
+              % (sorted({o["path"] for o in written} - gone), files))
+        for o in replaced:
+            check(o["removed"] and not os.path.exists(o["old"]) and
+                  o["old_ratio"] < o["new_ratio"], "a replacement %r" % o)
+        by_bounds = {(b["tid"], b["kind"], b["start_ns"], b["end_ns"]): b for b in breaches}
+        kept = []
+        for path in files:
+            r = report_json(path)
+            b = by_bounds.get((r["tid"], r["kind"], r["start_ns"], r["end_ns"]))
+            check(b is not None, "%s is of no breach the stream reported: %r" % (path, r))
+            kept.append((path, b))
+
+        # The session's worst breach can lose no interval and be no dump's victim.
+        worst = max(breaches, key=rank)
+        check(any(rank(b) >= rank(worst) for _, b in kept), "the worst breach, %s, was not kept; kept: %s"
+              % (describe_breach(worst), "; ".join(describe_breach(b) for _, b in kept)))
+        # Every breach worse than the least bad kept lost its interval to a kept one at least
+        # as bad. An interval lasts --min-interval from its first breach's offer; one whose
+        # choice waited for the builder (busy) goes on until the builder took it.
+        least = min(rank(b) for _, b in kept)
+        reach_ns = MIN_INTERVAL_S * 1_000_000_000 * (2 if d["skipped"]["busy"] else 1) + \
+            OFFER_LAG_NS
+        kept_ids = {id(b) for _, b in kept}
+        for x in breaches:
+            if id(x) in kept_ids or rank(x) <= least:
+                continue
+            check(any(rank(b) >= rank(x) and abs(b["end_ns"] - x["end_ns"]) <= reach_ns
+                      for _, b in kept),
+                  "%s is worse than the least bad dump kept (%.2fx) and no dump kept beat it "
+                  "in its interval; kept: %s" % (describe_breach(x), least[1], "; ".join(
+                      describe_breach(b) for _, b in kept)))
+
+        # Each dump's line gives the ratio the policy ranked it by: its breach's.
+        for path, b in kept:
+            line = [o for o in written if o["path"] == path][0]
+            check(abs(line["ratio"] - ratio(b)) < 0.001,
+                  "%s: dumped as %.3fx, its breach is %s" % (path, line["ratio"],
+                                                             describe_breach(b)))
+
+        # Each dump holds its breach's wait, as Perfetto's own importer reads it.
+        try:
+            trace_processor()
+        except NoTool as e:
+            raise NoTool("the dumps kept are the worst (%d breaches, %d dumps written); "
+                         "reading them: %s" % (len(breaches), len(written), e))
+        for path, b in kept:
+            wait_in_dump(path, b)
+        print("    postgres: %s tps, backend %d watched %.1f s after a %.1f s attach: "
+              "%d breaches, %d dumps written, %d replaced, skipped %r; kept: %s"
+              % (tps.group(1) if tps else "?", backend, s["seconds"], attach_s,
+                 len(breaches), len(written), len(replaced), d["skipped"],
+                 "; ".join(describe_breach(b) for _, b in kept)))
+    finally:
+        kill_process(bench)
+        if ht:
+            ht.close()
+        cluster.close()
