@@ -39,10 +39,33 @@ struct {
 	__uint(max_entries, 1 << 20);
 } block_stack_rb SEC(".maps");
 
+/* The user registers P entered the kernel with, in enum ht_dwarf_reg's order. */
+static __always_inline void copy_user_regs(__u64 *out, struct task_struct *p)
+{
+	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(p);
+
+	out[0] = regs->ax;
+	out[1] = regs->bx;
+	out[2] = regs->cx;
+	out[3] = regs->dx;
+	out[4] = regs->si;
+	out[5] = regs->di;
+	out[6] = regs->bp;
+	out[7] = regs->sp;
+	out[8] = regs->ip;
+	out[9] = regs->r8;
+	out[10] = regs->r9;
+	out[11] = regs->r10;
+	out[12] = regs->r11;
+	out[13] = regs->r12;
+	out[14] = regs->r13;
+	out[15] = regs->r14;
+	out[16] = regs->r15;
+}
+
 static __always_inline void keep_dwarf_stack(struct task_struct *prev, __u64 now)
 {
 	struct ht_block_stack_dwarf *v;
-	struct pt_regs *regs;
 	__u64 base;
 	__s32 copied = 0;
 
@@ -51,27 +74,10 @@ static __always_inline void keep_dwarf_stack(struct task_struct *prev, __u64 now
 		__sync_fetch_and_add(&block_stack_drops, 1);
 		return;
 	}
-	regs = (struct pt_regs *)bpf_task_pt_regs(prev);
 	v->head.switch_ns = now;
 	v->head.tid = prev->pid;
 	v->head.mode = HT_BLOCK_STACK_DWARF;
-	v->regs[0] = regs->ax;
-	v->regs[1] = regs->bx;
-	v->regs[2] = regs->cx;
-	v->regs[3] = regs->dx;
-	v->regs[4] = regs->si;
-	v->regs[5] = regs->di;
-	v->regs[6] = regs->bp;
-	v->regs[7] = regs->sp;
-	v->regs[8] = regs->ip;
-	v->regs[9] = regs->r8;
-	v->regs[10] = regs->r9;
-	v->regs[11] = regs->r10;
-	v->regs[12] = regs->r11;
-	v->regs[13] = regs->r12;
-	v->regs[14] = regs->r13;
-	v->regs[15] = regs->r14;
-	v->regs[16] = regs->r15;
+	copy_user_regs(v->regs, prev);
 	/* Whole pages at constant offsets: the verifier sees each copy's bounds. */
 	base = v->regs[7] & ~(__u64)(HT_BLOCK_STACK_PAGE_BYTES - 1);
 	v->stack_base = base;
@@ -90,6 +96,7 @@ static __always_inline void keep_dwarf_stack(struct task_struct *prev, __u64 now
 static __always_inline void keep_block_stack(void *ctx, struct task_struct *prev, __u64 now)
 {
 	struct ht_block_stack_fp *v;
+	__u32 to_page_end;
 
 	if (block_stack_mode == HT_BLOCK_STACK_DWARF) {
 		keep_dwarf_stack(prev, now);
@@ -104,6 +111,14 @@ static __always_inline void keep_block_stack(void *ctx, struct task_struct *prev
 	v->head.tid = prev->pid;
 	v->head.mode = HT_BLOCK_STACK_FP;
 	v->head.bytes = bpf_get_stack(ctx, v->ips, sizeof(v->ips), BPF_F_USER_STACK);
+	copy_user_regs(v->regs, prev);
+	v->leaf_bytes = bpf_probe_read_user(v->leaf, sizeof(v->leaf), (void *)v->regs[7])
+				?: (__s32)sizeof(v->leaf);
+	/* Near the top of a stack: what is left of SP's page. */
+	to_page_end = HT_BLOCK_STACK_PAGE_BYTES - (v->regs[7] & (HT_BLOCK_STACK_PAGE_BYTES - 1));
+	if (v->leaf_bytes < 0 && to_page_end < sizeof(v->leaf) &&
+	    !bpf_probe_read_user(v->leaf, to_page_end, (void *)v->regs[7]))
+		v->leaf_bytes = (__s32)to_page_end;
 }
 
 /*

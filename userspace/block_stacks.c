@@ -16,7 +16,8 @@ int ht_block_stacks_init(struct ht_block_stacks *bs, int tgid, unsigned int mode
 	bs->tgid = tgid;
 	bs->mode = mode;
 	bs->symbolizer = ht_symbolizer_new(tgid);
-	if (bs->symbolizer && mode == HT_BLOCK_STACK_DWARF)
+	/* FP mode unwinds the leaf frames a frame-pointer walk skips with it too. */
+	if (bs->symbolizer)
 		bs->unwinder = ht_dwarf_unwinder_new(tgid);
 	if (!bs->symbolizer || (mode == HT_BLOCK_STACK_DWARF && !bs->unwinder))
 		ht_warn("stacks where threads blocked will show addresses only: %s",
@@ -134,6 +135,42 @@ int ht_block_stack_dwarf_view(const struct ht_block_stack_dwarf *d, const uint8_
 	return 0;
 }
 
+int ht_block_stack_fixup(const uint64_t *fp, int nfp, const uint64_t *cfi, int ncfi, uint64_t *out,
+			 int max)
+{
+	int n = 0;
+
+	if (nfp >= 2 && ncfi >= 2 && cfi[0] == fp[0]) {
+		for (int j = 1; j < ncfi; j++) {
+			if (cfi[j] != fp[1])
+				continue;
+			for (int i = 0; i < j && n < max; i++)
+				out[n++] = cfi[i];
+			for (int i = 1; i < nfp && n < max; i++)
+				out[n++] = fp[i];
+			return n;
+		}
+	}
+	for (int i = 0; i < nfp && n < max; i++)
+		out[n++] = fp[i];
+	return n;
+}
+
+static int unwind_regs(struct ht_block_stacks *bs, const uint64_t *regs_in, const uint8_t *stack,
+		       size_t len, uint64_t *ips)
+{
+	struct ht_user_regs regs = {.abi = HT_DWARF_REGS_ABI_64};
+	int n;
+
+	memcpy(regs.regs, regs_in, sizeof(regs.regs));
+	n = ht_dwarf_unwind(bs->unwinder, &regs, stack, len, ips, HT_BLOCK_STACK_MAX_FRAMES);
+	/* Libraries load late: read the maps again, once. */
+	if (n <= 1 && !ht_dwarf_unwinder_refresh(bs->unwinder))
+		n = ht_dwarf_unwind(bs->unwinder, &regs, stack, len, ips,
+				    HT_BLOCK_STACK_MAX_FRAMES);
+	return n > 0 ? n : 0;
+}
+
 /* The frames' addresses, innermost first. Returns how many. */
 static int unwind_record(struct ht_block_stacks *bs, const void *data,
 			 uint64_t ips[HT_BLOCK_STACK_MAX_FRAMES], int32_t *error)
@@ -145,32 +182,35 @@ static int unwind_record(struct ht_block_stacks *bs, const void *data,
 	*error = h.bytes < 0 ? h.bytes : 0;
 	if (h.mode == HT_BLOCK_STACK_FP) {
 		const struct ht_block_stack_fp *fp = data;
+		uint64_t cfi[HT_BLOCK_STACK_MAX_FRAMES];
+		size_t leaf_len;
+		int ncfi;
 
 		n = h.bytes > 0 ? h.bytes / (int)sizeof(uint64_t) : 0;
 		if (n > HT_BLOCK_STACK_MAX_FRAMES)
 			n = HT_BLOCK_STACK_MAX_FRAMES;
-		memcpy(ips, fp->ips, (size_t)n * sizeof(ips[0]));
-		return n;
+		if (!bs->unwinder || fp->leaf_bytes <= 0 || n < 2) {
+			memcpy(ips, fp->ips, (size_t)n * sizeof(ips[0]));
+			return n;
+		}
+		leaf_len = (size_t)fp->leaf_bytes < sizeof(fp->leaf) ? (size_t)fp->leaf_bytes
+								     : sizeof(fp->leaf);
+		ncfi = unwind_regs(bs, (const uint64_t *)fp->regs, fp->leaf, leaf_len, cfi);
+		return ht_block_stack_fixup((const uint64_t *)fp->ips, n, cfi, ncfi, ips,
+					    HT_BLOCK_STACK_MAX_FRAMES);
 	} else {
 		const struct ht_block_stack_dwarf *d = data;
-		struct ht_user_regs regs = {.abi = HT_DWARF_REGS_ABI_64};
 		const uint8_t *stack;
 		size_t len;
 
-		memcpy(regs.regs, d->regs, sizeof(regs.regs));
 		if (ht_block_stack_dwarf_view(d, &stack, &len))
 			len = 0;
 		if (!bs->unwinder) {
 			/* No libdw: the address it blocked at, at least. */
-			ips[0] = regs.regs[HT_DWARF_REG_IP];
+			ips[0] = d->regs[HT_DWARF_REG_IP];
 			return ips[0] ? 1 : 0;
 		}
-		n = ht_dwarf_unwind(bs->unwinder, &regs, stack, len, ips,
-				    HT_BLOCK_STACK_MAX_FRAMES);
-		if (n <= 1 && !ht_dwarf_unwinder_refresh(bs->unwinder))
-			n = ht_dwarf_unwind(bs->unwinder, &regs, stack, len, ips,
-					    HT_BLOCK_STACK_MAX_FRAMES);
-		return n > 0 ? n : 0;
+		return unwind_regs(bs, (const uint64_t *)d->regs, stack, len, ips);
 	}
 }
 

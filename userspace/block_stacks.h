@@ -95,6 +95,16 @@ int ht_block_stack_dwarf_view(const struct ht_block_stack_dwarf *d, const uint8_
 			      size_t *len);
 
 /*
+ * FP mode's fixup: FP (NFP frames) is the frame-pointer walk, CFI (NCFI)
+ * the unwind of the leaf's copied stack. Where CFI reaches FP's second
+ * frame (the return address of the first frame with a frame pointer), the
+ * frames CFI found before it replace FP's first: those the walk skipped.
+ * Otherwise FP as it is. Writes at most MAX into OUT; returns how many.
+ */
+int ht_block_stack_fixup(const uint64_t *fp, int nfp, const uint64_t *cfi, int ncfi, uint64_t *out,
+			 int max);
+
+/*
  * A frame-pointer stack one frame deep: its module, the first time it is
  * seen for that module (the caller says so once), else NULL.
  */

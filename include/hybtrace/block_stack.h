@@ -15,7 +15,7 @@
 
 enum ht_block_stack_mode {
 	HT_BLOCK_STACK_OFF = 0,
-	HT_BLOCK_STACK_FP = 1,	  /* return addresses by the frame-pointer chain */
+	HT_BLOCK_STACK_FP = 1,	  /* the frame-pointer chain, and the leaf's stack for its fixup */
 	HT_BLOCK_STACK_DWARF = 2, /* registers and the top of the stack, for libdw */
 };
 
@@ -27,8 +27,16 @@ enum ht_block_stack_mode {
  */
 #define HT_BLOCK_STACK_PAGE_BYTES 4096
 #define HT_BLOCK_STACK_PAGES	  3
-/* The registers DWARF mode keeps, in the order of unwind_dwarf.h's enum ht_dwarf_reg. */
+/* The registers both modes keep, in the order of unwind_dwarf.h's enum ht_dwarf_reg. */
 #define HT_BLOCK_STACK_NREGS 17
+/*
+ * FP mode also copies this much stack from SP: a thread blocks in libc,
+ * built without frame pointers, and a frame-pointer walk skips the frames
+ * between its leaf and the first frame that has one (pthread_mutex_lock and
+ * its caller). User space unwinds them from CFI in this copy, up to where
+ * the chain goes on.
+ */
+#define HT_BLOCK_STACK_LEAF_BYTES 1024
 
 /* The part both kinds of record begin with. */
 struct ht_block_stack_head {
@@ -42,6 +50,10 @@ struct ht_block_stack_head {
 struct ht_block_stack_fp {
 	struct ht_block_stack_head head;
 	__u64 ips[HT_BLOCK_STACK_MAX_FRAMES]; /* innermost first */
+	__u64 regs[HT_BLOCK_STACK_NREGS];
+	__s32 leaf_bytes; /* bytes of leaf, or a negative errno */
+	__u32 pad;
+	__u8 leaf[HT_BLOCK_STACK_LEAF_BYTES]; /* the stack from regs' SP on */
 };
 
 struct ht_block_stack_dwarf {
