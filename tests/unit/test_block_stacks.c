@@ -78,6 +78,11 @@ TEST(a_breach_claims_the_newest_stack_of_its_thread_within_its_wait)
 	add_fp(&bs, 7, 1000, 3);
 	add_fp(&bs, 8, 1500, 2);
 	add_fp(&bs, 7, 2000, 4);
+	/* Both in the window: the newest, the one the thread kept last. */
+	r = ht_block_stacks_claim(&bs, 7, 0, 5000, &len);
+	CHECK(r && ((struct ht_block_stack_head *)r)->switch_ns == 2000);
+	free(r);
+	add_fp(&bs, 7, 2000, 4);
 	/* Another thread's, or one from before the wait: not this breach's. */
 	CHECK(!ht_block_stacks_claim(&bs, 9, 0, 5000, &len));
 	CHECK(!ht_block_stacks_claim(&bs, 7, 2001, 5000, &len));
