@@ -123,4 +123,10 @@ void ht_block_frames_print_text(FILE *f, const struct ht_block_frames *fr);
  */
 int ht_block_frames_to_timeline(struct timeline *tl, int tgid, const struct ht_block_frames *fr);
 
+/*
+ * What the sampled stack nearest a wait is, said plainly: "last sample
+ * 2.86ms before it blocked" (GAP_NS before; WHAT: "it blocked"...).
+ */
+const char *ht_last_sample_label(uint64_t gap_ns, const char *what, char *buf, size_t len);
+
 #endif /* HT_BLOCK_STACKS_H */

@@ -61,6 +61,7 @@
 #define HT_ARG_END_NS	     "end_ns"
 #define HT_ARG_BEFORE_WINDOW "began_before_window" /* 1: the slice's real start is earlier */
 #define HT_ARG_SAMPLES	     "samples"	      /* user slices: how many samples it spans */
+#define HT_ARG_CALLGRAPH     "callgraph"      /* HT_EV_BLOCK_STACK: "fp" or "dwarf" */
 #define HT_ARG_TRIGGER	     "trigger"	      /* the spec as given */
 #define HT_ARG_FUNCTION	     "function"	      /* where the trigger stopped */
 #define HT_ARG_IP	     "ip"

@@ -281,3 +281,13 @@ TEST(block_stacks_needs_a_wait_threshold)
 	CHECK(parse(&o, (const char *const[]){"hybtrace", "-p", "1", "--off-cpu", "5ms"}, 5) == 0);
 	CHECK(!o.block_stacks);
 }
+
+TEST(the_last_sample_says_how_long_before_it_blocked)
+{
+	char buf[96];
+
+	CHECK_STR(ht_last_sample_label(2861000, "it blocked", buf, sizeof(buf)),
+		  "last sample 2.86ms before it blocked");
+	CHECK_STR(ht_last_sample_label(0, "the syscall began", buf, sizeof(buf)),
+		  "last sample 0ns before the syscall began");
+}
