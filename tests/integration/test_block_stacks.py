@@ -18,8 +18,9 @@ MUTEX_LOCK = {"pthread_mutex_lock", "___pthread_mutex_lock", "__pthread_mutex_lo
 def convoy(binary, extra):
     """Four threads in a convoy on one mutex, each wait well above --off-cpu."""
     out = tempfile.mkdtemp()
+    dumps = [] if "--max-dumps" in extra else ["--max-dumps", "2"]
     run = hybtrace(["run", "--json", "--rq-delay", "off", "--off-cpu", "6ms", "--block-stacks",
-                    "--source", "none", "--max-dumps", "2", "--output", out] + extra +
+                    "--source", "none", "--output", out] + dumps + extra +
                    ["--", workload(binary), "5", "12", "4"], timeout=120)
     check(run.rc == 0, run.describe())
     # Without --syscall the breach names no syscall: its kernel stack says futex.
@@ -142,3 +143,15 @@ def no_block_stack_without_the_option():
     check(run.rc == 0, run.describe())
     check(run.breaches("off-cpu"), "no off-CPU breach\n" + run.describe())
     check(not any("block_stack" in b for b in run.breaches()), run.describe())
+
+
+@test
+def syscall_breaches_carry_the_stack_where_the_syscall_slept():
+    need_root()
+    run, _, _ = convoy("mutex_convoy", ["--syscall", "6ms", "--syscalls", "futex",
+                                        "--max-dumps", "0"])
+    waits = [b for b in run.breaches("syscall") if b["tid"] != b["pid"]]
+    check(waits, "no futex syscall breach of a convoy thread\n" + run.describe())
+    for b in waits:
+        check_lock_stack(b.get("block_stack"), "syscall of tid %d at %d"
+                         % (b["tid"], b["start_ns"]))
