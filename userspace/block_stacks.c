@@ -330,8 +330,8 @@ const char *ht_last_sample_label(uint64_t gap_ns, const char *what, char *buf, s
 {
 	char dur[32];
 
-	snprintf(buf, len, "last sample %s before %s",
-		 ht_format_duration(gap_ns, dur, sizeof(dur)), what);
+	snprintf(buf, len, "last sample %s before %s", ht_format_duration(gap_ns, dur, sizeof(dur)),
+		 what);
 	return buf;
 }
 
@@ -346,7 +346,8 @@ int ht_block_frames_to_timeline(struct timeline *tl, int tgid, const struct ht_b
 	ev = tl_add_instant(tl, track, fr->switch_ns, HT_EV_BLOCK_STACK, HT_CAT_USER);
 	if (ev < 0)
 		return ht_fail("cannot add the stack where it blocked: %s", strerror((int)-ev));
-	tl_event_arg_str(tl, ev, HT_ARG_CALLGRAPH, fr->mode == HT_BLOCK_STACK_DWARF ? "dwarf" : "fp");
+	tl_event_arg_str(tl, ev, HT_ARG_CALLGRAPH,
+			 fr->mode == HT_BLOCK_STACK_DWARF ? "dwarf" : "fp");
 	/* Root first, as every call stack of the timeline. */
 	for (uint32_t i = 0; i < fr->depth; i++) {
 		const struct ht_block_frame *src = &fr->f[fr->depth - 1 - i];
