@@ -73,7 +73,8 @@ $(BUILD)/vmlinux.h: | $(BUILD)
 	$(call msg,BTF,$@)
 	$(Q)$(BPFTOOL) btf dump file $(BTF_FILE) format c > $@.tmp && mv $@.tmp $@
 
-$(BUILD)/%.bpf.o: bpf/%.bpf.c include/hybtrace/records.h $(BUILD)/vmlinux.h
+$(BUILD)/%.bpf.o: bpf/%.bpf.c $(wildcard bpf/*.bpf.h) include/hybtrace/records.h \
+		include/hybtrace/block_stack.h $(BUILD)/vmlinux.h
 	$(call msg,BPF,$@)
 	$(Q)$(CLANG) -g -O2 -target bpf -mcpu=v3 -D__TARGET_ARCH_x86 -Wall -Werror \
 		-Iinclude -I$(BUILD) -c $< -o $@
@@ -140,6 +141,12 @@ $(BUILD)/workloads/callstack_nocfi: tests/workloads/callstack.c tests/workloads/
 	$(call msg,WORKLOAD,$@)
 	$(Q)$(CC) -D_GNU_SOURCE -O2 -fomit-frame-pointer -fno-asynchronous-unwind-tables -fno-unwind-tables -Wall -Wextra -Werror -Iinclude -o $@ $< -lpthread
 WORKLOAD_BINS += $(BUILD)/workloads/callstack_nocfi
+
+# A mutex convoy without frame pointers: a frame-pointer walk of its waits stops short.
+$(BUILD)/workloads/mutex_convoy_nofp: tests/workloads/mutex_convoy.c tests/workloads/workload.h | $(BUILD)/workloads
+	$(call msg,WORKLOAD,$@)
+	$(Q)$(CC) -D_GNU_SOURCE -O2 -g -fomit-frame-pointer -Wall -Wextra -Werror -Iinclude -o $@ $< -lpthread
+WORKLOAD_BINS += $(BUILD)/workloads/mutex_convoy_nofp
 
 # The library trigger_target loads with dlopen; not a program of its own.
 WORKLOAD_BINS := $(filter-out $(BUILD)/workloads/libtrig,$(WORKLOAD_BINS)) $(BUILD)/workloads/libtrig.so

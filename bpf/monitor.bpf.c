@@ -17,6 +17,8 @@
 
 char LICENSE[] SEC("license") = "GPL";
 
+#include "block_stacks.bpf.h"
+
 /* Knobs, set by user space before load. */
 const volatile __u32 target_tgid = 0;
 const volatile bool prev_state_from_arg = true; /* false: read task_struct (pre-5.18) */
@@ -589,6 +591,8 @@ static __always_inline void emit_breach(__u32 kind, struct task_struct *p, struc
 
 	if (breaches_stopped)
 		return;
+	if (kind == HT_BREACH_OFF_CPU)
+		send_block_stack(p, start_ns, end_ns);
 	count(HT_CNT_BREACHES);
 	b = bpf_ringbuf_reserve(&breaches, sizeof(*b), 0);
 	if (!b) {
@@ -775,6 +779,8 @@ int BPF_PROG(handle_sched_switch, bool preempt, struct task_struct *prev, struct
 
 	if (prev_target) {
 		target_switch_out(prev, state, preempt, t.now);
+		if (block_stack_mode && !preempt && state != TASK_RUNNING && !(state & TASK_DEAD))
+			keep_block_stack(ctx, prev, t.now);
 		if ((preempt || state == TASK_RUNNING) && t.clock)
 			note_preemption(prev, &t);
 	}
@@ -1054,6 +1060,7 @@ int BPF_PROG(handle_sys_exit, struct pt_regs *regs, long ret)
 		st->syscall_since_ns = 0;
 		return 0;
 	}
+	send_block_stack(cur, st->syscall_since_ns, now);
 	count(HT_CNT_BREACHES);
 	b = bpf_ringbuf_reserve(&breaches, sizeof(*b), 0);
 	if (!b) {

@@ -91,6 +91,8 @@ void ht_breach_print_text(FILE *f, const struct ht_breach_info *bi)
 		print_waker_text(f, b, false);
 		break;
 	}
+	if (bi->block_stack)
+		ht_block_frames_print_text(f, bi->block_stack);
 	fputc('\n', f);
 	funlockfile(f);
 }
@@ -184,6 +186,8 @@ void ht_breach_print_json(FILE *f, const struct ht_breach_info *bi, const struct
 	print_waker_json(f, b);
 	print_culprits_json(f, bi);
 	print_kstack_json(f, b, ksyms);
+	if (bi->block_stack)
+		ht_block_frames_print_json(f, bi->block_stack);
 	fputs("}\n", f);
 	funlockfile(f);
 }

@@ -5,6 +5,7 @@
 
 #include <stdbool.h>
 #include <stdio.h>
+#include "block_stacks.h"
 #include "culprits.h"
 #include "hybtrace/records.h"
 
@@ -20,6 +21,7 @@ struct ht_breach_info {
 	bool have_culprits;
 	struct ht_culprits culprits;
 	char culprit_comm[HT_MAX_CULPRITS][HT_COMM_BUF];
+	const struct ht_block_frames *block_stack; /* --block-stacks: where it blocked; NULL */
 };
 
 /* "12.345678 rq-delay 4.21ms tid 123 (worker) cpu 0: ran instead ...; woken by ..." */

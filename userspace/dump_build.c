@@ -414,6 +414,9 @@ static int build_timeline(struct ht_dump_builder *b, struct timeline *tl,
 	ht_sched_index_free(&idx);
 	if (!rc) {
 		add_user_timeline(b, tl, job, c);
+		if (job->has_block_stack &&
+		    ht_block_frames_to_timeline(tl, b->cfg->tgid, &job->block_stack))
+			ht_warn("dump without the stack where it blocked: %s", ht_last_error());
 		add_trigger_hit(tl, job);
 		add_marks(tl, c, b->cfg->tgid);
 		meta_u64(tl, HT_META_UNTANGLED, tl_untangle(tl));

@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include "block_stacks.h"
 #include "dump_policy.h"
 #include "hybtrace/records.h"
 #include "recorder.h"
@@ -60,6 +61,9 @@ struct ht_dump_job {
 	struct ht_bp_hit hit;
 	char trigger[128];
 	char function[256];
+	/* --block-stacks: the breached thread's user stack where its wait began. */
+	bool has_block_stack;
+	struct ht_block_frames block_stack;
 };
 
 /* User marks: where the target's registries are, and a (rdtsc, clock) pair from attach. */

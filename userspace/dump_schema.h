@@ -26,6 +26,8 @@
 /* On a thread's own track: user-space slices (named by function), and two instants. */
 #define HT_EV_STACK_BEFORE "user stack before" /* the breached thread's last sample before it */
 #define HT_EV_STACK_AFTER  "user stack after"  /* its first sample after it */
+/* --block-stacks: its user stack as it went to sleep, at the switch-out (callstack: the frames) */
+#define HT_EV_BLOCK_STACK  "blocked here"
 #define HT_EV_MARK	   "mark"	       /* a user mark, unless it has a name: args id, a, b */
 /* On the hybtrace track. */
 #define HT_EV_BREACH	 "breach"    /* slice over the breach interval and instant at its end */
@@ -59,6 +61,7 @@
 #define HT_ARG_END_NS	     "end_ns"
 #define HT_ARG_BEFORE_WINDOW "began_before_window" /* 1: the slice's real start is earlier */
 #define HT_ARG_SAMPLES	     "samples"	      /* user slices: how many samples it spans */
+#define HT_ARG_CALLGRAPH     "callgraph"      /* HT_EV_BLOCK_STACK: "fp" or "dwarf" */
 #define HT_ARG_TRIGGER	     "trigger"	      /* the spec as given */
 #define HT_ARG_FUNCTION	     "function"	      /* where the trigger stopped */
 #define HT_ARG_IP	     "ip"

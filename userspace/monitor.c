@@ -159,6 +159,7 @@ static int configure(struct monitor_bpf *skel, const struct ht_monitor_config *c
 	skel->rodata->fr_slot_shift = shift;
 	skel->rodata->rq_from_sched_info = !cfg->rq_from_thread_state;
 	skel->rodata->thread_slot_mask = thread_slots - 1;
+	skel->rodata->block_stack_mode = cfg->block_stack_mode;
 
 	err = bpf_map__set_max_entries(skel->maps.fr_records, ncpus << shift);
 	if (!err)
@@ -167,6 +168,9 @@ static int configure(struct monitor_bpf *skel, const struct ht_monitor_config *c
 		err = bpf_map__set_max_entries(skel->maps.clock_syncs, ncpus);
 	if (!err)
 		err = bpf_map__set_max_entries(skel->maps.thread_slots, thread_slots);
+	/* Unused without --block-stacks: the smallest ring there is. */
+	if (!err && !cfg->block_stack_mode)
+		err = bpf_map__set_max_entries(skel->maps.block_stack_rb, (__u32)getpagesize());
 	if (err)
 		return ht_fail("cannot size the flight recorder: %s", strerror(-err));
 
@@ -259,6 +263,14 @@ int ht_monitor_open(struct ht_monitor *m, const struct ht_monitor_config *cfg)
 		ht_fail("cannot open the breach ring buffer: %s", strerror(errno));
 		goto fail;
 	}
+	if (cfg->block_stack_mode) {
+		m->block_rb = ring_buffer__new(bpf_map__fd(m->skel->maps.block_stack_rb),
+					       cfg->on_block_stack, cfg->on_block_stack_ctx, NULL);
+		if (!m->block_rb) {
+			ht_fail("cannot open the block-stack ring buffer: %s", strerror(errno));
+			goto fail;
+		}
+	}
 	err = attach_context_exits(m->skel);
 	if (!err)
 		err = monitor_bpf__attach(m->skel);
@@ -279,6 +291,7 @@ void ht_monitor_close(struct ht_monitor *m)
 	if (m->skel)
 		monitor_bpf__detach(m->skel);
 	ring_buffer__free(m->breach_rb);
+	ring_buffer__free(m->block_rb);
 	if (m->records_mem)
 		munmap(m->records_mem, m->records_len);
 	if (m->heads_mem)
@@ -307,6 +320,16 @@ int ht_monitor_breach_fd(const struct ht_monitor *m)
 int ht_monitor_consume(struct ht_monitor *m)
 {
 	return ring_buffer__consume(m->breach_rb);
+}
+
+int ht_monitor_consume_block_stacks(struct ht_monitor *m)
+{
+	return m->block_rb ? ring_buffer__consume(m->block_rb) : 0;
+}
+
+uint64_t ht_monitor_block_stack_drops(const struct ht_monitor *m)
+{
+	return __atomic_load_n(&m->skel->bss->block_stack_drops, __ATOMIC_RELAXED);
 }
 
 /* Sum a per-CPU u64 array entry. */

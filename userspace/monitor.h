@@ -27,11 +27,16 @@ struct ht_monitor_config {
 	const char *btf_path;	  /* NULL: the running kernel's */
 	ring_buffer_sample_fn on_breach;
 	void *on_breach_ctx;
+	/* --block-stacks: enum ht_block_stack_mode, and what takes each stack (block_stacks.h). */
+	unsigned int block_stack_mode;
+	ring_buffer_sample_fn on_block_stack;
+	void *on_block_stack_ctx;
 };
 
 struct ht_monitor {
 	struct monitor_bpf *skel;
 	struct ring_buffer *breach_rb;
+	struct ring_buffer *block_rb; /* NULL without --block-stacks */
 	struct ht_recorder recorder;
 	void *records_mem, *heads_mem;
 	size_t records_len, heads_len;
@@ -56,6 +61,15 @@ void ht_monitor_close(struct ht_monitor *m);
 /* The fd to poll for breaches, and the call that delivers them. */
 int ht_monitor_breach_fd(const struct ht_monitor *m);
 int ht_monitor_consume(struct ht_monitor *m);
+
+/*
+ * Deliver the block stacks sent so far: each is sent just before its
+ * breach, so a breach's own stack has been delivered once this returns.
+ */
+int ht_monitor_consume_block_stacks(struct ht_monitor *m);
+
+/* Block stacks that could not be kept or sent (ring full, no task storage). */
+uint64_t ht_monitor_block_stack_drops(const struct ht_monitor *m);
 
 /*
  * The session ends: the programs count and send no more breaches, and the

@@ -195,6 +195,7 @@ enum {
 	OPT_PT_SIZE,
 	OPT_PT_TIMING,
 	OPT_KEEP_RAW,
+	OPT_BLOCK_STACKS,
 	OPT_END, /* not an option: the size of tables indexed by option */
 };
 
@@ -230,6 +231,7 @@ static const struct option long_options[] = {
 	{ "pt-size", required_argument, NULL, OPT_PT_SIZE },
 	{ "pt-timing", required_argument, NULL, OPT_PT_TIMING },
 	{ "keep-raw", no_argument, NULL, OPT_KEEP_RAW },
+	{ "block-stacks", no_argument, NULL, OPT_BLOCK_STACKS },
 	{ "help", no_argument, NULL, 'h' },
 	{ NULL, 0, NULL, 0 },
 };
@@ -448,6 +450,9 @@ static int parse_one(struct ht_options *o, int opt, const char *arg)
 	case OPT_QUIET:
 		o->quiet = true;
 		return 0;
+	case OPT_BLOCK_STACKS:
+		o->block_stacks = true;
+		return 0;
 	}
 	return parse_dump_option(o, opt, arg);
 }
@@ -546,6 +551,9 @@ int ht_options_parse(struct ht_options *o, int argc, char **argv, bool run, bool
 	}
 	if (o->syscall_filter_on && !o->syscall_ns)
 		return ht_fail("--syscalls needs --syscall DUR, the threshold");
+	if (o->block_stacks && !o->off_cpu_ns && !o->syscall_ns)
+		return ht_fail("--block-stacks shows where a thread went to sleep: it needs "
+			       "--off-cpu DUR or --syscall DUR");
 	if (!o->sample_history_bytes)
 		o->sample_history_bytes = o->callgraph == HT_CALLGRAPH_MODE_DWARF
 						  ? HT_DEFAULT_SAMPLE_HISTORY_DWARF
@@ -614,6 +622,9 @@ void ht_options_usage(void)
 	       "  --sample-freq HZ     sampling rate per thread (default 999)\n"
 	       "  --sample-history SIZE  sampling ring per CPU (default 1M; 8M with dwarf)\n"
 	       "  --callgraph MODE     fp (frame pointers, default) or dwarf (for code without them)\n"
+	       "  --block-stacks       take each thread's user stack as it goes to sleep, and show\n"
+	       "                       it with its off-CPU and syscall breaches (--callgraph\n"
+	       "                       dwarf: unwound with DWARF CFI)\n"
 	       "  --pt-size SIZE       Intel PT ring per CPU, a power of two (default 4M)\n"
 	       "  --pt-timing MODE     coarse (TSC and MTC, default) or fine (cycle-accurate CYC too)\n"
 	       "  --keep-raw           also save each PT snapshot as FILE.hybtrace-raw, for\n"

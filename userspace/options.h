@@ -54,6 +54,7 @@ struct ht_options {
 	unsigned int sample_freq_hz;
 	uint64_t sample_history_bytes; /* per CPU; 0: the callgraph's default */
 	enum ht_callgraph_mode callgraph;
+	bool block_stacks; /* the user stack where each wait began (--block-stacks) */
 	uint64_t pt_size_bytes; /* Intel PT AUX area per CPU, a power of two */
 	bool pt_fine_timing;	/* CYC packets too */
 	bool keep_raw;		/* save each PT snapshot for `hybtrace decode` */

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include "block_stacks.h"
 #include "dump_policy.h"
 #include "dump_schema.h"
 #include "hybtrace/records.h"
@@ -39,6 +40,7 @@ struct report_options {
 struct dump_view {
 	const struct timeline *tl;
 	long stack_before, stack_after; /* the breached thread's user stacks around it */
+	long block_stack;		/* --block-stacks: its user stack where it blocked, or -1 */
 	long trigger;			/* a code trigger's hit on the hybtrace track, or -1 */
 	const char *path;
 	const char *kind;
@@ -193,7 +195,7 @@ static void view_init(struct dump_view *v, const struct timeline *tl, const char
 	v->tl = tl;
 	v->path = path;
 	v->rq_slice = v->off_slice = v->syscall_slice = v->breach_instant = -1;
-	v->stack_before = v->stack_after = -1;
+	v->stack_before = v->stack_after = v->block_stack = -1;
 	v->trigger = -1;
 	v->kind = meta_str(tl, HT_META_KIND);
 	if (!*v->kind)
@@ -227,6 +229,7 @@ static void view_init(struct dump_view *v, const struct timeline *tl, const char
 	}
 	v->stack_before = find_thread_instant(v, HT_EV_STACK_BEFORE);
 	v->stack_after = find_thread_instant(v, HT_EV_STACK_AFTER);
+	v->block_stack = find_thread_instant(v, HT_EV_BLOCK_STACK);
 	v->rq_slice = find_kernel_slice(v, HT_EV_RUNQUEUE, NULL, 0, v->end_ns);
 	v->off_slice = find_kernel_slice(v, HT_EV_OFF_CPU, NULL, v->start_ns, 0);
 	v->syscall_slice = find_kernel_slice(v, NULL, HT_CAT_SYSCALL, 0, v->end_ns);
@@ -724,6 +727,47 @@ static void print_user_stack_text(const struct dump_view *v, long ev, const char
 		printf("  %s\n", stack[i]);
 }
 
+/* When the breached thread went off the CPU: where it blocked, else the breach's start. */
+static uint64_t blocked_ns(const struct dump_view *v)
+{
+	return v->block_stack >= 0 ? tl_event(v->tl, (size_t)v->block_stack)->ts_ns : v->start_ns;
+}
+
+static const char *blocked_what(const struct dump_view *v)
+{
+	if (!strcmp(v->kind, "off-cpu") || v->block_stack >= 0)
+		return "it blocked";
+	if (!strcmp(v->kind, "syscall"))
+		return "the syscall began";
+	return "the wait began";
+}
+
+/* The last sample is not where it blocked: it says how long before, and is labelled so. */
+static void print_user_stacks_text(const struct dump_view *v)
+{
+	const char *stack[128];
+	char title[96];
+	uint64_t at, blocked = blocked_ns(v);
+	size_t n;
+
+	print_user_stack_text(v, v->block_stack, "user stack where it blocked");
+	n = stack_of(v->tl, v->block_stack, stack, 128);
+	if (n == 1 && !strcmp(arg_str(v->tl, tl_event(v->tl, (size_t)v->block_stack),
+				      HT_ARG_CALLGRAPH) ?: "", "fp"))
+		printf("  (one frame deep: that code has no frame pointers; try --callgraph dwarf)\n");
+	if (v->stack_before >= 0) {
+		at = tl_event(v->tl, (size_t)v->stack_before)->ts_ns;
+		ht_last_sample_label(blocked > at ? blocked - at : 0, blocked_what(v), title,
+				     sizeof(title));
+		print_user_stack_text(v, v->stack_before, title);
+		n = stack_of(v->tl, v->stack_before, stack, 128);
+		if (n == 1 && !strcmp(meta_str(v->tl, HT_META_CALLGRAPH), "fp"))
+			printf("  (one frame deep: that code has no frame pointers; try "
+			       "--callgraph dwarf)\n");
+	}
+	print_user_stack_text(v, v->stack_after, "user stack just after it came back");
+}
+
 static void print_sections_text(const struct dump_view *v)
 {
 	const struct timeline *tl = v->tl;
@@ -762,8 +806,7 @@ static void print_sections_text(const struct dump_view *v)
 		for (size_t i = 0; i < n; i++)
 			printf("  %s\n", stack[i]);
 	}
-	print_user_stack_text(v, v->stack_before, "user stack just before it left the CPU");
-	print_user_stack_text(v, v->stack_after, "user stack just after it came back");
+	print_user_stacks_text(v);
 	n = v->has_breach ? wakeup_chain(v, chain) : 0;
 	if (n) {
 		printf("\nwakeup chain:\n");
@@ -812,7 +855,14 @@ static void print_stack_json(const struct dump_view *v)
 	const char *stack[64];
 	size_t n = stack_of(v->tl, stack_event(v), stack, 64);
 
+	print_frames_json("user_stack_blocked", v->tl, v->block_stack);
 	print_frames_json("user_stack_before", v->tl, v->stack_before);
+	if (v->stack_before >= 0) {
+		uint64_t at = tl_event(v->tl, (size_t)v->stack_before)->ts_ns;
+
+		printf(",\"user_stack_before_gap_ns\":%" PRIu64,
+		       blocked_ns(v) > at ? blocked_ns(v) - at : 0);
+	}
 	print_frames_json("user_stack_after", v->tl, v->stack_after);
 	printf(",\"kernel_stack\":[");
 	for (size_t i = 0; i < n; i++) {

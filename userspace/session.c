@@ -14,6 +14,7 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#include "block_stacks.h"
 #include "breach_format.h"
 #include "code_triggers.h"
 #include "comm_cache.h"
@@ -87,6 +88,10 @@ struct session {
 	uint64_t trigger_in_flight, trigger_lost;
 	struct ht_comm_cache *comms;
 	struct ht_ksyms *ksyms;
+	/* --block-stacks: the stacks sent before their breaches; NULL without it. */
+	struct ht_block_stacks *blocks;
+	struct ht_block_frames block_frames; /* the breach being read's */
+	uint64_t block_stacks_shown;
 	uint64_t start_ns;
 	struct kind_stats kinds[HT_BREACH_KIND_MAX];
 	bool status_on_tty;
@@ -191,6 +196,10 @@ static void offer_breach_dump(struct session *s, const struct ht_breach_info *bi
 	struct ht_dump_job job;
 
 	ht_dump_job_for_breach(&job, &bi->b, bi->threshold_ns);
+	if (bi->block_stack) {
+		job.has_block_stack = true;
+		job.block_stack = *bi->block_stack;
+	}
 	/* A window that has ended already (no --post) freezes now, before the breach is printed. */
 	if (ht_dumper_offer(&s->dumper, &job) == HT_DUMP_NOW)
 		tick_due_dumps(s);
@@ -228,6 +237,32 @@ static void check_out(struct session *s)
 		kill(s->child, SIGTERM);
 }
 
+/*
+ * The user stack B's thread had as its wait began (--block-stacks), sent
+ * just before B. Symbolized now, before the dump is offered: the dump needs
+ * its frames, and the symbolizer keeps what it read, so this is quick.
+ */
+static const struct ht_block_frames *block_stack_of(struct session *s, const struct ht_breach *b)
+{
+	struct ht_block_frames *fr = &s->block_frames;
+	const char *module;
+
+	if (!s->blocks || (b->kind != HT_BREACH_OFF_CPU && b->kind != HT_BREACH_SYSCALL))
+		return NULL;
+	ht_monitor_consume_block_stacks(&s->monitor);
+	if (ht_block_stacks_take(s->blocks, b->tid, b->start_ns, b->end_ns, fr))
+		return NULL;
+	s->block_stacks_shown++;
+	module = ht_block_stacks_hint(s->blocks, fr);
+	if (module) {
+		clear_status_line(s);
+		ht_warn("stacks where threads blocked in %s are one frame deep: it has no frame "
+			"pointers; try --callgraph dwarf",
+			strrchr(module, '/') ? strrchr(module, '/') + 1 : module);
+	}
+	return fr;
+}
+
 static int on_breach(void *ctx, void *data, size_t size)
 {
 	struct session *s = ctx;
@@ -240,6 +275,7 @@ static int on_breach(void *ctx, void *data, size_t size)
 		return 0;
 	bi.threshold_ns = threshold_of(s->opt, bi.b.kind);
 	bi.since_start_s = (double)(int64_t)(bi.b.end_ns - s->start_ns) / 1e9;
+	bi.block_stack = block_stack_of(s, &bi.b);
 	/* The dump first: its sources freeze at the window's end, whatever we do here. */
 	offer_breach_dump(s, &bi);
 	note_breach(s, &bi.b);
@@ -421,6 +457,13 @@ static void print_summary_text(struct session *s, FILE *f, const struct ht_monit
 		(unsigned long long)c->value[HT_CNT_STORAGE_FAILS],
 		(unsigned long long)c->value[HT_CNT_COMM_UPDATE_FAILS],
 		(unsigned long long)c->recursion_misses);
+	if (s->blocks)
+		fprintf(f,
+			"  block stacks: %llu shown with their breaches, %llu not kept or sent "
+			"(task storage, ring full), %llu sent for breaches not read\n",
+			(unsigned long long)s->block_stacks_shown,
+			(unsigned long long)ht_monitor_block_stack_drops(&s->monitor),
+			(unsigned long long)s->blocks->replaced);
 }
 
 static void print_dump_stats_json(struct session *s, FILE *f)
@@ -949,6 +992,9 @@ static void close_session(struct session *s)
 	if (s->pt.open)
 		ht_intelpt_close(&s->pt);
 	ht_monitor_close(&s->monitor);
+	if (s->blocks)
+		ht_block_stacks_free(s->blocks);
+	free(s->blocks);
 	ht_ksyms_free(s->ksyms);
 	free(s->comms);
 	free(s->reach_heads);
@@ -1150,6 +1196,18 @@ static int start_session(struct session *s, const struct ht_options *o, int tgid
 		return HT_EXIT_USAGE;
 	/* Kernel addresses are readable now, while we are privileged. */
 	s->ksyms = ht_ksyms_load(NULL);
+	if (o->block_stacks) {
+		s->blocks = malloc(sizeof(*s->blocks));
+		if (!s->blocks) {
+			ht_fail("out of memory");
+			return HT_EXIT_FAILURE;
+		}
+		cfg.block_stack_mode = o->callgraph == HT_CALLGRAPH_MODE_DWARF ? HT_BLOCK_STACK_DWARF
+									: HT_BLOCK_STACK_FP;
+		ht_block_stacks_init(s->blocks, tgid, cfg.block_stack_mode);
+		cfg.on_block_stack = ht_block_stacks_on_record;
+		cfg.on_block_stack_ctx = s->blocks;
+	}
 	if (ht_monitor_open(&s->monitor, &cfg))
 		return HT_EXIT_FAILURE;
 	ht_comm_cache_init(s->comms, &s->monitor);

@@ -1,0 +1,132 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * --block-stacks in user space: the stacks the monitor sends just before
+ * each off-CPU or syscall breach (hybtrace/block_stack.h) are kept here
+ * until their breach is read, then symbolized (or unwound with libdw first,
+ * with --callgraph dwarf) into frames that the live line, the JSON line and
+ * the dump show. Event loop only: the symbolizer it holds is not shared.
+ */
+#ifndef HT_BLOCK_STACKS_H
+#define HT_BLOCK_STACKS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include "hybtrace/block_stack.h"
+
+struct ht_symbolizer;
+struct ht_dwarf_unwinder;
+struct timeline;
+
+/* Stacks received and not yet claimed by their breach: a few breaches' worth. */
+#define HT_BLOCK_PENDING 32
+
+struct ht_block_frame {
+	uint64_t ip;	    /* as unwound: every frame but the first is a return address */
+	char function[128]; /* ht_symbol_format(): "function", "module+0xoff" or "0xADDR" */
+	char module[96];    /* the mapping's path; "" when none holds it */
+};
+
+/* A stack where a thread blocked, resolved: innermost frame first. */
+struct ht_block_frames {
+	uint64_t switch_ns; /* when it left the CPU */
+	uint32_t tid;
+	uint32_t mode; /* enum ht_block_stack_mode */
+	int32_t error; /* the kernel's negative errno when it had no stack; 0 */
+	uint32_t depth;
+	struct ht_block_frame f[HT_BLOCK_STACK_MAX_FRAMES];
+};
+
+struct ht_block_pending {
+	bool used;
+	uint64_t seq; /* arrival order: the newest match wins */
+	size_t len;
+	void *data; /* a struct ht_block_stack_fp or _dwarf, LEN bytes */
+};
+
+struct ht_block_stacks {
+	int tgid;
+	unsigned int mode;		    /* enum ht_block_stack_mode */
+	struct ht_symbolizer *symbolizer;   /* NULL: addresses only */
+	struct ht_dwarf_unwinder *unwinder; /* DWARF mode; NULL: no unwinding */
+	struct ht_block_pending pending[HT_BLOCK_PENDING];
+	uint64_t seq;
+	uint64_t received, malformed, replaced; /* replaced: dropped unclaimed for a newer one */
+	/* Modules whose frame-pointer stacks were one frame deep, said once each. */
+	char **hinted;
+	size_t nhinted;
+};
+
+/*
+ * For process TGID in MODE (not OFF). The symbolizer and unwinder are made
+ * here; without them frames are addresses, with a warning. Returns 0, or -1
+ * with ht_last_error() (out of memory).
+ */
+int ht_block_stacks_init(struct ht_block_stacks *bs, int tgid, unsigned int mode);
+void ht_block_stacks_free(struct ht_block_stacks *bs);
+
+/* The ring buffer's callback (ring_buffer_sample_fn): keep a copy of one record. */
+int ht_block_stacks_on_record(void *ctx, void *data, size_t size);
+
+/* Keep a record (as the callback does). Returns 0, or -1 when it is malformed. */
+int ht_block_stacks_add(struct ht_block_stacks *bs, const void *data, size_t size);
+
+/*
+ * The record TID sent for a wait within [FROM_NS, TO_NS] (the newest one),
+ * removed from what is kept. Returns it (free() it), or NULL; *LEN gets its size.
+ */
+void *ht_block_stacks_claim(struct ht_block_stacks *bs, uint32_t tid, uint64_t from_ns,
+			    uint64_t to_ns, size_t *len);
+
+/*
+ * Claim TID's stack for the wait [FROM_NS, TO_NS] and resolve it into OUT.
+ * Returns 0, or -1 when none was sent for it.
+ */
+int ht_block_stacks_take(struct ht_block_stacks *bs, uint32_t tid, uint64_t from_ns, uint64_t to_ns,
+			 struct ht_block_frames *out);
+
+/*
+ * A DWARF record's registers and the copied stack from its SP on: *STACK
+ * and *LEN (0 when SP is outside the copy). Returns 0, or -1 when the
+ * record is no DWARF record or copied nothing.
+ */
+int ht_block_stack_dwarf_view(const struct ht_block_stack_dwarf *d, const uint8_t **stack,
+			      size_t *len);
+
+/*
+ * FP mode's fixup: FP (NFP frames) is the frame-pointer walk, CFI (NCFI)
+ * the unwind of the leaf's copied stack. Where CFI reaches FP's second
+ * frame (the return address of the first frame with a frame pointer), the
+ * frames CFI found before it replace FP's first: those the walk skipped.
+ * Otherwise FP as it is. Writes at most MAX into OUT; returns how many.
+ */
+int ht_block_stack_fixup(const uint64_t *fp, int nfp, const uint64_t *cfi, int ncfi, uint64_t *out,
+			 int max);
+
+/*
+ * A frame-pointer stack one frame deep: its module, the first time it is
+ * seen for that module (the caller says so once), else NULL.
+ */
+const char *ht_block_stacks_hint(struct ht_block_stacks *bs, const struct ht_block_frames *fr);
+
+/* ',"block_stack":["f0","f1",...]' (innermost first), for a breach's JSON object. */
+void ht_block_frames_print_json(FILE *f, const struct ht_block_frames *fr);
+
+/* ' blocked in f0 <- f1 <- f2 <- f3' (at most four), for a breach's line of text. */
+void ht_block_frames_print_text(FILE *f, const struct ht_block_frames *fr);
+
+/*
+ * The stack as an instant at the switch-out on the thread's track of TL,
+ * named HT_EV_BLOCK_STACK, with the frames as its callstack (root first).
+ * Returns 0, or -1 with ht_last_error().
+ */
+int ht_block_frames_to_timeline(struct timeline *tl, int tgid, const struct ht_block_frames *fr);
+
+/*
+ * What the sampled stack nearest a wait is, said plainly: "last sample
+ * 2.86ms before it blocked" (GAP_NS before; WHAT: "it blocked"...).
+ */
+const char *ht_last_sample_label(uint64_t gap_ns, const char *what, char *buf, size_t len);
+
+#endif /* HT_BLOCK_STACKS_H */
