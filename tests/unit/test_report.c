@@ -182,7 +182,8 @@ TEST(directory_lists_a_manual_dump_by_its_process)
 	CHECK(strstr(text, "tid 4001 (worker)"));
 	CHECK(strstr(json, "\"kind\":\"manual\",\"duration_ns\":0,\"pid\":4000,\"process\":"
 			   "\"target\",\"wall_clock\""));
-	CHECK(strstr(json, "\"kind\":\"rq-delay\",\"duration_ns\":4000,\"tid\":4001,\"comm\":"
+	CHECK(strstr(json, "\"kind\":\"rq-delay\",\"duration_ns\":4000,\"threshold_ns\":1000,"
+			   "\"tid\":4001,\"comm\":"
 			   "\"worker\",\"pid\":4000,\"process\":\"target\""));
 	if (!strstr(text, "pid 4000 (target)"))
 		printf("     %s\n", text);
