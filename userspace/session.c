@@ -381,6 +381,13 @@ static void print_triggers_json(struct session *s, FILE *f)
 	fprintf(f, "]}");
 }
 
+/* --off-cpu-states, --off-cpu-syscalls or --ignore-syscalls: breaches the kernel leaves out. */
+static bool filters_on(const struct ht_options *o)
+{
+	return o->filters.off_cpu_states || o->filters.off_cpu_syscalls_on ||
+	       o->filters.ignore_syscalls_on;
+}
+
 static void print_summary_text(struct session *s, FILE *f, const struct ht_monitor_counters *c)
 {
 	char dur[32];
@@ -407,6 +414,9 @@ static void print_summary_text(struct session *s, FILE *f, const struct ht_monit
 		(unsigned long long)c->value[HT_CNT_BREACHES],
 		(unsigned long long)total_breaches(s),
 		(unsigned long long)c->value[HT_CNT_RB_DROPS]);
+	if (filters_on(s->opt))
+		fprintf(f, "; %llu more left out by the filters",
+			(unsigned long long)c->value[HT_CNT_FILTERED]);
 	if (s->unwritten)
 		fprintf(f, "; %llu of the reported came after %s went away, unwritten",
 			(unsigned long long)s->unwritten, ht_out_stream_name(&s->out));
@@ -451,12 +461,12 @@ static void print_summary_json(struct session *s, FILE *f, const struct ht_monit
 			ht_breach_kind_name((unsigned int)k), (unsigned long long)s->kinds[k].count,
 			(unsigned long long)s->kinds[k].max_ns);
 	fprintf(f,
-		"},\"detected\":%llu,\"reported\":%llu,\"records\":%llu,"
+		"},\"detected\":%llu,\"reported\":%llu,\"filtered\":%llu,\"records\":%llu,"
 		"\"recorder\":{\"records_per_cpu\":%llu,\"shortest_reach_ns\":%llu},"
 		"\"lost\":{\"total\":%llu,\"ring_buffer\":%llu,\"task_storage\":%llu,"
 		"\"comm_map\":%llu,\"recursion\":%llu}",
 		(unsigned long long)c->value[HT_CNT_BREACHES], (unsigned long long)total_breaches(s),
-		(unsigned long long)c->records_written,
+		(unsigned long long)c->value[HT_CNT_FILTERED], (unsigned long long)c->records_written,
 		(unsigned long long)recorder_records_per_cpu(s),
 		(unsigned long long)s->shortest_reach_ns, (unsigned long long)total_lost(c),
 		(unsigned long long)c->value[HT_CNT_RB_DROPS],
@@ -1104,6 +1114,7 @@ static int start_session(struct session *s, const struct ht_options *o, int tgid
 		.off_cpu_ns = o->off_cpu_ns,
 		.syscall_ns = o->syscall_ns,
 		.syscall_filter_on = o->syscall_filter_on,
+		.filters = o->filters,
 		.history_bytes = o->history_bytes,
 		.btf_path = o->btf_path,
 		.on_breach = on_breach,
