@@ -81,7 +81,7 @@ struct task_state {
 	__u32 waker_tgid;
 	__u32 wake_cpu;
 	__u32 waker_cpu;
-	__u32 waker_exiting; /* PF_EXITING: the waker's own exit woke it (a join) */
+	__u32 joined; /* the last wakeup came from its own process's exiting thread */
 	/* syscall_stacks holds the stack seen at a switch-in past the threshold */
 	__s32 syscall_kstack_bytes;
 	char waker_comm[HT_COMM_LEN];
@@ -601,10 +601,10 @@ struct sleep_syscall {
 	__u32 flags; /* HT_BRF_URING_GETEVENTS */
 };
 
-/* What the breach's wakeup says: a task woke it as it exited (joining a thread). */
+/* What the breach's wakeup says: its own thread woke it as it exited (a join). */
 static __always_inline __u32 waker_flags(const struct task_state *st)
 {
-	return st->wake_source == HT_WAKE_TASK && st->waker_exiting ? HT_BRF_WAKER_EXITING : 0;
+	return st->joined ? HT_BRF_JOINED : 0;
 }
 
 /* SLEEP: an off-CPU breach's syscall; NULL: the syscall it is in, as sys_enter saw it. */
@@ -911,13 +911,14 @@ int BPF_PROG(handle_sched_waking, struct task_struct *p)
 	if (source != HT_WAKE_TASK) {
 		st->waker_tid = 0;
 		st->waker_tgid = 0;
+		st->joined = 0;
 		__builtin_memset(st->waker_comm, 0, sizeof(st->waker_comm));
 		return 0;
 	}
 	cur = bpf_get_current_task_btf();
 	st->waker_tid = cur->pid;
 	st->waker_tgid = cur->tgid;
-	st->waker_exiting = cur->flags & PF_EXITING;
+	st->joined = (cur->flags & PF_EXITING) && cur->tgid == p->tgid && cur->pid != p->pid;
 	copy_comm(st->waker_comm, cur);
 	return 0;
 }
@@ -971,7 +972,7 @@ int BPF_PROG(handle_sched_wakeup_new, struct task_struct *p)
 	st->waker_tid = cur->pid;
 	st->waker_tgid = cur->tgid;
 	st->waker_cpu = bpf_get_smp_processor_id();
-	st->waker_exiting = 0;
+	st->joined = 0;
 	copy_comm(st->waker_comm, cur);
 	enqueued(p, st, HT_FR_WAKEUP_NEW);
 	return 0;
@@ -1128,6 +1129,7 @@ int BPF_PROG(handle_sys_enter, struct pt_regs *regs, long nr)
 	st->waker_tid = 0;
 	st->waker_tgid = 0;
 	st->wake_ns = 0;
+	st->joined = 0;
 	fr_write(now, HT_FR_SYS_ENTER, HT_FRF_TARGET, nr, cur->pid, 0, regs->di);
 	return 0;
 }

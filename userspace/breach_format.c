@@ -52,7 +52,7 @@ static void print_waker_text(FILE *f, const struct ht_breach *b, bool first)
 	switch (b->wake_source) {
 	case HT_WAKE_TASK:
 		fprintf(f, "%s woken by %u (%.*s)%s", sep, b->waker_tid, HT_COMM_LEN, b->waker_comm,
-			b->flags & HT_BRF_WAKER_EXITING ? " as it exited" : "");
+			b->flags & HT_BRF_JOINED ? " as it exited" : "");
 		break;
 	case HT_WAKE_IRQ:
 	case HT_WAKE_TIMER:
@@ -132,7 +132,7 @@ static void print_waker_json(FILE *f, const struct ht_breach *b)
 		snprintf(comm, sizeof(comm), "%.*s", HT_COMM_LEN, b->waker_comm);
 		fprintf(f, ",\"tid\":%u,\"pid\":%u,\"comm\":", b->waker_tid, b->waker_tgid);
 		ht_json_string(f, comm);
-		fprintf(f, ",\"exiting\":%s", b->flags & HT_BRF_WAKER_EXITING ? "true" : "false");
+		fprintf(f, ",\"exiting\":%s", b->flags & HT_BRF_JOINED ? "true" : "false");
 	}
 	fputc('}', f);
 }

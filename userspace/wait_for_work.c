@@ -12,9 +12,7 @@ static const char *const waiting_syscalls[] = {
 /* A thread joined: its exit (the kernel's futex wake of its tid word) ended the wait. */
 static bool joined(const struct ht_breach *b, const char *name)
 {
-	return !strcmp(name, "futex") && b->wake_source == HT_WAKE_TASK &&
-	       (b->flags & HT_BRF_WAKER_EXITING) && b->waker_tgid == b->tgid &&
-	       b->waker_tid != b->tid;
+	return !strcmp(name, "futex") && (b->flags & HT_BRF_JOINED);
 }
 
 bool ht_breach_waits_for_work(const struct ht_breach *b)

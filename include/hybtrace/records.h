@@ -81,7 +81,12 @@ enum ht_wake_source {
 };
 
 /* Bits of ht_breach::flags: what the kernel knew of the wait, for user space to judge it. */
-#define HT_BRF_WAKER_EXITING   0x01 /* the task that woke it was exiting (PF_EXITING) */
+/*
+ * Another thread of its own process woke it as that thread exited (PF_EXITING):
+ * the kernel's wakeup of a pthread_join at the joined thread's exit. Kept
+ * through the preemptions that follow the wakeup, unlike the waker's name.
+ */
+#define HT_BRF_JOINED	       0x01
 /* In io_uring_enter waiting for completions (IORING_ENTER_GETEVENTS, min_complete > 0). */
 #define HT_BRF_URING_GETEVENTS 0x02
 

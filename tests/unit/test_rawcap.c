@@ -93,7 +93,7 @@ static void make_full(struct ht_rawcap *c, size_t pt_len)
 	c->breach.waker_tgid = 77;
 	c->breach.wake_cpu = 2;
 	c->breach.kstack_bytes = 16;
-	c->breach.flags = HT_BRF_WAKER_EXITING;
+	c->breach.flags = HT_BRF_JOINED;
 	strcpy(c->breach.comm, "worker");
 	strcpy(c->breach.waker_comm, "batch_job");
 	c->breach.kstack[0] = 0xffffffff81000000ULL;
