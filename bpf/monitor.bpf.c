@@ -27,6 +27,14 @@ const volatile __u64 off_cpu_thresh_ns = 0;
 const volatile __u64 syscall_thresh_ns = 0;
 const volatile bool syscall_filter_on = false;
 const volatile __u64 syscall_filter[HT_MAX_SYSCALLS / 64] = {};
+/* --off-cpu-states: the states an off-CPU breach may be in, 1 << ht_task_state_index(); 0: any */
+const volatile __u32 off_cpu_states = 0;
+/* --off-cpu-syscalls: off-CPU breaches only in these syscalls */
+const volatile bool off_cpu_syscalls_on = false;
+const volatile __u64 off_cpu_syscalls[HT_MAX_SYSCALLS / 64] = {};
+/* --ignore-syscalls: no off-CPU or syscall breach in these */
+const volatile bool ignore_syscalls_on = false;
+const volatile __u64 ignore_syscalls[HT_MAX_SYSCALLS / 64] = {};
 const volatile __u32 fr_slot_shift = 0; /* log2 of records per CPU */
 /* Take run-queue waits from task_struct::sched_info (CONFIG_SCHED_INFO); false: the thread's state. */
 const volatile bool rq_from_sched_info = true;
@@ -40,6 +48,11 @@ __u32 breaches_stopped = 0;
 
 #define TASK_RUNNING 0
 #define TASK_DEAD    0x80
+#define PF_EXITING   0x00000004
+#define ENOSYS	     38
+/* x86-64 */
+#define NR_IO_URING_ENTER      426
+#define IORING_ENTER_GETEVENTS 1
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -70,6 +83,7 @@ struct task_state {
 	__u32 waker_tgid;
 	__u32 wake_cpu;
 	__u32 waker_cpu;
+	__u32 joined; /* the last wakeup came from its own process's exiting thread */
 	/* syscall_stacks holds the stack seen at a switch-in past the threshold */
 	__s32 syscall_kstack_bytes;
 	char waker_comm[HT_COMM_LEN];
@@ -583,9 +597,22 @@ static __always_inline void state_release(struct task_struct *p)
 	*(volatile __u64 *)&slot->owner = 0;
 }
 
+/* The syscall an off-CPU wait slept in, and what it asked for (sleep_syscall_of()). */
+struct sleep_syscall {
+	__s32 nr;    /* -1: none */
+	__u32 flags; /* HT_BRF_URING_GETEVENTS */
+};
+
+/* What the breach's wakeup says: its own thread woke it as it exited (a join). */
+static __always_inline __u32 waker_flags(const struct task_state *st)
+{
+	return st->joined ? HT_BRF_JOINED : 0;
+}
+
+/* SLEEP: an off-CPU breach's syscall; NULL: the syscall it is in, as sys_enter saw it. */
 static __always_inline void emit_breach(__u32 kind, struct task_struct *p, struct task_state *st,
 					__u64 start_ns, __u64 end_ns, __u32 state,
-					bool want_stack)
+					bool want_stack, const struct sleep_syscall *sleep)
 {
 	struct ht_breach *b;
 
@@ -606,7 +633,7 @@ static __always_inline void emit_breach(__u32 kind, struct task_struct *p, struc
 	b->tgid = p->tgid;
 	b->cpu = bpf_get_smp_processor_id();
 	b->state = state;
-	b->syscall_nr = st->syscall_since_ns ? st->syscall_nr : -1;
+	b->syscall_nr = sleep ? sleep->nr : st->syscall_since_ns ? st->syscall_nr : -1;
 	b->syscall_ret = 0;
 	/* The wakeup's time is estimated from its rq's clock (see clock_sync): never after the end. */
 	b->wake_ns = st->wake_ns < end_ns ? st->wake_ns : end_ns;
@@ -614,7 +641,7 @@ static __always_inline void emit_breach(__u32 kind, struct task_struct *p, struc
 	b->waker_tid = st->waker_tid;
 	b->waker_tgid = st->waker_tgid;
 	b->wake_cpu = st->wake_cpu;
-	b->pad = 0;
+	b->flags = (sleep ? sleep->flags : 0) | waker_flags(st);
 	bpf_probe_read_kernel_str(b->comm, sizeof(b->comm), p->comm);
 	__builtin_memcpy(b->waker_comm, st->waker_comm, sizeof(b->waker_comm));
 	if (want_stack)
@@ -665,7 +692,8 @@ static __always_inline void judge_rq_delay(struct task_struct *next, struct task
 	if (!st)
 		st = state_of(next);
 	if (st)
-		emit_breach(HT_BREACH_RQ_DELAY, next, st, since, now, st->off_cpu_state, true);
+		emit_breach(HT_BREACH_RQ_DELAY, next, st, since, now, st->off_cpu_state, true,
+			    NULL);
 }
 
 /*
@@ -711,6 +739,85 @@ static __always_inline void keep_syscall_stack(struct task_struct *p, struct tas
 	st->syscall_kstack_bytes = bpf_get_task_stack(p, stack->ips, sizeof(stack->ips), 0);
 }
 
+static __always_inline bool syscall_in(const volatile __u64 *set, long nr)
+{
+	__u32 n;
+
+	if (nr < 0 || nr >= HT_MAX_SYSCALLS)
+		return false;
+	/*
+	 * Inlined where the number came from a 32-bit copy, the compiler may
+	 * test one register and index with another the verifier knows no bound
+	 * of: bound the index itself.
+	 */
+	n = (__u32)nr;
+	barrier_var(n);
+	n &= HT_MAX_SYSCALLS - 1;
+	return set[n / 64] & (1ULL << (n % 64));
+}
+
+static __always_inline bool syscall_ignored(long nr)
+{
+	return ignore_syscalls_on && syscall_in(ignore_syscalls, nr);
+}
+
+static __always_inline bool io_uring_waits(unsigned long min_complete, unsigned long flags)
+{
+	return (flags & IORING_ENTER_GETEVENTS) && (__u32)min_complete;
+}
+
+/*
+ * The syscall P slept in, read as it comes back, only for a breach: its user
+ * registers, saved at the syscall's entry, hold the number in orig_ax and
+ * the -ENOSYS the entry code put in ax until the syscall returns; an
+ * exception (a page fault waiting for I/O) saves an error code in orig_ax
+ * and keeps the user's ax, and is no syscall. With --syscall, sys_enter's
+ * note says the same. x86-64 registers.
+ */
+static __always_inline void sleep_syscall_of(struct task_struct *p, struct task_state *st,
+					     struct sleep_syscall *sc)
+{
+	struct pt_regs *regs = NULL;
+
+	sc->nr = -1;
+	sc->flags = 0;
+	/* The helper came in 5.15: before it, only sys_enter's note names the syscall. */
+	if (bpf_core_enum_value_exists(enum bpf_func_id, BPF_FUNC_task_pt_regs))
+		regs = (struct pt_regs *)bpf_task_pt_regs(p);
+	if (st->syscall_since_ns)
+		sc->nr = st->syscall_nr;
+	else if (regs && (long)regs->ax == -ENOSYS && (long)regs->orig_ax >= 0 &&
+		 (long)regs->orig_ax < HT_MAX_SYSCALLS)
+		sc->nr = (__s32)regs->orig_ax;
+	if (sc->nr == NR_IO_URING_ENTER && regs && io_uring_waits(regs->dx, regs->r10))
+		sc->flags |= HT_BRF_URING_GETEVENTS;
+}
+
+/* A filter (--off-cpu-states, --off-cpu-syscalls, --ignore-syscalls) leaves it out. */
+static __always_inline void count_filtered(void)
+{
+	if (!breaches_stopped)
+		count(HT_CNT_FILTERED);
+}
+
+/* An off-CPU wait over the threshold: a breach, unless the filters leave it out. */
+static __always_inline void off_cpu_breach(struct task_struct *next, struct task_state *st,
+					   __u64 now)
+{
+	struct sleep_syscall sc;
+
+	sleep_syscall_of(next, st, &sc);
+	if ((off_cpu_states &&
+	     !(off_cpu_states & (1U << ht_task_state_index(st->off_cpu_state)))) ||
+	    (off_cpu_syscalls_on && !syscall_in(off_cpu_syscalls, sc.nr)) ||
+	    syscall_ignored(sc.nr)) {
+		count_filtered();
+		return;
+	}
+	emit_breach(HT_BREACH_OFF_CPU, next, st, st->off_cpu_since_ns, now, st->off_cpu_state, true,
+		    &sc);
+}
+
 /* A target thread gets the CPU: the intervals that end here are judged. */
 static __always_inline void target_switch_in(struct task_struct *next, const struct switch_time *t)
 {
@@ -736,13 +843,12 @@ static __always_inline void target_switch_in(struct task_struct *next, const str
 		count_judged(in_storage);
 		hist_add(HT_BREACH_OFF_CPU, delta);
 		if (delta >= off_cpu_thresh_ns)
-			emit_breach(HT_BREACH_OFF_CPU, next, st, st->off_cpu_since_ns, now,
-				    st->off_cpu_state, true);
+			off_cpu_breach(next, st, now);
 	}
 	st->off_cpu_since_ns = 0;
 	/* A syscall already too long: keep the stack it sleeps on for its breach. */
 	if (syscall_thresh_ns && st->syscall_since_ns &&
-	    now - st->syscall_since_ns >= syscall_thresh_ns)
+	    now - st->syscall_since_ns >= syscall_thresh_ns && !syscall_ignored(st->syscall_nr))
 		keep_syscall_stack(next, st);
 }
 
@@ -811,12 +917,14 @@ int BPF_PROG(handle_sched_waking, struct task_struct *p)
 	if (source != HT_WAKE_TASK) {
 		st->waker_tid = 0;
 		st->waker_tgid = 0;
+		st->joined = 0;
 		__builtin_memset(st->waker_comm, 0, sizeof(st->waker_comm));
 		return 0;
 	}
 	cur = bpf_get_current_task_btf();
 	st->waker_tid = cur->pid;
 	st->waker_tgid = cur->tgid;
+	st->joined = (cur->flags & PF_EXITING) && cur->tgid == p->tgid && cur->pid != p->pid;
 	copy_comm(st->waker_comm, cur);
 	return 0;
 }
@@ -870,6 +978,7 @@ int BPF_PROG(handle_sched_wakeup_new, struct task_struct *p)
 	st->waker_tid = cur->pid;
 	st->waker_tgid = cur->tgid;
 	st->waker_cpu = bpf_get_smp_processor_id();
+	st->joined = 0;
 	copy_comm(st->waker_comm, cur);
 	enqueued(p, st, HT_FR_WAKEUP_NEW);
 	return 0;
@@ -999,13 +1108,9 @@ int BPF_PROG(handle_timer_exit)
 
 static __always_inline bool syscall_watched(long nr)
 {
-	__u32 n = nr;
-
 	if (nr < 0 || nr >= HT_MAX_SYSCALLS)
 		return false;
-	if (!syscall_filter_on)
-		return true;
-	return syscall_filter[n / 64] & (1ULL << (n % 64));
+	return !syscall_filter_on || syscall_in(syscall_filter, nr);
 }
 
 SEC("tp_btf/sys_enter")
@@ -1030,6 +1135,7 @@ int BPF_PROG(handle_sys_enter, struct pt_regs *regs, long nr)
 	st->waker_tid = 0;
 	st->waker_tgid = 0;
 	st->wake_ns = 0;
+	st->joined = 0;
 	fr_write(now, HT_FR_SYS_ENTER, HT_FRF_TARGET, nr, cur->pid, 0, regs->di);
 	return 0;
 }
@@ -1060,6 +1166,11 @@ int BPF_PROG(handle_sys_exit, struct pt_regs *regs, long ret)
 		st->syscall_since_ns = 0;
 		return 0;
 	}
+	if (syscall_ignored(st->syscall_nr)) {
+		count_filtered();
+		st->syscall_since_ns = 0;
+		return 0;
+	}
 	send_block_stack(cur, st->syscall_since_ns, now);
 	count(HT_CNT_BREACHES);
 	b = bpf_ringbuf_reserve(&breaches, sizeof(*b), 0);
@@ -1082,7 +1193,9 @@ int BPF_PROG(handle_sys_exit, struct pt_regs *regs, long ret)
 	b->waker_tid = st->waker_tid;
 	b->waker_tgid = st->waker_tgid;
 	b->wake_cpu = st->wake_cpu;
-	b->pad = 0;
+	b->flags = waker_flags(st);
+	if (st->syscall_nr == NR_IO_URING_ENTER && io_uring_waits(regs->dx, regs->r10))
+		b->flags |= HT_BRF_URING_GETEVENTS;
 	bpf_get_current_comm(b->comm, sizeof(b->comm));
 	__builtin_memcpy(b->waker_comm, st->waker_comm, sizeof(b->waker_comm));
 	bytes = st->syscall_kstack_bytes;

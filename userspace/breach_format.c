@@ -5,6 +5,10 @@
 #include "ksyms.h"
 #include "syscalls.h"
 #include "units.h"
+#include "wait_for_work.h"
+
+/* After the syscall's name: what a wait for work is, said where its syscall is. */
+#define WAIT_FOR_WORK_TEXT " (waiting for work)"
 
 static const char *wake_source_name(uint32_t source)
 {
@@ -47,7 +51,8 @@ static void print_waker_text(FILE *f, const struct ht_breach *b, bool first)
 
 	switch (b->wake_source) {
 	case HT_WAKE_TASK:
-		fprintf(f, "%s woken by %u (%.*s)", sep, b->waker_tid, HT_COMM_LEN, b->waker_comm);
+		fprintf(f, "%s woken by %u (%.*s)%s", sep, b->waker_tid, HT_COMM_LEN, b->waker_comm,
+			b->flags & HT_BRF_JOINED ? " as it exited" : "");
 		break;
 	case HT_WAKE_IRQ:
 	case HT_WAKE_TIMER:
@@ -63,6 +68,7 @@ void ht_breach_print_text(FILE *f, const struct ht_breach_info *bi)
 {
 	const struct ht_breach *b = &bi->b;
 	const char *sc = ht_syscall_name(b->syscall_nr);
+	const char *idle = ht_breach_waits_for_work(b) ? WAIT_FOR_WORK_TEXT : "";
 	char dur[32], ret[128];
 
 	/* One line even while the dump thread prints too. */
@@ -79,13 +85,13 @@ void ht_breach_print_text(FILE *f, const struct ht_breach_info *bi)
 	case HT_BREACH_OFF_CPU:
 		fprintf(f, " state %c", ht_task_state_letter(b->state));
 		if (b->syscall_nr >= 0)
-			fprintf(f, " in %s", sc ? sc : "syscall");
+			fprintf(f, " in %s%s", sc ? sc : "syscall", idle);
 		print_waker_text(f, b, true);
 		break;
 	case HT_BREACH_SYSCALL:
 		ht_syscall_ret_format((int64_t)b->syscall_ret, ret, sizeof(ret));
 		if (sc)
-			fprintf(f, ": %s = %s", sc, ret);
+			fprintf(f, ": %s%s = %s", sc, idle, ret);
 		else
 			fprintf(f, ": syscall %d = %s", b->syscall_nr, ret);
 		print_waker_text(f, b, false);
@@ -128,6 +134,7 @@ static void print_waker_json(FILE *f, const struct ht_breach *b)
 		snprintf(comm, sizeof(comm), "%.*s", HT_COMM_LEN, b->waker_comm);
 		fprintf(f, ",\"tid\":%u,\"pid\":%u,\"comm\":", b->waker_tid, b->waker_tgid);
 		ht_json_string(f, comm);
+		fprintf(f, ",\"exiting\":%s", b->flags & HT_BRF_JOINED ? "true" : "false");
 	}
 	fputc('}', f);
 }
@@ -183,6 +190,7 @@ void ht_breach_print_json(FILE *f, const struct ht_breach_info *bi, const struct
 		else
 			fputs("null", f);
 	}
+	fprintf(f, ",\"wait_for_work\":%s", ht_breach_waits_for_work(b) ? "true" : "false");
 	print_waker_json(f, b);
 	print_culprits_json(f, bi);
 	print_kstack_json(f, b, ksyms);

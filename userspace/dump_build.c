@@ -25,6 +25,7 @@
 #include "timeline.h"
 #include "unwind_dwarf.h"
 #include "user_timeline.h"
+#include "wait_for_work.h"
 
 static uint64_t clock_ns(clockid_t clock)
 {
@@ -101,6 +102,7 @@ static void set_metadata(const struct ht_dumper_config *cfg, struct timeline *tl
 		meta_u64(tl, HT_META_BREACH_START, job->breach.start_ns);
 		meta_u64(tl, HT_META_BREACH_END, job->breach.end_ns);
 		meta_u64(tl, HT_META_THRESHOLD, job->threshold_ns);
+		meta_u64(tl, HT_META_WAIT_FOR_WORK, ht_breach_waits_for_work(&job->breach));
 	}
 	meta_u64(tl, HT_META_WINDOW_START, c->t0);
 	meta_u64(tl, HT_META_WINDOW_END, c->t1);

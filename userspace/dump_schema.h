@@ -43,6 +43,7 @@
 #define HT_ARG_PID	     "pid"
 #define HT_ARG_COMM	     "comm"
 #define HT_ARG_CPU	     "cpu"
+#define HT_ARG_WAIT_FOR_WORK "wait_for_work"  /* breach: 1 when a thread parked for new work */
 #define HT_ARG_STATE	     "state"	      /* "S", "D", "R+" (preempted) ..., or: */
 #define HT_STATE_UNKNOWN     "unknown"	      /* asleep since before the rings' oldest record */
 #define HT_ARG_SYSCALL	     "syscall"
@@ -88,6 +89,7 @@
 #define HT_META_BREACH_START   "breach_start_ns"
 #define HT_META_BREACH_END     "breach_end_ns"
 #define HT_META_THRESHOLD      "threshold_ns"
+#define HT_META_WAIT_FOR_WORK  "breach_wait_for_work" /* 1: waiting for work (wait_for_work.h) */
 #define HT_META_WINDOW_START   "window_start_ns"
 #define HT_META_WINDOW_END     "window_end_ns"
 #define HT_META_CLIPPED_TO     "window_clipped_to_ns" /* set only when clipped */

@@ -15,6 +15,7 @@
 #include "log.h"
 #include "output.h"
 #include "units.h"
+#include "wait_for_work.h"
 
 /* Nice value of the builder: it never takes the CPU from the target. */
 #define BUILDER_NICE 19
@@ -284,7 +285,9 @@ struct ht_dump_rank ht_dump_job_rank(const struct ht_dump_job *job)
 	if (!job->has_breach)
 		return (struct ht_dump_rank){ .cls = HT_RANK_TRIGGER };
 	duration_ns = job->breach.end_ns - job->breach.start_ns;
-	return ht_dump_rank_breach(HT_RANK_BREACH, &duration_ns, &job->threshold_ns, 1);
+	return ht_dump_rank_breach(ht_breach_waits_for_work(&job->breach) ? HT_RANK_WAIT_FOR_WORK
+									  : HT_RANK_BREACH,
+				   &duration_ns, &job->threshold_ns, 1);
 }
 
 enum ht_dump_decision ht_dumper_offer(struct ht_dumper *d, const struct ht_dump_job *job)

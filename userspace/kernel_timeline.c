@@ -18,6 +18,7 @@
 #include "syscalls.h"
 #include "timeline.h"
 #include "units.h"
+#include "wait_for_work.h"
 
 #define MAX_QUEUE_SEGMENTS 16
 
@@ -652,6 +653,8 @@ static void add_breach(struct builder *b)
 		tl_event_arg_uint(b->tl, events[i], HT_ARG_TID, br->tid);
 		tl_event_arg_str(b->tl, events[i], HT_ARG_COMM, comm);
 		tl_event_arg_uint(b->tl, events[i], HT_ARG_CPU, br->cpu);
+		tl_event_arg_uint(b->tl, events[i], HT_ARG_WAIT_FOR_WORK,
+				  ht_breach_waits_for_work(br));
 	}
 	attach_breach_stack(b, events[1]);
 }

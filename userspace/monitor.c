@@ -156,6 +156,13 @@ static int configure(struct monitor_bpf *skel, const struct ht_monitor_config *c
 	skel->rodata->syscall_filter_on = cfg->syscall_filter_on;
 	memcpy((void *)skel->rodata->syscall_filter, cfg->syscall_filter,
 	       sizeof(cfg->syscall_filter));
+	skel->rodata->off_cpu_states = cfg->filters.off_cpu_states;
+	skel->rodata->off_cpu_syscalls_on = cfg->filters.off_cpu_syscalls_on;
+	memcpy((void *)skel->rodata->off_cpu_syscalls, cfg->filters.off_cpu_syscalls,
+	       sizeof(cfg->filters.off_cpu_syscalls));
+	skel->rodata->ignore_syscalls_on = cfg->filters.ignore_syscalls_on;
+	memcpy((void *)skel->rodata->ignore_syscalls, cfg->filters.ignore_syscalls,
+	       sizeof(cfg->filters.ignore_syscalls));
 	skel->rodata->fr_slot_shift = shift;
 	skel->rodata->rq_from_sched_info = !cfg->rq_from_thread_state;
 	skel->rodata->thread_slot_mask = thread_slots - 1;

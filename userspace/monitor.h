@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <bpf/libbpf.h>
 #include "hybtrace/records.h"
+#include "options.h"
 #include "recorder.h"
 
 struct monitor_bpf;
@@ -20,6 +21,7 @@ struct ht_monitor_config {
 	uint64_t rq_delay_ns, off_cpu_ns, syscall_ns;
 	bool syscall_filter_on;
 	uint64_t syscall_filter[HT_MAX_SYSCALLS / 64];
+	struct ht_breach_filters filters;
 	uint64_t history_bytes;	  /* per CPU */
 	bool prev_state_from_arg; /* false: read task_struct, the pre-5.18 path */
 	bool rq_from_thread_state; /* run-queue waits timed in the thread's state, not sched_info */

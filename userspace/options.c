@@ -140,7 +140,7 @@ int ht_parse_pid(const char *s, int *pid)
 	return 0;
 }
 
-int ht_parse_syscall_list(const char *s, uint64_t bitmap[HT_MAX_SYSCALLS / 64])
+int ht_parse_syscall_list(const char *opt, const char *s, uint64_t bitmap[HT_MAX_SYSCALLS / 64])
 {
 	char *copy, *save = NULL, *name;
 	int count = 0, rc = 0;
@@ -153,7 +153,7 @@ int ht_parse_syscall_list(const char *s, uint64_t bitmap[HT_MAX_SYSCALLS / 64])
 		int nr = ht_syscall_number(name);
 
 		if (nr < 0 || nr >= HT_MAX_SYSCALLS) {
-			rc = ht_fail("unknown syscall '%s' in --syscalls", name);
+			rc = ht_fail("unknown syscall '%s' in --%s", name, opt);
 			break;
 		}
 		bitmap[nr / 64] |= 1ULL << (nr % 64);
@@ -161,7 +161,41 @@ int ht_parse_syscall_list(const char *s, uint64_t bitmap[HT_MAX_SYSCALLS / 64])
 	}
 	free(copy);
 	if (!rc && !count)
-		rc = ht_fail("--syscalls needs a comma-separated list of syscall names");
+		rc = ht_fail("--%s needs a comma-separated list of syscall names", opt);
+	return rc;
+}
+
+int ht_parse_state_list(const char *s, uint32_t *states)
+{
+	/* Every state a thread can leave the CPU in of its own accord: all but R. */
+	static const char off_cpu_letters[] = "SDTtXZPI";
+	char *copy, *save = NULL, *name;
+	int rc = 0;
+
+	*states = 0;
+	copy = strdup(s ? s : "");
+	if (!copy)
+		return ht_fail("out of memory");
+	for (name = strtok_r(copy, ",", &save); name; name = strtok_r(NULL, ",", &save)) {
+		const char *letter = strlen(name) == 1 ? strchr(HT_STATE_LETTERS, name[0]) : NULL;
+
+		if (!strcmp(name, "R")) {
+			rc = ht_fail("--off-cpu-states: R is not an off-CPU state (a thread that "
+				     "leaves the CPU runnable was preempted: see --rq-delay)");
+			break;
+		}
+		if (!letter || !strchr(off_cpu_letters, name[0])) {
+			rc = ht_fail(
+				"--off-cpu-states: unknown state '%s': use S, D, T, t, X, Z, P "
+				"or I, as the live line prints them",
+				name);
+			break;
+		}
+		*states |= 1U << (letter - HT_STATE_LETTERS);
+	}
+	free(copy);
+	if (!rc && !*states)
+		rc = ht_fail("--off-cpu-states needs a comma-separated list of states, e.g. S,D");
 	return rc;
 }
 
@@ -170,6 +204,9 @@ enum {
 	OPT_OFF_CPU,
 	OPT_SYSCALL,
 	OPT_SYSCALLS,
+	OPT_OFF_CPU_STATES,
+	OPT_OFF_CPU_SYSCALLS,
+	OPT_IGNORE_SYSCALLS,
 	OPT_HISTORY,
 	OPT_JSON,
 	OPT_BTF,
@@ -205,6 +242,9 @@ static const struct option long_options[] = {
 	{ "off-cpu", required_argument, NULL, OPT_OFF_CPU },
 	{ "syscall", required_argument, NULL, OPT_SYSCALL },
 	{ "syscalls", required_argument, NULL, OPT_SYSCALLS },
+	{ "off-cpu-states", required_argument, NULL, OPT_OFF_CPU_STATES },
+	{ "off-cpu-syscalls", required_argument, NULL, OPT_OFF_CPU_SYSCALLS },
+	{ "ignore-syscalls", required_argument, NULL, OPT_IGNORE_SYSCALLS },
 	{ "history", required_argument, NULL, OPT_HISTORY },
 	/* Optional, so `--json` alone stays stdout: the file is given as --json=FILE. */
 	{ "json", optional_argument, NULL, OPT_JSON },
@@ -426,7 +466,15 @@ static int parse_one(struct ht_options *o, int opt, const char *arg)
 		return parse_threshold("syscall", arg, &o->syscall_ns);
 	case OPT_SYSCALLS:
 		o->syscall_filter_on = true;
-		return ht_parse_syscall_list(arg, o->syscall_filter);
+		return ht_parse_syscall_list("syscalls", arg, o->syscall_filter);
+	case OPT_OFF_CPU_STATES:
+		return ht_parse_state_list(arg, &o->filters.off_cpu_states);
+	case OPT_OFF_CPU_SYSCALLS:
+		o->filters.off_cpu_syscalls_on = true;
+		return ht_parse_syscall_list("off-cpu-syscalls", arg, o->filters.off_cpu_syscalls);
+	case OPT_IGNORE_SYSCALLS:
+		o->filters.ignore_syscalls_on = true;
+		return ht_parse_syscall_list("ignore-syscalls", arg, o->filters.ignore_syscalls);
 	case OPT_HISTORY:
 		return parse_history(arg, &o->history_bytes);
 	case OPT_JSON:
@@ -554,6 +602,13 @@ int ht_options_parse(struct ht_options *o, int argc, char **argv, bool run, bool
 	if (o->block_stacks && !o->off_cpu_ns && !o->syscall_ns)
 		return ht_fail("--block-stacks shows where a thread went to sleep: it needs "
 			       "--off-cpu DUR or --syscall DUR");
+	if (o->filters.off_cpu_states && !o->off_cpu_ns)
+		return ht_fail("--off-cpu-states needs --off-cpu DUR, the threshold");
+	if (o->filters.off_cpu_syscalls_on && !o->off_cpu_ns)
+		return ht_fail("--off-cpu-syscalls needs --off-cpu DUR, the threshold");
+	if (o->filters.ignore_syscalls_on && !o->off_cpu_ns && !o->syscall_ns)
+		return ht_fail("--ignore-syscalls filters off-CPU and syscall breaches: give "
+			       "--off-cpu DUR or --syscall DUR");
 	if (!o->sample_history_bytes)
 		o->sample_history_bytes = o->callgraph == HT_CALLGRAPH_MODE_DWARF
 						  ? HT_DEFAULT_SAMPLE_HISTORY_DWARF
@@ -592,6 +647,12 @@ void ht_options_usage(void)
 	       "  --off-cpu DUR        off-CPU (sleep) threshold (default off)\n"
 	       "  --syscall DUR        syscall duration threshold (default off)\n"
 	       "  --syscalls LIST      only these syscalls breach, e.g. read,futex\n"
+	       "  --off-cpu-states LIST  only off-CPU waits in these states breach (S, D, T, t,\n"
+	       "                       Z, P, I as the live line prints them), e.g. D or S,D\n"
+	       "  --off-cpu-syscalls LIST  only off-CPU waits in these syscalls breach, e.g. futex\n"
+	       "  --ignore-syscalls LIST  no off-CPU or syscall breach in these, e.g. epoll_wait\n"
+	       "                       (the kernel drops what these three filter out, before\n"
+	       "                       any dump or output; the summary counts it as filtered)\n"
 	       "  --history SIZE       flight-recorder ring per CPU (default 4M: 131072 records,\n"
 	       "                       1.3s at 100k records/s; said at start, checked as it runs)\n"
 	       "  --duration DUR       stop after DUR (default: when the target exits)\n"

@@ -23,6 +23,18 @@ enum ht_source {
 
 enum ht_callgraph_mode { HT_CALLGRAPH_MODE_FP = 0, HT_CALLGRAPH_MODE_DWARF };
 
+/*
+ * Breaches the kernel leaves out, as offcputime's filters do: they are not
+ * detected, so they never wake hybtrace (the summary counts them apart).
+ */
+struct ht_breach_filters {
+	uint32_t off_cpu_states; /* --off-cpu-states: 1 << ht_task_state_index(); 0: any */
+	bool off_cpu_syscalls_on; /* --off-cpu-syscalls: off-CPU breaches only in these */
+	uint64_t off_cpu_syscalls[HT_MAX_SYSCALLS / 64];
+	bool ignore_syscalls_on; /* --ignore-syscalls: no off-CPU or syscall breach in these */
+	uint64_t ignore_syscalls[HT_MAX_SYSCALLS / 64];
+};
+
 /* x86 has 4 debug registers per thread. */
 #define HT_MAX_TRIGGERS 4
 
@@ -33,6 +45,7 @@ struct ht_options {
 	uint64_t syscall_ns;	/* 0: off */
 	bool syscall_filter_on;
 	uint64_t syscall_filter[HT_MAX_SYSCALLS / 64];
+	struct ht_breach_filters filters;
 	uint64_t history_bytes; /* flight-recorder ring per CPU */
 	uint64_t duration_ns;	/* stop after this long; 0: until the target exits */
 	bool json;
@@ -103,8 +116,11 @@ int ht_parse_size(const char *s, uint64_t *bytes);
 /* A process id: a positive decimal number. */
 int ht_parse_pid(const char *s, int *pid);
 
-/* "read,futex,clock_nanosleep" -> a bitmap of syscall numbers. */
-int ht_parse_syscall_list(const char *s, uint64_t bitmap[HT_MAX_SYSCALLS / 64]);
+/* "read,futex,clock_nanosleep", the value of --OPT -> a bitmap of syscall numbers. */
+int ht_parse_syscall_list(const char *opt, const char *s, uint64_t bitmap[HT_MAX_SYSCALLS / 64]);
+
+/* "S,D", the value of --off-cpu-states -> bits 1 << ht_task_state_index(). */
+int ht_parse_state_list(const char *s, uint32_t *states);
 
 /* Print the usage text of `record`/`run` to stdout. */
 void ht_options_usage(void);

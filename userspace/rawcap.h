@@ -30,7 +30,7 @@
 
 #define HT_RAWCAP_MAGIC	 "HYBTRAW\n"
 #define HT_RAWCAP_MAJOR	 1
-#define HT_RAWCAP_MINOR	 2 /* 1.1: the mmap page's TSC conversion in CLOCKS; 1.2: COMMS, machine and command in META */
+#define HT_RAWCAP_MINOR	 3 /* 1.1: the mmap page's TSC conversion in CLOCKS; 1.2: COMMS, machine and command in META; 1.3: the breach's flags */
 #define HT_RAWCAP_SUFFIX ".hybtrace-raw"
 
 /* Section tags. */

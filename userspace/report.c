@@ -45,6 +45,7 @@ struct dump_view {
 	const char *path;
 	const char *kind;
 	bool has_breach;
+	bool wait_for_work; /* the breach is a thread parked waiting for new work */
 	uint32_t tid;
 	const char *comm;
 	uint64_t start_ns, end_ns, threshold_ns;
@@ -212,10 +213,13 @@ static void view_init(struct dump_view *v, const struct timeline *tl, const char
 		v->has_breach = true;
 		v->end_ns = e->ts_ns;
 		arg_u64(tl, e, HT_ARG_THRESHOLD_NS, &v->threshold_ns);
-		uint64_t dur = 0, tid = 0;
+		uint64_t dur = 0, tid = 0, idle = 0;
 
 		arg_u64(tl, e, HT_ARG_DURATION_NS, &dur);
 		arg_u64(tl, e, HT_ARG_TID, &tid);
+		/* Dumps before it was written have no waits for work. */
+		arg_u64(tl, e, HT_ARG_WAIT_FOR_WORK, &idle);
+		v->wait_for_work = idle != 0;
 		v->start_ns = e->ts_ns - dur;
 		v->tid = (uint32_t)tid;
 		v->comm = arg_str(tl, e, HT_ARG_COMM);
@@ -687,10 +691,11 @@ static void print_headline(const struct dump_view *v)
 	char dur[32], thr[32], win[32];
 
 	if (v->has_breach) {
-		printf("%s %s (threshold %s) in tid %u (%s) of pid %s (%s)\n", v->kind,
+		printf("%s %s (threshold %s) in tid %u (%s) of pid %s (%s)%s\n", v->kind,
 		       ht_format_duration(v->end_ns - v->start_ns, dur, sizeof(dur)),
 		       ht_format_duration(v->threshold_ns, thr, sizeof(thr)), v->tid, v->comm,
-		       meta_str(tl, HT_META_TARGET_PID), meta_str(tl, HT_META_TARGET_COMM));
+		       meta_str(tl, HT_META_TARGET_PID), meta_str(tl, HT_META_TARGET_COMM),
+		       v->wait_for_work ? ", waiting for work" : "");
 	} else if (v->trigger >= 0) {
 		const struct tl_event *e = tl_event(tl, (size_t)v->trigger);
 		uint64_t rdi = 0, rsi = 0, rdx = 0;
@@ -958,7 +963,8 @@ static void print_header_json(const struct dump_view *v)
 		printf(",\"duration_ns\":%" PRIu64 ",\"threshold_ns\":%" PRIu64 ",\"tid\":%u,\"comm\":",
 		       v->end_ns - v->start_ns, v->threshold_ns, v->tid);
 		ht_json_string(stdout, v->comm);
-		printf(",\"start_ns\":%" PRIu64 ",\"end_ns\":%" PRIu64, v->start_ns, v->end_ns);
+		printf(",\"start_ns\":%" PRIu64 ",\"end_ns\":%" PRIu64 ",\"wait_for_work\":%s",
+		       v->start_ns, v->end_ns, v->wait_for_work ? "true" : "false");
 	}
 	printf(",\"pid\":%" PRIu64 ",\"process\":", meta_u64(tl, HT_META_TARGET_PID, 0));
 	ht_json_string(stdout, meta_str(tl, HT_META_TARGET_COMM));
@@ -1033,6 +1039,7 @@ struct dir_row {
 	char *error;
 	uint64_t duration_ns, threshold_ns;
 	double ratio; /* to its threshold, as the dump policy ranks breaches; 0: no breach */
+	bool wait_for_work;
 	char kind[16];
 	char wall_clock[48];
 	bool has_thread; /* a breach's or a trigger's; manual and exit dumps have none */
@@ -1042,10 +1049,18 @@ struct dir_row {
 	char process[HT_COMM_LEN + 8];
 };
 
+/* Breaches first, then trigger, manual and exit dumps, then waits for work. */
+static int row_group(const struct dir_row *r)
+{
+	return r->wait_for_work ? 2 : r->ratio > 0 ? 0 : 1;
+}
+
 static int row_cmp(const void *a, const void *b)
 {
 	const struct dir_row *x = a, *y = b;
 
+	if (row_group(x) != row_group(y))
+		return row_group(x) - row_group(y);
 	if (x->ratio != y->ratio)
 		return x->ratio > y->ratio ? -1 : 1;
 	if (x->duration_ns != y->duration_ns)
@@ -1066,8 +1081,11 @@ static void fill_row(struct dir_row *r)
 	view_init(&v, tl, r->path, &stats);
 	r->duration_ns = v.has_breach ? v.end_ns - v.start_ns : 0;
 	r->threshold_ns = v.has_breach ? v.threshold_ns : 0;
+	r->wait_for_work = v.has_breach && v.wait_for_work;
 	if (v.has_breach)
-		r->ratio = ht_dump_rank_breach(HT_RANK_BREACH, &r->duration_ns, &v.threshold_ns, 1)
+		r->ratio = ht_dump_rank_breach(r->wait_for_work ? HT_RANK_WAIT_FOR_WORK
+								: HT_RANK_BREACH,
+					       &r->duration_ns, &v.threshold_ns, 1)
 				   .ratio;
 	snprintf(r->kind, sizeof(r->kind), "%s", v.kind);
 	snprintf(r->wall_clock, sizeof(r->wall_clock), "%s", meta_str(tl, HT_META_WALL_CLOCK));
@@ -1143,6 +1161,7 @@ static int report_dir(const char *dir, const struct report_options *o)
 				ht_json_string(stdout, r->process);
 				printf(",\"wall_clock\":");
 				ht_json_string(stdout, r->wall_clock);
+				printf(",\"wait_for_work\":%s", r->wait_for_work ? "true" : "false");
 			}
 			putchar('}');
 		} else if (r->error) {
@@ -1150,7 +1169,8 @@ static int report_dir(const char *dir, const struct report_options *o)
 		} else {
 			/* Whose dump: the thread that breached or hit, else the whole process. */
 			if (r->has_thread)
-				snprintf(who, sizeof(who), "tid %u (%s)", r->tid, r->comm);
+				snprintf(who, sizeof(who), "tid %u (%s)%s", r->tid, r->comm,
+					 r->wait_for_work ? ", waiting for work" : "");
 			else
 				snprintf(who, sizeof(who), "pid %" PRIu64 " (%s)", r->pid,
 					 r->process);

@@ -36,6 +36,7 @@
 #include "unwind_dwarf.h"
 #include "session.h"
 #include "units.h"
+#include "wait_for_work.h"
 
 #include <bpf/btf.h>
 
@@ -55,11 +56,22 @@
 
 enum { EV_BREACH = 1, EV_SIGNAL, EV_STATUS, EV_TARGET_EXIT, EV_DURATION, EV_DUMP, EV_TRIGGER };
 
-struct kind_stats {
+/* The largest of some breaches, and how many. */
+struct breach_max {
 	uint64_t count;
 	uint64_t max_ns;
 	uint32_t max_tid;
 	char max_comm[HT_COMM_LEN + 1];
+};
+
+/*
+ * The breaches of one kind: COUNT all of them, the largest among those that
+ * are not waits for work, which are counted apart with their own largest,
+ * so an idle event loop never stands for the worst wait of a session.
+ */
+struct kind_stats {
+	uint64_t count;
+	struct breach_max worst, idle;
 };
 
 struct session {
@@ -163,13 +175,15 @@ static void fill_culprits(struct session *s, struct ht_breach_info *bi)
 static void note_breach(struct session *s, const struct ht_breach *b)
 {
 	struct kind_stats *k = &s->kinds[b->kind];
+	struct breach_max *m = ht_breach_waits_for_work(b) ? &k->idle : &k->worst;
 	uint64_t dur = b->end_ns - b->start_ns;
 
 	k->count++;
-	if (dur > k->max_ns) {
-		k->max_ns = dur;
-		k->max_tid = b->tid;
-		snprintf(k->max_comm, sizeof(k->max_comm), "%.*s", HT_COMM_LEN, b->comm);
+	m->count++;
+	if (dur > m->max_ns) {
+		m->max_ns = dur;
+		m->max_tid = b->tid;
+		snprintf(m->max_comm, sizeof(m->max_comm), "%.*s", HT_COMM_LEN, b->comm);
 	}
 }
 
@@ -417,6 +431,13 @@ static void print_triggers_json(struct session *s, FILE *f)
 	fprintf(f, "]}");
 }
 
+/* --off-cpu-states, --off-cpu-syscalls or --ignore-syscalls: breaches the kernel leaves out. */
+static bool filters_on(const struct ht_options *o)
+{
+	return o->filters.off_cpu_states || o->filters.off_cpu_syscalls_on ||
+	       o->filters.ignore_syscalls_on;
+}
+
 static void print_summary_text(struct session *s, FILE *f, const struct ht_monitor_counters *c)
 {
 	char dur[32];
@@ -430,10 +451,15 @@ static void print_summary_text(struct session *s, FILE *f, const struct ht_monit
 			continue;
 		fprintf(f, "  %-9s %llu breaches", ht_breach_kind_name((unsigned int)k),
 			(unsigned long long)ks->count);
-		if (ks->count)
+		if (ks->worst.count)
 			fprintf(f, ", largest %s (tid %u %s)",
-				ht_format_duration(ks->max_ns, dur, sizeof(dur)), ks->max_tid,
-				ks->max_comm);
+				ht_format_duration(ks->worst.max_ns, dur, sizeof(dur)),
+				ks->worst.max_tid, ks->worst.max_comm);
+		if (ks->idle.count)
+			fprintf(f, "; %llu of them waiting for work, largest %s (tid %u %s)",
+				(unsigned long long)ks->idle.count,
+				ht_format_duration(ks->idle.max_ns, dur, sizeof(dur)),
+				ks->idle.max_tid, ks->idle.max_comm);
 		fputc('\n', f);
 	}
 	/* The ring was drained after the programs stopped counting: this adds up. */
@@ -443,6 +469,9 @@ static void print_summary_text(struct session *s, FILE *f, const struct ht_monit
 		(unsigned long long)c->value[HT_CNT_BREACHES],
 		(unsigned long long)total_breaches(s),
 		(unsigned long long)c->value[HT_CNT_RB_DROPS]);
+	if (filters_on(s->opt))
+		fprintf(f, "; %llu more left out by the filters",
+			(unsigned long long)c->value[HT_CNT_FILTERED]);
 	if (s->unwritten)
 		fprintf(f, "; %llu of the reported came after %s went away, unwritten",
 			(unsigned long long)s->unwritten, ht_out_stream_name(&s->out));
@@ -490,16 +519,21 @@ static void print_summary_json(struct session *s, FILE *f, const struct ht_monit
 	fprintf(f, ",\"seconds\":%.3f,\"breaches\":{",
 		(double)(monotonic_ns() - s->start_ns) / 1e9);
 	for (int k = 1; k < HT_BREACH_KIND_MAX; k++)
-		fprintf(f, "%s\"%s\":{\"count\":%llu,\"max_ns\":%llu}", k > 1 ? "," : "",
-			ht_breach_kind_name((unsigned int)k), (unsigned long long)s->kinds[k].count,
-			(unsigned long long)s->kinds[k].max_ns);
+		fprintf(f,
+			"%s\"%s\":{\"count\":%llu,\"max_ns\":%llu,"
+			"\"wait_for_work\":{\"count\":%llu,\"max_ns\":%llu}}",
+			k > 1 ? "," : "", ht_breach_kind_name((unsigned int)k),
+			(unsigned long long)s->kinds[k].count,
+			(unsigned long long)s->kinds[k].worst.max_ns,
+			(unsigned long long)s->kinds[k].idle.count,
+			(unsigned long long)s->kinds[k].idle.max_ns);
 	fprintf(f,
-		"},\"detected\":%llu,\"reported\":%llu,\"records\":%llu,"
+		"},\"detected\":%llu,\"reported\":%llu,\"filtered\":%llu,\"records\":%llu,"
 		"\"recorder\":{\"records_per_cpu\":%llu,\"shortest_reach_ns\":%llu},"
 		"\"lost\":{\"total\":%llu,\"ring_buffer\":%llu,\"task_storage\":%llu,"
 		"\"comm_map\":%llu,\"recursion\":%llu}",
 		(unsigned long long)c->value[HT_CNT_BREACHES], (unsigned long long)total_breaches(s),
-		(unsigned long long)c->records_written,
+		(unsigned long long)c->value[HT_CNT_FILTERED], (unsigned long long)c->records_written,
 		(unsigned long long)recorder_records_per_cpu(s),
 		(unsigned long long)s->shortest_reach_ns, (unsigned long long)total_lost(c),
 		(unsigned long long)c->value[HT_CNT_RB_DROPS],
@@ -1150,6 +1184,7 @@ static int start_session(struct session *s, const struct ht_options *o, int tgid
 		.off_cpu_ns = o->off_cpu_ns,
 		.syscall_ns = o->syscall_ns,
 		.syscall_filter_on = o->syscall_filter_on,
+		.filters = o->filters,
 		.history_bytes = o->history_bytes,
 		.btf_path = o->btf_path,
 		.on_breach = on_breach,

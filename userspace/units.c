@@ -37,23 +37,7 @@ const char *ht_format_count(double n, char *buf, size_t len)
 
 char ht_task_state_letter(uint32_t state)
 {
-	/* As the kernel's task_state_index(): TASK_IDLE is I, RT-lock waits count as D. */
-	static const char letters[] = "RSDTtXZP";
-	uint32_t report;
-	int bit = 0;
-
-	if ((state & 0x7f) == 0x02 && (state & 0x400))
-		return 'I';
-	if (state & 0x1000)
-		return 'D';
-	if (state & 0x80) /* TASK_DEAD: its last switch-out */
-		return 'X';
-	report = state & 0x7f;
-	while (report) {
-		bit++;
-		report >>= 1;
-	}
-	return letters[bit];
+	return HT_STATE_LETTERS[ht_task_state_index(state)];
 }
 
 const char *ht_breach_kind_name(unsigned int kind)

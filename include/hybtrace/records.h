@@ -80,6 +80,16 @@ enum ht_wake_source {
 	HT_WAKE_TIMER = 3, /* from an expiring timer */
 };
 
+/* Bits of ht_breach::flags: what the kernel knew of the wait, for user space to judge it. */
+/*
+ * Another thread of its own process woke it as that thread exited (PF_EXITING):
+ * the kernel's wakeup of a pthread_join at the joined thread's exit. Kept
+ * through the preemptions that follow the wakeup, unlike the waker's name.
+ */
+#define HT_BRF_JOINED	       0x01
+/* In io_uring_enter waiting for completions (IORING_ENTER_GETEVENTS, min_complete > 0). */
+#define HT_BRF_URING_GETEVENTS 0x02
+
 /* One latency breach, sent on the BPF ring buffer when its interval ends. */
 struct ht_breach {
 	__u64 start_ns;
@@ -97,7 +107,7 @@ struct ht_breach {
 	__u32 waker_tgid;
 	__u32 wake_cpu;	     /* CPU it was queued on when woken */
 	__s32 kstack_bytes;  /* bytes in kstack, or a negative errno */
-	__u32 pad;
+	__u32 flags;	     /* HT_BRF_* */
 	char comm[HT_COMM_LEN];
 	char waker_comm[HT_COMM_LEN];
 	__u64 kstack[HT_MAX_KSTACK_DEPTH];
@@ -114,6 +124,30 @@ struct ht_comm_entry {
 	__u64 exit_ns; /* CLOCK_MONOTONIC of the exit; 0 while it lives */
 };
 
+/*
+ * The ps(1) letter of a raw task state is HT_STATE_LETTERS[ht_task_state_index()],
+ * as the kernel's task_state_index() has it: TASK_IDLE is I, RT-lock waits count
+ * as D, and TASK_DEAD (a task's last switch-out) as X.
+ */
+#define HT_STATE_LETTERS "RSDTtXZPI"
+
+static inline __u32 ht_task_state_index(__u32 state)
+{
+	__u32 report = state & 0x7f;
+
+	if (report == 0x02 && (state & 0x400))
+		return 8;
+	if (state & 0x1000)
+		return 2;
+	if (state & 0x80)
+		return 5;
+	/* fls(): the highest bit set, counted from 1. */
+	for (int bit = 7; bit > 0; bit--)
+		if (report & (1U << (bit - 1)))
+			return (__u32)bit;
+	return 0;
+}
+
 /* Counters in a per-CPU array; nothing is dropped without one of these. */
 enum ht_counter {
 	HT_CNT_RB_DROPS = 0,	   /* breach reservations that failed */
@@ -125,6 +159,7 @@ enum ht_counter {
 	HT_CNT_RQ_THREAD_STATE,	   /* run-queue waits timed by the thread's own state */
 	HT_CNT_STATE_SLOT,	   /* intervals judged from a thread slot's state */
 	HT_CNT_STATE_STORAGE,	   /* intervals judged from task storage */
+	HT_CNT_FILTERED,	   /* breaches the filters (--ignore-syscalls...) left out */
 	HT_CNT_MAX,
 };
 

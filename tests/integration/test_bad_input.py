@@ -65,6 +65,22 @@ def repeated_options():
 
 
 @test
+def bad_breach_filters():
+    need_root()
+    me = str(os.getpid())
+    off_cpu = ["--pid", me, "--off-cpu", "10ms"]
+    expect_usage_error(off_cpu + ["--off-cpu-states", "S,W"], "unknown state 'W'")
+    expect_usage_error(off_cpu + ["--off-cpu-states", "R"], "not an off-CPU state")
+    expect_usage_error(off_cpu + ["--off-cpu-syscalls", "futex,nosuchcall"], "nosuchcall")
+    expect_usage_error(off_cpu + ["--ignore-syscalls", "epoll_wiat"], "epoll_wiat")
+    expect_usage_error(off_cpu + ["--off-cpu-states", "S", "--off-cpu-states", "D"],
+                       "--off-cpu-states given twice")
+    expect_usage_error(off_cpu + ["--ignore-syscalls", "poll", "--ignore-syscalls", "ppoll"],
+                       "--ignore-syscalls given twice")
+    expect_usage_error(["--pid", me, "--off-cpu-states", "D"], "--off-cpu DUR")
+
+
+@test
 def bad_json_file():
     need_root()
     me = str(os.getpid())

@@ -99,14 +99,14 @@ TEST(syscall_names_and_lists)
 	CHECK_STR(ht_syscall_name(230), "clock_nanosleep");
 	CHECK(ht_syscall_name(-1) == NULL);
 	CHECK(ht_syscall_name(100000) == NULL);
-	CHECK(!ht_parse_syscall_list("read,futex", bitmap));
+	CHECK(!ht_parse_syscall_list("syscalls", "read,futex", bitmap));
 	CHECK(bitmap[0] & 1);
 	CHECK(bitmap[futex_nr / 64] & (1ULL << (futex_nr % 64)));
 	CHECK(!(bitmap[0] & 2));
-	CHECK(ht_parse_syscall_list("read,nosuchcall", bitmap) == -1);
+	CHECK(ht_parse_syscall_list("syscalls", "read,nosuchcall", bitmap) == -1);
 	CHECK(strstr(ht_last_error(), "nosuchcall") != NULL);
-	CHECK(ht_parse_syscall_list("", bitmap) == -1);
-	CHECK(ht_parse_syscall_list(",", bitmap) == -1);
+	CHECK(ht_parse_syscall_list("syscalls", "", bitmap) == -1);
+	CHECK(ht_parse_syscall_list("syscalls", ",", bitmap) == -1);
 }
 
 static int parse(const char *const *args, int n, bool run, struct ht_options *o)
@@ -200,6 +200,110 @@ TEST(dump_policy_option)
 	CHECK(o.dump_rule == HT_DUMP_RULE_WORST);
 	CHECK(parse(bad, 5, false, &o) == -1);
 	CHECK_STR(ht_last_error(), "--dump-policy: 'last' is not worst or first");
+}
+
+TEST(off_cpu_state_lists)
+{
+	uint32_t states = 0;
+
+	CHECK(!ht_parse_state_list("D", &states));
+	CHECK_EQ_U64(states, 1U << 2);
+	CHECK(!ht_parse_state_list("S,D", &states));
+	CHECK_EQ_U64(states, (1U << 1) | (1U << 2));
+	/* The letters the live line prints, TASK_IDLE's I included. */
+	CHECK(!ht_parse_state_list("S,D,T,t,X,Z,P,I", &states));
+	CHECK_EQ_U64(states, 0x1fe);
+	/* R is no off-CPU state: a thread preempted while runnable is a run-queue wait. */
+	CHECK(ht_parse_state_list("R", &states) == -1);
+	CHECK(strstr(ht_last_error(), "R is not an off-CPU state") != NULL);
+	CHECK(ht_parse_state_list("S,Q", &states) == -1);
+	CHECK_STR(ht_last_error(), "--off-cpu-states: unknown state 'Q': use S, D, T, t, X, Z, P "
+				   "or I, as the live line prints them");
+	CHECK(ht_parse_state_list("s", &states) == -1);
+	CHECK(strstr(ht_last_error(), "unknown state 's'") != NULL);
+	CHECK(ht_parse_state_list("SD", &states) == -1);
+	CHECK(strstr(ht_last_error(), "unknown state 'SD'") != NULL);
+	CHECK(ht_parse_state_list("", &states) == -1);
+	CHECK(strstr(ht_last_error(), "needs a comma-separated list of states") != NULL);
+	CHECK(ht_parse_state_list(",", &states) == -1);
+}
+
+static bool has_syscall(const uint64_t *bitmap, const char *name)
+{
+	int nr = ht_syscall_number(name);
+
+	return nr >= 0 && (bitmap[nr / 64] & (1ULL << (nr % 64)));
+}
+
+TEST(breach_filter_options)
+{
+	static const char *const args[] = { "hybtrace",	     "--pid",	   "3",
+					    "--off-cpu",	     "10ms",	   "--syscall",
+					    "10ms",		     "--off-cpu-states", "S,D",
+					    "--off-cpu-syscalls", "futex,read", "--ignore-syscalls",
+					    "epoll_wait,accept4" };
+	static const char *const none[] = { "hybtrace", "--pid", "3", "--off-cpu", "10ms" };
+	struct ht_options o;
+
+	CHECK(!parse(args, 13, false, &o));
+	CHECK_EQ_U64(o.filters.off_cpu_states, (1U << 1) | (1U << 2));
+	CHECK(o.filters.off_cpu_syscalls_on);
+	CHECK(has_syscall(o.filters.off_cpu_syscalls, "futex"));
+	CHECK(has_syscall(o.filters.off_cpu_syscalls, "read"));
+	CHECK(!has_syscall(o.filters.off_cpu_syscalls, "epoll_wait"));
+	CHECK(o.filters.ignore_syscalls_on);
+	CHECK(has_syscall(o.filters.ignore_syscalls, "epoll_wait"));
+	CHECK(has_syscall(o.filters.ignore_syscalls, "accept4"));
+	CHECK(!has_syscall(o.filters.ignore_syscalls, "futex"));
+	/* They filter nothing unless given. */
+	CHECK(!parse(none, 5, false, &o));
+	CHECK(!o.filters.off_cpu_states && !o.filters.off_cpu_syscalls_on &&
+	      !o.filters.ignore_syscalls_on);
+}
+
+TEST(breach_filter_options_rejected)
+{
+	static const char *const state[] = { "hybtrace", "--pid", "3", "--off-cpu", "10ms",
+					     "--off-cpu-states", "W" };
+	static const char *const sc[] = { "hybtrace", "--pid", "3", "--off-cpu", "10ms",
+					  "--off-cpu-syscalls", "futex,nosuchcall" };
+	static const char *const ignore[] = { "hybtrace", "--pid", "3", "--syscall", "10ms",
+					      "--ignore-syscalls", "epoll_wiat" };
+	static const char *const twice[] = { "hybtrace", "--pid", "3", "--off-cpu", "10ms",
+					     "--off-cpu-states", "S", "--off-cpu-states", "D" };
+	static const char *const twice_ignore[] = { "hybtrace", "--pid", "3", "--syscall",
+						    "10ms", "--ignore-syscalls", "poll",
+						    "--ignore-syscalls", "ppoll" };
+	static const char *const twice_sc[] = { "hybtrace", "--pid", "3", "--off-cpu", "10ms",
+						"--off-cpu-syscalls", "read", "--off-cpu-syscalls",
+						"futex" };
+	static const char *const states_alone[] = { "hybtrace", "--pid", "3", "--syscall", "1ms",
+						    "--off-cpu-states", "D" };
+	static const char *const sc_alone[] = { "hybtrace", "--pid", "3",
+						"--off-cpu-syscalls", "futex" };
+	static const char *const ignore_alone[] = { "hybtrace", "--pid", "3",
+						    "--ignore-syscalls", "poll" };
+	struct ht_options o;
+
+	CHECK(parse(state, 7, false, &o) == -1);
+	CHECK(strstr(ht_last_error(), "unknown state 'W'") != NULL);
+	CHECK(parse(sc, 7, false, &o) == -1);
+	CHECK_STR(ht_last_error(), "unknown syscall 'nosuchcall' in --off-cpu-syscalls");
+	CHECK(parse(ignore, 7, false, &o) == -1);
+	CHECK_STR(ht_last_error(), "unknown syscall 'epoll_wiat' in --ignore-syscalls");
+	CHECK(parse(twice, 9, false, &o) == -1);
+	CHECK_STR(ht_last_error(), "--off-cpu-states given twice (S, then D): give it once");
+	CHECK(parse(twice_ignore, 9, false, &o) == -1);
+	CHECK(strstr(ht_last_error(), "--ignore-syscalls given twice (poll, then ppoll)") != NULL);
+	CHECK(parse(twice_sc, 9, false, &o) == -1);
+	CHECK(strstr(ht_last_error(), "--off-cpu-syscalls given twice") != NULL);
+	/* A filter of breaches that cannot happen is a mistake worth saying. */
+	CHECK(parse(states_alone, 7, false, &o) == -1);
+	CHECK_STR(ht_last_error(), "--off-cpu-states needs --off-cpu DUR, the threshold");
+	CHECK(parse(sc_alone, 5, false, &o) == -1);
+	CHECK(strstr(ht_last_error(), "--off-cpu-syscalls needs --off-cpu DUR") != NULL);
+	CHECK(parse(ignore_alone, 5, false, &o) == -1);
+	CHECK(strstr(ht_last_error(), "--ignore-syscalls") != NULL);
 }
 
 TEST(run_options)

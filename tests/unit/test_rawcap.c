@@ -93,6 +93,7 @@ static void make_full(struct ht_rawcap *c, size_t pt_len)
 	c->breach.waker_tgid = 77;
 	c->breach.wake_cpu = 2;
 	c->breach.kstack_bytes = 16;
+	c->breach.flags = HT_BRF_JOINED;
 	strcpy(c->breach.comm, "worker");
 	strcpy(c->breach.waker_comm, "batch_job");
 	c->breach.kstack[0] = 0xffffffff81000000ULL;
@@ -455,6 +456,35 @@ TEST(an_older_minor_is_read)
 	free(b);
 }
 
+/* Format 1.2: the breach ended at its kernel stack, without the flags (a joining thread...). */
+TEST(a_minor_2_breach_without_flags_is_read)
+{
+	struct ht_rawcap c, r;
+	char err[256];
+	size_t len, at, end;
+	uint8_t *b;
+
+	make_full(&c, 64);
+	b = file_bytes(&c, &len);
+	CHECK(b != NULL);
+	at = find_section(b, len, HT_RAWSEC_BREACH, 0);
+	CHECK(at != 0);
+	end = at + 16 + get64(b + at + 8);
+	put64(b + at + 8, get64(b + at + 8) - 4);
+	memmove(b + end - 4, b + end, len - end);
+	len -= 4;
+	fix_crc(b, at);
+	b[10] = 2; /* minor */
+	CHECK(!read_mem(b, len, &r, err, sizeof(err)));
+	CHECK_STR(err, "");
+	CHECK_EQ_U64(r.breach.flags, 0);
+	r.breach.flags = c.breach.flags;
+	check_same(&c, &r, true);
+	ht_rawcap_free(&r);
+	ht_rawcap_free(&c);
+	free(b);
+}
+
 TEST(a_newer_minor_with_unknown_sections_is_read)
 {
 	struct ht_rawcap c, r;
@@ -509,7 +539,7 @@ TEST(a_newer_major_is_refused)
 	b[8] = 2;
 	b[10] = 3;
 	CHECK(read_mem(b, len, &r, err, sizeof(err)) == -1);
-	CHECK_STR(err, "x.raw: made by a newer hybtrace (format 2.3); this one reads up to 1.2");
+	CHECK_STR(err, "x.raw: made by a newer hybtrace (format 2.3); this one reads up to 1.3");
 	CHECK(!r.nstreams && !r.maps && !r.clocks && !r.comms);
 	ht_rawcap_free(&c);
 	free(b);
