@@ -266,7 +266,8 @@ static int on_breach(void *ctx, void *data, size_t size)
 static uint64_t total_lost(const struct ht_monitor_counters *c)
 {
 	return c->value[HT_CNT_RB_DROPS] + c->value[HT_CNT_STORAGE_FAILS] +
-	       c->value[HT_CNT_COMM_UPDATE_FAILS] + c->recursion_misses;
+	       c->value[HT_CNT_COMM_UPDATE_FAILS] + c->recursion_misses +
+	       c->value[HT_CNT_UNSEEN_SWITCH_INS];
 }
 
 static uint64_t total_breaches(const struct session *s)
@@ -416,11 +417,12 @@ static void print_summary_text(struct session *s, FILE *f, const struct ht_monit
 	print_triggers_text(s, f);
 	fprintf(f,
 		"  lost: %llu (breach ring buffer %llu, task storage %llu, comm map %llu, "
-		"recursion %llu)\n",
+		"recursion %llu, unseen switch-ins %llu)\n",
 		(unsigned long long)total_lost(c), (unsigned long long)c->value[HT_CNT_RB_DROPS],
 		(unsigned long long)c->value[HT_CNT_STORAGE_FAILS],
 		(unsigned long long)c->value[HT_CNT_COMM_UPDATE_FAILS],
-		(unsigned long long)c->recursion_misses);
+		(unsigned long long)c->recursion_misses,
+		(unsigned long long)c->value[HT_CNT_UNSEEN_SWITCH_INS]);
 }
 
 static void print_dump_stats_json(struct session *s, FILE *f)
@@ -454,7 +456,7 @@ static void print_summary_json(struct session *s, FILE *f, const struct ht_monit
 		"},\"detected\":%llu,\"reported\":%llu,\"records\":%llu,"
 		"\"recorder\":{\"records_per_cpu\":%llu,\"shortest_reach_ns\":%llu},"
 		"\"lost\":{\"total\":%llu,\"ring_buffer\":%llu,\"task_storage\":%llu,"
-		"\"comm_map\":%llu,\"recursion\":%llu}",
+		"\"comm_map\":%llu,\"recursion\":%llu,\"unseen_switch_in\":%llu}",
 		(unsigned long long)c->value[HT_CNT_BREACHES], (unsigned long long)total_breaches(s),
 		(unsigned long long)c->records_written,
 		(unsigned long long)recorder_records_per_cpu(s),
@@ -462,7 +464,8 @@ static void print_summary_json(struct session *s, FILE *f, const struct ht_monit
 		(unsigned long long)c->value[HT_CNT_RB_DROPS],
 		(unsigned long long)c->value[HT_CNT_STORAGE_FAILS],
 		(unsigned long long)c->value[HT_CNT_COMM_UPDATE_FAILS],
-		(unsigned long long)c->recursion_misses);
+		(unsigned long long)c->recursion_misses,
+		(unsigned long long)c->value[HT_CNT_UNSEEN_SWITCH_INS]);
 	/* Which path judged the intervals: the tests check that a fallback they force ran. */
 	fprintf(f,
 		",\"judged\":{\"rq_sched_info\":%llu,\"rq_thread_state\":%llu,"
@@ -717,12 +720,13 @@ static void report_new_losses(struct session *s)
 		return;
 	clear_status_line(s);
 	fprintf(stderr, "hybtrace: %llu more events lost (breach ring buffer %llu, task storage "
-			"%llu, comm map %llu, recursion %llu in all)\n",
+			"%llu, comm map %llu, recursion %llu, unseen switch-ins %llu in all)\n",
 		(unsigned long long)(lost - s->lost_reported),
 		(unsigned long long)c.value[HT_CNT_RB_DROPS],
 		(unsigned long long)c.value[HT_CNT_STORAGE_FAILS],
 		(unsigned long long)c.value[HT_CNT_COMM_UPDATE_FAILS],
-		(unsigned long long)c.recursion_misses);
+		(unsigned long long)c.recursion_misses,
+		(unsigned long long)c.value[HT_CNT_UNSEEN_SWITCH_INS]);
 	if (s->opt->json && !s->out_gone)
 		fprintf(s->out.f, "{\"type\":\"lost\",\"total\":%llu,\"ring_buffer\":%llu}\n",
 			(unsigned long long)lost, (unsigned long long)c.value[HT_CNT_RB_DROPS]);
