@@ -28,6 +28,9 @@ const volatile __u64 syscall_filter[HT_MAX_SYSCALLS / 64] = {};
 const volatile __u32 fr_slot_shift = 0; /* log2 of records per CPU */
 /* Take run-queue waits from task_struct::sched_info (CONFIG_SCHED_INFO); false: the thread's state. */
 const volatile bool rq_from_sched_info = true;
+/* For tests: ignore every Nth switch-in of a target thread, as the kernel sometimes skips one. */
+const volatile __u32 test_skip_switch_in_every = 0;
+__u32 test_switch_ins = 0;
 
 /*
  * Set by user space when the session ends: from then on no breach is
@@ -734,6 +737,8 @@ static __always_inline void target_switch_in(struct task_struct *next, const str
 	__u64 now = t->now;
 	bool in_storage;
 
+	if (test_skip_switch_in_every && ++test_switch_ins % test_skip_switch_in_every == 0)
+		return;
 	if (rq_done && !off_cpu_thresh_ns && !syscall_thresh_ns)
 		return;
 	st = state_find(next, true, &in_storage);

@@ -1072,6 +1072,15 @@ static unsigned int test_thread_slots(void)
 	return n && n <= HT_THREAD_SLOTS_MAX && !(n & (n - 1)) ? (unsigned int)n : 0;
 }
 
+/* HYBTRACE_TEST_SKIP_SWITCH_IN: N from 2 to 1000 ignores every Nth target switch-in, else 0. */
+static unsigned int test_skip_switch_in(void)
+{
+	const char *v = getenv("HYBTRACE_TEST_SKIP_SWITCH_IN");
+	unsigned long n = v ? strtoul(v, NULL, 10) : 0;
+
+	return n >= 2 && n <= 1000 ? (unsigned int)n : 0;
+}
+
 static bool resolve_prev_state_arg(const struct ht_options *o)
 {
 	struct btf *btf;
@@ -1131,6 +1140,8 @@ static int start_session(struct session *s, const struct ht_options *o, int tgid
 	cfg.rq_from_thread_state = getenv("HYBTRACE_RQ_FROM_STORAGE") != NULL;
 	/* For tests: so few thread slots that threads share them and fall back to task storage. */
 	cfg.thread_slots = test_thread_slots();
+	/* For tests: the switch-ins the kernel sometimes skips, on demand. */
+	cfg.test_skip_switch_in_every = test_skip_switch_in();
 	memcpy(cfg.syscall_filter, o->syscall_filter, sizeof(cfg.syscall_filter));
 	s->comms = malloc(sizeof(*s->comms));
 	if (!s->comms) {
