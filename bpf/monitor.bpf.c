@@ -38,6 +38,9 @@ const volatile __u64 ignore_syscalls[HT_MAX_SYSCALLS / 64] = {};
 const volatile __u32 fr_slot_shift = 0; /* log2 of records per CPU */
 /* Take run-queue waits from task_struct::sched_info (CONFIG_SCHED_INFO); false: the thread's state. */
 const volatile bool rq_from_sched_info = true;
+/* For tests: ignore every Nth switch-in of a target thread, as the kernel sometimes skips one. */
+const volatile __u32 test_skip_switch_in_every = 0;
+__u32 test_switch_ins = 0;
 
 /*
  * Set by user space when the session ends: from then on no breach is
@@ -651,20 +654,39 @@ static __always_inline void emit_breach(__u32 kind, struct task_struct *p, struc
 	bpf_ringbuf_submit(b, BPF_RB_FORCE_WAKEUP);
 }
 
+/*
+ * A thread that leaves the CPU got on it, but its state may say it is still
+ * asleep: the tracepoints skipped its wakeup and switch-in (seen about once
+ * in 200 sleeps on a loaded KVM guest, every program on them missing it
+ * alike, with no recursion miss counted). The interval that switch-in ended
+ * cannot be judged: count it rather than leave it unsaid. Only while the
+ * switch-in keeps the state (see target_switch_in).
+ */
+static __always_inline void check_switch_in_seen(struct task_state *st)
+{
+	if (off_cpu_thresh_ns && st->off_cpu_since_ns)
+		count(HT_CNT_UNSEEN_SWITCH_INS);
+}
+
 /* A target thread leaves the CPU: it is either still runnable or going to sleep. */
 static __always_inline void target_switch_out(struct task_struct *prev, __u32 state, bool preempt,
 					      __u64 now)
 {
 	struct task_state *st;
+	bool in_storage;
 
 	/* Its last switch, after exit: nothing of it follows. */
 	if (state & TASK_DEAD) {
+		st = state_find(prev, false, &in_storage);
+		if (st)
+			check_switch_in_seen(st);
 		state_release(prev);
 		return;
 	}
 	st = state_of(prev);
 	if (!st)
 		return;
+	check_switch_in_seen(st);
 	if (preempt || state == TASK_RUNNING) {
 		st->runnable_since_ns = now;
 		st->off_cpu_since_ns = 0;
@@ -826,6 +848,8 @@ static __always_inline void target_switch_in(struct task_struct *next, const str
 	__u64 now = t->now;
 	bool in_storage;
 
+	if (test_skip_switch_in_every && ++test_switch_ins % test_skip_switch_in_every == 0)
+		return;
 	if (rq_done && !off_cpu_thresh_ns && !syscall_thresh_ns)
 		return;
 	st = state_find(next, true, &in_storage);

@@ -117,6 +117,7 @@ static void set_metadata(const struct ht_dumper_config *cfg, struct timeline *tl
 		meta_u64(tl, HT_META_LOSS_STORAGE, mc.value[HT_CNT_STORAGE_FAILS]);
 		meta_u64(tl, HT_META_LOSS_COMM, mc.value[HT_CNT_COMM_UPDATE_FAILS]);
 		meta_u64(tl, HT_META_LOSS_RECURSION, mc.recursion_misses);
+		meta_u64(tl, HT_META_LOSS_UNSEEN_SWITCH_IN, mc.value[HT_CNT_UNSEEN_SWITCH_INS]);
 	}
 	/* What the live session saw around the dump is not in the capture. */
 	if (cfg->decoded_from)

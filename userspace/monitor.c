@@ -167,6 +167,7 @@ static int configure(struct monitor_bpf *skel, const struct ht_monitor_config *c
 	skel->rodata->rq_from_sched_info = !cfg->rq_from_thread_state;
 	skel->rodata->thread_slot_mask = thread_slots - 1;
 	skel->rodata->block_stack_mode = cfg->block_stack_mode;
+	skel->rodata->test_skip_switch_in_every = cfg->test_skip_switch_in_every;
 
 	err = bpf_map__set_max_entries(skel->maps.fr_records, ncpus << shift);
 	if (!err)

@@ -26,6 +26,7 @@ struct ht_monitor_config {
 	bool prev_state_from_arg; /* false: read task_struct, the pre-5.18 path */
 	bool rq_from_thread_state; /* run-queue waits timed in the thread's state, not sched_info */
 	unsigned int thread_slots; /* 0: ht_monitor_thread_slots(pid_max); else a power of two */
+	unsigned int test_skip_switch_in_every; /* for tests: 0, or ignore every Nth switch-in */
 	const char *btf_path;	  /* NULL: the running kernel's */
 	ring_buffer_sample_fn on_breach;
 	void *on_breach_ctx;

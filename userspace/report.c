@@ -683,7 +683,8 @@ static size_t culprits_of(const struct dump_view *v, struct culprit_row *rows, s
 
 static const char *const loss_keys[] = { HT_META_LOSS_FR_SKIP, HT_META_LOSS_RB,
 					 HT_META_LOSS_STORAGE, HT_META_LOSS_COMM,
-					 HT_META_LOSS_RECURSION, HT_META_BREACHES_MISSED };
+					 HT_META_LOSS_RECURSION, HT_META_LOSS_UNSEEN_SWITCH_IN,
+					 HT_META_BREACHES_MISSED };
 
 static void print_headline(const struct dump_view *v)
 {

@@ -316,7 +316,8 @@ static int on_breach(void *ctx, void *data, size_t size)
 static uint64_t total_lost(const struct ht_monitor_counters *c)
 {
 	return c->value[HT_CNT_RB_DROPS] + c->value[HT_CNT_STORAGE_FAILS] +
-	       c->value[HT_CNT_COMM_UPDATE_FAILS] + c->recursion_misses;
+	       c->value[HT_CNT_COMM_UPDATE_FAILS] + c->recursion_misses +
+	       c->value[HT_CNT_UNSEEN_SWITCH_INS];
 }
 
 static uint64_t total_breaches(const struct session *s)
@@ -481,11 +482,12 @@ static void print_summary_text(struct session *s, FILE *f, const struct ht_monit
 	print_triggers_text(s, f);
 	fprintf(f,
 		"  lost: %llu (breach ring buffer %llu, task storage %llu, comm map %llu, "
-		"recursion %llu)\n",
+		"recursion %llu, unseen switch-ins %llu)\n",
 		(unsigned long long)total_lost(c), (unsigned long long)c->value[HT_CNT_RB_DROPS],
 		(unsigned long long)c->value[HT_CNT_STORAGE_FAILS],
 		(unsigned long long)c->value[HT_CNT_COMM_UPDATE_FAILS],
-		(unsigned long long)c->recursion_misses);
+		(unsigned long long)c->recursion_misses,
+		(unsigned long long)c->value[HT_CNT_UNSEEN_SWITCH_INS]);
 	if (s->blocks)
 		fprintf(f,
 			"  block stacks: %llu shown with their breaches, %llu not kept or sent "
@@ -531,7 +533,7 @@ static void print_summary_json(struct session *s, FILE *f, const struct ht_monit
 		"},\"detected\":%llu,\"reported\":%llu,\"filtered\":%llu,\"records\":%llu,"
 		"\"recorder\":{\"records_per_cpu\":%llu,\"shortest_reach_ns\":%llu},"
 		"\"lost\":{\"total\":%llu,\"ring_buffer\":%llu,\"task_storage\":%llu,"
-		"\"comm_map\":%llu,\"recursion\":%llu}",
+		"\"comm_map\":%llu,\"recursion\":%llu,\"unseen_switch_in\":%llu}",
 		(unsigned long long)c->value[HT_CNT_BREACHES], (unsigned long long)total_breaches(s),
 		(unsigned long long)c->value[HT_CNT_FILTERED], (unsigned long long)c->records_written,
 		(unsigned long long)recorder_records_per_cpu(s),
@@ -539,7 +541,8 @@ static void print_summary_json(struct session *s, FILE *f, const struct ht_monit
 		(unsigned long long)c->value[HT_CNT_RB_DROPS],
 		(unsigned long long)c->value[HT_CNT_STORAGE_FAILS],
 		(unsigned long long)c->value[HT_CNT_COMM_UPDATE_FAILS],
-		(unsigned long long)c->recursion_misses);
+		(unsigned long long)c->recursion_misses,
+		(unsigned long long)c->value[HT_CNT_UNSEEN_SWITCH_INS]);
 	/* Which path judged the intervals: the tests check that a fallback they force ran. */
 	fprintf(f,
 		",\"judged\":{\"rq_sched_info\":%llu,\"rq_thread_state\":%llu,"
@@ -794,12 +797,13 @@ static void report_new_losses(struct session *s)
 		return;
 	clear_status_line(s);
 	fprintf(stderr, "hybtrace: %llu more events lost (breach ring buffer %llu, task storage "
-			"%llu, comm map %llu, recursion %llu in all)\n",
+			"%llu, comm map %llu, recursion %llu, unseen switch-ins %llu in all)\n",
 		(unsigned long long)(lost - s->lost_reported),
 		(unsigned long long)c.value[HT_CNT_RB_DROPS],
 		(unsigned long long)c.value[HT_CNT_STORAGE_FAILS],
 		(unsigned long long)c.value[HT_CNT_COMM_UPDATE_FAILS],
-		(unsigned long long)c.recursion_misses);
+		(unsigned long long)c.recursion_misses,
+		(unsigned long long)c.value[HT_CNT_UNSEEN_SWITCH_INS]);
 	if (s->opt->json && !s->out_gone)
 		fprintf(s->out.f, "{\"type\":\"lost\",\"total\":%llu,\"ring_buffer\":%llu}\n",
 			(unsigned long long)lost, (unsigned long long)c.value[HT_CNT_RB_DROPS]);
@@ -1148,6 +1152,15 @@ static unsigned int test_thread_slots(void)
 	return n && n <= HT_THREAD_SLOTS_MAX && !(n & (n - 1)) ? (unsigned int)n : 0;
 }
 
+/* HYBTRACE_TEST_SKIP_SWITCH_IN: N from 2 to 1000 ignores every Nth target switch-in, else 0. */
+static unsigned int test_skip_switch_in(void)
+{
+	const char *v = getenv("HYBTRACE_TEST_SKIP_SWITCH_IN");
+	unsigned long n = v ? strtoul(v, NULL, 10) : 0;
+
+	return n >= 2 && n <= 1000 ? (unsigned int)n : 0;
+}
+
 static bool resolve_prev_state_arg(const struct ht_options *o)
 {
 	struct btf *btf;
@@ -1208,6 +1221,8 @@ static int start_session(struct session *s, const struct ht_options *o, int tgid
 	cfg.rq_from_thread_state = getenv("HYBTRACE_RQ_FROM_STORAGE") != NULL;
 	/* For tests: so few thread slots that threads share them and fall back to task storage. */
 	cfg.thread_slots = test_thread_slots();
+	/* For tests: the switch-ins the kernel sometimes skips, on demand. */
+	cfg.test_skip_switch_in_every = test_skip_switch_in();
 	memcpy(cfg.syscall_filter, o->syscall_filter, sizeof(cfg.syscall_filter));
 	s->comms = malloc(sizeof(*s->comms));
 	if (!s->comms) {

@@ -291,6 +291,44 @@ def thread_born_after_attach_with_shared_thread_slots():
     same_answers(breaches, default)
 
 
+# Skipped on purpose: every 4th switch-in of a target thread.
+SKIP_SWITCH_INS = {"HYBTRACE_TEST_SKIP_SWITCH_IN": "4"}
+
+
+@test
+def unseen_switch_ins_are_counted_lost():
+    need_root()
+    # Under load the kernel sometimes lets a thread run with neither its wakeup nor its
+    # switch-in reaching any program (about one sleep in 200 on a loaded 2-core guest, in the
+    # default path and the task-storage fallback alike): the sleep that switch-in ended cannot
+    # be judged. The test mode skips switch-ins the same way, so that each sleep the workload
+    # logged is either reported or counted lost, in both paths.
+    for name, env in (("default", {}), ("task storage", SHARED_SLOTS)):
+        run = hybtrace(["run", "--json", "--off-cpu", "10ms", "--max-dumps", "0", "--",
+                        workload("sleeper"), "15", "60", "late"],
+                       env=dict(env, **SKIP_SWITCH_INS))
+        check(run.rc == 0, "hybtrace failed\n" + run.describe())
+        sleeps = list(zip(run.events("sleep_start"), run.events("sleep_end")))
+        check(len(sleeps) == 60, "workload log incomplete\n" + run.describe())
+        tid = sleeps[0][0]["tid"]
+        mine = [b for b in run.breaches("off-cpu") if b["tid"] == tid]
+        unreported = [s for s, e in sleeps
+                      if not any(within(b, s["ts_ns"], e["ts_ns"]) for b in mine)]
+        lost = run.summary()["lost"]
+        # A quarter of the switch-ins skipped: most of them end a sleep.
+        check(len(unreported) >= 5, "%s: the test mode left %d sleeps unreported\n%s"
+              % (name, len(unreported), run.describe()))
+        # Each unreported sleep is one unseen switch-in; the main thread's few waits (the
+        # start file, its 200 ms sleep, the join) may add some.
+        check(len(unreported) <= lost["unseen_switch_in"] <= len(unreported) + 4,
+              "%s: %d sleeps unreported, %d unseen switch-ins counted\n%s"
+              % (name, len(unreported), lost["unseen_switch_in"], run.describe()))
+        check(lost["total"] >= lost["unseen_switch_in"], "%s: lost.total leaves out the "
+              "unseen switch-ins: %r" % (name, lost))
+        j = judged(run)
+        check((j["task_storage"] > 0) == bool(env), "%s: judged %r" % (name, j))
+
+
 @test
 def run_exits_with_the_commands_status():
     need_root()

@@ -26,7 +26,7 @@ LIVE_SOURCE = "pt" if HAS_PT else TEST_MODE_SOURCE
 # What a decode elsewhere cannot know, or says about itself.
 LIVE_ONLY_META = {"decoded_from", "recording_start_ns", "loss.ring_buffer_drops",
                   "loss.task_storage_failures", "loss.comm_map_failures",
-                  "loss.recursion_misses", "breaches_not_dumped"}
+                  "loss.recursion_misses", "loss.unseen_switch_ins", "breaches_not_dumped"}
 
 
 def decode(raw, outdir, as_nobody=False):
