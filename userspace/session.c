@@ -135,13 +135,19 @@ static void fill_culprits(struct session *s, struct ht_breach_info *bi)
 	struct ht_sched_index idx;
 	struct ht_fr_window w;
 
-	if (ht_recorder_read(&s->monitor.recorder, b->start_ns, b->end_ns, &w))
+	/* Where it was queued at the start may come from a record a little before. */
+	if (ht_recorder_read(&s->monitor.recorder,
+			     b->start_ns > HT_CULPRITS_LOOKBACK_NS
+				     ? b->start_ns - HT_CULPRITS_LOOKBACK_NS
+				     : 0,
+			     b->end_ns, &w))
 		return;
 	if (ht_sched_index_build(&w, &idx)) {
 		ht_fr_window_free(&w);
 		return;
 	}
-	ht_culprits_compute(&w, &idx, b->tid, b->start_ns, b->end_ns, b->wake_cpu, &bi->culprits);
+	ht_culprits_compute(&w, &idx, b->tid, b->start_ns, b->end_ns, true, b->wake_cpu,
+			    &bi->culprits);
 	ht_sched_index_free(&idx);
 	for (unsigned int i = 0; i < bi->culprits.count; i++)
 		ht_comm_lookup(s->comms, bi->culprits.top[i].pid, bi->culprits.top[i].cpu,

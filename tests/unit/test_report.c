@@ -209,7 +209,8 @@ TEST(ran_instead_is_the_live_lines)
 	w = (struct ht_fr_window){ .t0 = 100, .t1 = 6000, .events = events, .count = nevents,
 				   .ncpus = 2, .entry_switch = entries, .entry_valid = valid };
 	CHECK(!ht_sched_index_build(&w, &idx));
-	ht_culprits_compute(&w, &idx, A, rq_breach.start_ns, rq_breach.end_ns, 0, &bi.culprits);
+	ht_culprits_compute(&w, &idx, A, rq_breach.start_ns, rq_breach.end_ns, true, 0,
+			    &bi.culprits);
 	ht_sched_index_free(&idx);
 	for (unsigned int i = 0; i < bi.culprits.count; i++)
 		ht_comm_lookup(&comms, bi.culprits.top[i].pid, bi.culprits.top[i].cpu,
