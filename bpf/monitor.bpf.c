@@ -38,6 +38,7 @@ __u32 breaches_stopped = 0;
 
 #define TASK_RUNNING 0
 #define TASK_DEAD    0x80
+#define TASK_ON_RQ_MIGRATING 2 /* task_struct::on_rq */
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -210,8 +211,14 @@ struct {
  * stale rq->clock that sched_info.last_queued got then, and the true time.
  * When the thread runs again and last_queued still holds that clock, its
  * run-queue wait started at the true time.
+ *
+ * Or (clock NOTE_MIGRATED) its move, while queued, to another CPU's run
+ * queue: the kernel dequeues it there and enqueues it here, and
+ * last_queued restarts at that enqueue; the wait began at the true time,
+ * on the first CPU. Such a note is for the next switch-in only.
  */
 #define PREEMPT_NOTES 4096 /* a power of two */
+#define NOTE_MIGRATED ((__u64)-1)
 
 struct preempt_note {
 	__u32 tid;
@@ -685,8 +692,12 @@ static __always_inline bool rq_delay_from_sched_info(struct task_struct *next,
 		__u64 since = queued + t->offset;
 
 		/* Queued by its preemption, at a clock that may have been stale. */
-		if (note && note->tid == next->pid && note->clock == queued)
+		if (note && note->tid == next->pid && note->clock == queued) {
 			since = note->now;
+		} else if (note && note->tid == next->pid && note->clock == NOTE_MIGRATED) {
+			since = note->now;
+			note->tid = 0;
+		}
 		if (since > t->now)
 			since = t->now;
 		count(HT_CNT_RQ_SCHED_INFO);
@@ -869,6 +880,24 @@ int BPF_PROG(handle_sched_wakeup_new, struct task_struct *p)
 	return 0;
 }
 
+/* P moves while queued (see preempt_note): its wait began when its state says. */
+static __always_inline void note_migration(struct task_struct *p)
+{
+	__u32 slot = (__u32)p->pid & (PREEMPT_NOTES - 1);
+	struct preempt_note *note;
+	struct task_state *st;
+
+	st = state_get(p, false);
+	if (!st || !st->runnable_since_ns)
+		return;
+	note = bpf_map_lookup_elem(&preempt_notes, &slot);
+	if (!note)
+		return;
+	note->tid = p->pid;
+	note->clock = NOTE_MIGRATED;
+	note->now = st->runnable_since_ns;
+}
+
 SEC("tp_btf/sched_migrate_task")
 int BPF_PROG(handle_sched_migrate_task, struct task_struct *p, int dest_cpu)
 {
@@ -876,6 +905,9 @@ int BPF_PROG(handle_sched_migrate_task, struct task_struct *p, int dest_cpu)
 		return 0;
 	fr_write(bpf_ktime_get_ns(), HT_FR_MIGRATE, HT_FRF_TARGET, dest_cpu, p->pid, 0,
 		 task_cpu(p));
+	/* A sleeping task moves as it is woken: its wait begins after. */
+	if (p->on_rq == TASK_ON_RQ_MIGRATING)
+		note_migration(p);
 	return 0;
 }
 

@@ -33,9 +33,6 @@ KNOWN_DEFECTS = {
     "2b": ("issue 14 defect 2 (hybtrace as a culprit)",
            "hybtrace's own reporting runs instead of its target",
            {"6.1-cloud", "6.1-rt", "running"}),
-    "3": ("issue 14 defect 3",
-          "the live line and the dump name different culprits across a migration",
-          {"6.1-cloud", "6.1-rt"}),
     "4": ("issue 14 defect 4", "--pid trigger hits carry negative times",
           {"6.1-cloud", "6.1-rt", "running"}),
     "5": ("defect 5 (found by the kernel matrix)",
@@ -497,7 +494,7 @@ SCENARIOS = [
     # Waits at the start breach too on a slow guest: a threshold only the long wait behind
     # the hog passes for sure, and dumps enough for it.
     Scenario("migration", 3, "run", "run %s --rq-delay 10ms --min-interval 0ms --max-dumps 8 "
-             "-- $W/migrate_wait 50" % OUT, check_migration, defect="3"),
+             "-- $W/migrate_wait 50" % OUT, check_migration),
     Scenario("sample-fp", 2, "run", SAMPLE + " -- $W/callstack 150 15 1",
              check_call_structure),
     Scenario("sample-fp-p3", 3, "run", SAMPLE + " -- $W/callstack 150 15 1",
