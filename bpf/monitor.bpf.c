@@ -63,14 +63,17 @@ struct task_state {
 	__u64 syscall_since_ns;	 /* 0: not in a syscall */
 	__u64 wake_ns;
 	__s32 syscall_nr;
-	__u32 off_cpu_state;
-	__u32 wake_source;
+	__u32 off_cpu_state; /* the state of its last sleep (in this syscall) */
+	__u32 wake_source;   /* the wakeup that ended that sleep, and its waker */
 	__u32 waker_tid;
 	__u32 waker_tgid;
 	__u32 wake_cpu;
 	__u32 waker_cpu;
 	/* syscall_stacks holds the stack seen at a switch-in past the threshold */
 	__s32 syscall_kstack_bytes;
+	/* Its run-queue wait began with a preemption on preempt_cpu, not with that wakeup. */
+	__u32 preempted;
+	__u32 preempt_cpu;
 	char waker_comm[HT_COMM_LEN];
 };
 
@@ -588,10 +591,15 @@ static __always_inline void state_release(struct task_struct *p)
 	*(volatile __u64 *)&slot->owner = 0;
 }
 
+/*
+ * A run-queue breach that began with a preemption says so; otherwise a breach
+ * names the wakeup that ended the thread's last sleep, whatever preemptions
+ * came after it (a syscall's breach, user space adds those).
+ */
 static __always_inline void emit_breach(__u32 kind, struct task_struct *p, struct task_state *st,
-					__u64 start_ns, __u64 end_ns, __u32 state,
-					bool want_stack)
+					__u64 start_ns, __u64 end_ns, bool want_stack)
 {
+	bool preempted = kind == HT_BREACH_RQ_DELAY && st->preempted;
 	struct ht_breach *b;
 
 	if (breaches_stopped)
@@ -608,18 +616,28 @@ static __always_inline void emit_breach(__u32 kind, struct task_struct *p, struc
 	b->tid = p->pid;
 	b->tgid = p->tgid;
 	b->cpu = bpf_get_smp_processor_id();
-	b->state = state;
 	b->syscall_nr = st->syscall_since_ns ? st->syscall_nr : -1;
 	b->syscall_ret = 0;
-	/* The wakeup's time is estimated from its rq's clock (see clock_sync): never after the end. */
-	b->wake_ns = st->wake_ns < end_ns ? st->wake_ns : end_ns;
-	b->wake_source = st->wake_source;
-	b->waker_tid = st->waker_tid;
-	b->waker_tgid = st->waker_tgid;
-	b->wake_cpu = st->wake_cpu;
 	b->pad = 0;
 	bpf_probe_read_kernel_str(b->comm, sizeof(b->comm), p->comm);
-	__builtin_memcpy(b->waker_comm, st->waker_comm, sizeof(b->waker_comm));
+	if (preempted) {
+		b->state = TASK_RUNNING;
+		b->wake_ns = 0;
+		b->wake_source = HT_WAKE_NONE;
+		b->waker_tid = 0;
+		b->waker_tgid = 0;
+		b->wake_cpu = st->preempt_cpu;
+		__builtin_memset(b->waker_comm, 0, sizeof(b->waker_comm));
+	} else {
+		b->state = st->off_cpu_state;
+		/* Its time comes from its rq's clock (see clock_sync): never after the end. */
+		b->wake_ns = st->wake_ns < end_ns ? st->wake_ns : end_ns;
+		b->wake_source = st->wake_source;
+		b->waker_tid = st->waker_tid;
+		b->waker_tgid = st->waker_tgid;
+		b->wake_cpu = st->wake_cpu;
+		__builtin_memcpy(b->waker_comm, st->waker_comm, sizeof(b->waker_comm));
+	}
 	if (want_stack)
 		b->kstack_bytes = bpf_get_task_stack(p, b->kstack, sizeof(b->kstack), 0);
 	else
@@ -642,18 +660,20 @@ static __always_inline void target_switch_out(struct task_struct *prev, __u32 st
 	if (!st)
 		return;
 	if (preempt || state == TASK_RUNNING) {
+		/*
+		 * The wakeup that ended its last sleep stays: a preemption right
+		 * after it (on PREEMPT_RT, the irq_work thread that wakes
+		 * hybtrace) must not take its place in the syscall's breach.
+		 */
 		st->runnable_since_ns = now;
 		st->off_cpu_since_ns = 0;
-		st->wake_source = HT_WAKE_NONE;
-		st->waker_tid = 0;
-		st->waker_tgid = 0;
-		st->wake_ns = 0;
-		st->wake_cpu = bpf_get_smp_processor_id();
-		st->off_cpu_state = TASK_RUNNING;
+		st->preempted = 1;
+		st->preempt_cpu = bpf_get_smp_processor_id();
 	} else {
 		st->runnable_since_ns = 0;
 		st->off_cpu_since_ns = now;
 		st->off_cpu_state = state;
+		st->preempted = 0;
 	}
 }
 
@@ -668,7 +688,7 @@ static __always_inline void judge_rq_delay(struct task_struct *next, struct task
 	if (!st)
 		st = state_of(next);
 	if (st)
-		emit_breach(HT_BREACH_RQ_DELAY, next, st, since, now, st->off_cpu_state, true);
+		emit_breach(HT_BREACH_RQ_DELAY, next, st, since, now, true);
 }
 
 /*
@@ -743,8 +763,7 @@ static __always_inline void target_switch_in(struct task_struct *next, const str
 		count_judged(in_storage);
 		hist_add(HT_BREACH_OFF_CPU, delta);
 		if (delta >= off_cpu_thresh_ns)
-			emit_breach(HT_BREACH_OFF_CPU, next, st, st->off_cpu_since_ns, now,
-				    st->off_cpu_state, true);
+			emit_breach(HT_BREACH_OFF_CPU, next, st, st->off_cpu_since_ns, now, true);
 	}
 	st->off_cpu_since_ns = 0;
 	/* A syscall already too long: keep the stack it sleeps on for its breach. */
@@ -1051,7 +1070,8 @@ int BPF_PROG(handle_sys_enter, struct pt_regs *regs, long nr)
 	st->syscall_since_ns = now;
 	st->syscall_nr = nr;
 	st->syscall_kstack_bytes = 0;
-	/* What wakes it from here on is what ends this syscall's waits. */
+	/* What wakes it from here on is what ends this syscall's waits; it has not slept yet. */
+	st->off_cpu_state = TASK_RUNNING;
 	st->wake_source = HT_WAKE_NONE;
 	st->waker_tid = 0;
 	st->waker_tgid = 0;

@@ -129,25 +129,39 @@ static void clear_status_line(struct session *s)
 	}
 }
 
+/*
+ * What ran instead while the breached thread waited in a run queue: over a
+ * run-queue breach, its wait; over an off-CPU or syscall breach, from the
+ * wakeup that ended its sleep (or the syscall's start, if it never slept)
+ * to the end, where it was queued again only when preempted.
+ */
 static void fill_culprits(struct session *s, struct ht_breach_info *bi)
 {
 	const struct ht_breach *b = &bi->b;
+	bool woken = b->wake_source != HT_WAKE_NONE && b->wake_ns;
+	uint64_t from = b->start_ns;
+	bool queued = true;
 	struct ht_sched_index idx;
 	struct ht_fr_window w;
 
-	/* Where it was queued at the start may come from a record a little before. */
+	if (b->kind != HT_BREACH_RQ_DELAY) {
+		if (woken)
+			from = b->wake_ns;
+		else if (b->kind == HT_BREACH_SYSCALL)
+			queued = false;
+		else
+			return;
+	}
+	/* Where it was queued at FROM may come from a record a little before. */
 	if (ht_recorder_read(&s->monitor.recorder,
-			     b->start_ns > HT_CULPRITS_LOOKBACK_NS
-				     ? b->start_ns - HT_CULPRITS_LOOKBACK_NS
-				     : 0,
+			     from > HT_CULPRITS_LOOKBACK_NS ? from - HT_CULPRITS_LOOKBACK_NS : 0,
 			     b->end_ns, &w))
 		return;
 	if (ht_sched_index_build(&w, &idx)) {
 		ht_fr_window_free(&w);
 		return;
 	}
-	ht_culprits_compute(&w, &idx, b->tid, b->start_ns, b->end_ns, true, b->wake_cpu,
-			    &bi->culprits);
+	ht_culprits_compute(&w, &idx, b->tid, from, b->end_ns, queued, b->wake_cpu, &bi->culprits);
 	ht_sched_index_free(&idx);
 	for (unsigned int i = 0; i < bi->culprits.count; i++)
 		ht_comm_lookup(s->comms, bi->culprits.top[i].pid, bi->culprits.top[i].cpu,
@@ -248,8 +262,7 @@ static int on_breach(void *ctx, void *data, size_t size)
 		s->unwritten++;
 		return 0;
 	}
-	if (bi.b.kind == HT_BREACH_RQ_DELAY)
-		fill_culprits(s, &bi);
+	fill_culprits(s, &bi);
 	clear_status_line(s);
 	/* One line whole: the dump builder writes its lines to the same stream. */
 	flockfile(s->out.f);

@@ -24,11 +24,6 @@ KNOWN_DEFECTS = {
     "1": ("issue 14 defect 1",
           "code triggers opened after the capability drop fail at perf_event_paranoid=3",
           {"6.1-cloud", "6.1-rt"}),
-    # On PREEMPT_RT nearly always with --off-cpu, often without; elsewhere now and then
-    # (a loaded machine).
-    "2": ("issue 14 defect 2",
-          "a syscall breach loses its waker to a preemption right after the wakeup",
-          {"6.1-cloud", "6.1-rt", "running"}),
     # Most on PREEMPT_RT, where hybtrace's wakeup runs on the target's CPU; seen everywhere.
     "2b": ("issue 14 defect 2 (hybtrace as a culprit)",
            "hybtrace's own reporting runs instead of its target",
@@ -485,10 +480,9 @@ SCENARIOS = [
              check_off_cpu(["pipe_read", "vfs_read"])),
     Scenario("syscall", 3, "run", "run %s --rq-delay off %s --max-dumps 1 -- $W/sleeper 15 2"
              % (OUT, SLEEPS), check_syscall),
-    also_checks("syscall", "syscall-waker", check_sleeps_woken_by_the_timer, defect="2"),
+    also_checks("syscall", "syscall-waker", check_sleeps_woken_by_the_timer),
     Scenario("syscall-off-cpu", 3, "run", "run %s %s --off-cpu 10ms --max-dumps 0 "
-             "-- $W/sleeper 15 3" % (OUT, SLEEPS), check_sleeps_woken_by_the_timer,
-             defect="2"),
+             "-- $W/sleeper 15 3" % (OUT, SLEEPS), check_sleeps_woken_by_the_timer),
     Scenario("summary", 3, "run", "run %s --syscall 1ms --min-interval 500ms --max-dumps 2 "
              "-- $W/breach_storm 2 2000" % OUT, check_summary_counts),
     # Waits at the start breach too on a slow guest: a threshold only the long wait behind
