@@ -27,6 +27,7 @@
 #include "monitor.h"
 #include "out_stream.h"
 #include "output.h"
+#include "own_cpus.h"
 #include "privileges.h"
 #include "proc.h"
 #include "sampler.h"
@@ -103,6 +104,7 @@ struct session {
 	/* What perf events need on this kernel (check_perf_events()). */
 	enum ht_perf_access perf_access;
 	int perf_paranoid;
+	struct ht_own_cpus own_cpus;
 };
 
 static uint64_t monotonic_ns(void)
@@ -132,6 +134,25 @@ static void clear_status_line(struct session *s)
 		fputs("\r\033[K", stderr);
 		s->status_shown = false;
 	}
+}
+
+/*
+ * hybtrace's threads moved off its target's CPUs (own_cpus.h): said the first
+ * time, where to and from when (since attach); later moves follow the
+ * target's CPUs as that line says, without a line each.
+ */
+static void say_own_cpus(struct session *s, bool moved, uint64_t now_ns)
+{
+	char where[600];
+
+	if (!moved || s->own_cpus.moves != 1)
+		return;
+	ht_own_cpus_describe(&s->own_cpus, where, sizeof(where));
+	clear_status_line(s);
+	fprintf(stderr,
+		"hybtrace: %s, from %.6f s on; they follow the CPUs the target may run on, so "
+		"as not to run instead of it\n",
+		where, (double)(int64_t)(now_ns - s->start_ns) / 1e9);
 }
 
 /*
@@ -252,6 +273,7 @@ static int on_breach(void *ctx, void *data, size_t size)
 {
 	struct session *s = ctx;
 	struct ht_breach_info bi = { 0 };
+	uint64_t now_ns;
 
 	if (size < sizeof(bi.b))
 		return 0;
@@ -260,6 +282,12 @@ static int on_breach(void *ctx, void *data, size_t size)
 		return 0;
 	bi.threshold_ns = threshold_of(s->opt, bi.b.kind);
 	bi.since_start_s = (double)(int64_t)(bi.b.end_ns - s->start_ns) / 1e9;
+	/*
+	 * Woken on the breach's CPU, maybe: the target's. Off it before the
+	 * freeze, which takes a while; a no-op once hybtrace keeps off it.
+	 */
+	now_ns = monotonic_ns();
+	say_own_cpus(s, ht_own_cpus_breach(&s->own_cpus, bi.b.cpu, now_ns), now_ns);
 	/* The dump first: its sources freeze at the window's end, whatever we do here. */
 	offer_breach_dump(s, &bi);
 	note_breach(s, &bi.b);
@@ -843,6 +871,7 @@ static void housekeeping(struct session *s)
 			forget_before = oldest;
 	}
 	ht_monitor_forget_exited(&s->monitor, forget_before);
+	say_own_cpus(s, ht_own_cpus_refresh(&s->own_cpus, now), now);
 	report_new_losses(s);
 	check_recorder_reach(s, now);
 	/* The dump builder writes to the stream too: its failures are seen here. */
@@ -1195,6 +1224,8 @@ static int start_session(struct session *s, const struct ht_options *o, int tgid
 		return HT_EXIT_FAILURE;
 	if (o->rt_priority && set_realtime(o->rt_priority))
 		return HT_EXIT_FAILURE;
+	/* The dump builder runs by now: both threads keep off the target's CPUs. */
+	say_own_cpus(s, ht_own_cpus_init(&s->own_cpus, tgid, monotonic_ns()), monotonic_ns());
 	return open_loop_fds(s) ? HT_EXIT_FAILURE : 0;
 }
 

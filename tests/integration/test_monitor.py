@@ -6,7 +6,7 @@ import subprocess
 import tempfile
 
 from harness import (HYBTRACE, Attached, Control, Failure, Skip, check, hybtrace, need_root,
-                     our_bpf_links, read_log, test, tolerance_ns, workload)
+                     our_bpf_links, read_log, test, tolerance_ns, wait_for, workload)
 
 
 def within(breach, lo_ns, hi_ns):
@@ -310,6 +310,74 @@ def syscall_waker_outlives_a_preemption_after_the_wakeup():
                   "for most of 3 ms" % (b["ran_instead"], hog))
     check(preempted >= 4, "only %d of %d reads were preempted after their wakeup\n%s"
           % (preempted, len(reads), run.describe()))
+
+
+def cpus_allowed(pid):
+    """The CPUs each thread of PID may run on, as the kernel says: {tid: "0-1"}."""
+    out = {}
+    for tid in os.listdir("/proc/%d/task" % pid):
+        try:
+            with open("/proc/%d/task/%s/status" % (pid, tid)) as f:
+                out[int(tid)] = [l.split()[1] for l in f if l.startswith("Cpus_allowed_list:")][0]
+        except (OSError, IndexError):
+            pass
+    return out
+
+
+def cpu_list(text):
+    cpus = set()
+    for part in text.split(","):
+        lo, _, hi = part.partition("-")
+        cpus.update(range(int(lo), int(hi or lo) + 1))
+    return cpus
+
+
+@test
+def hybtrace_keeps_off_its_targets_cpu():
+    """Issue 14 defect 2b: hybtrace's own reporting must not run instead of its target. The
+    victim pins itself to CPU 0, where the hog spins; every wait there is a breach, and each
+    wakes hybtrace. Once its first breach there told hybtrace (or the next look at the
+    target's CPUs did), hybtrace's threads may not run on CPU 0 (the kernel's word), none
+    of them runs instead of the victim, and stderr says so once."""
+    need_root()
+    if 0 not in os.sched_getaffinity(0) or len(os.sched_getaffinity(0)) < 2:
+        raise Skip("needs CPU 0 and another")
+    with Control(start=True) as control, tempfile.TemporaryDirectory() as tmp:
+        env = dict(control.env, HT_WORKLOAD_LOG=os.path.join(tmp, "workload.log"))
+        h = Attached(["run", "--json", "--rq-delay", "500us", "--min-interval", "100ms",
+                      "--", workload("rq_contention"), "0", "1500"], env=env)
+        try:
+            h.wait_attached()
+            control.start()
+            wait_for(lambda: h.proc.poll() is not None or all(
+                0 not in cpu_list(c) for c in cpus_allowed(h.pid).values()),
+                10, "hybtrace's threads to keep off CPU 0")
+            allowed = cpus_allowed(h.pid)
+            h.wait(60)
+        finally:
+            h.close()
+        log = read_log(env["HT_WORKLOAD_LOG"])
+    check(h.rc == 0, "hybtrace failed\n" + h.describe())
+    check(len(allowed) >= 2 and all(cpu_list(c) == os.sched_getaffinity(0) - {0}
+                                    for c in allowed.values()),
+          "hybtrace's threads may run on %r, want all CPUs but 0" % allowed)
+    said = [line for line in h.stderr().splitlines() if "off its target's CPU 0" in line]
+    check(len(said) == 1, "want one line saying where hybtrace keeps, got %r" % said)
+    start = [e for e in log if e["event"] == "contention_start"]
+    end = [e for e in log if e["event"] == "contention_end"]
+    check(start and end, "workload log incomplete: %r" % log)
+    start, end = start[0], end[0]
+    breaches = sorted((b for b in h.breaches("rq-delay") if b["tid"] == start["tid"]
+                       and b["end_ns"] > start["ts_ns"] and b["start_ns"] < end["ts_ns"]),
+                      key=lambda b: b["start_ns"])
+    there = [b for b in breaches if b["cpu"] == 0]
+    check(len(there) >= 10, "%d waits of the victim on CPU 0\n%s" % (len(there), h.describe()))
+    told_ns = min(there[0]["end_ns"], start["ts_ns"] + 250_000_000) + 50_000_000
+    later = [b for b in breaches if b["start_ns"] >= told_ns]
+    mine = [b for b in later if any(c["comm"] == "hybtrace" for c in b["ran_instead"])]
+    check(len(later) >= 10 and not mine, "hybtrace ran instead of its target in %d of %d "
+          "waits after it knew its CPU: %r" % (len(mine), len(later),
+                                               [b["ran_instead"] for b in mine][:3]))
 
 
 def late_thread_scenario(env=None):
