@@ -11,8 +11,8 @@
 /*
  * Reading the target's CPUs is a system call per thread. A breach reads them
  * at most every BREACH_READ_NS, a refresh every REFRESH_NS, and each less
- * often where that would spend more than 1/SHARE of the time between reads
- * (a target of many threads).
+ * often where that would spend more than 1/SHARE of the time between its
+ * reads (a target of many threads).
  */
 #define BREACH_READ_NS 10000000ULL
 #define BREACH_SHARE   100
@@ -29,11 +29,16 @@ void ht_own_cpus_choose(const cpu_set_t *allowed, const cpu_set_t *target, cpu_s
 		*out = *allowed;
 }
 
-static uint64_t monotonic_ns(void)
+/*
+ * The CPU time this thread spent: what a read costs. Not the wall time, which
+ * counts the waits for a CPU too, long on the target's busy CPU, where they
+ * would put off the very read that moves hybtrace off it.
+ */
+static uint64_t thread_cpu_ns(void)
 {
 	struct timespec ts;
 
-	clock_gettime(CLOCK_MONOTONIC, &ts);
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
 }
 
@@ -58,16 +63,15 @@ static int keep_thread(void *ctx, int tid)
 }
 
 /* Read the target's CPUs now; keep hybtrace's threads off them. Whether that moved them. */
-static bool update(struct ht_own_cpus *o, uint64_t now_ns)
+static bool update(struct ht_own_cpus *o)
 {
-	uint64_t read_start_ns = monotonic_ns();
+	uint64_t read_start_ns = thread_cpu_ns();
 	cpu_set_t target, want;
 
 	CPU_ZERO(&target);
-	o->read_ns = now_ns;
 	if (ht_proc_cover_threads(o->tgid, add_thread_cpus, &target, true) || !CPU_COUNT(&target))
 		return false;
-	o->read_cost_ns = monotonic_ns() - read_start_ns;
+	o->read_cost_ns = thread_cpu_ns() - read_start_ns;
 	o->target = target;
 	ht_own_cpus_choose(&o->allowed, &target, &want);
 	if (CPU_EQUAL(&want, &o->current))
@@ -89,12 +93,19 @@ static bool update(struct ht_own_cpus *o, uint64_t now_ns)
 	return true;
 }
 
-/* Wait at least MIN_NS between reads, longer where a read costs more than 1/SHARE. */
-static bool read_due(const struct ht_own_cpus *o, uint64_t now_ns, uint64_t min_ns, uint64_t share)
+/*
+ * Whether a read is due, LAST_NS its last one of this kind: MIN_NS after it,
+ * or later where a read costs more than 1/SHARE of the time between them.
+ */
+static bool read_due(const struct ht_own_cpus *o, uint64_t *last_ns, uint64_t now_ns,
+		     uint64_t min_ns, uint64_t share)
 {
 	uint64_t every_ns = o->read_cost_ns * share;
 
-	return now_ns - o->read_ns >= (every_ns > min_ns ? every_ns : min_ns);
+	if (now_ns - *last_ns < (every_ns > min_ns ? every_ns : min_ns))
+		return false;
+	*last_ns = now_ns;
+	return true;
 }
 
 /* "0-2,5": CPUS as the kernel lists them (Cpus_allowed_list). */
@@ -141,20 +152,32 @@ bool ht_own_cpus_init(struct ht_own_cpus *o, int tgid, uint64_t now_ns)
 		return false;
 	o->current = o->allowed;
 	o->on = true;
-	return update(o, now_ns);
+	o->refresh_read_ns = now_ns;
+	return update(o);
 }
 
-bool ht_own_cpus_breach(struct ht_own_cpus *o, unsigned int cpu, uint64_t now_ns)
+bool ht_own_cpus_breach(struct ht_own_cpus *o, unsigned int cpu, int tid, uint64_t now_ns)
 {
-	if (!o->on || cpu >= CPU_SETSIZE || !CPU_ISSET(cpu, &o->current) ||
-	    !read_due(o, now_ns, BREACH_READ_NS, BREACH_SHARE))
+	cpu_set_t thread;
+
+	if (!o->on || cpu >= CPU_SETSIZE || !CPU_ISSET(cpu, &o->current))
 		return false;
-	return update(o, now_ns);
+	/*
+	 * A thread that may run on every CPU hybtrace may use changes nothing;
+	 * one kept to fewer may have been kept there since the last read.
+	 */
+	if (sched_getaffinity(tid, sizeof(thread), &thread))
+		return false;
+	CPU_AND(&thread, &thread, &o->allowed);
+	if (CPU_EQUAL(&thread, &o->allowed) ||
+	    !read_due(o, &o->breach_read_ns, now_ns, BREACH_READ_NS, BREACH_SHARE))
+		return false;
+	return update(o);
 }
 
 bool ht_own_cpus_refresh(struct ht_own_cpus *o, uint64_t now_ns)
 {
-	if (!o->on || !read_due(o, now_ns, REFRESH_NS, REFRESH_SHARE))
+	if (!o->on || !read_due(o, &o->refresh_read_ns, now_ns, REFRESH_NS, REFRESH_SHARE))
 		return false;
-	return update(o, now_ns);
+	return update(o);
 }

@@ -22,11 +22,12 @@
 struct ht_own_cpus {
 	int tgid; /* the target */
 	bool on;
-	cpu_set_t allowed;     /* hybtrace's own CPUs at the start: it never takes more */
-	cpu_set_t current;     /* what its threads are kept to now */
-	cpu_set_t target;      /* the CPUs the target's threads may run on, as last read */
-	uint64_t read_ns;      /* when the target's CPUs were read last */
-	uint64_t read_cost_ns; /* how long that took */
+	cpu_set_t allowed; /* hybtrace's own CPUs at the start: it never takes more */
+	cpu_set_t current; /* what its threads are kept to now */
+	cpu_set_t target;  /* the CPUs the target's threads may run on, as last read */
+	/* When a breach, and a refresh, last read the target's CPUs. */
+	uint64_t breach_read_ns, refresh_read_ns;
+	uint64_t read_cost_ns; /* the CPU time the last read took */
 	unsigned int moves;    /* how often its threads were moved */
 };
 
@@ -45,10 +46,12 @@ void ht_own_cpus_choose(const cpu_set_t *allowed, const cpu_set_t *target, cpu_s
 bool ht_own_cpus_init(struct ht_own_cpus *o, int tgid, uint64_t now_ns);
 
 /*
- * A breach on CPU, where hybtrace may run: the target's CPUs may have changed
- * since they were read. Read them again (at most every few milliseconds).
+ * A breach of thread TID on CPU. Where hybtrace may run there and the thread
+ * is kept to some of hybtrace's CPUs, the target's CPUs may have changed
+ * since they were read: read them again (at most every 10 ms). A thread that
+ * may run anywhere costs one system call.
  */
-bool ht_own_cpus_breach(struct ht_own_cpus *o, unsigned int cpu, uint64_t now_ns);
+bool ht_own_cpus_breach(struct ht_own_cpus *o, unsigned int cpu, int tid, uint64_t now_ns);
 
 /* Now and then: the target's threads come and go, and may change their CPUs. */
 bool ht_own_cpus_refresh(struct ht_own_cpus *o, uint64_t now_ns);

@@ -287,7 +287,7 @@ static int on_breach(void *ctx, void *data, size_t size)
 	 * freeze, which takes a while; a no-op once hybtrace keeps off it.
 	 */
 	now_ns = monotonic_ns();
-	say_own_cpus(s, ht_own_cpus_breach(&s->own_cpus, bi.b.cpu, now_ns), now_ns);
+	say_own_cpus(s, ht_own_cpus_breach(&s->own_cpus, bi.b.cpu, (int)bi.b.tid, now_ns), now_ns);
 	/* The dump first: its sources freeze at the window's end, whatever we do here. */
 	offer_breach_dump(s, &bi);
 	note_breach(s, &bi.b);

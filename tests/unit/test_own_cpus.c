@@ -90,12 +90,50 @@ TEST(the_threads_follow_the_targets_cpus)
 	CHECK(!sched_getaffinity(0, sizeof(mine), &mine));
 	CHECK(!CPU_ISSET(0, &mine) && CPU_COUNT(&mine) == CPU_COUNT(&before) - 1);
 	/* A breach on a CPU it already avoids changes nothing. */
-	ht_own_cpus_breach(&o, 0, now_ns() + 20000000);
+	ht_own_cpus_breach(&o, 0, child, now_ns());
 	CHECK(!sched_getaffinity(0, sizeof(mine), &mine) && !CPU_ISSET(0, &mine));
 	CHECK(write(go[1], "x", 1) == 1 && read(ready[0], &byte, 1) == 1);
-	ht_own_cpus_breach(&o, 1, now_ns() + 20000000);
+	ht_own_cpus_breach(&o, 1, child, now_ns());
 	CHECK(!sched_getaffinity(0, sizeof(mine), &mine));
 	CHECK(CPU_ISSET(0, &mine) && !CPU_ISSET(1, &mine));
+	kill(child, SIGKILL);
+	waitpid(child, NULL, 0);
+	sched_setaffinity(0, sizeof(before), &before);
+}
+
+/*
+ * A target that pins itself after the start: its first breach there moves
+ * this process at once, however recent the last read (under emulation a read
+ * takes milliseconds, and waiting for the next left hybtrace on the target's
+ * CPU for hundreds).
+ */
+TEST(the_first_breach_of_a_thread_pinned_later_moves_it)
+{
+	cpu_set_t mine, before, zero = cpus(1, 0);
+	int ready[2], go[2];
+	struct ht_own_cpus o;
+	pid_t child;
+	char byte;
+
+	if (sched_getaffinity(0, sizeof(before), &before) || !CPU_ISSET(0, &before) ||
+	    !CPU_ISSET(1, &before))
+		SKIP_TEST("needs CPUs 0 and 1");
+	CHECK(!pipe(ready) && !pipe(go));
+	child = fork();
+	if (child == 0) {
+		if (read(go[0], &byte, 1) != 1 || sched_setaffinity(0, sizeof(zero), &zero) ||
+		    write(ready[1], "x", 1) != 1)
+			_exit(1);
+		pause();
+		_exit(0);
+	}
+	CHECK(child > 0);
+	/* It may run anywhere: nothing moves, not even at its breach. */
+	CHECK(!ht_own_cpus_init(&o, child, now_ns()));
+	CHECK(!ht_own_cpus_breach(&o, 0, child, now_ns()));
+	CHECK(write(go[1], "x", 1) == 1 && read(ready[0], &byte, 1) == 1);
+	CHECK(ht_own_cpus_breach(&o, 0, child, now_ns()));
+	CHECK(!sched_getaffinity(0, sizeof(mine), &mine) && !CPU_ISSET(0, &mine));
 	kill(child, SIGKILL);
 	waitpid(child, NULL, 0);
 	sched_setaffinity(0, sizeof(before), &before);
