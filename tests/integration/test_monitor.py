@@ -293,9 +293,12 @@ def syscall_waker_outlives_a_preemption_after_the_wakeup():
               "read %.2fms state %s woken by %r, preempted %d times after it: want state S, "
               "woken by the timer" % (b["duration_ns"] / 1e6, b["state"], b["woken_by"],
                                       b["preemptions"]))
-        # The timer's expiry, as the workload set it, is the wakeup's time.
-        check(abs(waker["at_ns"] - start["timer_ns"]) <= 1_000_000,
-              "woken at %d, the timer expired at %d" % (waker["at_ns"], start["timer_ns"]))
+        # The timer's expiry, as the workload set it, is when the wakeup may come first
+        # (the rq clock's estimate is within a millisecond); a loaded machine may deliver
+        # it late, never after the read returned.
+        check(start["timer_ns"] - 1_000_000 <= waker["at_ns"] <= end["ts_ns"],
+              "woken at %d, the timer expired at %d, the read returned at %d"
+              % (waker["at_ns"], start["timer_ns"], end["ts_ns"]))
         # No more preemptions than the kernel counted for the thread during the read.
         check(b["preemptions"] <= end["preempted"],
               "%d preemptions reported, the kernel counted %d involuntary switches"
@@ -313,9 +316,14 @@ def syscall_waker_outlives_a_preemption_after_the_wakeup():
 
 
 def cpus_allowed(pid):
-    """The CPUs each thread of PID may run on, as the kernel says: {tid: "0-1"}."""
+    """The CPUs each thread of PID may run on, as the kernel says: {tid: "0-1"}; {} once
+    it exited."""
     out = {}
-    for tid in os.listdir("/proc/%d/task" % pid):
+    try:
+        tids = os.listdir("/proc/%d/task" % pid)
+    except OSError:
+        return out
+    for tid in tids:
         try:
             with open("/proc/%d/task/%s/status" % (pid, tid)) as f:
                 out[int(tid)] = [l.split()[1] for l in f if l.startswith("Cpus_allowed_list:")][0]
