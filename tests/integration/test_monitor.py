@@ -332,6 +332,15 @@ def cpus_allowed(pid):
     return out
 
 
+def exited(pid):
+    """Whether PID is a zombie, or gone."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rpartition(")")[2].split()[0] == "Z"
+    except OSError:
+        return True
+
+
 def cpu_list(text):
     cpus = set()
     for part in text.split(","):
@@ -357,7 +366,8 @@ def hybtrace_keeps_off_its_targets_cpu():
         try:
             h.wait_attached()
             control.start()
-            wait_for(lambda: h.proc.poll() is not None or all(
+            # Not proc.poll(): reaping it here would leave h.wait() nothing to wait for.
+            wait_for(lambda: exited(h.pid) or all(
                 0 not in cpu_list(c) for c in cpus_allowed(h.pid).values()),
                 10, "hybtrace's threads to keep off CPU 0")
             allowed = cpus_allowed(h.pid)
