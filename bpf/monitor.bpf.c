@@ -53,6 +53,7 @@ __u32 breaches_stopped = 0;
 #define TASK_DEAD    0x80
 #define PF_EXITING   0x00000004
 #define ENOSYS	     38
+#define TASK_ON_RQ_MIGRATING 2 /* task_struct::on_rq */
 /* x86-64 */
 #define NR_IO_URING_ENTER      426
 #define IORING_ENTER_GETEVENTS 1
@@ -80,8 +81,8 @@ struct task_state {
 	__u64 syscall_since_ns;	 /* 0: not in a syscall */
 	__u64 wake_ns;
 	__s32 syscall_nr;
-	__u32 off_cpu_state;
-	__u32 wake_source;
+	__u32 off_cpu_state; /* the state of its last sleep (in this syscall) */
+	__u32 wake_source;   /* the wakeup that ended that sleep, and its waker */
 	__u32 waker_tid;
 	__u32 waker_tgid;
 	__u32 wake_cpu;
@@ -89,6 +90,9 @@ struct task_state {
 	__u32 joined; /* the last wakeup came from its own process's exiting thread */
 	/* syscall_stacks holds the stack seen at a switch-in past the threshold */
 	__s32 syscall_kstack_bytes;
+	/* Its run-queue wait began with a preemption on preempt_cpu, not with that wakeup. */
+	__u32 preempted;
+	__u32 preempt_cpu;
 	char waker_comm[HT_COMM_LEN];
 };
 
@@ -229,8 +233,14 @@ struct {
  * stale rq->clock that sched_info.last_queued got then, and the true time.
  * When the thread runs again and last_queued still holds that clock, its
  * run-queue wait started at the true time.
+ *
+ * Or (clock NOTE_MIGRATED) its move, while queued, to another CPU's run
+ * queue: the kernel dequeues it there and enqueues it here, and
+ * last_queued restarts at that enqueue; the wait began at the true time,
+ * on the first CPU. Such a note is for the next switch-in only.
  */
 #define PREEMPT_NOTES 4096 /* a power of two */
+#define NOTE_MIGRATED ((__u64)-1)
 
 struct preempt_note {
 	__u32 tid;
@@ -612,11 +622,17 @@ static __always_inline __u32 waker_flags(const struct task_state *st)
 	return st->joined ? HT_BRF_JOINED : 0;
 }
 
-/* SLEEP: an off-CPU breach's syscall; NULL: the syscall it is in, as sys_enter saw it. */
+/*
+ * A run-queue breach that began with a preemption says so; otherwise a breach
+ * names the wakeup that ended the thread's last sleep, whatever preemptions
+ * came after it (a syscall's breach, user space adds those). SLEEP: an
+ * off-CPU breach's syscall; NULL: the syscall it is in, as sys_enter saw it.
+ */
 static __always_inline void emit_breach(__u32 kind, struct task_struct *p, struct task_state *st,
-					__u64 start_ns, __u64 end_ns, __u32 state,
-					bool want_stack, const struct sleep_syscall *sleep)
+					__u64 start_ns, __u64 end_ns, bool want_stack,
+					const struct sleep_syscall *sleep)
 {
+	bool preempted = kind == HT_BREACH_RQ_DELAY && st->preempted;
 	struct ht_breach *b;
 
 	if (breaches_stopped)
@@ -635,18 +651,29 @@ static __always_inline void emit_breach(__u32 kind, struct task_struct *p, struc
 	b->tid = p->pid;
 	b->tgid = p->tgid;
 	b->cpu = bpf_get_smp_processor_id();
-	b->state = state;
 	b->syscall_nr = sleep ? sleep->nr : st->syscall_since_ns ? st->syscall_nr : -1;
 	b->syscall_ret = 0;
-	/* The wakeup's time is estimated from its rq's clock (see clock_sync): never after the end. */
-	b->wake_ns = st->wake_ns < end_ns ? st->wake_ns : end_ns;
-	b->wake_source = st->wake_source;
-	b->waker_tid = st->waker_tid;
-	b->waker_tgid = st->waker_tgid;
-	b->wake_cpu = st->wake_cpu;
-	b->flags = (sleep ? sleep->flags : 0) | waker_flags(st);
+	b->flags = sleep ? sleep->flags : 0;
 	bpf_probe_read_kernel_str(b->comm, sizeof(b->comm), p->comm);
-	__builtin_memcpy(b->waker_comm, st->waker_comm, sizeof(b->waker_comm));
+	if (preempted) {
+		b->state = TASK_RUNNING;
+		b->wake_ns = 0;
+		b->wake_source = HT_WAKE_NONE;
+		b->waker_tid = 0;
+		b->waker_tgid = 0;
+		b->wake_cpu = st->preempt_cpu;
+		__builtin_memset(b->waker_comm, 0, sizeof(b->waker_comm));
+	} else {
+		b->state = st->off_cpu_state;
+		/* Its time comes from its rq's clock (see clock_sync): never after the end. */
+		b->wake_ns = st->wake_ns < end_ns ? st->wake_ns : end_ns;
+		b->wake_source = st->wake_source;
+		b->waker_tid = st->waker_tid;
+		b->waker_tgid = st->waker_tgid;
+		b->wake_cpu = st->wake_cpu;
+		__builtin_memcpy(b->waker_comm, st->waker_comm, sizeof(b->waker_comm));
+		b->flags |= waker_flags(st);
+	}
 	if (want_stack)
 		b->kstack_bytes = bpf_get_task_stack(p, b->kstack, sizeof(b->kstack), 0);
 	else
@@ -688,18 +715,20 @@ static __always_inline void target_switch_out(struct task_struct *prev, __u32 st
 		return;
 	check_switch_in_seen(st);
 	if (preempt || state == TASK_RUNNING) {
+		/*
+		 * The wakeup that ended its last sleep stays: a preemption right
+		 * after it (on PREEMPT_RT, the irq_work thread that wakes
+		 * hybtrace) must not take its place in the syscall's breach.
+		 */
 		st->runnable_since_ns = now;
 		st->off_cpu_since_ns = 0;
-		st->wake_source = HT_WAKE_NONE;
-		st->waker_tid = 0;
-		st->waker_tgid = 0;
-		st->wake_ns = 0;
-		st->wake_cpu = bpf_get_smp_processor_id();
-		st->off_cpu_state = TASK_RUNNING;
+		st->preempted = 1;
+		st->preempt_cpu = bpf_get_smp_processor_id();
 	} else {
 		st->runnable_since_ns = 0;
 		st->off_cpu_since_ns = now;
 		st->off_cpu_state = state;
+		st->preempted = 0;
 	}
 }
 
@@ -714,8 +743,7 @@ static __always_inline void judge_rq_delay(struct task_struct *next, struct task
 	if (!st)
 		st = state_of(next);
 	if (st)
-		emit_breach(HT_BREACH_RQ_DELAY, next, st, since, now, st->off_cpu_state, true,
-			    NULL);
+		emit_breach(HT_BREACH_RQ_DELAY, next, st, since, now, true, NULL);
 }
 
 /*
@@ -739,8 +767,12 @@ static __always_inline bool rq_delay_from_sched_info(struct task_struct *next,
 		__u64 since = queued + t->offset;
 
 		/* Queued by its preemption, at a clock that may have been stale. */
-		if (note && note->tid == next->pid && note->clock == queued)
+		if (note && note->tid == next->pid && note->clock == queued) {
 			since = note->now;
+		} else if (note && note->tid == next->pid && note->clock == NOTE_MIGRATED) {
+			since = note->now;
+			note->tid = 0;
+		}
 		if (since > t->now)
 			since = t->now;
 		count(HT_CNT_RQ_SCHED_INFO);
@@ -836,8 +868,7 @@ static __always_inline void off_cpu_breach(struct task_struct *next, struct task
 		count_filtered();
 		return;
 	}
-	emit_breach(HT_BREACH_OFF_CPU, next, st, st->off_cpu_since_ns, now, st->off_cpu_state, true,
-		    &sc);
+	emit_breach(HT_BREACH_OFF_CPU, next, st, st->off_cpu_since_ns, now, true, &sc);
 }
 
 /* A target thread gets the CPU: the intervals that end here are judged. */
@@ -1008,6 +1039,24 @@ int BPF_PROG(handle_sched_wakeup_new, struct task_struct *p)
 	return 0;
 }
 
+/* P moves while queued (see preempt_note): its wait began when its state says. */
+static __always_inline void note_migration(struct task_struct *p)
+{
+	__u32 slot = (__u32)p->pid & (PREEMPT_NOTES - 1);
+	struct preempt_note *note;
+	struct task_state *st;
+
+	st = state_get(p, false);
+	if (!st || !st->runnable_since_ns)
+		return;
+	note = bpf_map_lookup_elem(&preempt_notes, &slot);
+	if (!note)
+		return;
+	note->tid = p->pid;
+	note->clock = NOTE_MIGRATED;
+	note->now = st->runnable_since_ns;
+}
+
 SEC("tp_btf/sched_migrate_task")
 int BPF_PROG(handle_sched_migrate_task, struct task_struct *p, int dest_cpu)
 {
@@ -1015,6 +1064,9 @@ int BPF_PROG(handle_sched_migrate_task, struct task_struct *p, int dest_cpu)
 		return 0;
 	fr_write(bpf_ktime_get_ns(), HT_FR_MIGRATE, HT_FRF_TARGET, dest_cpu, p->pid, 0,
 		 task_cpu(p));
+	/* A sleeping task moves as it is woken: its wait begins after. */
+	if (p->on_rq == TASK_ON_RQ_MIGRATING)
+		note_migration(p);
 	return 0;
 }
 
@@ -1154,7 +1206,8 @@ int BPF_PROG(handle_sys_enter, struct pt_regs *regs, long nr)
 	st->syscall_since_ns = now;
 	st->syscall_nr = nr;
 	st->syscall_kstack_bytes = 0;
-	/* What wakes it from here on is what ends this syscall's waits. */
+	/* What wakes it from here on is what ends this syscall's waits; it has not slept yet. */
+	st->off_cpu_state = TASK_RUNNING;
 	st->wake_source = HT_WAKE_NONE;
 	st->waker_tid = 0;
 	st->waker_tgid = 0;

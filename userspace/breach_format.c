@@ -45,6 +45,28 @@ static void print_culprits_text(FILE *f, const struct ht_breach_info *bi)
 		fprintf(f, ", others %s", ht_format_duration(bi->culprits.other_ns, dur, sizeof(dur)));
 }
 
+/*
+ * An off-CPU or syscall breach: its time in run queues after the wakeup that
+ * ended its sleep (a syscall's whole time, if it never slept), said when it
+ * was preempted then or when that time is a share of the breach worth naming.
+ */
+static void print_runnable_text(FILE *f, const struct ht_breach_info *bi)
+{
+	const struct ht_culprits *c = &bi->culprits;
+	uint64_t dur_ns = bi->b.end_ns - bi->b.start_ns;
+	char dur[32];
+
+	if (!bi->have_culprits || (!c->preemptions && c->runnable_ns * 100 < dur_ns))
+		return;
+	fprintf(f, "; %s%s", bi->b.wake_source != HT_WAKE_NONE ? "then runnable " : "runnable ",
+		ht_format_duration(c->runnable_ns, dur, sizeof(dur)));
+	if (c->preemptions == 1)
+		fputs(", preempted once", f);
+	else if (c->preemptions)
+		fprintf(f, ", preempted %u times", c->preemptions);
+	print_culprits_text(f, bi);
+}
+
 static void print_waker_text(FILE *f, const struct ht_breach *b, bool first)
 {
 	const char *sep = first ? ":" : ";";
@@ -87,6 +109,7 @@ void ht_breach_print_text(FILE *f, const struct ht_breach_info *bi)
 		if (b->syscall_nr >= 0)
 			fprintf(f, " in %s%s", sc ? sc : "syscall", idle);
 		print_waker_text(f, b, true);
+		print_runnable_text(f, bi);
 		break;
 	case HT_BREACH_SYSCALL:
 		ht_syscall_ret_format((int64_t)b->syscall_ret, ret, sizeof(ret));
@@ -95,6 +118,7 @@ void ht_breach_print_text(FILE *f, const struct ht_breach_info *bi)
 		else
 			fprintf(f, ": syscall %d = %s", b->syscall_nr, ret);
 		print_waker_text(f, b, false);
+		print_runnable_text(f, bi);
 		break;
 	}
 	if (bi->block_stack)
@@ -151,9 +175,12 @@ static void print_culprits_json(FILE *f, const struct ht_breach_info *bi)
 		ht_json_string(f, bi->culprit_comm[i]);
 		fprintf(f, ",\"cpu\":%u,\"ns\":%llu}", c->cpu, (unsigned long long)c->ns);
 	}
-	fprintf(f, "],\"ran_instead_other_ns\":%llu,\"ran_instead_unknown_ns\":%llu",
+	fprintf(f,
+		"],\"ran_instead_other_ns\":%llu,\"ran_instead_unknown_ns\":%llu,"
+		"\"runnable_ns\":%llu,\"preemptions\":%u",
 		(unsigned long long)bi->culprits.other_ns,
-		(unsigned long long)bi->culprits.unknown_ns);
+		(unsigned long long)bi->culprits.unknown_ns,
+		(unsigned long long)bi->culprits.runnable_ns, bi->culprits.preemptions);
 }
 
 void ht_breach_print_json(FILE *f, const struct ht_breach_info *bi, const struct ht_ksyms *ksyms)

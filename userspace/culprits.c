@@ -4,6 +4,12 @@
 #include <string.h>
 #include "culprits.h"
 
+/* Part of a wait spent queued on one CPU. */
+struct ht_queue_segment {
+	unsigned int cpu;
+	uint64_t start_ns, end_ns;
+};
+
 /* Running totals per (task, CPU), before the top ones are picked. */
 struct tally {
 	struct ht_culprit *v;
@@ -102,47 +108,137 @@ static void merge_by_pid(struct tally *t)
 	qsort(t->v, t->count, sizeof(*t->v), culprit_cmp);
 }
 
-void ht_culprits_for_segments(const struct ht_sched_index *idx, uint32_t tid,
-			      const struct ht_queue_segment *segs, size_t nsegs,
-			      struct ht_culprits *out)
-{
-	struct tally t = { 0 };
+/* What the walk knows of the thread at the record it reached. */
+enum wait_state { WS_UNKNOWN, WS_RUNNING, WS_QUEUED, WS_SLEEPING };
 
-	memset(out, 0, sizeof(*out));
-	for (size_t i = 0; i < nsegs; i++)
-		charge_segment(idx, tid, &segs[i], &t, &out->unknown_ns);
-	merge_by_pid(&t);
-	for (size_t i = 0; i < t.count; i++) {
-		if (out->count < HT_MAX_CULPRITS)
-			out->top[out->count++] = t.v[i];
-		else
-			out->other_ns += t.v[i].ns;
+struct walk {
+	uint32_t tid;
+	enum wait_state state;
+	unsigned int cpu; /* where it runs, or is queued */
+	uint64_t ts;	  /* the time of the last record of it */
+};
+
+/*
+ * Apply record E to the walk when it concerns the thread: a switch-in runs
+ * it, a switch-out queues it again (*PREEMPTED) or puts it to sleep, a
+ * wakeup queues it (nothing, for a thread that runs: that wakeup sorted
+ * after the switch-in it allowed), a migration moves it.
+ */
+static bool walk_record(struct walk *k, const struct ht_fr_event *e, bool *preempted)
+{
+	const struct ht_flight_record *r = &e->rec;
+
+	*preempted = false;
+	switch (r->kind) {
+	case HT_FR_SWITCH:
+		if (r->tid_b == k->tid) {
+			k->state = WS_RUNNING;
+		} else if (r->tid_a == k->tid) {
+			*preempted = ht_fr_switch_left_runnable(r);
+			k->state = *preempted ? WS_QUEUED : WS_SLEEPING;
+		} else {
+			return false;
+		}
+		k->cpu = e->cpu;
+		break;
+	case HT_FR_WAKEUP:
+	case HT_FR_WAKEUP_NEW:
+		if (r->tid_a != k->tid || k->state == WS_RUNNING)
+			return false;
+		k->state = WS_QUEUED;
+		k->cpu = r->aux;
+		break;
+	case HT_FR_MIGRATE:
+		if (r->tid_a != k->tid)
+			return false;
+		k->cpu = r->aux;
+		break;
+	case HT_FR_EXIT:
+		if (r->tid_a != k->tid)
+			return false;
+		k->state = WS_SLEEPING;
+		break;
+	default:
+		return false;
 	}
-	free(t.v);
+	k->ts = r->ts_ns;
+	return true;
 }
 
-#define MAX_SEGMENTS 64
+/* Index of the first event of W at or after T. */
+static size_t first_at(const struct ht_fr_window *w, uint64_t t)
+{
+	size_t lo = 0, hi = w->count;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (w->events[mid].rec.ts_ns < t)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+/* The part of a wait from SINCE to T, queued on the walk's CPU. */
+static void charge_queued(const struct ht_sched_index *idx, const struct walk *k, uint64_t since,
+			  uint64_t t, struct tally *tally, struct ht_culprits *out)
+{
+	struct ht_queue_segment seg = { k->cpu, since, t };
+
+	if (t <= since)
+		return;
+	out->runnable_ns += t - since;
+	out->last_cpu = k->cpu;
+	charge_segment(idx, k->tid, &seg, tally, &out->unknown_ns);
+}
 
 void ht_culprits_compute(const struct ht_fr_window *w, const struct ht_sched_index *idx,
-			 uint32_t tid, uint64_t start, uint64_t end, unsigned int start_cpu,
+			 uint32_t tid, uint64_t start, uint64_t end, bool queued, unsigned int cpu,
 			 struct ht_culprits *out)
 {
-	struct ht_queue_segment segs[MAX_SEGMENTS];
-	size_t n = 0;
+	struct walk k = { .tid = tid, .state = WS_UNKNOWN };
+	uint64_t from = start > HT_CULPRITS_LOOKBACK_NS ? start - HT_CULPRITS_LOOKBACK_NS : 0;
+	struct tally tally = { 0 };
+	uint64_t since = start;
+	bool preempted;
+	size_t i;
 
-	segs[0] = (struct ht_queue_segment){ start_cpu, start, end };
-	for (size_t i = 0; i < w->count; i++) {
-		const struct ht_fr_event *e = &w->events[i];
-
-		if (e->rec.ts_ns <= start)
-			continue;
-		if (e->rec.ts_ns >= end)
-			break;
-		if (e->rec.kind != HT_FR_MIGRATE || e->rec.tid_a != tid || n + 1 >= MAX_SEGMENTS)
-			continue;
-		segs[n].end_ns = e->rec.ts_ns;
-		n++;
-		segs[n] = (struct ht_queue_segment){ e->rec.aux, e->rec.ts_ns, end };
+	memset(out, 0, sizeof(*out));
+	out->last_cpu = cpu;
+	/* Where it was at START, as its records before then say. */
+	for (i = first_at(w, from); i < w->count && w->events[i].rec.ts_ns <= start; i++)
+		walk_record(&k, &w->events[i], &preempted);
+	if (!queued) {
+		k.state = WS_RUNNING;
+	} else if (k.state == WS_RUNNING && start - k.ts <= HT_FR_WAKEUP_SKEW_NS) {
+		/* The wakeup that START is the time of sorted after the switch-in it allowed. */
+	} else {
+		/* Queued: where its last preemption, wakeup or migration put it, else on CPU. */
+		if (k.state != WS_QUEUED)
+			k.cpu = cpu;
+		k.state = WS_QUEUED;
 	}
-	ht_culprits_for_segments(idx, tid, segs, n + 1, out);
+	for (; i < w->count && w->events[i].rec.ts_ns < end; i++) {
+		const struct ht_fr_event *e = &w->events[i];
+		struct walk before = k;
+
+		if (!walk_record(&k, e, &preempted))
+			continue;
+		if (before.state == WS_QUEUED)
+			charge_queued(idx, &before, since, e->rec.ts_ns, &tally, out);
+		since = e->rec.ts_ns;
+		out->preemptions += preempted;
+	}
+	if (k.state == WS_QUEUED)
+		charge_queued(idx, &k, since, end, &tally, out);
+	merge_by_pid(&tally);
+	for (i = 0; i < tally.count; i++) {
+		if (out->count < HT_MAX_CULPRITS)
+			out->top[out->count++] = tally.v[i];
+		else
+			out->other_ns += tally.v[i].ns;
+	}
+	free(tally.v);
 }

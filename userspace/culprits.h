@@ -7,11 +7,20 @@
 #ifndef HT_CULPRITS_H
 #define HT_CULPRITS_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include "recorder.h"
 #include "sched_index.h"
 
 #define HT_MAX_CULPRITS 8
+
+/*
+ * How far before an interval its thread's records are read: where it was
+ * queued at the interval's start may come from a record a little before it
+ * (the kernel times a wait from its enqueue on the CPU it migrated to, after
+ * the migration's record).
+ */
+#define HT_CULPRITS_LOOKBACK_NS 1000000ULL
 
 struct ht_culprit {
 	uint32_t pid;
@@ -22,27 +31,25 @@ struct ht_culprit {
 struct ht_culprits {
 	struct ht_culprit top[HT_MAX_CULPRITS]; /* longest first */
 	unsigned int count;
-	uint64_t other_ns;   /* tasks beyond the top ones */
-	uint64_t unknown_ns; /* time the recorder cannot account for */
+	uint64_t other_ns;	  /* tasks beyond the top ones */
+	uint64_t unknown_ns;	  /* time the recorder cannot account for */
+	uint64_t runnable_ns;	  /* the thread's time in run queues: all of the above */
+	unsigned int preemptions; /* times it was preempted (or yielded) within the interval */
+	unsigned int last_cpu;	  /* the CPU it was queued on last */
 };
-
-/* Part of a wait spent queued on one CPU. */
-struct ht_queue_segment {
-	unsigned int cpu;
-	uint64_t start_ns, end_ns;
-};
-
-/* Charge the wait of TID, queued on SEGS in turn, to whoever held those CPUs. */
-void ht_culprits_for_segments(const struct ht_sched_index *idx, uint32_t tid,
-			      const struct ht_queue_segment *segs, size_t nsegs,
-			      struct ht_culprits *out);
 
 /*
- * TID waited from START to END, queued first on START_CPU; its migrations
- * come from W, which must cover [start, end].
+ * What ran instead of TID while it waited in a run queue within [START, END]:
+ * whoever held the CPUs it was queued on, following its migrations. Its waits
+ * come from W's records of it (a preemption or a wakeup queues it, a
+ * migration moves it, its switch-in ends the wait); QUEUED and CPU say where
+ * the caller knows it was at START (queued on CPU, or running), a record of
+ * W at most HT_CULPRITS_LOOKBACK_NS before START where it was queued then.
+ * One computation for the live line and the dump: both give the same
+ * interval the same answer.
  */
 void ht_culprits_compute(const struct ht_fr_window *w, const struct ht_sched_index *idx,
-			 uint32_t tid, uint64_t start, uint64_t end, unsigned int start_cpu,
+			 uint32_t tid, uint64_t start, uint64_t end, bool queued, unsigned int cpu,
 			 struct ht_culprits *out);
 
 #endif /* HT_CULPRITS_H */

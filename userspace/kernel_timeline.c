@@ -20,16 +20,6 @@
 #include "units.h"
 #include "wait_for_work.h"
 
-#define MAX_QUEUE_SEGMENTS 16
-
-/*
- * A wakeup's time comes from its run queue's clock plus an estimated offset
- * to CLOCK_MONOTONIC, and a switch-in on another CPU may read the clock
- * itself: a few nanoseconds to microseconds apart, the switch-in that a
- * wakeup allowed can sort before it. A wakeup this close after the
- * switch-in of a sleeping thread is taken as the one that woke it.
- */
-#define WAKEUP_SKEW_NS 20000ULL
 #define NO_EVENT ((size_t)-1)
 
 enum thread_state { TS_UNKNOWN, TS_RUNNING, TS_SLEEPING, TS_RUNNABLE, TS_EXITED };
@@ -44,15 +34,14 @@ struct thread_build {
 	bool sleep_state_known;
 	/* The wait in a run queue: why it began, where it queued, who woke it. */
 	const char *cause;
-	struct ht_queue_segment segs[MAX_QUEUE_SEGMENTS];
-	unsigned int nsegs;
+	unsigned int queue_cpu;
 	uint64_t flow_in;
 	uint32_t wake_source, waker_tid;
 	/* The syscall it is in. */
 	bool in_syscall, syscall_before_window;
 	uint64_t syscall_since_ns, syscall_arg0;
 	int syscall_nr;
-	/* A wakeup record already applied before its switch-in (see WAKEUP_SKEW_NS). */
+	/* A wakeup record already applied before its switch-in (see HT_FR_WAKEUP_SKEW_NS). */
 	size_t early_wakeup;
 };
 
@@ -301,13 +290,12 @@ static void close_runnable(struct builder *b, struct thread_build *t, uint64_t e
 	char comm[HT_COMM_LEN + 8];
 	long ev;
 
-	if (t->nsegs)
-		t->segs[t->nsegs - 1].end_ns = end;
-	ht_culprits_for_segments(b->kw->idx, t->tid, t->segs, t->nsegs, &culprits);
+	/* As the live line computes it: one breach, the same culprits. */
+	ht_culprits_compute(b->kw->w, b->kw->idx, t->tid, t->since_ns, end, true, t->queue_cpu,
+			    &culprits);
 	ev = add_slice(b, t->kernel_track, t->since_ns, end, HT_EV_RUNQUEUE, HT_CAT_SCHED);
 	tl_event_arg_str(b->tl, ev, HT_ARG_CAUSE, t->cause ? t->cause : "unknown");
-	if (t->nsegs)
-		tl_event_arg_uint(b->tl, ev, HT_ARG_CPU, t->segs[t->nsegs - 1].cpu);
+	tl_event_arg_uint(b->tl, ev, HT_ARG_CPU, culprits.last_cpu);
 	if (t->wake_source != HT_WAKE_NONE)
 		tl_event_arg_str(b->tl, ev, HT_ARG_WAKE_SOURCE, wake_source_name(t->wake_source));
 	if (t->wake_source == HT_WAKE_TASK) {
@@ -331,13 +319,12 @@ static void become_runnable(struct thread_build *t, uint64_t ts, unsigned int cp
 	t->since_ns = ts;
 	t->since_before_window = false;
 	t->cause = cause;
-	t->segs[0] = (struct ht_queue_segment){ cpu, ts, ts };
-	t->nsegs = 1;
+	t->queue_cpu = cpu;
 }
 
 static void on_switch_out(struct builder *b, struct thread_build *t, const struct ht_fr_event *e)
 {
-	bool preempted = (e->rec.flags & HT_FRF_PREEMPT) || e->rec.arg == 0;
+	bool preempted = ht_fr_switch_left_runnable(&e->rec);
 
 	use_cpu(b, e->cpu);
 	if (preempted) {
@@ -357,7 +344,7 @@ static void on_enqueue(struct builder *b, struct thread_build *t, const struct h
 
 /*
  * The wakeup of sleeping T that sorted just after its switch-in S, if any:
- * the first one within WAKEUP_SKEW_NS, before any other switch of T.
+ * the first one within HT_FR_WAKEUP_SKEW_NS, before any other switch of T.
  */
 static size_t wakeup_sorted_after(const struct builder *b, const struct thread_build *t,
 				  const struct ht_fr_event *s)
@@ -367,7 +354,7 @@ static size_t wakeup_sorted_after(const struct builder *b, const struct thread_b
 	for (size_t i = b->cursor + 1; i < w->count; i++) {
 		const struct ht_fr_event *e = &w->events[i];
 
-		if (e->rec.ts_ns > s->rec.ts_ns + WAKEUP_SKEW_NS)
+		if (e->rec.ts_ns > s->rec.ts_ns + HT_FR_WAKEUP_SKEW_NS)
 			break;
 		if (e->rec.kind == HT_FR_SWITCH &&
 		    (((e->rec.flags & HT_FRF_PREV_TARGET) && e->rec.tid_a == t->tid) ||
@@ -448,14 +435,6 @@ static void on_enqueue(struct builder *b, struct thread_build *t, const struct h
 		become_runnable(t, ts, e->rec.aux, "woken");
 	}
 	add_waker_instant(b, t, e);
-}
-
-static void on_migrate(struct thread_build *t, const struct ht_fr_event *e)
-{
-	if (t->state != TS_RUNNABLE || t->nsegs >= MAX_QUEUE_SEGMENTS)
-		return;
-	t->segs[t->nsegs - 1].end_ns = e->rec.ts_ns;
-	t->segs[t->nsegs++] = (struct ht_queue_segment){ e->rec.aux, e->rec.ts_ns, e->rec.ts_ns };
 }
 
 static void close_syscall(struct builder *b, struct thread_build *t, uint64_t end, bool exited,
@@ -560,7 +539,8 @@ static int walk_event(struct builder *b, const struct ht_fr_event *e)
 			on_enqueue(b, t, e);
 		break;
 	case HT_FR_MIGRATE:
-		on_migrate(t, e);
+		/* Where a wait moves is the culprits' to follow (close_runnable). */
+		use_cpu(b, e->rec.aux);
 		break;
 	case HT_FR_SYS_ENTER:
 		on_sys_enter(b, t, e);

@@ -45,6 +45,21 @@ struct ht_fr_window {
 /* Records written on each CPU may be out of order by at most this much. */
 #define HT_FR_REORDER_SLACK_NS 100000ULL
 
+/*
+ * A wakeup's time comes from its run queue's clock plus an estimated offset
+ * to CLOCK_MONOTONIC, and a switch-in on another CPU may read the clock
+ * itself: a few nanoseconds to microseconds apart, the switch-in that a
+ * wakeup allowed can sort before it. A wakeup this close after the
+ * switch-in of a sleeping thread is taken as the one that woke it.
+ */
+#define HT_FR_WAKEUP_SKEW_NS 20000ULL
+
+/* A context switch left its previous task runnable: preempted, or yielding. */
+static inline bool ht_fr_switch_left_runnable(const struct ht_flight_record *r)
+{
+	return (r->flags & HT_FRF_PREEMPT) || r->arg == 0;
+}
+
 /* Read [t0, t1] into *w (initialised here). Returns 0, or -1 with ht_last_error(). */
 int ht_recorder_read(const struct ht_recorder *r, uint64_t t0, uint64_t t1,
 		     struct ht_fr_window *w);

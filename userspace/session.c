@@ -28,6 +28,7 @@
 #include "monitor.h"
 #include "out_stream.h"
 #include "output.h"
+#include "own_cpus.h"
 #include "privileges.h"
 #include "proc.h"
 #include "sampler.h"
@@ -120,6 +121,7 @@ struct session {
 	/* What perf events need on this kernel (check_perf_events()). */
 	enum ht_perf_access perf_access;
 	int perf_paranoid;
+	struct ht_own_cpus own_cpus;
 };
 
 static uint64_t monotonic_ns(void)
@@ -151,19 +153,58 @@ static void clear_status_line(struct session *s)
 	}
 }
 
+/*
+ * hybtrace's threads moved off its target's CPUs (own_cpus.h): said the first
+ * time, where to and from when (since attach); later moves follow the
+ * target's CPUs as that line says, without a line each.
+ */
+static void say_own_cpus(struct session *s, bool moved, uint64_t now_ns)
+{
+	char where[600];
+
+	if (!moved || s->own_cpus.moves != 1)
+		return;
+	ht_own_cpus_describe(&s->own_cpus, where, sizeof(where));
+	clear_status_line(s);
+	fprintf(stderr,
+		"hybtrace: %s, from %.6f s on; they follow the CPUs the target may run on, so "
+		"as not to run instead of it\n",
+		where, (double)(int64_t)(now_ns - s->start_ns) / 1e9);
+}
+
+/*
+ * What ran instead while the breached thread waited in a run queue: over a
+ * run-queue breach, its wait; over an off-CPU or syscall breach, from the
+ * wakeup that ended its sleep (or the syscall's start, if it never slept)
+ * to the end, where it was queued again only when preempted.
+ */
 static void fill_culprits(struct session *s, struct ht_breach_info *bi)
 {
 	const struct ht_breach *b = &bi->b;
+	bool woken = b->wake_source != HT_WAKE_NONE && b->wake_ns;
+	uint64_t from = b->start_ns;
+	bool queued = true;
 	struct ht_sched_index idx;
 	struct ht_fr_window w;
 
-	if (ht_recorder_read(&s->monitor.recorder, b->start_ns, b->end_ns, &w))
+	if (b->kind != HT_BREACH_RQ_DELAY) {
+		if (woken)
+			from = b->wake_ns;
+		else if (b->kind == HT_BREACH_SYSCALL)
+			queued = false;
+		else
+			return;
+	}
+	/* Where it was queued at FROM may come from a record a little before. */
+	if (ht_recorder_read(&s->monitor.recorder,
+			     from > HT_CULPRITS_LOOKBACK_NS ? from - HT_CULPRITS_LOOKBACK_NS : 0,
+			     b->end_ns, &w))
 		return;
 	if (ht_sched_index_build(&w, &idx)) {
 		ht_fr_window_free(&w);
 		return;
 	}
-	ht_culprits_compute(&w, &idx, b->tid, b->start_ns, b->end_ns, b->wake_cpu, &bi->culprits);
+	ht_culprits_compute(&w, &idx, b->tid, from, b->end_ns, queued, b->wake_cpu, &bi->culprits);
 	ht_sched_index_free(&idx);
 	for (unsigned int i = 0; i < bi->culprits.count; i++)
 		ht_comm_lookup(s->comms, bi->culprits.top[i].pid, bi->culprits.top[i].cpu,
@@ -281,6 +322,7 @@ static int on_breach(void *ctx, void *data, size_t size)
 {
 	struct session *s = ctx;
 	struct ht_breach_info bi = { 0 };
+	uint64_t now_ns;
 
 	if (size < sizeof(bi.b))
 		return 0;
@@ -290,6 +332,12 @@ static int on_breach(void *ctx, void *data, size_t size)
 	bi.threshold_ns = threshold_of(s->opt, bi.b.kind);
 	bi.since_start_s = (double)(int64_t)(bi.b.end_ns - s->start_ns) / 1e9;
 	bi.block_stack = block_stack_of(s, &bi.b);
+	/*
+	 * Woken on the breach's CPU, maybe: the target's. Off it before the
+	 * freeze, which takes a while; a no-op once hybtrace keeps off it.
+	 */
+	now_ns = monotonic_ns();
+	say_own_cpus(s, ht_own_cpus_breach(&s->own_cpus, bi.b.cpu, (int)bi.b.tid, now_ns), now_ns);
 	/* The dump first: its sources freeze at the window's end, whatever we do here. */
 	offer_breach_dump(s, &bi);
 	note_breach(s, &bi.b);
@@ -297,8 +345,7 @@ static int on_breach(void *ctx, void *data, size_t size)
 		s->unwritten++;
 		return 0;
 	}
-	if (bi.b.kind == HT_BREACH_RQ_DELAY)
-		fill_culprits(s, &bi);
+	fill_culprits(s, &bi);
 	clear_status_line(s);
 	/* One line whole: the dump builder writes its lines to the same stream. */
 	flockfile(s->out.f);
@@ -905,6 +952,7 @@ static void housekeeping(struct session *s)
 			forget_before = oldest;
 	}
 	ht_monitor_forget_exited(&s->monitor, forget_before);
+	say_own_cpus(s, ht_own_cpus_refresh(&s->own_cpus, now), now);
 	report_new_losses(s);
 	check_recorder_reach(s, now);
 	/* The dump builder writes to the stream too: its failures are seen here. */
@@ -1284,6 +1332,8 @@ static int start_session(struct session *s, const struct ht_options *o, int tgid
 		return HT_EXIT_FAILURE;
 	if (o->rt_priority && set_realtime(o->rt_priority))
 		return HT_EXIT_FAILURE;
+	/* The dump builder runs by now: both threads keep off the target's CPUs. */
+	say_own_cpus(s, ht_own_cpus_init(&s->own_cpus, tgid, monotonic_ns()), monotonic_ns());
 	return open_loop_fds(s) ? HT_EXIT_FAILURE : 0;
 }
 

@@ -11,7 +11,7 @@ import sys
 import tempfile
 import time
 
-from harness import (HYBTRACE, ROOT, Attached, Failure, check, hybtrace, need_root,
+from harness import (HYBTRACE, ROOT, Attached, Failure, Skip, check, hybtrace, need_root,
                      report_json, test, trace_processor, wait_for, workload)
 from perfetto_checks import check_dump, check_sample_depths
 
@@ -560,6 +560,58 @@ def report_json_ran_instead_is_the_live_breachs():
               "hog %d\n%s" % (compared, named, hog, run.describe()))
         # The dump line's time is the builder's, not the breach's: it says so.
         check("events, built and written in " in run.stderr, run.stderr[-2000:])
+
+
+@test
+def a_wait_moved_while_queued_names_the_same_culprits_live_and_dumped():
+    """Issue 14 defect 3: the migrator, preempted on CPU 1 by cpu1_hog, is moved while it
+    waits to CPU 0's queue (sched_setaffinity by another process), where cpu0_hog spins. Its
+    wait began at the preemption, on CPU 1 (Debian's 6.1 restarts sched_info's clock at the
+    enqueue on CPU 0, after the move), and was spent behind both hogs, each on its CPU; the
+    live line and the dump name them alike."""
+    need_root()
+    if os.cpu_count() < 2:
+        raise Skip("needs two CPUs")
+    with tempfile.TemporaryDirectory() as out:
+        run = hybtrace(["run", "--json", "--rq-delay", "10ms", "--output", out,
+                        "--min-interval", "0ms", "--max-dumps", "8", "--",
+                        workload("migrate_wait"), "80", "queued"])
+        check(run.rc == 0, run.describe())
+        hogs, moved = run.events("hogs"), run.events("moved")
+        check(hogs and moved, "workload log incomplete\n" + run.describe())
+        hogs = hogs[0]
+        start_ns, move_ns = hogs["start_ns"], moved[0]["ts_ns"]
+        waits = [b for b in run.breaches("rq-delay") if b["tid"] == hogs["tid"]
+                 and b["start_ns"] < move_ns < b["end_ns"]]
+        check(len(waits) == 1, "want one wait across the move at %d, got %r\n%s"
+              % (move_ns, waits, run.describe()))
+        b = waits[0]
+        check(b["start_ns"] <= start_ns + 2_000_000 and b["wake_cpu"] == 1 and b["cpu"] == 0,
+              "the wait from CPU %d to CPU %d began %.2f ms after the hogs started, the move "
+              "%.2f ms after: want it to begin with the preemption on CPU 1"
+              % (b["wake_cpu"], b["cpu"], (b["start_ns"] - start_ns) / 1e6,
+                 (move_ns - start_ns) / 1e6))
+        by_name = {c["comm"]: c for c in b["ran_instead"]}
+        cpu0, cpu1 = by_name.get("cpu0_hog"), by_name.get("cpu1_hog")
+        check(cpu0 and cpu1 and b["ran_instead"][0] is cpu0 and cpu0["cpu"] == 0
+              and cpu1["cpu"] == 1 and cpu1["ns"] >= (move_ns - start_ns) // 2,
+              "live, the %.2f ms wait moved at +%.2f ms: ran instead %r" % (
+                  b["duration_ns"] / 1e6, (move_ns - b["start_ns"]) / 1e6, b["ran_instead"]))
+        reports = [r for r in map(report_json, [o["path"] for o in run.json_lines()
+                                                if o.get("type") == "dump"])
+                   if (r.get("tid"), r.get("start_ns"), r.get("end_ns")) ==
+                   (b["tid"], b["start_ns"], b["end_ns"])]
+        check(reports, "no dump of the wait\n" + run.describe())
+        # One computation: the same tasks on the same CPUs, times as far apart as the two
+        # estimates of the wait's start.
+        skew = wait_skew_ns(reports[0])
+        live = {c["pid"]: c for c in b["ran_instead"]}
+        dumped = {c["pid"]: c for c in reports[0]["ran_instead"]}
+        for pid in set(live) | set(dumped):
+            c, d = live.get(pid, {"ns": 0, "cpu": None}), dumped.get(pid, {"ns": 0, "cpu": None})
+            check(abs(c["ns"] - d["ns"]) <= skew and (c["cpu"] == d["cpu"] or
+                                                      max(c["ns"], d["ns"]) <= skew),
+                  "live %r, the dump %r" % (b["ran_instead"], reports[0]["ran_instead"]))
 
 
 # Two processes pinned to one CPU that pass a byte back and forth: tens of thousands of

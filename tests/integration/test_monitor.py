@@ -5,8 +5,8 @@ import re
 import subprocess
 import tempfile
 
-from harness import (HYBTRACE, Attached, Control, Failure, check, hybtrace, need_root,
-                     our_bpf_links, read_log, test, tolerance_ns, workload)
+from harness import (HYBTRACE, Attached, Control, Failure, Skip, check, hybtrace, need_root,
+                     our_bpf_links, read_log, test, tolerance_ns, wait_for, workload)
 
 
 def within(breach, lo_ns, hi_ns):
@@ -256,6 +256,147 @@ def syscall_filter_by_name():
                     "--", workload("sleeper"), "15", "1"], timeout=60)
     check(run.rc == 0, "hybtrace failed\n" + run.describe())
     check(not run.breaches("syscall"), "a filtered-out nanosleep breached\n" + run.describe())
+
+
+@test
+def syscall_waker_outlives_a_preemption_after_the_wakeup():
+    """Issue 14 defect 2: a syscall breach's waker is the wakeup that ended its sleep, and a
+    preemption after it is reported as such. The reader sleeps in read(timerfd) on CPU 1;
+    the timer wakes it; faulting in the huge page it reads into, it is preempted by a
+    SCHED_FIFO hog that wakes a little later on CPU 1 and spins 3 ms. The workload counts
+    its own involuntary switches during each read (getrusage)."""
+    need_root()
+    try:
+        with open("/sys/kernel/mm/transparent_hugepage/enabled") as f:
+            thp = f.read()
+    except OSError:
+        thp = "[never]"
+    if "[never]" in thp:
+        raise Skip("needs transparent huge pages (madvise)")
+    run = hybtrace(["run", "--json", "--rq-delay", "off", "--off-cpu", "2ms", "--syscall", "2ms",
+                    "--syscalls", "read", "--max-dumps", "0", "--",
+                    workload("wake_preempt"), "12", "3"], timeout=60)
+    check(run.rc == 0, "hybtrace failed\n" + run.describe())
+    reads = list(zip(run.events("read_start"), run.events("read_end")))
+    hog = run.events("hog")
+    check(len(reads) == 12 and hog, "workload log incomplete\n" + run.describe())
+    tid, hog = reads[0][0]["tid"], "fifo_hog[%d]" % hog[0]["hog_pid"]
+    mine = [b for b in run.breaches("syscall") if b["tid"] == tid]
+    preempted = 0
+    for start, end in reads:
+        b = [b for b in mine if within(b, start["ts_ns"], end["ts_ns"])]
+        check(len(b) == 1, "want one syscall breach of tid %d in [%d, %d], got %d\n%s"
+              % (tid, start["ts_ns"], end["ts_ns"], len(b), run.describe()))
+        b = b[0]
+        waker = b["woken_by"] or {}
+        check(b["syscall"] == "read" and b["state"] == "S" and waker.get("source") == "timer",
+              "read %.2fms state %s woken by %r, preempted %d times after it: want state S, "
+              "woken by the timer" % (b["duration_ns"] / 1e6, b["state"], b["woken_by"],
+                                      b["preemptions"]))
+        # The timer's expiry, as the workload set it, is when the wakeup may come first
+        # (the rq clock's estimate is within a millisecond); a loaded machine may deliver
+        # it late, never after the read returned.
+        check(start["timer_ns"] - 1_000_000 <= waker["at_ns"] <= end["ts_ns"],
+              "woken at %d, the timer expired at %d, the read returned at %d"
+              % (waker["at_ns"], start["timer_ns"], end["ts_ns"]))
+        # No more preemptions than the kernel counted for the thread during the read.
+        check(b["preemptions"] <= end["preempted"],
+              "%d preemptions reported, the kernel counted %d involuntary switches"
+              % (b["preemptions"], end["preempted"]))
+        if b["preemptions"]:
+            preempted += 1
+            # Other tasks of a loaded machine take turns on CPU 1 too: the hog spins there
+            # for 3 ms from a little after the wakeup.
+            held = sum(c["ns"] for c in b["ran_instead"]
+                       if c["comm"] + "[%d]" % c["pid"] == hog)
+            check(held >= 1_500_000, "preempted after its wakeup, ran instead %r: want %s "
+                  "for most of 3 ms" % (b["ran_instead"], hog))
+    check(preempted >= 4, "only %d of %d reads were preempted after their wakeup\n%s"
+          % (preempted, len(reads), run.describe()))
+
+
+def cpus_allowed(pid):
+    """The CPUs each thread of PID may run on, as the kernel says: {tid: "0-1"}; {} once
+    it exited."""
+    out = {}
+    try:
+        tids = os.listdir("/proc/%d/task" % pid)
+    except OSError:
+        return out
+    for tid in tids:
+        try:
+            with open("/proc/%d/task/%s/status" % (pid, tid)) as f:
+                out[int(tid)] = [l.split()[1] for l in f if l.startswith("Cpus_allowed_list:")][0]
+        except (OSError, IndexError):
+            pass
+    return out
+
+
+def exited(pid):
+    """Whether PID is a zombie, or gone."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rpartition(")")[2].split()[0] == "Z"
+    except OSError:
+        return True
+
+
+def cpu_list(text):
+    cpus = set()
+    for part in text.split(","):
+        lo, _, hi = part.partition("-")
+        cpus.update(range(int(lo), int(hi or lo) + 1))
+    return cpus
+
+
+@test
+def hybtrace_keeps_off_its_targets_cpu():
+    """Issue 14 defect 2b: hybtrace's own reporting must not run instead of its target. The
+    victim pins itself to CPU 0, where the hog spins; every wait there is a breach, and each
+    wakes hybtrace. Once its first breach there after it pinned itself told hybtrace,
+    hybtrace's threads may not run on CPU 0 (the kernel's word), none
+    of them runs instead of the victim, and stderr says so once."""
+    need_root()
+    if 0 not in os.sched_getaffinity(0) or len(os.sched_getaffinity(0)) < 2:
+        raise Skip("needs CPU 0 and another")
+    with Control(start=True) as control, tempfile.TemporaryDirectory() as tmp:
+        env = dict(control.env, HT_WORKLOAD_LOG=os.path.join(tmp, "workload.log"))
+        h = Attached(["run", "--json", "--rq-delay", "500us", "--min-interval", "100ms",
+                      "--", workload("rq_contention"), "0", "1500"], env=env)
+        try:
+            h.wait_attached()
+            control.start()
+            # Not proc.poll(): reaping it here would leave h.wait() nothing to wait for.
+            wait_for(lambda: exited(h.pid) or all(
+                0 not in cpu_list(c) for c in cpus_allowed(h.pid).values()),
+                10, "hybtrace's threads to keep off CPU 0")
+            allowed = cpus_allowed(h.pid)
+            h.wait(60)
+        finally:
+            h.close()
+        log = read_log(env["HT_WORKLOAD_LOG"])
+    check(h.rc == 0, "hybtrace failed\n" + h.describe())
+    check(len(allowed) >= 2 and all(cpu_list(c) == os.sched_getaffinity(0) - {0}
+                                    for c in allowed.values()),
+          "hybtrace's threads may run on %r, want all CPUs but 0" % allowed)
+    said = [line for line in h.stderr().splitlines() if "off its target's CPU 0" in line]
+    check(len(said) == 1, "want one line saying where hybtrace keeps, got %r" % said)
+    start = [e for e in log if e["event"] == "contention_start"]
+    end = [e for e in log if e["event"] == "contention_end"]
+    pinned = [e for e in log if e["event"] == "pinned"]
+    check(start and end and pinned, "workload log incomplete: %r" % log)
+    start, end, pinned = start[0], end[0], pinned[0]
+    breaches = sorted((b for b in h.breaches("rq-delay") if b["tid"] == start["tid"]
+                       and b["end_ns"] > start["ts_ns"] and b["start_ns"] < end["ts_ns"]),
+                      key=lambda b: b["start_ns"])
+    there = [b for b in breaches if b["cpu"] == 0 and b["start_ns"] > pinned["ts_ns"]]
+    check(len(there) >= 10, "%d waits of the victim on CPU 0\n%s" % (len(there), h.describe()))
+    told_ns = there[0]["end_ns"] + 100_000_000
+    later = [b for b in breaches if b["start_ns"] >= told_ns]
+    mine = [b for b in later if any(c["comm"] == "hybtrace" for c in b["ran_instead"])]
+    check(len(later) >= 10 and not mine, "hybtrace ran instead of its target in %d of %d "
+          "waits after it knew its CPU: %r" % (len(mine), len(later),
+                                               [b["ran_instead"] for b in mine][:3]))
 
 
 def late_thread_scenario(env=None):

@@ -408,7 +408,8 @@ def verdict(tally, kernel, scenario, path, why_missing):
     # A check of another scenario's run: the time is given on that one's line.
     seconds = run_seconds(path) if scenario.run == scenario.name else ""
     try:
-        scenario.check(checks.Result(path))
+        # A check may say what it measured: it is on its PASS line.
+        note = scenario.check(checks.Result(path))
     except checks.Unmet as e:
         tally.line("FAIL", name, str(e)[:3000])
         return
@@ -424,7 +425,7 @@ def verdict(tally, kernel, scenario, path, why_missing):
     if defect:
         tally.line("XPASS", name, "%s did not show%s" % (label, seconds))
     else:
-        tally.line("PASS", name + seconds)
+        tally.line("PASS", name + seconds, note or "")
 
 
 def plan_for(scenarios):

@@ -241,7 +241,8 @@ TEST(ran_instead_is_the_live_lines)
 	w = (struct ht_fr_window){ .t0 = 100, .t1 = 6000, .events = events, .count = nevents,
 				   .ncpus = 2, .entry_switch = entries, .entry_valid = valid };
 	CHECK(!ht_sched_index_build(&w, &idx));
-	ht_culprits_compute(&w, &idx, A, rq_breach.start_ns, rq_breach.end_ns, 0, &bi.culprits);
+	ht_culprits_compute(&w, &idx, A, rq_breach.start_ns, rq_breach.end_ns, true, 0,
+			    &bi.culprits);
 	ht_sched_index_free(&idx);
 	for (unsigned int i = 0; i < bi.culprits.count; i++)
 		ht_comm_lookup(&comms, bi.culprits.top[i].pid, bi.culprits.top[i].cpu,
@@ -262,6 +263,49 @@ TEST(ran_instead_is_the_live_lines)
 	free(b);
 	free(live);
 	free(reported);
+}
+
+/* A syscall's line: the wakeup that ended its sleep, then the preemption after it. */
+TEST(syscall_line_names_its_waker_then_its_preemption)
+{
+	struct ht_breach_info bi = {
+		.b = { .kind = HT_BREACH_SYSCALL, .tid = A, .tgid = TGID, .start_ns = 1000000,
+		       .end_ns = 21000000, .wake_ns = 19800000, .state = 1, .syscall_nr = 230,
+		       .wake_source = HT_WAKE_TIMER, .comm = "worker" },
+		.have_culprits = true,
+		.culprits = { .top = { { .pid = HOG, .cpu = 1, .ns = 1000000 } },
+			      .count = 1,
+			      .unknown_ns = 200000,
+			      .runnable_ns = 1200000,
+			      .preemptions = 1 },
+	};
+	char *text = NULL, *json = NULL;
+	size_t len = 0;
+	FILE *f;
+
+	snprintf(bi.culprit_comm[0], sizeof(bi.culprit_comm[0]), "fifo_hog");
+	f = open_memstream(&text, &len);
+	CHECK(f != NULL);
+	if (!f)
+		return;
+	ht_breach_print_text(f, &bi);
+	fclose(f);
+	CHECK(strstr(text, ": clock_nanosleep = 0; woken by timer; then runnable 1.20ms, "
+			   "preempted once: ran instead fifo_hog[9000] 1.00ms\n"));
+	f = open_memstream(&json, &len);
+	CHECK(f != NULL);
+	if (!f)
+		return;
+	ht_breach_print_json(f, &bi, NULL);
+	fclose(f);
+	CHECK(strstr(json, "\"state\":\"S\""));
+	CHECK(strstr(json, "\"woken_by\":{\"source\":\"timer\",\"at_ns\":19800000}"));
+	CHECK(strstr(json, "\"ran_instead_unknown_ns\":200000,\"runnable_ns\":1200000,"
+			   "\"preemptions\":1"));
+	if (!strstr(text, "preempted once"))
+		printf("     %s", text);
+	free(text);
+	free(json);
 }
 
 TEST(syscall_returns_name_their_errno)

@@ -1,16 +1,90 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
- * A run-queue wait across a migration: the main thread runs on CPU 1 and
- * pins itself to CPU 0 while a SCHED_FIFO hog ("fifo_hog", another process)
- * spins there for HOLD_MS. sched_setaffinity has CPU 1's stopper preempt the
- * thread and move it to CPU 0's queue, where it waits until the hog is done:
- * a wait that begins on one CPU and is spent behind a known task on another.
- * Needs root (SCHED_FIFO). Logs the hog's bounds and the pin.
- * usage: migrate_wait [HOLD_MS]
+ * A run-queue wait across a migration. Needs root (SCHED_FIFO) and two CPUs.
+ *
+ * By default the main thread runs on CPU 1 and pins itself to CPU 0 while a
+ * SCHED_FIFO hog ("fifo_hog", another process) spins there for HOLD_MS.
+ * sched_setaffinity has CPU 1's stopper preempt the thread and move it to
+ * CPU 0's queue, where it waits until the hog is done: a wait that begins on
+ * one CPU and is spent behind a known task on another. Logs the hog's bounds
+ * and the pin.
+ *
+ * With "queued", the main thread ("migrator") spins on CPU 1 when a SCHED_FIFO
+ * hog there ("cpu1_hog") preempts it at "hogs_start" for HOLD_MS / 4, while
+ * another ("cpu0_hog") spins on CPU 0 for HOLD_MS. A third process ("mover",
+ * SCHED_FIFO above them, on CPU 0) moves the waiting thread to CPU 0 at
+ * "moved": the wait begins behind one hog, is moved while queued, and ends
+ * behind the other.
+ * usage: migrate_wait [HOLD_MS [queued]]
  */
 #include <signal.h>
 #include <sys/wait.h>
 #include "workload.h"
+
+static void fifo(const char *name, int cpu, int priority)
+{
+	struct sched_param sp = { .sched_priority = priority };
+
+	prctl(PR_SET_NAME, name);
+	wl_pin(cpu);
+	if (sched_setscheduler(0, SCHED_FIFO, &sp)) {
+		perror("sched_setscheduler");
+		_exit(1);
+	}
+}
+
+static void sleep_until(uint64_t ns)
+{
+	struct timespec ts = { (time_t)(ns / 1000000000ULL), (long)(ns % 1000000000ULL) };
+
+	while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
+		;
+}
+
+/* A hog that spins on CPU from START_NS for HOLD_NS. */
+static pid_t start_hog(const char *name, int cpu, uint64_t start_ns, uint64_t hold_ns)
+{
+	pid_t pid = fork();
+
+	if (pid)
+		return pid;
+	fifo(name, cpu, 1);
+	sleep_until(start_ns);
+	wl_spin_until(start_ns + hold_ns);
+	_exit(0);
+}
+
+static int queued(uint64_t hold_ns)
+{
+	uint64_t start_ns = wl_now_ns() + 50000000ULL, move_ns = start_ns + hold_ns / 4;
+	pid_t me = getpid(), hogs[2], mover;
+	cpu_set_t cpu0;
+
+	prctl(PR_SET_NAME, "migrator");
+	wl_pin(1);
+	hogs[0] = start_hog("cpu0_hog", 0, start_ns, hold_ns);
+	hogs[1] = start_hog("cpu1_hog", 1, start_ns, hold_ns / 4 + hold_ns / 2);
+	mover = fork();
+	if (mover == 0) {
+		fifo("mover", 0, 2);
+		sleep_until(move_ns);
+		CPU_ZERO(&cpu0);
+		CPU_SET(0, &cpu0);
+		if (sched_setaffinity(me, sizeof(cpu0), &cpu0))
+			_exit(1);
+		wl_log("moved", "\"moved_tid\":%d", me);
+		_exit(0);
+	}
+	wl_log("hogs", "\"cpu0_hog\":%d,\"cpu1_hog\":%d,\"start_ns\":%llu,\"move_ns\":%llu",
+	       hogs[0], hogs[1], (unsigned long long)start_ns, (unsigned long long)move_ns);
+	/* Runnable throughout: preempted at the start, waiting until the CPU 0 hog is done. */
+	wl_spin_until(start_ns + hold_ns + 10000000ULL);
+	wl_log("waited", "\"cpu\":%d", sched_getcpu());
+	for (int i = 0; i < 2; i++)
+		waitpid(hogs[i], NULL, 0);
+	waitpid(mover, NULL, 0);
+	return 0;
+}
 
 int main(int argc, char **argv)
 {
@@ -21,6 +95,8 @@ int main(int argc, char **argv)
 	char byte;
 
 	wl_wait_start();
+	if (argc > 2 && !strcmp(argv[2], "queued"))
+		return queued(hold_ns);
 	wl_pin(1);
 	if (pipe(ready))
 		return 1;

@@ -31,6 +31,8 @@ int main(int argc, char **argv)
 	       "\"hog_pid\":%d,\"hog_comm\":\"rq_hog\",\"cpu\":%d,\"run_delay_ns\":%llu", hog, cpu,
 	       (unsigned long long)wl_run_delay_ns());
 	wl_pin(cpu);
+	/* From here on it may run only there (a tracer that keeps off its CPU may learn it). */
+	wl_log("pinned", "\"cpu\":%d", cpu);
 	end = wl_now_ns() + dur_ns;
 	wl_spin_until(end);
 	kill(hog, SIGKILL);

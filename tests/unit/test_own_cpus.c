@@ -1,0 +1,140 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/* Where hybtrace's own threads run: off the target's CPUs, where there is another. */
+#include <signal.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include "check.h"
+#include "own_cpus.h"
+
+static cpu_set_t cpus(int n, ...)
+{
+	cpu_set_t s;
+	va_list ap;
+
+	CPU_ZERO(&s);
+	va_start(ap, n);
+	for (int i = 0; i < n; i++)
+		CPU_SET(va_arg(ap, int), &s);
+	va_end(ap);
+	return s;
+}
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+TEST(off_a_pinned_targets_cpus)
+{
+	cpu_set_t allowed = cpus(4, 0, 1, 2, 3), target = cpus(2, 0, 2), out, want = cpus(2, 1, 3);
+
+	ht_own_cpus_choose(&allowed, &target, &out);
+	CHECK(CPU_EQUAL(&out, &want));
+}
+
+/* Where the target was last is where it may go next: the kernel places hybtrace. */
+TEST(anywhere_it_may_when_the_target_may_run_anywhere)
+{
+	cpu_set_t allowed = cpus(2, 0, 1), target = cpus(4, 0, 1, 2, 3), out;
+
+	ht_own_cpus_choose(&allowed, &target, &out);
+	CHECK(CPU_EQUAL(&out, &allowed));
+}
+
+TEST(never_more_than_its_own_cpus_nor_none)
+{
+	cpu_set_t allowed = cpus(2, 2, 3), target = cpus(1, 0), out;
+
+	ht_own_cpus_choose(&allowed, &target, &out);
+	CHECK(CPU_EQUAL(&out, &allowed));
+	target = cpus(1, 3);
+	ht_own_cpus_choose(&allowed, &target, &out);
+	CHECK(CPU_COUNT(&out) == 1 && CPU_ISSET(2, &out));
+	/* All it may use is the target's: it stays where it may. */
+	allowed = cpus(1, 3);
+	ht_own_cpus_choose(&allowed, &target, &out);
+	CHECK(CPU_EQUAL(&out, &allowed));
+}
+
+/*
+ * For real: a child pinned to CPU 0 is the target; this process keeps off
+ * CPU 0. The child moves to CPU 1: a breach there moves this process back.
+ */
+TEST(the_threads_follow_the_targets_cpus)
+{
+	cpu_set_t mine, before, zero = cpus(1, 0), one = cpus(1, 1);
+	int ready[2], go[2];
+	struct ht_own_cpus o;
+	pid_t child;
+	char byte;
+
+	if (sched_getaffinity(0, sizeof(before), &before) || !CPU_ISSET(0, &before) ||
+	    !CPU_ISSET(1, &before))
+		SKIP_TEST("needs CPUs 0 and 1");
+	CHECK(!pipe(ready) && !pipe(go));
+	child = fork();
+	if (child == 0) {
+		if (sched_setaffinity(0, sizeof(zero), &zero) || write(ready[1], "x", 1) != 1 ||
+		    read(go[0], &byte, 1) != 1 || sched_setaffinity(0, sizeof(one), &one) ||
+		    write(ready[1], "x", 1) != 1)
+			_exit(1);
+		pause();
+		_exit(0);
+	}
+	CHECK(child > 0 && read(ready[0], &byte, 1) == 1);
+	ht_own_cpus_init(&o, child, now_ns());
+	CHECK(!sched_getaffinity(0, sizeof(mine), &mine));
+	CHECK(!CPU_ISSET(0, &mine) && CPU_COUNT(&mine) == CPU_COUNT(&before) - 1);
+	/* A breach on a CPU it already avoids changes nothing. */
+	ht_own_cpus_breach(&o, 0, child, now_ns());
+	CHECK(!sched_getaffinity(0, sizeof(mine), &mine) && !CPU_ISSET(0, &mine));
+	CHECK(write(go[1], "x", 1) == 1 && read(ready[0], &byte, 1) == 1);
+	ht_own_cpus_breach(&o, 1, child, now_ns());
+	CHECK(!sched_getaffinity(0, sizeof(mine), &mine));
+	CHECK(CPU_ISSET(0, &mine) && !CPU_ISSET(1, &mine));
+	kill(child, SIGKILL);
+	waitpid(child, NULL, 0);
+	sched_setaffinity(0, sizeof(before), &before);
+}
+
+/*
+ * A target that pins itself after the start: its first breach there moves
+ * this process at once, however recent the last read (under emulation a read
+ * takes milliseconds, and waiting for the next left hybtrace on the target's
+ * CPU for hundreds).
+ */
+TEST(the_first_breach_of_a_thread_pinned_later_moves_it)
+{
+	cpu_set_t mine, before, zero = cpus(1, 0);
+	int ready[2], go[2];
+	struct ht_own_cpus o;
+	pid_t child;
+	char byte;
+
+	if (sched_getaffinity(0, sizeof(before), &before) || !CPU_ISSET(0, &before) ||
+	    !CPU_ISSET(1, &before))
+		SKIP_TEST("needs CPUs 0 and 1");
+	CHECK(!pipe(ready) && !pipe(go));
+	child = fork();
+	if (child == 0) {
+		if (read(go[0], &byte, 1) != 1 || sched_setaffinity(0, sizeof(zero), &zero) ||
+		    write(ready[1], "x", 1) != 1)
+			_exit(1);
+		pause();
+		_exit(0);
+	}
+	CHECK(child > 0);
+	/* It may run anywhere: nothing moves, not even at its breach. */
+	CHECK(!ht_own_cpus_init(&o, child, now_ns()));
+	CHECK(!ht_own_cpus_breach(&o, 0, child, now_ns()));
+	CHECK(write(go[1], "x", 1) == 1 && read(ready[0], &byte, 1) == 1);
+	CHECK(ht_own_cpus_breach(&o, 0, child, now_ns()));
+	CHECK(!sched_getaffinity(0, sizeof(mine), &mine) && !CPU_ISSET(0, &mine));
+	kill(child, SIGKILL);
+	waitpid(child, NULL, 0);
+	sched_setaffinity(0, sizeof(before), &before);
+}

@@ -1,0 +1,62 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * Where hybtrace's own threads run: off the CPUs its target may run on, where
+ * there are others. Each breach wakes the event loop, and a woken thread may
+ * be placed on the CPU that woke it, the target's: there it would run
+ * instead of the target and become a culprit in the breaches it reports.
+ *
+ * Only a target kept to some CPUs (sched_setaffinity, taskset, a cpuset) is
+ * avoided: it cannot leave the CPU hybtrace would take. A target that may run
+ * anywhere is moved by the kernel's balancing where hybtrace runs, and
+ * chasing the CPU of its last breach would move hybtrace at every breach (on
+ * two CPUs, from one to the other).
+ */
+#ifndef HT_OWN_CPUS_H
+#define HT_OWN_CPUS_H
+
+#include <sched.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct ht_own_cpus {
+	int tgid; /* the target */
+	bool on;
+	cpu_set_t allowed; /* hybtrace's own CPUs at the start: it never takes more */
+	cpu_set_t current; /* what its threads are kept to now */
+	cpu_set_t target;  /* the CPUs the target's threads may run on, as last read */
+	/* When a breach, and a refresh, last read the target's CPUs. */
+	uint64_t breach_read_ns, refresh_read_ns;
+	uint64_t read_cost_ns; /* the CPU time the last read took */
+	unsigned int moves;    /* how often its threads were moved */
+};
+
+/*
+ * The CPUs hybtrace keeps to: ALLOWED less the TARGET's, or ALLOWED where that
+ * leaves none. A target that may run anywhere is left to the kernel's
+ * placement: keeping off where it was last is keeping to where it may go next.
+ */
+void ht_own_cpus_choose(const cpu_set_t *allowed, const cpu_set_t *target, cpu_set_t *out);
+
+/*
+ * Start keeping hybtrace's threads (all of them, and those they start later,
+ * which inherit where they run) off TGID's CPUs. Nothing where hybtrace may
+ * use only one CPU. This and the calls below return whether they moved them.
+ */
+bool ht_own_cpus_init(struct ht_own_cpus *o, int tgid, uint64_t now_ns);
+
+/*
+ * A breach of thread TID on CPU. Where hybtrace may run there and the thread
+ * is kept to some of hybtrace's CPUs, the target's CPUs may have changed
+ * since they were read: read them again (at most every 10 ms). A thread that
+ * may run anywhere costs one system call.
+ */
+bool ht_own_cpus_breach(struct ht_own_cpus *o, unsigned int cpu, int tid, uint64_t now_ns);
+
+/* Now and then: the target's threads come and go, and may change their CPUs. */
+bool ht_own_cpus_refresh(struct ht_own_cpus *o, uint64_t now_ns);
+
+/* Where they are kept now, for a line: "its threads keep to CPU 1, off its target's CPU 0". */
+void ht_own_cpus_describe(const struct ht_own_cpus *o, char *buf, size_t len);
+
+#endif /* HT_OWN_CPUS_H */
