@@ -97,6 +97,12 @@ static void make_full(struct ht_rawcap *c, size_t pt_len)
 	strcpy(c->breach.waker_comm, "batch_job");
 	c->breach.kstack[0] = 0xffffffff81000000ULL;
 	c->breach.kstack[31] = 0xffffffff81234567ULL;
+	/* 1.3: one wait of both kinds, with the off-CPU interval inside the syscall. */
+	c->breach.kinds = 1U << HT_BREACH_OFF_CPU | 1U << HT_BREACH_RQ_DELAY;
+	c->breach.off_cpu_waits = 3;
+	c->breach.off_cpu_start_ns = c->start_ns + 1;
+	c->breach.off_cpu_end_ns = c->end_ns - 1;
+	c->breach.off_cpu_threshold_ns = 7000000;
 	c->pt.pmu_type = 8;
 	c->pt.config = 0x3012601;
 	c->pt.fields = (struct ht_pt_fields){1, 1, 1, 1, 1, 1, 3, 2, 3};
@@ -509,7 +515,7 @@ TEST(a_newer_major_is_refused)
 	b[8] = 2;
 	b[10] = 3;
 	CHECK(read_mem(b, len, &r, err, sizeof(err)) == -1);
-	CHECK_STR(err, "x.raw: made by a newer hybtrace (format 2.3); this one reads up to 1.2");
+	CHECK_STR(err, "x.raw: made by a newer hybtrace (format 2.3); this one reads up to 1.3");
 	CHECK(!r.nstreams && !r.maps && !r.clocks && !r.comms);
 	ht_rawcap_free(&c);
 	free(b);
