@@ -1188,7 +1188,7 @@ int BPF_PROG(handle_sys_enter, struct pt_regs *regs, long nr)
 	if (!st)
 		return 0;
 	now = bpf_ktime_get_ns();
-	/* Held in a syscall whose end was never seen (the thread changed its tid in exec). */
+	/* Held in a syscall whose exit was never seen: sent alone, not given to this one. */
 	if (st->held.start_ns && !breaches_stopped && (held = take_held(&st->held)))
 		emit_syscall_end(cur, st, false, held, now, 0);
 	st->syscall_since_ns = now;
