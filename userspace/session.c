@@ -310,6 +310,7 @@ static uint64_t waits_of(const struct session *s, uint32_t only)
 static void print_waits_text(struct session *s, FILE *f)
 {
 	const uint32_t off = HT_KIND_BIT(HT_BREACH_OFF_CPU), sys = HT_KIND_BIT(HT_BREACH_SYSCALL);
+	bool both = s->opt->off_cpu_ns && s->opt->syscall_ns;
 	const char *sep = ":";
 
 	fprintf(f, "  waits: %llu breached", (unsigned long long)total_breaches(s));
@@ -318,15 +319,18 @@ static void print_waits_text(struct session *s, FILE *f)
 			(unsigned long long)waits_of(s, HT_KIND_BIT(HT_BREACH_RQ_DELAY)));
 		sep = ",";
 	}
+	/* "only" where a wait could have breached the other threshold too. */
 	if (s->opt->off_cpu_ns) {
-		fprintf(f, "%s %llu off-cpu only", sep, (unsigned long long)waits_of(s, off));
+		fprintf(f, "%s %llu off-cpu%s", sep, (unsigned long long)waits_of(s, off),
+			both ? " only" : "");
 		sep = ",";
 	}
 	if (s->opt->syscall_ns) {
-		fprintf(f, "%s %llu syscall only", sep, (unsigned long long)waits_of(s, sys));
+		fprintf(f, "%s %llu syscall%s", sep, (unsigned long long)waits_of(s, sys),
+			both ? " only" : "");
 		sep = ",";
 	}
-	if (s->opt->off_cpu_ns && s->opt->syscall_ns)
+	if (both)
 		fprintf(f, "%s %llu both (off-cpu and syscall)", sep,
 			(unsigned long long)waits_of(s, off | sys));
 	fputc('\n', f);
