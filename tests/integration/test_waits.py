@@ -4,6 +4,7 @@ thresholds is one breach of both kinds, one dump, counted once in the summary; c
 against the times the workload logs (tests/workloads/syscall_waits.c)."""
 import glob
 import os
+import re
 import subprocess
 import tempfile
 
@@ -91,6 +92,24 @@ def sleep_in_read_is_one_breach_of_both_kinds():
                               timeout=60).stdout
         check(text.startswith("off-cpu+syscall ") and "of it (threshold 10.00ms)" in text,
               "report's headline:\n" + text[:400])
+
+
+@test
+def sleep_in_read_as_text():
+    """The same wait in the text output: one line of both kinds, and the summary's count."""
+    need_root()
+    with tempfile.TemporaryDirectory() as out:
+        run = hybtrace(["run", "--off-cpu", "10ms", "--syscall", "10ms"] + QUIET +
+                       ["--output", out, "--", workload("syscall_waits"), "pipe", "30"])
+        check(run.rc == 0, run.describe())
+        reader, writer = run.events("wait_start")[0]["tid"], run.events("write")[0]["tid"]
+        lines = [l for l in run.stdout.splitlines() if " tid %d (reader) " % reader in l]
+        check(len(lines) == 1 and re.match(
+            r"\d+\.\d{6} off-cpu\+syscall \S+ms tid %d \(reader\) cpu \d+: read = 1, "
+            r"off-cpu \S+ms in state S; woken by %d \(writer\)$" % (reader, writer), lines[0]),
+            "the reader's lines:\n%s" % "\n".join(lines) + "\n" + run.describe())
+        check("  waits: 1 breached: 0 rq-delay, 0 off-cpu only, 0 syscall only, "
+              "1 both (off-cpu and syscall)\n" in run.stdout, "summary:\n" + run.stdout)
 
 
 @test
