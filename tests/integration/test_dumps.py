@@ -468,11 +468,15 @@ def dumps_belong_to_the_sudo_user():
 def report_directory_lists_worst_first():
     need_root()
     with tempfile.TemporaryDirectory() as out:
-        run = hybtrace(["run", "--json", "--syscall", "10ms", "--min-interval", "0ms",
-                        "--output", out, "--quiet", "--", workload("sleeper"), "15", "1"])
+        # Syscall breaches alone: a run-queue breach of a loaded machine ranks by its own
+        # threshold, and would come first with a shorter duration.
+        run = hybtrace(["run", "--json", "--syscall", "10ms", "--rq-delay", "off",
+                        "--min-interval", "0ms", "--output", out, "--quiet", "--",
+                        workload("sleeper"), "15", "1"])
         check(run.rc == 0, run.describe())
-        run = hybtrace(["run", "--json", "--syscall", "10ms", "--min-interval", "0ms",
-                        "--output", out, "--quiet", "--", workload("sleeper"), "40", "1"])
+        run = hybtrace(["run", "--json", "--syscall", "10ms", "--rq-delay", "off",
+                        "--min-interval", "0ms", "--output", out, "--quiet", "--",
+                        workload("sleeper"), "40", "1"])
         check(run.rc == 0, run.describe())
         p = subprocess.run([HYBTRACE, "report", "--json", out], capture_output=True,
                            text=True, timeout=60)
