@@ -74,6 +74,28 @@ struct {
 	__uint(max_entries, 1); /* set by user space: possible CPUs */
 } fr_heads SEC(".maps");
 
+/*
+ * An off-CPU breach inside a watched syscall, held until the syscall ends:
+ * a sleep that breaches both thresholds is one wait and one breach, sent at
+ * sys_exit with both kinds (or alone, when the syscall stays under its
+ * threshold). Of several in one syscall the longest is kept, with the
+ * wakeup that ended it; its stack is in syscall_stacks.
+ */
+struct held_off_cpu {
+	__u64 start_ns; /* 0: none held */
+	__u64 end_ns;
+	__u64 wake_ns;
+	__u32 state;
+	__u32 waits; /* off-CPU intervals of this syscall over the threshold */
+	__u32 cpu;
+	__u32 wake_source;
+	__u32 waker_tid;
+	__u32 waker_tgid;
+	__u32 wake_cpu;
+	__u32 flags; /* the wakeup's HT_BRF_JOINED */
+	char waker_comm[HT_COMM_LEN];
+};
+
 /* Per-thread interval state of the target's threads. */
 struct task_state {
 	__u64 runnable_since_ns; /* 0: not waiting for a CPU */
@@ -94,6 +116,7 @@ struct task_state {
 	__u32 preempted;
 	__u32 preempt_cpu;
 	char waker_comm[HT_COMM_LEN];
+	struct held_off_cpu held;
 };
 
 /*
@@ -654,6 +677,11 @@ static __always_inline void emit_breach(__u32 kind, struct task_struct *p, struc
 	b->syscall_nr = sleep ? sleep->nr : st->syscall_since_ns ? st->syscall_nr : -1;
 	b->syscall_ret = 0;
 	b->flags = sleep ? sleep->flags : 0;
+	b->kinds = HT_KIND_BIT(kind);
+	b->off_cpu_waits = kind == HT_BREACH_OFF_CPU;
+	b->off_cpu_start_ns = kind == HT_BREACH_OFF_CPU ? start_ns : 0;
+	b->off_cpu_end_ns = kind == HT_BREACH_OFF_CPU ? end_ns : 0;
+	b->off_cpu_threshold_ns = off_cpu_thresh_ns;
 	bpf_probe_read_kernel_str(b->comm, sizeof(b->comm), p->comm);
 	if (preempted) {
 		b->state = TASK_RUNNING;
@@ -695,18 +723,26 @@ static __always_inline void check_switch_in_seen(struct task_state *st)
 		count(HT_CNT_UNSEEN_SWITCH_INS);
 }
 
+static __always_inline __u64 take_held(struct held_off_cpu *h);
+static __always_inline void emit_syscall_end(struct task_struct *p, struct task_state *st,
+					     bool syscall, __u64 held_start, __u64 now, long ret,
+					     __u32 flags);
+
 /* A target thread leaves the CPU: it is either still runnable or going to sleep. */
 static __always_inline void target_switch_out(struct task_struct *prev, __u32 state, bool preempt,
 					      __u64 now)
 {
 	struct task_state *st;
 	bool in_storage;
+	__u64 held;
 
-	/* Its last switch, after exit: nothing of it follows. */
+	/* Its last switch, after exit: nothing of it follows; what it held is sent. */
 	if (state & TASK_DEAD) {
 		st = state_find(prev, false, &in_storage);
 		if (st)
 			check_switch_in_seen(st);
+		if (st && !breaches_stopped && (held = take_held(&st->held)))
+			emit_syscall_end(prev, st, false, held, now, 0, 0);
 		state_release(prev);
 		return;
 	}
@@ -854,6 +890,152 @@ static __always_inline void count_filtered(void)
 		count(HT_CNT_FILTERED);
 }
 
+static __always_inline bool syscall_watched(long nr)
+{
+	if (nr < 0 || nr >= HT_MAX_SYSCALLS)
+		return false;
+	return !syscall_filter_on || syscall_in(syscall_filter, nr);
+}
+
+/* An off-CPU interval that ends inside a syscall that may breach too waits for its end. */
+static __always_inline bool held_for_syscall(const struct task_state *st)
+{
+	return syscall_thresh_ns && st->syscall_since_ns && syscall_watched(st->syscall_nr);
+}
+
+/* An off-CPU breach that ends at NOW inside a watched syscall: keep the longest. */
+static __always_inline void hold_off_cpu(struct task_struct *p, struct task_state *st, __u64 now)
+{
+	struct held_off_cpu *h = &st->held;
+
+	if (breaches_stopped)
+		return;
+	h->waits++;
+	if (h->start_ns && now - st->off_cpu_since_ns <= h->end_ns - h->start_ns)
+		return;
+	h->start_ns = st->off_cpu_since_ns;
+	h->end_ns = now;
+	h->state = st->off_cpu_state;
+	h->cpu = bpf_get_smp_processor_id();
+	h->wake_ns = st->wake_ns < now ? st->wake_ns : now;
+	h->wake_source = st->wake_source;
+	h->waker_tid = st->waker_tid;
+	h->waker_tgid = st->waker_tgid;
+	h->wake_cpu = st->wake_cpu;
+	h->flags = waker_flags(st);
+	__builtin_memcpy(h->waker_comm, st->waker_comm, sizeof(h->waker_comm));
+	/* The stack it slept on is the breach's, whichever kinds it ends with. */
+	keep_syscall_stack(p, st);
+}
+
+/* The off-CPU part of a breach from the interval held (START, read before it was taken). */
+static __always_inline void fill_held(struct ht_breach *b, const struct held_off_cpu *h,
+				      __u64 start_ns)
+{
+	b->kinds |= HT_KIND_BIT(HT_BREACH_OFF_CPU);
+	b->off_cpu_waits = h->waits;
+	b->off_cpu_start_ns = start_ns;
+	b->off_cpu_end_ns = h->end_ns;
+	b->off_cpu_threshold_ns = off_cpu_thresh_ns;
+	b->state = h->state;
+	b->wake_ns = h->wake_ns;
+	b->wake_source = h->wake_source;
+	b->waker_tid = h->waker_tid;
+	b->waker_tgid = h->waker_tgid;
+	b->wake_cpu = h->wake_cpu;
+	__builtin_memcpy(b->waker_comm, h->waker_comm, sizeof(b->waker_comm));
+	b->flags = (b->flags & ~HT_BRF_JOINED) | h->flags;
+}
+
+/*
+ * Take the held interval: 0 when none is held or another program took it
+ * (the end of the session flushes what threads still hold).
+ */
+static __always_inline __u64 take_held(struct held_off_cpu *h)
+{
+	__u64 start = h->start_ns;
+
+	if (!start || __sync_val_compare_and_swap(&h->start_ns, start, 0) != start)
+		return 0;
+	return start;
+}
+
+/* The kernel stack kept for P's syscall, into B. */
+static __always_inline void copy_syscall_stack(struct ht_breach *b, struct task_struct *p,
+					       const struct task_state *st)
+{
+	struct syscall_stack *stack;
+	__s32 bytes = st->syscall_kstack_bytes;
+
+	stack = bytes > 0 ? bpf_task_storage_get(&syscall_stacks, p, 0, 0) : NULL;
+	if (!stack || bytes > (__s32)sizeof(b->kstack))
+		bytes = 0;
+	b->kstack_bytes = bytes;
+	if (stack)
+		__builtin_memcpy(b->kstack, stack->ips, sizeof(b->kstack));
+}
+
+/*
+ * The breach a syscall of P ends with, at NOW: the syscall's (SYSCALL) with
+ * the off-CPU interval held inside it (HELD_START, 0: none), or that
+ * interval alone. Clears the syscall and what it held.
+ */
+static __always_inline void emit_syscall_end(struct task_struct *p, struct task_state *st,
+					     bool syscall, __u64 held_start, __u64 now, long ret,
+					     __u32 flags)
+{
+	struct ht_breach *b;
+
+	if (syscall)
+		send_block_stack(p, st->syscall_since_ns, now);
+	else
+		send_block_stack(p, held_start, st->held.end_ns);
+	count(HT_CNT_BREACHES);
+	b = bpf_ringbuf_reserve(&breaches, sizeof(*b), 0);
+	if (!b) {
+		count(HT_CNT_RB_DROPS);
+		goto out;
+	}
+	b->tid = p->pid;
+	b->tgid = p->tgid;
+	b->cpu = bpf_get_smp_processor_id();
+	b->syscall_nr = st->syscall_nr;
+	b->syscall_ret = ret;
+	b->flags = flags;
+	b->off_cpu_waits = 0;
+	b->off_cpu_start_ns = 0;
+	b->off_cpu_end_ns = 0;
+	b->off_cpu_threshold_ns = 0;
+	if (syscall) {
+		b->kind = HT_BREACH_SYSCALL;
+		b->kinds = HT_KIND_BIT(HT_BREACH_SYSCALL);
+		b->start_ns = st->syscall_since_ns;
+		b->end_ns = now;
+		b->state = st->off_cpu_state;
+		b->wake_ns = st->wake_ns < now ? st->wake_ns : now;
+		b->wake_source = st->wake_source;
+		b->waker_tid = st->waker_tid;
+		b->waker_tgid = st->waker_tgid;
+		b->wake_cpu = st->wake_cpu;
+		__builtin_memcpy(b->waker_comm, st->waker_comm, sizeof(b->waker_comm));
+		b->flags |= waker_flags(st);
+	} else {
+		b->kind = HT_BREACH_OFF_CPU;
+		b->kinds = 0;
+		b->start_ns = held_start;
+		b->end_ns = st->held.end_ns;
+		b->cpu = st->held.cpu;
+	}
+	if (held_start)
+		fill_held(b, &st->held, held_start);
+	copy_syscall_stack(b, p, st);
+	bpf_probe_read_kernel_str(b->comm, sizeof(b->comm), p->comm);
+	bpf_ringbuf_submit(b, BPF_RB_FORCE_WAKEUP);
+out:
+	__builtin_memset(&st->held, 0, sizeof(st->held));
+	st->syscall_since_ns = 0;
+}
+
 /* An off-CPU wait over the threshold: a breach, unless the filters leave it out. */
 static __always_inline void off_cpu_breach(struct task_struct *next, struct task_state *st,
 					   __u64 now)
@@ -868,7 +1050,11 @@ static __always_inline void off_cpu_breach(struct task_struct *next, struct task
 		count_filtered();
 		return;
 	}
-	emit_breach(HT_BREACH_OFF_CPU, next, st, st->off_cpu_since_ns, now, true, &sc);
+	/* Inside a syscall that may breach too, it waits for the syscall's end: one wait, one breach. */
+	if (held_for_syscall(st))
+		hold_off_cpu(next, st, now);
+	else
+		emit_breach(HT_BREACH_OFF_CPU, next, st, st->off_cpu_since_ns, now, true, &sc);
 }
 
 /* A target thread gets the CPU: the intervals that end here are judged. */
@@ -901,8 +1087,11 @@ static __always_inline void target_switch_in(struct task_struct *next, const str
 			off_cpu_breach(next, st, now);
 	}
 	st->off_cpu_since_ns = 0;
-	/* A syscall already too long: keep the stack it sleeps on for its breach. */
-	if (syscall_thresh_ns && st->syscall_since_ns &&
+	/*
+	 * A syscall already too long: keep the stack it sleeps on for its
+	 * breach, unless an off-CPU interval held is the breach's (its stack).
+	 */
+	if (syscall_thresh_ns && st->syscall_since_ns && !st->held.start_ns &&
 	    now - st->syscall_since_ns >= syscall_thresh_ns && !syscall_ignored(st->syscall_nr))
 		keep_syscall_stack(next, st);
 }
@@ -1182,19 +1371,12 @@ int BPF_PROG(handle_timer_exit)
 	return context_mark(CTX_TIMER, false);
 }
 
-static __always_inline bool syscall_watched(long nr)
-{
-	if (nr < 0 || nr >= HT_MAX_SYSCALLS)
-		return false;
-	return !syscall_filter_on || syscall_in(syscall_filter, nr);
-}
-
 SEC("tp_btf/sys_enter")
 int BPF_PROG(handle_sys_enter, struct pt_regs *regs, long nr)
 {
 	struct task_struct *cur;
 	struct task_state *st;
-	__u64 now;
+	__u64 now, held;
 
 	if ((bpf_get_current_pid_tgid() >> 32) != target_tgid)
 		return 0;
@@ -1203,6 +1385,9 @@ int BPF_PROG(handle_sys_enter, struct pt_regs *regs, long nr)
 	if (!st)
 		return 0;
 	now = bpf_ktime_get_ns();
+	/* Held in a syscall whose exit was never seen: sent alone, not given to this one. */
+	if (st->held.start_ns && !breaches_stopped && (held = take_held(&st->held)))
+		emit_syscall_end(cur, st, false, held, now, 0, 0);
 	st->syscall_since_ns = now;
 	st->syscall_nr = nr;
 	st->syscall_kstack_bytes = 0;
@@ -1220,13 +1405,11 @@ int BPF_PROG(handle_sys_enter, struct pt_regs *regs, long nr)
 SEC("tp_btf/sys_exit")
 int BPF_PROG(handle_sys_exit, struct pt_regs *regs, long ret)
 {
-	struct syscall_stack *stack;
 	struct task_struct *cur;
 	struct task_state *st;
-	struct ht_breach *b;
-	__u64 now, delta;
-	bool in_storage;
-	__s32 bytes;
+	__u64 now, delta, held;
+	bool in_storage, breach;
+	__u32 flags = 0;
 
 	if ((bpf_get_current_pid_tgid() >> 32) != target_tgid)
 		return 0;
@@ -1239,50 +1422,70 @@ int BPF_PROG(handle_sys_exit, struct pt_regs *regs, long ret)
 	count_judged(in_storage);
 	fr_write(now, HT_FR_SYS_EXIT, HT_FRF_TARGET, st->syscall_nr, cur->pid, 0, ret);
 	hist_add(HT_BREACH_SYSCALL, delta);
-	if (delta < syscall_thresh_ns || !syscall_watched(st->syscall_nr) || breaches_stopped) {
-		st->syscall_since_ns = 0;
-		return 0;
-	}
-	if (syscall_ignored(st->syscall_nr)) {
+	breach = delta >= syscall_thresh_ns && syscall_watched(st->syscall_nr);
+	if (breach && syscall_ignored(st->syscall_nr)) {
 		count_filtered();
+		breach = false;
+	}
+	/* After the end an interval held stays for the flush (flush_held). */
+	if (breaches_stopped || (!breach && !st->held.start_ns)) {
 		st->syscall_since_ns = 0;
 		return 0;
 	}
-	send_block_stack(cur, st->syscall_since_ns, now);
+	held = take_held(&st->held);
+	if (!breach && !held) {
+		st->syscall_since_ns = 0;
+		return 0;
+	}
+	if (st->syscall_nr == NR_IO_URING_ENTER && io_uring_waits(regs->dx, regs->r10))
+		flags = HT_BRF_URING_GETEVENTS;
+	emit_syscall_end(cur, st, breach, held, now, ret, flags);
+	return 0;
+}
+
+/*
+ * The end of the session: breaches_stopped is set, so no other program
+ * sends or takes what is held. Off-CPU intervals held in syscalls that have
+ * not returned are sent as off-CPU breaches. Run by user space
+ * (BPF_PROG_TEST_RUN), never attached. Threads whose state lives in task
+ * storage (their slot was taken) cannot be walked here.
+ */
+static long flush_slot(__u32 index, void *ctx)
+{
+	struct thread_slot *slot = bpf_map_lookup_elem(&thread_slots, &index);
+	struct ht_comm_entry *comm;
+	struct ht_breach *b;
+	__u32 tid;
+	__u64 start;
+
+	if (!slot || !slot->owner || !(start = take_held(&slot->st.held)))
+		return 0;
+	tid = slot->owner >> 32;
 	count(HT_CNT_BREACHES);
 	b = bpf_ringbuf_reserve(&breaches, sizeof(*b), 0);
 	if (!b) {
 		count(HT_CNT_RB_DROPS);
-		st->syscall_since_ns = 0;
 		return 0;
 	}
-	b->kind = HT_BREACH_SYSCALL;
-	b->start_ns = st->syscall_since_ns;
-	b->end_ns = now;
-	b->tid = cur->pid;
-	b->tgid = cur->tgid;
-	b->cpu = bpf_get_smp_processor_id();
-	b->state = st->off_cpu_state;
-	b->syscall_nr = st->syscall_nr;
-	b->syscall_ret = ret;
-	b->wake_ns = st->wake_ns < now ? st->wake_ns : now;
-	b->wake_source = st->wake_source;
-	b->waker_tid = st->waker_tid;
-	b->waker_tgid = st->waker_tgid;
-	b->wake_cpu = st->wake_cpu;
-	b->flags = waker_flags(st);
-	if (st->syscall_nr == NR_IO_URING_ENTER && io_uring_waits(regs->dx, regs->r10))
-		b->flags |= HT_BRF_URING_GETEVENTS;
-	bpf_get_current_comm(b->comm, sizeof(b->comm));
-	__builtin_memcpy(b->waker_comm, st->waker_comm, sizeof(b->waker_comm));
-	bytes = st->syscall_kstack_bytes;
-	stack = bytes > 0 ? bpf_task_storage_get(&syscall_stacks, cur, 0, 0) : NULL;
-	if (!stack || bytes > (__s32)sizeof(b->kstack))
-		bytes = 0;
-	b->kstack_bytes = bytes;
-	if (stack)
-		__builtin_memcpy(b->kstack, stack->ips, sizeof(b->kstack));
+	__builtin_memset(b, 0, sizeof(*b));
+	b->kind = HT_BREACH_OFF_CPU;
+	b->start_ns = start;
+	b->end_ns = slot->st.held.end_ns;
+	b->tid = tid;
+	b->tgid = target_tgid;
+	b->cpu = slot->st.held.cpu;
+	b->syscall_nr = slot->st.syscall_nr;
+	fill_held(b, &slot->st.held, start);
+	comm = bpf_map_lookup_elem(&comms, &tid);
+	if (comm)
+		__builtin_memcpy(b->comm, comm->comm, sizeof(b->comm));
 	bpf_ringbuf_submit(b, BPF_RB_FORCE_WAKEUP);
-	st->syscall_since_ns = 0;
+	return 0;
+}
+
+SEC("raw_tp")
+int flush_held(void *ctx)
+{
+	bpf_loop(thread_slot_mask + 1, flush_slot, NULL, 0);
 	return 0;
 }

@@ -86,17 +86,32 @@ static void print_waker_text(FILE *f, const struct ht_breach *b, bool first)
 	}
 }
 
+/* Of a breach that carries an off-CPU interval besides its kind: ", off-cpu 30.1ms in state S". */
+static void print_off_cpu_part_text(FILE *f, const struct ht_breach *b)
+{
+	char dur[32];
+
+	if (b->kind == HT_BREACH_OFF_CPU ||
+	    !(ht_breach_kinds_of(b->kinds, b->kind) & HT_KIND_BIT(HT_BREACH_OFF_CPU)))
+		return;
+	fprintf(f, ", off-cpu %s",
+		ht_format_duration(b->off_cpu_end_ns - b->off_cpu_start_ns, dur, sizeof(dur)));
+	if (b->off_cpu_waits > 1)
+		fprintf(f, " (the longest of %u)", b->off_cpu_waits);
+	fprintf(f, " in state %c", ht_task_state_letter(b->state));
+}
+
 void ht_breach_print_text(FILE *f, const struct ht_breach_info *bi)
 {
 	const struct ht_breach *b = &bi->b;
 	const char *sc = ht_syscall_name(b->syscall_nr);
 	const char *idle = ht_breach_waits_for_work(b) ? WAIT_FOR_WORK_TEXT : "";
-	char dur[32], ret[128];
+	char dur[32], ret[128], kinds[64];
 
 	/* One line even while the dump thread prints too. */
 	flockfile(f);
 	fprintf(f, "%.6f %s %s tid %u (%.*s) cpu %u", bi->since_start_s,
-		ht_breach_kind_name(b->kind),
+		ht_breach_kinds_name(ht_breach_kinds_of(b->kinds, b->kind), kinds, sizeof(kinds)),
 		ht_format_duration(b->end_ns - b->start_ns, dur, sizeof(dur)), b->tid, HT_COMM_LEN,
 		b->comm, b->cpu);
 	switch (b->kind) {
@@ -108,6 +123,8 @@ void ht_breach_print_text(FILE *f, const struct ht_breach_info *bi)
 		fprintf(f, " state %c", ht_task_state_letter(b->state));
 		if (b->syscall_nr >= 0)
 			fprintf(f, " in %s%s", sc ? sc : "syscall", idle);
+		if (b->off_cpu_waits > 1)
+			fprintf(f, " (the longest of %u)", b->off_cpu_waits);
 		print_waker_text(f, b, true);
 		print_runnable_text(f, bi);
 		break;
@@ -117,6 +134,7 @@ void ht_breach_print_text(FILE *f, const struct ht_breach_info *bi)
 			fprintf(f, ": %s%s = %s", sc, idle, ret);
 		else
 			fprintf(f, ": syscall %d = %s", b->syscall_nr, ret);
+		print_off_cpu_part_text(f, b);
 		print_waker_text(f, b, false);
 		print_runnable_text(f, bi);
 		break;
@@ -183,6 +201,27 @@ static void print_culprits_json(FILE *f, const struct ht_breach_info *bi)
 		(unsigned long long)bi->culprits.runnable_ns, bi->culprits.preemptions);
 }
 
+/* "kinds" beside "kind", and the off-CPU interval of a breach that has one. */
+static void print_kinds_json(FILE *f, const struct ht_breach *b)
+{
+	uint32_t kinds = ht_breach_kinds_of(b->kinds, b->kind);
+	unsigned int n = 0;
+
+	fputs(",\"kinds\":[", f);
+	for (unsigned int k = 1; k < HT_BREACH_KIND_MAX; k++)
+		if (kinds & HT_KIND_BIT(k))
+			fprintf(f, "%s\"%s\"", n++ ? "," : "", ht_breach_kind_name(k));
+	fputc(']', f);
+	if (!(kinds & HT_KIND_BIT(HT_BREACH_OFF_CPU)) || !b->off_cpu_end_ns)
+		return;
+	fprintf(f,
+		",\"off_cpu\":{\"start_ns\":%llu,\"end_ns\":%llu,\"duration_ns\":%llu,"
+		"\"threshold_ns\":%llu,\"waits_over_threshold\":%u}",
+		(unsigned long long)b->off_cpu_start_ns, (unsigned long long)b->off_cpu_end_ns,
+		(unsigned long long)(b->off_cpu_end_ns - b->off_cpu_start_ns),
+		(unsigned long long)b->off_cpu_threshold_ns, b->off_cpu_waits);
+}
+
 void ht_breach_print_json(FILE *f, const struct ht_breach_info *bi, const struct ht_ksyms *ksyms)
 {
 	const struct ht_breach *b = &bi->b;
@@ -199,6 +238,7 @@ void ht_breach_print_json(FILE *f, const struct ht_breach_info *bi, const struct
 		(unsigned long long)(b->end_ns - b->start_ns), (unsigned long long)bi->threshold_ns,
 		(unsigned long long)b->start_ns, (unsigned long long)b->end_ns, b->tgid, b->tid);
 	ht_json_string(f, comm);
+	print_kinds_json(f, b);
 	fprintf(f, ",\"cpu\":%u,\"state\":\"%s\",\"wake_cpu\":%u", b->cpu, state, b->wake_cpu);
 	if (b->syscall_nr >= 0) {
 		fprintf(f, ",\"syscall_nr\":%d,\"syscall\":", b->syscall_nr);

@@ -49,7 +49,7 @@ struct ht_dumper_config {
 };
 
 struct ht_dump_job {
-	char kind[16];	      /* rq-delay, off-cpu, syscall, manual, exit */
+	char kind[16];	      /* rq-delay, off-cpu, syscall, off-cpu+syscall, manual, exit */
 	bool has_breach;
 	struct ht_breach breach;
 	uint64_t threshold_ns;

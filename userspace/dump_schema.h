@@ -37,6 +37,11 @@
 
 /* Argument names. */
 #define HT_ARG_KIND	     "kind"	      /* breach kind, "manual", "exit" */
+#define HT_ARG_KINDS	     "kinds"	      /* every kind the wait breached: "off-cpu+syscall" */
+/* A syscall breach that slept past the off-CPU threshold too: that interval and threshold. */
+#define HT_ARG_OFF_CPU_START_NS	    "off_cpu_start_ns"
+#define HT_ARG_OFF_CPU_NS	    "off_cpu_duration_ns"
+#define HT_ARG_OFF_CPU_THRESHOLD_NS "off_cpu_threshold_ns"
 #define HT_ARG_DURATION_NS   "duration_ns"
 #define HT_ARG_THRESHOLD_NS  "threshold_ns"
 #define HT_ARG_TID	     "tid"
@@ -80,7 +85,8 @@
 #define HT_META_CMDLINE	       "cmdline"
 #define HT_META_TARGET_PID     "target_pid"
 #define HT_META_TARGET_COMM    "target_comm"
-#define HT_META_KIND	       "dump_kind"	   /* rq-delay, off-cpu, syscall, manual, exit */
+/* rq-delay, off-cpu, syscall, off-cpu+syscall (one wait of both), manual, exit */
+#define HT_META_KIND	       "dump_kind"
 #define HT_META_WALL_CLOCK     "wall_clock"	   /* ISO 8601 with ms and zone, breach end */
 #define HT_META_TRIGGER	       "trigger"	/* trigger dumps: the spec */
 #define HT_META_LOSS_MARKS     "loss.marks"	/* torn, overwritten or unreadable mark records */

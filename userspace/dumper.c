@@ -278,16 +278,23 @@ static void release(struct ht_dump_held *h)
 
 struct ht_dump_rank ht_dump_job_rank(const struct ht_dump_job *job)
 {
-	uint64_t duration_ns;
+	const struct ht_breach *b = &job->breach;
+	uint64_t duration_ns[2] = { 0 }, threshold_ns[2] = { job->threshold_ns, 0 };
 
 	if (job->asked)
 		return (struct ht_dump_rank){ .cls = HT_RANK_ASKED };
 	if (!job->has_breach)
 		return (struct ht_dump_rank){ .cls = HT_RANK_TRIGGER };
-	duration_ns = job->breach.end_ns - job->breach.start_ns;
-	return ht_dump_rank_breach(ht_breach_waits_for_work(&job->breach) ? HT_RANK_WAIT_FOR_WORK
-									  : HT_RANK_BREACH,
-				   &duration_ns, &job->threshold_ns, 1);
+	duration_ns[0] = b->end_ns - b->start_ns;
+	/* A syscall that slept past the off-CPU threshold too: the larger ratio ranks it. */
+	if (b->kind != HT_BREACH_OFF_CPU &&
+	    (ht_breach_kinds_of(b->kinds, b->kind) & HT_KIND_BIT(HT_BREACH_OFF_CPU))) {
+		duration_ns[1] = b->off_cpu_end_ns - b->off_cpu_start_ns;
+		threshold_ns[1] = b->off_cpu_threshold_ns;
+	}
+	return ht_dump_rank_breach(ht_breach_waits_for_work(b) ? HT_RANK_WAIT_FOR_WORK
+							: HT_RANK_BREACH,
+				   duration_ns, threshold_ns, 2);
 }
 
 enum ht_dump_decision ht_dumper_offer(struct ht_dumper *d, const struct ht_dump_job *job)
@@ -477,7 +484,8 @@ void ht_dump_job_for_breach(struct ht_dump_job *job, const struct ht_breach *b,
 			    uint64_t threshold_ns)
 {
 	memset(job, 0, sizeof(*job));
-	snprintf(job->kind, sizeof(job->kind), "%s", ht_breach_kind_name(b->kind));
+	/* "off-cpu+syscall" for one wait of both kinds: the file's name and its dump_kind. */
+	ht_breach_kinds_name(ht_breach_kinds_of(b->kinds, b->kind), job->kind, sizeof(job->kind));
 	job->has_breach = true;
 	job->breach = *b;
 	job->threshold_ns = threshold_ns;

@@ -177,16 +177,30 @@ static const char *state_name(uint32_t state, bool preempted, char *buf, size_t 
 	return buf;
 }
 
+/* The off-CPU interval of a breach: its own, or the one inside its syscall. */
+static uint64_t breach_off_cpu_start(const struct ht_breach *br)
+{
+	return br->kind == HT_BREACH_OFF_CPU || !br->off_cpu_end_ns ? br->start_ns
+								    : br->off_cpu_start_ns;
+}
+
+static uint64_t breach_off_cpu_end(const struct ht_breach *br)
+{
+	return br->kind == HT_BREACH_OFF_CPU || !br->off_cpu_end_ns ? br->end_ns
+								    : br->off_cpu_end_ns;
+}
+
 static bool is_breach_slice(const struct builder *b, const struct thread_build *t,
 			    unsigned int kind, uint64_t start, uint64_t end)
 {
 	const struct ht_breach *br = b->kw->breach;
 
-	if (!br || br->tid != t->tid || br->kind != kind)
+	if (!br || br->tid != t->tid ||
+	    !(ht_breach_kinds_of(br->kinds, br->kind) & HT_KIND_BIT(kind)))
 		return false;
 	switch (kind) {
 	case HT_BREACH_OFF_CPU:
-		return start == br->start_ns;
+		return start == breach_off_cpu_start(br);
 	default:
 		return end == br->end_ns;
 	}
@@ -237,10 +251,10 @@ static void asleep_since_before(struct builder *b, struct thread_build *t, uint6
 {
 	const struct ht_breach *br = b->kw->breach;
 
-	if (br && br->kind == HT_BREACH_OFF_CPU && br->tid == t->tid && br->start_ns <= now &&
-	    now <= br->end_ns) {
-		t->since_ns = br->start_ns;
-		t->since_before_window = br->start_ns < b->kw->t0;
+	if (br && (ht_breach_kinds_of(br->kinds, br->kind) & HT_KIND_BIT(HT_BREACH_OFF_CPU)) &&
+	    br->tid == t->tid && breach_off_cpu_start(br) <= now && now <= breach_off_cpu_end(br)) {
+		t->since_ns = breach_off_cpu_start(br);
+		t->since_before_window = t->since_ns < b->kw->t0;
 		t->sleep_state = br->state;
 		t->sleep_state_known = true;
 		return;
@@ -616,11 +630,14 @@ static void add_cpu_slices(struct builder *b, unsigned int cpu)
 static void add_breach(struct builder *b)
 {
 	const struct ht_breach *br = b->kw->breach;
-	char comm[HT_COMM_LEN + 1];
+	char comm[HT_COMM_LEN + 1], kinds[64];
+	uint32_t kind_bits;
 	long events[2];
 
 	if (!br)
 		return;
+	kind_bits = ht_breach_kinds_of(br->kinds, br->kind);
+	ht_breach_kinds_name(kind_bits, kinds, sizeof(kinds));
 	snprintf(comm, sizeof(comm), "%.*s", HT_COMM_LEN, br->comm);
 	events[0] = add_slice(b, b->hybtrace_track, br->start_ns, br->end_ns, HT_EV_BREACH,
 			      HT_CAT_BREACH);
@@ -635,6 +652,15 @@ static void add_breach(struct builder *b)
 		tl_event_arg_uint(b->tl, events[i], HT_ARG_CPU, br->cpu);
 		tl_event_arg_uint(b->tl, events[i], HT_ARG_WAIT_FOR_WORK,
 				  ht_breach_waits_for_work(br));
+		tl_event_arg_str(b->tl, events[i], HT_ARG_KINDS, kinds);
+		/* One wait of two kinds: the off-CPU interval in its syscall, its threshold. */
+		if (br->kind == HT_BREACH_OFF_CPU || !(kind_bits & HT_KIND_BIT(HT_BREACH_OFF_CPU)))
+			continue;
+		tl_event_arg_uint(b->tl, events[i], HT_ARG_OFF_CPU_START_NS, br->off_cpu_start_ns);
+		tl_event_arg_uint(b->tl, events[i], HT_ARG_OFF_CPU_NS,
+				  br->off_cpu_end_ns - br->off_cpu_start_ns);
+		tl_event_arg_uint(b->tl, events[i], HT_ARG_OFF_CPU_THRESHOLD_NS,
+				  br->off_cpu_threshold_ns);
 	}
 	attach_breach_stack(b, events[1]);
 }

@@ -187,6 +187,14 @@ static int configure(struct monitor_bpf *skel, const struct ht_monitor_config *c
 		bpf_program__set_autoload(skel->progs.handle_sys_enter, false);
 		bpf_program__set_autoload(skel->progs.handle_sys_exit, false);
 	}
+	/*
+	 * Off-CPU breaches are held in syscalls only with both thresholds; what
+	 * is held at the end is flushed by a loop over the slots (bpf_loop,
+	 * Linux 5.17): without it, held in a syscall that never returned is lost.
+	 */
+	if (!cfg->syscall_ns || !cfg->off_cpu_ns ||
+	    libbpf_probe_bpf_helper(BPF_PROG_TYPE_RAW_TRACEPOINT, BPF_FUNC_loop, NULL) <= 0)
+		bpf_program__set_autoload(skel->progs.flush_held, false);
 	disable_missing_tracepoints(skel, btf);
 	disable_missing_context_pairs(skel, btf);
 	return 0;
@@ -318,6 +326,14 @@ void ht_monitor_stop_breaches(struct ht_monitor *m)
 	 * refused (nohz_full), the caller's drain waits for the counts instead.
 	 */
 	syscall(SYS_membarrier, MEMBARRIER_CMD_GLOBAL, 0, 0);
+	/* Off-CPU breaches held in syscalls still running: sent now, counted as the others. */
+	if (bpf_program__autoload(m->skel->progs.flush_held)) {
+		LIBBPF_OPTS(bpf_test_run_opts, opts);
+
+		if (bpf_prog_test_run_opts(bpf_program__fd(m->skel->progs.flush_held), &opts))
+			ht_warn("off-CPU breaches held in syscalls not yet returned are lost: %s",
+				strerror(errno));
+	}
 }
 
 int ht_monitor_breach_fd(const struct ht_monitor *m)

@@ -104,7 +104,7 @@ unsigned int ht_monitor_slot_shift(uint64_t bytes);
 /*
  * How many per-thread state slots the programs get for a kernel whose
  * pid_max is PID_MAX: one per possible tid, a power of two between
- * HT_THREAD_SLOTS_MIN and HT_THREAD_SLOTS_MAX (104 bytes each). Threads
+ * HT_THREAD_SLOTS_MIN and HT_THREAD_SLOTS_MAX (160 bytes each). Threads
  * whose tids collide modulo that share nothing: the later keeps task storage.
  */
 #define HT_THREAD_SLOTS_MIN 1024U

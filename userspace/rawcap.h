@@ -30,7 +30,12 @@
 
 #define HT_RAWCAP_MAGIC	 "HYBTRAW\n"
 #define HT_RAWCAP_MAJOR	 1
-#define HT_RAWCAP_MINOR	 3 /* 1.1: the mmap page's TSC conversion in CLOCKS; 1.2: COMMS, machine and command in META; 1.3: the breach's flags */
+/*
+ * 1.1: the mmap page's TSC conversion in CLOCKS; 1.2: COMMS, machine and
+ * command in META; 1.3: a breach's flags, kinds and off-CPU interval in
+ * BREACH.
+ */
+#define HT_RAWCAP_MINOR	 3
 #define HT_RAWCAP_SUFFIX ".hybtrace-raw"
 
 /* Section tags. */
@@ -155,7 +160,7 @@ struct ht_rawcap {
 	/* META */
 	int pid;
 	char comm[HT_COMM_LEN];
-	char kind[HT_RAWCAP_KIND_LEN]; /* rq-delay, off-cpu, syscall, manual, exit */
+	char kind[HT_RAWCAP_KIND_LEN]; /* rq-delay, off-cpu, syscall, off-cpu+syscall, ... */
 	char version[32];	       /* hybtrace's */
 	uint64_t threshold_ns;
 	uint64_t start_ns, end_ns; /* the interval the window is built around */

@@ -49,6 +49,9 @@ struct dump_view {
 	uint32_t tid;
 	const char *comm;
 	uint64_t start_ns, end_ns, threshold_ns;
+	/* A syscall breach that slept past the off-CPU threshold too (0: not): that interval. */
+	uint64_t off_cpu_start_ns, off_cpu_ns, off_cpu_threshold_ns;
+	const char *kinds; /* "off-cpu+syscall"; the kind alone in older dumps */
 	uint64_t window_start_ns, window_end_ns;
 	long rq_slice, off_slice, syscall_slice, breach_instant;
 	struct pftr_stats stats; /* what reading the file found */
@@ -223,10 +226,16 @@ static void view_init(struct dump_view *v, const struct timeline *tl, const char
 		v->start_ns = e->ts_ns - dur;
 		v->tid = (uint32_t)tid;
 		v->comm = arg_str(tl, e, HT_ARG_COMM);
+		v->kinds = arg_str(tl, e, HT_ARG_KINDS);
+		arg_u64(tl, e, HT_ARG_OFF_CPU_START_NS, &v->off_cpu_start_ns);
+		arg_u64(tl, e, HT_ARG_OFF_CPU_NS, &v->off_cpu_ns);
+		arg_u64(tl, e, HT_ARG_OFF_CPU_THRESHOLD_NS, &v->off_cpu_threshold_ns);
 		break;
 	}
 	if (!v->comm)
 		v->comm = "?";
+	if (!v->kinds)
+		v->kinds = v->kind;
 	if (!v->has_breach) {
 		view_trigger(v);
 		return;
@@ -235,7 +244,8 @@ static void view_init(struct dump_view *v, const struct timeline *tl, const char
 	v->stack_after = find_thread_instant(v, HT_EV_STACK_AFTER);
 	v->block_stack = find_thread_instant(v, HT_EV_BLOCK_STACK);
 	v->rq_slice = find_kernel_slice(v, HT_EV_RUNQUEUE, NULL, 0, v->end_ns);
-	v->off_slice = find_kernel_slice(v, HT_EV_OFF_CPU, NULL, v->start_ns, 0);
+	v->off_slice = find_kernel_slice(v, HT_EV_OFF_CPU, NULL,
+					 v->off_cpu_ns ? v->off_cpu_start_ns : v->start_ns, 0);
 	v->syscall_slice = find_kernel_slice(v, NULL, HT_CAT_SYSCALL, 0, v->end_ns);
 }
 
@@ -259,6 +269,9 @@ static size_t stack_of(const struct timeline *tl, long ev, const char **out, siz
 /* The event whose kernel stack tells why the thread waited. */
 static long stack_event(const struct dump_view *v)
 {
+	/* One wait of both kinds: the sleep inside the syscall, where its stack was taken. */
+	if (v->off_cpu_ns && v->off_slice >= 0)
+		return v->off_slice;
 	if (!strcmp(v->kind, "syscall") && v->syscall_slice >= 0)
 		return v->syscall_slice;
 	if (!strcmp(v->kind, "off-cpu") && v->off_slice >= 0)
@@ -467,7 +480,8 @@ static void describe(const struct timeline *tl, const struct tl_event *e, char *
 	} else if (!strcmp(name, HT_EV_BREACH)) {
 		arg_u64(tl, e, HT_ARG_DURATION_NS, &v);
 		snprintf(buf, len, "%s %s %s", e->kind == TL_EVENT_SLICE ? "BREACH begins" : "BREACH ends",
-			 arg_str(tl, e, HT_ARG_KIND) ?: "", ht_format_duration(v, dur, sizeof(dur)));
+			 arg_str(tl, e, HT_ARG_KINDS) ?: arg_str(tl, e, HT_ARG_KIND) ?: "",
+			 ht_format_duration(v, dur, sizeof(dur)));
 	} else if (e->kind == TL_EVENT_SLICE) {
 		snprintf(buf, len, "%s %s", name, dur);
 	} else {
@@ -692,9 +706,14 @@ static void print_headline(const struct dump_view *v)
 	char dur[32], thr[32], win[32];
 
 	if (v->has_breach) {
-		printf("%s %s (threshold %s) in tid %u (%s) of pid %s (%s)%s\n", v->kind,
+		printf("%s %s (threshold %s)", v->kind,
 		       ht_format_duration(v->end_ns - v->start_ns, dur, sizeof(dur)),
-		       ht_format_duration(v->threshold_ns, thr, sizeof(thr)), v->tid, v->comm,
+		       ht_format_duration(v->threshold_ns, thr, sizeof(thr)));
+		if (v->off_cpu_ns)
+			printf(", off-cpu %s of it (threshold %s)",
+			       ht_format_duration(v->off_cpu_ns, dur, sizeof(dur)),
+			       ht_format_duration(v->off_cpu_threshold_ns, thr, sizeof(thr)));
+		printf(" in tid %u (%s) of pid %s (%s)%s\n", v->tid, v->comm,
 		       meta_str(tl, HT_META_TARGET_PID), meta_str(tl, HT_META_TARGET_COMM),
 		       v->wait_for_work ? ", waiting for work" : "");
 	} else if (v->trigger >= 0) {
@@ -961,6 +980,21 @@ static void print_header_json(const struct dump_view *v)
 		       "]}", v->tid, e->ts_ns, r[0], r[1], r[2]);
 	}
 	if (v->has_breach) {
+		const char *k = v->kinds;
+
+		/* "kinds":["off-cpu","syscall"] from "off-cpu+syscall". */
+		printf(",\"kinds\":[");
+		for (int n = 0; *k; n++) {
+			size_t len = strcspn(k, "+");
+
+			printf("%s\"%.*s\"", n ? "," : "", (int)len, k);
+			k += len + (k[len] == '+');
+		}
+		putchar(']');
+		if (v->off_cpu_ns)
+			printf(",\"off_cpu_duration_ns\":%" PRIu64
+			       ",\"off_cpu_threshold_ns\":%" PRIu64,
+			       v->off_cpu_ns, v->off_cpu_threshold_ns);
 		printf(",\"duration_ns\":%" PRIu64 ",\"threshold_ns\":%" PRIu64 ",\"tid\":%u,\"comm\":",
 		       v->end_ns - v->start_ns, v->threshold_ns, v->tid);
 		ht_json_string(stdout, v->comm);
@@ -1083,11 +1117,16 @@ static void fill_row(struct dir_row *r)
 	r->duration_ns = v.has_breach ? v.end_ns - v.start_ns : 0;
 	r->threshold_ns = v.has_breach ? v.threshold_ns : 0;
 	r->wait_for_work = v.has_breach && v.wait_for_work;
-	if (v.has_breach)
+	if (v.has_breach) {
+		uint64_t dur[2] = { r->duration_ns, v.off_cpu_ns };
+		uint64_t thr[2] = { v.threshold_ns, v.off_cpu_ns ? v.off_cpu_threshold_ns : 0 };
+
+		/* As the dump policy ranked it: by the larger of its two ratios. */
 		r->ratio = ht_dump_rank_breach(r->wait_for_work ? HT_RANK_WAIT_FOR_WORK
 								: HT_RANK_BREACH,
-					       &r->duration_ns, &v.threshold_ns, 1)
+					       dur, thr, 2)
 				   .ratio;
+	}
 	snprintf(r->kind, sizeof(r->kind), "%s", v.kind);
 	snprintf(r->wall_clock, sizeof(r->wall_clock), "%s", meta_str(tl, HT_META_WALL_CLOCK));
 	r->has_thread = v.has_breach || v.trigger >= 0;

@@ -106,7 +106,11 @@ struct session {
 	struct ht_block_frames block_frames; /* the breach being read's */
 	uint64_t block_stacks_shown;
 	uint64_t start_ns;
+	/* Waits that breached each kind (one of two kinds counts in both), by kind. */
 	struct kind_stats kinds[HT_BREACH_KIND_MAX];
+	uint64_t reported; /* breach records read: one per wait */
+	/* Those records by the set of kinds they breached (bits 1 << kind). */
+	uint64_t by_kinds[1U << HT_BREACH_KIND_MAX];
 	bool status_on_tty;
 	bool status_shown;
 	uint64_t last_status_ns, last_records;
@@ -213,11 +217,9 @@ static void fill_culprits(struct session *s, struct ht_breach_info *bi)
 	ht_fr_window_free(&w);
 }
 
-static void note_breach(struct session *s, const struct ht_breach *b)
+static void note_kind(struct kind_stats *k, const struct ht_breach *b, uint64_t dur)
 {
-	struct kind_stats *k = &s->kinds[b->kind];
 	struct breach_max *m = ht_breach_waits_for_work(b) ? &k->idle : &k->worst;
-	uint64_t dur = b->end_ns - b->start_ns;
 
 	k->count++;
 	m->count++;
@@ -225,6 +227,23 @@ static void note_breach(struct session *s, const struct ht_breach *b)
 		m->max_ns = dur;
 		m->max_tid = b->tid;
 		snprintf(m->max_comm, sizeof(m->max_comm), "%.*s", HT_COMM_LEN, b->comm);
+	}
+}
+
+/* One wait: counted once, and under each kind it breached with that kind's interval. */
+static void note_breach(struct session *s, const struct ht_breach *b)
+{
+	uint32_t kinds = ht_breach_kinds_of(b->kinds, b->kind);
+
+	s->reported++;
+	s->by_kinds[kinds & ((1U << HT_BREACH_KIND_MAX) - 1)]++;
+	for (unsigned int k = 1; k < HT_BREACH_KIND_MAX; k++) {
+		if (!(kinds & HT_KIND_BIT(k)))
+			continue;
+		if (k == HT_BREACH_OFF_CPU && b->kind != k && b->off_cpu_end_ns)
+			note_kind(&s->kinds[k], b, b->off_cpu_end_ns - b->off_cpu_start_ns);
+		else
+			note_kind(&s->kinds[k], b, b->end_ns - b->start_ns);
 	}
 }
 
@@ -330,6 +349,13 @@ static int on_breach(void *ctx, void *data, size_t size)
 	if (bi.b.kind == 0 || bi.b.kind >= HT_BREACH_KIND_MAX)
 		return 0;
 	bi.threshold_ns = threshold_of(s->opt, bi.b.kind);
+	/* Sent at the end for a thread still in its syscall, by tid alone: its name is ours to find. */
+	if (!bi.b.comm[0]) {
+		char comm[HT_COMM_BUF];
+
+		ht_comm_lookup(s->comms, bi.b.tid, bi.b.cpu, comm, sizeof(comm));
+		snprintf(bi.b.comm, sizeof(bi.b.comm), "%.*s", HT_COMM_LEN - 1, comm);
+	}
 	bi.since_start_s = (double)(int64_t)(bi.b.end_ns - s->start_ns) / 1e9;
 	bi.block_stack = block_stack_of(s, &bi.b);
 	/*
@@ -367,13 +393,46 @@ static uint64_t total_lost(const struct ht_monitor_counters *c)
 	       c->value[HT_CNT_UNSEEN_SWITCH_INS];
 }
 
+/* Breach records, one per wait, whatever kinds it breached. */
 static uint64_t total_breaches(const struct session *s)
 {
-	uint64_t n = 0;
+	return s->reported;
+}
 
-	for (int k = 1; k < HT_BREACH_KIND_MAX; k++)
-		n += s->kinds[k].count;
-	return n;
+/* Waits that breached exactly the kinds ONLY. */
+static uint64_t waits_of(const struct session *s, uint32_t only)
+{
+	return s->by_kinds[only];
+}
+
+/* "waits: 12 breached: 7 off-cpu only, 3 syscall only, 2 both (off-cpu and syscall)" */
+static void print_waits_text(struct session *s, FILE *f)
+{
+	const uint32_t off = HT_KIND_BIT(HT_BREACH_OFF_CPU), sys = HT_KIND_BIT(HT_BREACH_SYSCALL);
+	bool both = s->opt->off_cpu_ns && s->opt->syscall_ns;
+	const char *sep = ":";
+
+	fprintf(f, "  waits: %llu breached", (unsigned long long)total_breaches(s));
+	if (s->opt->rq_delay_ns) {
+		fprintf(f, "%s %llu rq-delay", sep,
+			(unsigned long long)waits_of(s, HT_KIND_BIT(HT_BREACH_RQ_DELAY)));
+		sep = ",";
+	}
+	/* "only" where a wait could have breached the other threshold too. */
+	if (s->opt->off_cpu_ns) {
+		fprintf(f, "%s %llu off-cpu%s", sep, (unsigned long long)waits_of(s, off),
+			both ? " only" : "");
+		sep = ",";
+	}
+	if (s->opt->syscall_ns) {
+		fprintf(f, "%s %llu syscall%s", sep, (unsigned long long)waits_of(s, sys),
+			both ? " only" : "");
+		sep = ",";
+	}
+	if (both)
+		fprintf(f, "%s %llu both (off-cpu and syscall)", sep,
+			(unsigned long long)waits_of(s, off | sys));
+	fputc('\n', f);
 }
 
 static void print_status(struct session *s)
@@ -510,6 +569,7 @@ static void print_summary_text(struct session *s, FILE *f, const struct ht_monit
 				ks->idle.max_tid, ks->idle.max_comm);
 		fputc('\n', f);
 	}
+	print_waits_text(s, f);
 	/* The ring was drained after the programs stopped counting: this adds up. */
 	fprintf(f,
 		"  breaches: %llu detected in the kernel = %llu reported + %llu lost (breach "
@@ -577,7 +637,16 @@ static void print_summary_json(struct session *s, FILE *f, const struct ht_monit
 			(unsigned long long)s->kinds[k].idle.count,
 			(unsigned long long)s->kinds[k].idle.max_ns);
 	fprintf(f,
-		"},\"detected\":%llu,\"reported\":%llu,\"filtered\":%llu,\"records\":%llu,"
+		"},\"waits\":{\"breached\":%llu,\"rq_delay\":%llu,\"off_cpu_only\":%llu,"
+		"\"syscall_only\":%llu,\"off_cpu_and_syscall\":%llu}",
+		(unsigned long long)total_breaches(s),
+		(unsigned long long)waits_of(s, HT_KIND_BIT(HT_BREACH_RQ_DELAY)),
+		(unsigned long long)waits_of(s, HT_KIND_BIT(HT_BREACH_OFF_CPU)),
+		(unsigned long long)waits_of(s, HT_KIND_BIT(HT_BREACH_SYSCALL)),
+		(unsigned long long)waits_of(s, HT_KIND_BIT(HT_BREACH_OFF_CPU) |
+						    HT_KIND_BIT(HT_BREACH_SYSCALL)));
+	fprintf(f,
+		",\"detected\":%llu,\"reported\":%llu,\"filtered\":%llu,\"records\":%llu,"
 		"\"recorder\":{\"records_per_cpu\":%llu,\"shortest_reach_ns\":%llu},"
 		"\"lost\":{\"total\":%llu,\"ring_buffer\":%llu,\"task_storage\":%llu,"
 		"\"comm_map\":%llu,\"recursion\":%llu,\"unseen_switch_in\":%llu}",

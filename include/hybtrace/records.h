@@ -111,7 +111,20 @@ struct ht_breach {
 	char comm[HT_COMM_LEN];
 	char waker_comm[HT_COMM_LEN];
 	__u64 kstack[HT_MAX_KSTACK_DEPTH];
+	/*
+	 * Every threshold this wait breached, as bits 1 << kind. A sleep inside
+	 * a syscall that breached both the off-CPU and the syscall threshold is
+	 * one breach: kind HT_BREACH_SYSCALL over the syscall, with the longest
+	 * off-CPU interval of the syscall below. 0 in older raw captures: 1 << kind.
+	 */
+	__u32 kinds;
+	__u32 off_cpu_waits;	/* off-CPU intervals of the syscall over the threshold */
+	__u64 off_cpu_start_ns; /* with HT_BREACH_OFF_CPU in kinds: its interval */
+	__u64 off_cpu_end_ns;
+	__u64 off_cpu_threshold_ns;
 };
+
+#define HT_KIND_BIT(kind) (1U << (kind))
 
 /*
  * Entry of the pid-to-comm map, kept current at fork, exec, rename, exit.

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include "check.h"
 #include "dump_policy.h"
+#include "dumper.h"
 
 #define MS	1000000ULL
 #define POST_NS (2 * MS)
@@ -177,6 +178,33 @@ TEST(rank_is_the_largest_ratio_and_the_class_first)
 	CHECK(ht_dump_rank_cmp(trig, r) > 0);
 	CHECK(ht_dump_rank_cmp(asked, trig) > 0);
 	CHECK_STR(ht_dump_rank_format(r, buf, sizeof(buf)), "3.00x its threshold");
+}
+
+/* One wait of both kinds: its job is named by both, and ranks by the larger ratio. */
+TEST(a_wait_of_two_kinds_ranks_by_its_larger_ratio)
+{
+	struct ht_breach b = { .kind = HT_BREACH_SYSCALL,
+			       .kinds = 1U << HT_BREACH_OFF_CPU | 1U << HT_BREACH_SYSCALL,
+			       .start_ns = 100 * MS, .end_ns = 130 * MS,
+			       .off_cpu_start_ns = 101 * MS, .off_cpu_end_ns = 129 * MS,
+			       .off_cpu_threshold_ns = 7 * MS };
+	struct ht_dump_job job;
+
+	ht_dump_job_for_breach(&job, &b, 10 * MS);
+	CHECK_STR(job.kind, "off-cpu+syscall");
+	/* 28 ms over 7 ms beats 30 ms over 10 ms. */
+	CHECK(ht_dump_job_rank(&job).ratio == 4.0);
+	/* Over a larger off-CPU threshold, the syscall's ratio ranks it. */
+	job.breach.off_cpu_threshold_ns = 28 * MS;
+	CHECK(ht_dump_job_rank(&job).ratio == 3.0);
+	/* An off-CPU breach alone ranks by its own interval and threshold. */
+	b.kind = HT_BREACH_OFF_CPU;
+	b.kinds = 1U << HT_BREACH_OFF_CPU;
+	b.off_cpu_start_ns = b.start_ns;
+	b.off_cpu_end_ns = b.end_ns;
+	ht_dump_job_for_breach(&job, &b, 15 * MS);
+	CHECK_STR(job.kind, "off-cpu");
+	CHECK(ht_dump_job_rank(&job).ratio == 2.0);
 }
 
 TEST(growing_breaches_in_one_interval_dump_the_largest)

@@ -98,6 +98,12 @@ static void make_full(struct ht_rawcap *c, size_t pt_len)
 	strcpy(c->breach.waker_comm, "batch_job");
 	c->breach.kstack[0] = 0xffffffff81000000ULL;
 	c->breach.kstack[31] = 0xffffffff81234567ULL;
+	/* 1.3: one wait of both kinds, with the off-CPU interval inside the syscall. */
+	c->breach.kinds = 1U << HT_BREACH_OFF_CPU | 1U << HT_BREACH_RQ_DELAY;
+	c->breach.off_cpu_waits = 3;
+	c->breach.off_cpu_start_ns = c->start_ns + 1;
+	c->breach.off_cpu_end_ns = c->end_ns - 1;
+	c->breach.off_cpu_threshold_ns = 7000000;
 	c->pt.pmu_type = 8;
 	c->pt.config = 0x3012601;
 	c->pt.fields = (struct ht_pt_fields){1, 1, 1, 1, 1, 1, 3, 2, 3};
@@ -456,9 +462,13 @@ TEST(an_older_minor_is_read)
 	free(b);
 }
 
-/* Format 1.2: the breach ended at its kernel stack, without the flags (a joining thread...). */
+/*
+ * Format 1.2: the breach ended at its kernel stack, without what 1.3 added:
+ * the flags (a joining thread...), the kinds and the off-CPU interval.
+ */
 TEST(a_minor_2_breach_without_flags_is_read)
 {
+	const size_t added = 4 + 4 + 4 + 3 * 8;
 	struct ht_rawcap c, r;
 	char err[256];
 	size_t len, at, end;
@@ -470,15 +480,22 @@ TEST(a_minor_2_breach_without_flags_is_read)
 	at = find_section(b, len, HT_RAWSEC_BREACH, 0);
 	CHECK(at != 0);
 	end = at + 16 + get64(b + at + 8);
-	put64(b + at + 8, get64(b + at + 8) - 4);
-	memmove(b + end - 4, b + end, len - end);
-	len -= 4;
+	put64(b + at + 8, get64(b + at + 8) - added);
+	memmove(b + end - added, b + end, len - end);
+	len -= added;
 	fix_crc(b, at);
 	b[10] = 2; /* minor */
 	CHECK(!read_mem(b, len, &r, err, sizeof(err)));
 	CHECK_STR(err, "");
 	CHECK_EQ_U64(r.breach.flags, 0);
+	CHECK_EQ_U64(r.breach.kinds, 0);
+	CHECK_EQ_U64(r.breach.off_cpu_end_ns, 0);
 	r.breach.flags = c.breach.flags;
+	r.breach.kinds = c.breach.kinds;
+	r.breach.off_cpu_waits = c.breach.off_cpu_waits;
+	r.breach.off_cpu_start_ns = c.breach.off_cpu_start_ns;
+	r.breach.off_cpu_end_ns = c.breach.off_cpu_end_ns;
+	r.breach.off_cpu_threshold_ns = c.breach.off_cpu_threshold_ns;
 	check_same(&c, &r, true);
 	ht_rawcap_free(&r);
 	ht_rawcap_free(&c);

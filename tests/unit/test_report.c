@@ -324,3 +324,105 @@ TEST(syscall_returns_name_their_errno)
 		printf("     %s\n", text);
 	free(text);
 }
+
+/*
+ * A's read from 1000 to 30200, asleep in it from 1100 to 30100, woken by B:
+ * one wait over both thresholds (syscall 10us, off-CPU 5us).
+ */
+#define B 4002
+static const struct ht_breach both_breach = {
+	.kind = HT_BREACH_SYSCALL, .kinds = 1U << HT_BREACH_OFF_CPU | 1U << HT_BREACH_SYSCALL,
+	.tid = A, .tgid = TGID, .start_ns = 1000, .end_ns = 30200, .syscall_nr = 0 /* read */,
+	.syscall_ret = 1, .state = 1, .wake_source = HT_WAKE_TASK, .waker_tid = B,
+	.waker_tgid = TGID, .wake_ns = 30000, .comm = "worker", .waker_comm = "writer",
+	.off_cpu_start_ns = 1100, .off_cpu_end_ns = 30100, .off_cpu_waits = 2,
+	.off_cpu_threshold_ns = 5000
+};
+
+static void both_events(void)
+{
+	nevents = 0;
+	add(0, 1000, HT_FR_SYS_ENTER, HT_FRF_TARGET, A, 0, 0, 3);
+	add(0, 1100, HT_FR_SWITCH, HT_FRF_PREV_TARGET, A, 0, 0, 1 /* S */);
+	add(1, 30000, HT_FR_WAKEUP, HT_FRF_TARGET, A, B, 0, HT_WAKE_TASK);
+	add(0, 30100, HT_FR_SWITCH, HT_FRF_NEXT_TARGET, 0, A, 0, 0);
+	add(0, 30200, HT_FR_SYS_EXIT, HT_FRF_TARGET, A, 0, 0, 1);
+}
+
+/* The dump of one wait of both kinds: report names both, and ranks it by the larger ratio. */
+TEST(one_wait_of_both_kinds_in_its_dump)
+{
+	static const char name[] = "hybtrace-4000-20261201-100003.000-off-cpu+syscall.perfetto-trace";
+	char path[PATH_MAX], *argv[] = { "report", path, NULL };
+	char *jargv[] = { "report", "--json", path, NULL }, *dargv[] = { "report", "--json", dir, NULL };
+	char *text, *json, *listing;
+
+	setup();
+	both_events();
+	dump_threshold_ns = 10000;
+	write_dump(name, "off-cpu+syscall", 100, 31000, &both_breach);
+	dump_threshold_ns = 1000;
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	text = report(2, argv);
+	CHECK(!strncmp(text, "off-cpu+syscall 29.2us (threshold 10.0us), off-cpu 29.0us of it "
+			     "(threshold 5.0us) in tid 4001 (worker)", 82));
+	if (strncmp(text, "off-cpu+syscall", 15))
+		printf("     %.300s\n", text);
+	json = report(3, jargv);
+	CHECK(strstr(json, "\"kind\":\"off-cpu+syscall\"") != NULL);
+	CHECK(strstr(json, "\"kinds\":[\"off-cpu\",\"syscall\"],\"off_cpu_duration_ns\":29000,"
+			   "\"off_cpu_threshold_ns\":5000,\"duration_ns\":29200,"
+			   "\"threshold_ns\":10000") != NULL);
+	/* Its off-CPU slice is the breach's, from 1100 to the wakeup: the one report describes. */
+	CHECK(strstr(json, "\"off_cpu\":{\"state\":\"S\",\"syscall\":\"read\",\"ns\":28900}") != NULL);
+	CHECK(strstr(json, "\"what\":\"BREACH ends off-cpu+syscall 29.2us\"") != NULL);
+	if (!strstr(json, "\"off_cpu\":{\"state\""))
+		printf("     %.2000s\n", json);
+	/*
+	 * Listed by the larger ratio, 29.0us over 5us (5.8x), before the rq-delay
+	 * dump's 4.0x; by the syscall's alone (2.92x) it would come after.
+	 */
+	listing = report(3, dargv);
+	CHECK(strstr(listing, "off-cpu+syscall.perfetto") &&
+	      strstr(listing, "off-cpu+syscall.perfetto") < strstr(listing, "rq-delay.perfetto"));
+	free(text);
+	free(json);
+	free(listing);
+	CHECK(!unlink(path));
+}
+
+/* The live line and JSON object of one wait of both kinds. */
+TEST(one_wait_of_both_kinds_live)
+{
+	struct ht_breach_info bi = { .b = both_breach, .threshold_ns = 10000, .since_start_s = 1.5 };
+	char *out = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&out, &len);
+
+	CHECK(f != NULL);
+	if (!f)
+		return;
+	ht_breach_print_text(f, &bi);
+	ht_breach_print_json(f, &bi, NULL);
+	fclose(f);
+	CHECK(!strncmp(out, "1.500000 off-cpu+syscall 29.2us tid 4001 (worker) cpu 0: read = 1, "
+			    "off-cpu 29.0us (the longest of 2) in state S; woken by 4002 (writer)\n",
+		       126));
+	CHECK(strstr(out, "\"kind\":\"syscall\",\"duration_ns\":29200,\"threshold_ns\":10000") !=
+	      NULL);
+	CHECK(strstr(out, "\"kinds\":[\"off-cpu\",\"syscall\"],\"off_cpu\":{\"start_ns\":1100,"
+			  "\"end_ns\":30100,\"duration_ns\":29000,\"threshold_ns\":5000,"
+			  "\"waits_over_threshold\":2}") != NULL);
+	if (!strstr(out, "\"waits_over_threshold\":2"))
+		printf("     %s\n", out);
+	/* A record of one kind says that kind alone. */
+	bi.b = rq_breach;
+	len = 0;
+	free(out);
+	out = NULL;
+	f = open_memstream(&out, &len);
+	ht_breach_print_json(f, &bi, NULL);
+	fclose(f);
+	CHECK(strstr(out, "\"kinds\":[\"rq-delay\"],\"cpu\"") != NULL);
+	free(out);
+}
