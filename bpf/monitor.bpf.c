@@ -645,6 +645,21 @@ static __always_inline __u32 waker_flags(const struct task_state *st)
 	return st->joined ? HT_BRF_JOINED : 0;
 }
 
+/* The state of the thread's last sleep and the wakeup that ended it, for a breach ending at END_NS. */
+static __always_inline void fill_waker(struct ht_breach *b, const struct task_state *st,
+				       __u64 end_ns)
+{
+	b->state = st->off_cpu_state;
+	/* Its time comes from its rq's clock (see clock_sync): never after the end. */
+	b->wake_ns = st->wake_ns < end_ns ? st->wake_ns : end_ns;
+	b->wake_source = st->wake_source;
+	b->waker_tid = st->waker_tid;
+	b->waker_tgid = st->waker_tgid;
+	b->wake_cpu = st->wake_cpu;
+	__builtin_memcpy(b->waker_comm, st->waker_comm, sizeof(b->waker_comm));
+	b->flags |= waker_flags(st);
+}
+
 /*
  * A run-queue breach that began with a preemption says so; otherwise a breach
  * names the wakeup that ended the thread's last sleep, whatever preemptions
@@ -692,15 +707,7 @@ static __always_inline void emit_breach(__u32 kind, struct task_struct *p, struc
 		b->wake_cpu = st->preempt_cpu;
 		__builtin_memset(b->waker_comm, 0, sizeof(b->waker_comm));
 	} else {
-		b->state = st->off_cpu_state;
-		/* Its time comes from its rq's clock (see clock_sync): never after the end. */
-		b->wake_ns = st->wake_ns < end_ns ? st->wake_ns : end_ns;
-		b->wake_source = st->wake_source;
-		b->waker_tid = st->waker_tid;
-		b->waker_tgid = st->waker_tgid;
-		b->wake_cpu = st->wake_cpu;
-		__builtin_memcpy(b->waker_comm, st->waker_comm, sizeof(b->waker_comm));
-		b->flags |= waker_flags(st);
+		fill_waker(b, st, end_ns);
 	}
 	if (want_stack)
 		b->kstack_bytes = bpf_get_task_stack(p, b->kstack, sizeof(b->kstack), 0);
@@ -1011,14 +1018,7 @@ static __always_inline void emit_syscall_end(struct task_struct *p, struct task_
 		b->kinds = HT_KIND_BIT(HT_BREACH_SYSCALL);
 		b->start_ns = st->syscall_since_ns;
 		b->end_ns = now;
-		b->state = st->off_cpu_state;
-		b->wake_ns = st->wake_ns < now ? st->wake_ns : now;
-		b->wake_source = st->wake_source;
-		b->waker_tid = st->waker_tid;
-		b->waker_tgid = st->waker_tgid;
-		b->wake_cpu = st->wake_cpu;
-		__builtin_memcpy(b->waker_comm, st->waker_comm, sizeof(b->waker_comm));
-		b->flags |= waker_flags(st);
+		fill_waker(b, st, now);
 	} else {
 		b->kind = HT_BREACH_OFF_CPU;
 		b->kinds = 0;

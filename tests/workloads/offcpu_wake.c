@@ -14,29 +14,12 @@ static int use_pipe;
 static uint64_t delay_ns;
 static int blocked_tid;
 
-/* Whether thread TID of this process is asleep (state S in /proc). */
-static int is_sleeping(int tid)
-{
-	char path[64], buf[512], *p;
-	FILE *f;
-	int asleep = 0;
-
-	snprintf(path, sizeof(path), "/proc/self/task/%d/stat", tid);
-	f = fopen(path, "r");
-	if (!f)
-		return 0;
-	if (fgets(buf, sizeof(buf), f) && (p = strrchr(buf, ')')))
-		asleep = p[2] == 'S';
-	fclose(f);
-	return asleep;
-}
-
 static void *releaser(void *arg)
 {
 	(void)arg;
 	prctl(PR_SET_NAME, "releaser");
 	/* The delay counts from the moment the blocked thread is off the CPU. */
-	while (!is_sleeping(blocked_tid))
+	while (!wl_thread_sleeping(blocked_tid))
 		wl_sleep_ns(100000);
 	wl_log("blocked_seen_asleep", NULL);
 	wl_sleep_ns(delay_ns);

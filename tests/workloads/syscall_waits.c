@@ -25,29 +25,12 @@ static int ngaps;
 static int use_sock;
 static volatile int reader_tid;
 
-/* Whether thread TID of this process is asleep (state S in /proc). */
-static int is_sleeping(int tid)
-{
-	char path[64], buf[512], *p;
-	FILE *f;
-	int asleep = 0;
-
-	snprintf(path, sizeof(path), "/proc/self/task/%d/stat", tid);
-	f = fopen(path, "r");
-	if (!f)
-		return 0;
-	if (fgets(buf, sizeof(buf), f) && (p = strrchr(buf, ')')))
-		asleep = p[2] == 'S';
-	fclose(f);
-	return asleep;
-}
-
 static void *writer(void *arg)
 {
 	(void)arg;
 	prctl(PR_SET_NAME, "writer");
 	/* The first gap counts from the moment the reader is off the CPU. */
-	while (!reader_tid || !is_sleeping(reader_tid))
+	while (!reader_tid || !wl_thread_sleeping(reader_tid))
 		wl_sleep_ns(100000);
 	for (int i = 0; i < ngaps; i++) {
 		if (gaps_ms[i] < 0) {
@@ -64,7 +47,7 @@ static void *writer(void *arg)
 		if (!use_sock || i == ngaps - 1)
 			continue;
 		/* The byte is taken once nothing is left to read; then it sleeps again. */
-		for (int queued = 1; queued || !is_sleeping(reader_tid); wl_sleep_ns(100000))
+		for (int queued = 1; queued || !wl_thread_sleeping(reader_tid); wl_sleep_ns(100000))
 			if (ioctl(fds[0], FIONREAD, &queued))
 				exit(1);
 		wl_log("asleep_again", "\"index\":%d", i);
