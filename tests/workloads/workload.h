@@ -39,8 +39,8 @@ static FILE *wl_log_file;
 static pthread_mutex_t wl_log_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* Log one JSON object (the caller writes the fields) plus "tid" and "ts_ns". */
-__attribute__((format(printf, 2, 3))) static inline void wl_log(const char *event, const char *fmt,
-								...)
+__attribute__((format(printf, 2, 3))) static inline void wl_log(const char *event,
+								 const char *fmt, ...)
 {
 	uint64_t ts = wl_now_ns();
 	va_list ap;
@@ -80,13 +80,12 @@ static inline void wl_pin(int cpu)
 
 static inline void wl_sleep_ns(uint64_t ns)
 {
-	struct timespec ts = {(time_t)(ns / 1000000000ULL), (long)(ns % 1000000000ULL)};
+	struct timespec ts = { (time_t)(ns / 1000000000ULL), (long)(ns % 1000000000ULL) };
 
 	while (nanosleep(&ts, &ts) && errno == EINTR)
 		;
 }
 
-/* Burn CPU until the monotonic clock reaches `until`. */
 /* Whether thread TID of this process is asleep (state S in /proc). */
 static inline int wl_thread_sleeping(int tid)
 {
@@ -104,6 +103,7 @@ static inline int wl_thread_sleeping(int tid)
 	return asleep;
 }
 
+/* Burn CPU until the monotonic clock reaches `until`. */
 static inline void wl_spin_until(uint64_t until)
 {
 	while (wl_now_ns() < until)
