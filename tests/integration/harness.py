@@ -109,11 +109,15 @@ class Run:
 
 
 def read_log(path):
+    """The workload's log as far as it is written: a line still being written (no newline
+    yet, read while the workload runs) is left for the next read."""
     out = []
     if not os.path.exists(path):
         return out
     with open(path) as f:
         for line in f:
+            if not line.endswith("\n"):
+                break
             line = line.strip()
             if line:
                 out.append(json.loads(line))
