@@ -522,6 +522,12 @@ int ht_bp_disarm(struct ht_breakpoints *b)
 	return for_each_bp(b, PERF_EVENT_IOC_DISABLE);
 }
 
+/* Armed or not as before (b->enabled): the last drain judges its hits as any other. */
+int ht_bp_stop(struct ht_breakpoints *b)
+{
+	return for_each_bp(b, PERF_EVENT_IOC_DISABLE);
+}
+
 /* ---- Reading the rings ---- */
 
 struct reader {

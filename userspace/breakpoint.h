@@ -107,6 +107,11 @@ int ht_bp_set(struct ht_breakpoints *b, unsigned int slot, uint64_t addr);
 int ht_bp_rearm(struct ht_breakpoints *b);
 /* Disable every breakpoint (they stay set). */
 int ht_bp_disarm(struct ht_breakpoints *b);
+/*
+ * The session ends: disable every breakpoint, so that the rings hold every
+ * hit there will be; ht_bp_drain() then reads them as it would have.
+ */
+int ht_bp_stop(struct ht_breakpoints *b);
 
 /* The descriptors to poll for input (one per CPU); returns how many, up to MAX into FDS. */
 size_t ht_bp_poll_fds(const struct ht_breakpoints *b, int *fds, size_t max);

@@ -98,10 +98,11 @@ int ht_check_main(int argc, char **argv)
 {
 	bool has_btf, prev_arg = false, sys_tp = false, pt, root;
 	struct ht_intelpt_info ptinfo;
+	enum ht_perf_access perf;
 	struct utsname u;
-	char detail[512], cpu[128];
+	char detail[512], cpu[128], perf_detail[256];
 	struct btf *btf;
-	int bp, clk, mon = -1;
+	int bp, clk, mon = -1, paranoid;
 
 	(void)argv;
 	if (argc > 1) {
@@ -122,6 +123,9 @@ int ht_check_main(int argc, char **argv)
 	btf__free(btf);
 	root = ht_has_capability(HT_CAP_SYS_ADMIN) ||
 	       (ht_has_capability(HT_CAP_BPF) && ht_has_capability(HT_CAP_PERFMON));
+	perf = ht_perf_access(&paranoid);
+	snprintf(perf_detail, sizeof(perf_detail), "(%s)",
+		 ht_perf_access_describe(perf, paranoid, detail, sizeof(detail)));
 	row("kernel BTF", has_btf, has_btf ? "(" HT_DEFAULT_BTF_PATH ")" : ht_last_error());
 	row("sched_switch prev_state", has_btf,
 	    prev_arg ? "(tracepoint argument, 5.18+)" : "(task_struct::__state, pre-5.18 form)");
@@ -136,7 +140,13 @@ int ht_check_main(int argc, char **argv)
 	pt = ptinfo.present;
 	row("intel_pt", pt, ptinfo.why);
 	row("PT exact stop (aux_pause)", ptinfo.aux_pause == HT_AUX_PAUSE_YES, ptinfo.aux_pause_why);
-	row("privileges", root, root ? "(CAP_BPF and CAP_PERFMON)" : "(run as root to attach)");
+	/* The monitor loads with these; sampling and triggers need perf events too. */
+	row("privileges", root && perf != HT_PERF_NO_ADMIN,
+	    !root		       ? "(run as root to attach)"
+	    : perf == HT_PERF_NO_ADMIN ? "(CAP_BPF and CAP_PERFMON, but perf events need "
+					 "CAP_SYS_ADMIN here)"
+				       : "(CAP_BPF and CAP_PERFMON)");
+	row("perf events", perf != HT_PERF_NO_ADMIN, perf_detail);
 	if (has_btf && root) {
 		mon = probe_monitor(prev_arg, detail, sizeof(detail));
 		row("monitor programs", mon == 0, detail);
@@ -151,5 +161,9 @@ int ht_check_main(int argc, char **argv)
 	       pt ? "sampling: Intel PT is present, but this build does not capture it yet"
 		  : clk == 0 ? "sampling (cpu-clock), as there is no Intel PT"
 			     : "none: neither Intel PT nor cpu-clock sampling works here");
-	return mon == 0 ? 0 : HT_EXIT_FAILURE;
+	printf("  perf events (sampling, triggers): %s\n",
+	       perf == HT_PERF_NO_ADMIN	    ? "refused here without CAP_SYS_ADMIN"
+	       : perf == HT_PERF_KEEP_ADMIN ? "CAP_SYS_ADMIN, kept after attaching with --trigger"
+					    : "CAP_PERFMON");
+	return mon == 0 && perf != HT_PERF_NO_ADMIN ? 0 : HT_EXIT_FAILURE;
 }

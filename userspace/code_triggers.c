@@ -27,7 +27,7 @@ static int apply_changes(struct ht_code_triggers *ct, bool all)
 }
 
 int ht_code_triggers_open(struct ht_code_triggers *ct, int tgid, char *const *specs, size_t n,
-			  bool multi, bool wait)
+			  bool multi, unsigned int wait)
 {
 	struct ht_bp_config cfg = { .tgid = tgid, .multi = multi };
 
@@ -40,7 +40,7 @@ int ht_code_triggers_open(struct ht_code_triggers *ct, int tgid, char *const *sp
 	ct->symbolizer = ht_symbolizer_new(tgid);
 	if (!ct->symbolizer)
 		return -1;
-	if (ht_triggers_resolve(&ct->specs, ct->symbolizer, tgid, wait ? HT_TRIGGERS_WAIT : 0) < 0)
+	if (ht_triggers_resolve(&ct->specs, ct->symbolizer, tgid, wait) < 0)
 		goto fail;
 	if (ht_bp_open(&ct->bps, &cfg))
 		goto fail;
@@ -92,6 +92,17 @@ int ht_code_triggers_drain(struct ht_code_triggers *ct, struct ht_bp_hits *out)
 	if (out->execs || out->mmaps)
 		follow_code(ct, out);
 	return 0;
+}
+
+int ht_code_triggers_finish(struct ht_code_triggers *ct, struct ht_bp_hits *out)
+{
+	memset(out, 0, sizeof(*out));
+	if (!ct->open)
+		return 0;
+	/* Nothing is resolved again: no hit can come at a new address any more. */
+	if (ht_bp_stop(&ct->bps))
+		ht_warn("triggers: %s", ht_last_error());
+	return ht_bp_drain(&ct->bps, out);
 }
 
 void ht_code_triggers_rearm(struct ht_code_triggers *ct)

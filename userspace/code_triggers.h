@@ -24,13 +24,15 @@ struct ht_code_triggers {
 
 /*
  * Parse SPECS (up to four), resolve them in TGID, set the breakpoints.
- * WAIT: what is not mapped yet is not an error (`run`, before its exec,
- * and module-qualified specs for a library loaded later). Returns 0, or -1
- * with one line in ht_last_error() (unknown symbol with suggestions,
- * ambiguity with candidates, a line with no code, more than four).
+ * WAIT, flags of ht_triggers_resolve(): HT_TRIGGERS_WAIT, what is not
+ * mapped yet is no error (`run`, before its exec); HT_TRIGGERS_WAIT_MODULES, a
+ * spec of a module not mapped yet waits for it (--pid, a library loaded
+ * later). Returns 0, or -1 with one line in ht_last_error() (unknown symbol
+ * with suggestions, ambiguity with candidates, a line with no code, more
+ * than four).
  */
 int ht_code_triggers_open(struct ht_code_triggers *ct, int tgid, char *const *specs, size_t n,
-			  bool multi, bool wait);
+			  bool multi, unsigned int wait);
 void ht_code_triggers_close(struct ht_code_triggers *ct);
 
 /* The descriptors to poll; each readable one means: call ht_code_triggers_drain(). */
@@ -42,6 +44,12 @@ size_t ht_code_triggers_fds(const struct ht_code_triggers *ct, int *fds, size_t 
  * OUT with ht_bp_hits_free().
  */
 int ht_code_triggers_drain(struct ht_code_triggers *ct, struct ht_bp_hits *out);
+
+/*
+ * The session ends: the breakpoints stop, and OUT gets the hits still in
+ * the rings, as ht_code_triggers_drain() would (the target may be gone).
+ */
+int ht_code_triggers_finish(struct ht_code_triggers *ct, struct ht_bp_hits *out);
 
 /* Arm the breakpoints again after a one-shot hit (--multi keeps them armed). */
 void ht_code_triggers_rearm(struct ht_code_triggers *ct);

@@ -312,6 +312,8 @@ static void add_user_timeline(struct ht_dump_builder *b, struct timeline *tl,
 	meta_u64(tl, HT_META_SAMPLES_FOREIGN, set.foreign);
 	meta_u64(tl, HT_META_LOSS_SAMPLES, set.lost);
 	meta_u64(tl, HT_META_LOSS_THROTTLE, set.throttled);
+	meta_u64(tl, HT_META_LOSS_SAMPLES_BAD, set.malformed);
+	meta_u64(tl, HT_META_SAMPLES_REBUILT, set.rebuilt);
 	ht_sample_set_free(&set);
 }
 
@@ -497,10 +499,13 @@ static void save_raw(struct ht_dump_builder *b, const struct ht_dump_capture *c,
 	snprintf(raw.kernel, sizeof(raw.kernel), "%s", u.release);
 	ht_machine_cpu_model(raw.cpu_model, sizeof(raw.cpu_model));
 	snprintf(raw.cmdline, sizeof(raw.cmdline), "%s", b->cfg->cmdline ? b->cfg->cmdline : "");
-	if (ht_rawcap_save(b->cfg->output_dir, base, &raw, final, sizeof(final)))
+	if (ht_rawcap_save(b->cfg->output_dir, base, &raw, final, sizeof(final))) {
 		ht_warn("raw capture not kept: %s", ht_last_error());
-	else if (!b->cfg->json)
-		fprintf(stderr, "hybtrace: raw capture kept: %s\n", final);
+	} else {
+		snprintf(b->raw_path, sizeof(b->raw_path), "%s", final);
+		if (!b->cfg->json)
+			fprintf(stderr, "hybtrace: raw capture kept: %s\n", final);
+	}
 	free(raw.comms);
 	for (size_t i = 0; i < raw.nksyms; i++)
 		free(raw.ksyms[i].name);
@@ -517,6 +522,7 @@ int ht_dump_builder_write(struct ht_dump_builder *b, const struct ht_dump_job *j
 	struct stat st;
 	int rc = -1;
 
+	b->raw_path[0] = '\0';
 	if (!tl)
 		return ht_fail("out of memory");
 	if (build_timeline(b, tl, job, c, not_dumped))
@@ -534,7 +540,11 @@ int ht_dump_builder_write(struct ht_dump_builder *b, const struct ht_dump_job *j
 		ht_fail("cannot write the dump in %s: %s", b->cfg->output_dir, err);
 		goto out;
 	}
-	*bytes = fstat(f.fd, &st) ? 0 : (uint64_t)st.st_size;
+	if (fstat(f.fd, &st))
+		memset(&st, 0, sizeof(st));
+	*bytes = (uint64_t)st.st_size;
+	b->written_dev = (uint64_t)st.st_dev;
+	b->written_ino = (uint64_t)st.st_ino;
 	rc = ht_output_commit(&f, b->cfg->output_dir, base, path, len);
 	if (!rc && c->have_raw && b->cfg->keep_raw)
 		save_raw(b, c, path);

@@ -7,6 +7,7 @@
 #ifndef HT_DUMP_BUILD_H
 #define HT_DUMP_BUILD_H
 
+#include <limits.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -87,6 +88,9 @@ struct ht_dump_builder {
 	struct ht_comm_cache *comms;
 	struct ht_symbolizer *symbolizer;   /* with an on-CPU source */
 	struct ht_dwarf_unwinder *unwinder; /* with --callgraph dwarf */
+	/* The last dump written: its file (so that only it is ever removed) and its raw capture. */
+	uint64_t written_dev, written_ino;
+	char raw_path[PATH_MAX + 64]; /* "" when none was kept */
 };
 
 /* The window [t0, t1] of JOB. */

@@ -105,6 +105,10 @@
 #define HT_META_SAMPLES_FOREIGN "samples_of_other_processes" /* in the rings: always 0 */
 #define HT_META_FREEZE_LATE    "freeze_late_ns"	/* on-CPU sources frozen this long after the window's end */
 #define HT_META_LOSS_SAMPLES   "loss.samples_lost"	/* PERF_RECORD_LOST */
+/* Sampling records that did not parse; one whose header is damaged also ends its ring's walk. */
+#define HT_META_LOSS_SAMPLES_BAD "loss.samples_unreadable"
+/* Samples whose header the kernel overwrote (Linux 6.1, in a target's exit), read from fields. */
+#define HT_META_SAMPLES_REBUILT "samples_header_rebuilt"
 /* Slices moved to nest on their track: their sources' clocks disagreed (see tl_untangle). */
 #define HT_META_UNTANGLED      "timeline.slices_moved"
 #define HT_META_LOSS_THROTTLE  "loss.sample_throttles" /* PERF_RECORD_THROTTLE */

@@ -6,12 +6,14 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 #include "dumper.h"
 #include "json.h"
 #include "log.h"
+#include "output.h"
 #include "units.h"
 
 /* Nice value of the builder: it never takes the CPU from the target. */
@@ -44,6 +46,14 @@ static void sleep_until(uint64_t monotonic_ns)
 
 /* ---- the builder thread ---- */
 
+static void json_ratio(FILE *out, struct ht_dump_rank r)
+{
+	if (r.cls == HT_RANK_BREACH || r.cls == HT_RANK_WAIT_FOR_WORK)
+		fprintf(out, "%.3f", r.ratio);
+	else
+		fputs("null", out);
+}
+
 static void report_written(struct ht_dumper *d, const struct ht_dump_job *job, const char *path,
 			   uint64_t bytes, size_t events, uint64_t took_ns, uint64_t cpu_ns)
 {
@@ -55,9 +65,12 @@ static void report_written(struct ht_dumper *d, const struct ht_dump_job *job, c
 		flockfile(out);
 		fprintf(out, "{\"type\":\"dump\",\"kind\":\"%s\",\"path\":", job->kind);
 		ht_json_string(out, path);
-		fprintf(out, ",\"bytes\":%llu,\"events\":%zu,\"write_ns\":%llu,\"cpu_ns\":%llu}\n",
+		fprintf(out, ",\"bytes\":%llu,\"events\":%zu,\"write_ns\":%llu,\"cpu_ns\":%llu",
 			(unsigned long long)bytes, events, (unsigned long long)took_ns,
 			(unsigned long long)cpu_ns);
+		fputs(",\"ratio\":", out);
+		json_ratio(out, ht_dump_job_rank(job));
+		fputs("}\n", out);
 		fflush(out);
 		funlockfile(out);
 	}
@@ -67,30 +80,72 @@ static void report_written(struct ht_dumper *d, const struct ht_dump_job *job, c
 		path, size, events, ht_format_duration(took_ns, took, sizeof(took)));
 }
 
+/* A worse dump was written: the least bad one kept goes, with its raw capture. */
+static void replace(struct ht_dumper *d, const struct ht_dump_job *job, const char *path,
+		    struct ht_dump_kept *victim)
+{
+	char old_rank[64], new_rank[64];
+	bool gone = !ht_output_remove(victim->path, victim->dev, victim->ino);
+	struct stat st;
+
+	if (!gone)
+		ht_warn("%s", ht_last_error());
+	else if (victim->raw_path && !lstat(victim->raw_path, &st) && S_ISREG(st.st_mode) &&
+		 unlink(victim->raw_path))
+		ht_warn("cannot remove %s: %s", victim->raw_path, strerror(errno));
+	ht_dump_rank_format(victim->rank, old_rank, sizeof(old_rank));
+	ht_dump_rank_format(ht_dump_job_rank(job), new_rank, sizeof(new_rank));
+	if (d->cfg.json) {
+		FILE *out = d->cfg.json_out;
+
+		flockfile(out);
+		fputs("{\"type\":\"dump_replaced\",\"old\":", out);
+		ht_json_string(out, victim->path);
+		fputs(",\"new\":", out);
+		ht_json_string(out, path);
+		fputs(",\"old_ratio\":", out);
+		json_ratio(out, victim->rank);
+		fputs(",\"new_ratio\":", out);
+		json_ratio(out, ht_dump_job_rank(job));
+		fprintf(out, ",\"removed\":%s}\n", gone ? "true" : "false");
+		fflush(out);
+		funlockfile(out);
+	}
+	fprintf(stderr, "hybtrace: dump replaced: %s (%s), the least bad kept, %s for %s (%s)\n",
+		victim->path, old_rank, gone ? "removed" : "not removed", path, new_rank);
+	pthread_mutex_lock(&d->lock);
+	ht_dump_engine_removed(&d->engine, victim->seq, gone);
+	pthread_mutex_unlock(&d->lock);
+}
+
 /* Build and write one captured dump, outside the lock. */
 static void build_one(struct ht_dumper *d, const struct ht_dump_job *job,
-		      const struct ht_dump_capture *c, uint64_t not_dumped)
+		      const struct ht_dump_capture *c, uint64_t seq, uint64_t not_dumped)
 {
 	uint64_t bytes = 0, started = clock_ns(CLOCK_MONOTONIC);
 	uint64_t cpu_started = clock_ns(CLOCK_THREAD_CPUTIME_ID);
+	struct ht_dump_builder *b = &d->builder;
 	char path[PATH_MAX + 64];
+	struct ht_dump_kept victim;
 	size_t events = 0;
+	bool ok, replaces;
 
-	if (ht_dump_builder_write(&d->builder, job, c, not_dumped, path, sizeof(path), &bytes,
-				  &events)) {
+	ok = !ht_dump_builder_write(b, job, c, not_dumped, path, sizeof(path), &bytes, &events);
+	if (!ok)
 		ht_error("dump failed: %s (monitoring goes on)", ht_last_error());
-		pthread_mutex_lock(&d->lock);
-		d->stats.failed++;
-		pthread_mutex_unlock(&d->lock);
+	pthread_mutex_lock(&d->lock);
+	replaces = ht_dump_engine_written(&d->engine, seq, ok, bytes, path,
+					  b->raw_path[0] ? b->raw_path : NULL, b->written_dev,
+					  b->written_ino, &victim);
+	pthread_mutex_unlock(&d->lock);
+	if (!ok)
 		return;
-	}
 	report_written(d, job, path, bytes, events, clock_ns(CLOCK_MONOTONIC) - started,
 		       clock_ns(CLOCK_THREAD_CPUTIME_ID) - cpu_started);
-	pthread_mutex_lock(&d->lock);
-	d->stats.written++;
-	d->stats.bytes += bytes;
-	d->tally.disk_bytes += bytes;
-	pthread_mutex_unlock(&d->lock);
+	if (replaces) {
+		replace(d, job, path, &victim);
+		ht_dump_kept_free(&victim);
+	}
 }
 
 /*
@@ -122,31 +177,25 @@ static void *builder_main(void *arg)
 	for (;;) {
 		struct ht_dump_capture capture;
 		struct ht_dump_job job;
-		uint64_t not_dumped;
+		uint64_t seq, not_dumped, one = 1;
 
 		while (!d->queued && !d->stopping)
 			idle_wait(d);
 		if (!d->queued)
 			break;
-		job = d->queue[0].job;
-		capture = d->queue[0].capture;
-		memmove(&d->queue[0], &d->queue[1], (d->queued - 1) * sizeof(d->queue[0]));
-		d->queued--;
-		/* Room in the queue: a deferred dump may follow now. */
-		if (d->have_pending) {
-			uint64_t one = 1;
-
-			if (write(d->wake_fd, &one, sizeof(one)) < 0)
-				ht_warn("cannot wake the event loop: %s", strerror(errno));
-		}
+		job = d->queue_job;
+		capture = d->queue_capture;
+		seq = d->queue_seq;
+		not_dumped = d->queue_not_dumped;
+		d->queued = false;
 		d->building = true;
 		d->building_t0 = capture.t0;
-		not_dumped = d->not_dumped_since_last;
-		d->not_dumped_since_last = 0;
-		memset(d->said, 0, sizeof(d->said));
 		pthread_mutex_unlock(&d->lock);
-		build_one(d, &job, &capture, not_dumped);
+		build_one(d, &job, &capture, seq, not_dumped);
 		ht_dump_capture_free(&capture);
+		/* The next dump may come now. */
+		if (write(d->wake_fd, &one, sizeof(one)) < 0)
+			ht_warn("cannot wake the event loop: %s", strerror(errno));
 		pthread_mutex_lock(&d->lock);
 		d->building = false;
 		pthread_cond_broadcast(&d->idle);
@@ -168,10 +217,12 @@ int ht_dumper_start(struct ht_dumper *d, const struct ht_dumper_config *cfg)
 		close(d->wake_fd);
 		return -1;
 	}
+	ht_dump_engine_init(&d->engine, &d->cfg.policy);
 	pthread_mutex_init(&d->lock, NULL);
 	pthread_cond_init(&d->wake, NULL);
 	pthread_cond_init(&d->idle, NULL);
 	if (pthread_create(&d->thread, NULL, builder_main, d)) {
+		ht_dump_engine_free(&d->engine);
 		ht_dump_builder_free(&d->builder);
 		close(d->wake_fd);
 		return ht_fail("cannot start the dump thread");
@@ -191,14 +242,12 @@ uint64_t ht_dumper_oldest_window(struct ht_dumper *d)
 {
 	uint64_t oldest = UINT64_MAX;
 
-	if (d->armed)
-		oldest = window_start(d, &d->armed_job);
-	if (d->have_pending && window_start(d, &d->pending) < oldest)
-		oldest = window_start(d, &d->pending);
+	for (unsigned int i = 0; i < HT_DUMP_HELD; i++)
+		if (d->held[i].used && window_start(d, &d->held[i].job) < oldest)
+			oldest = window_start(d, &d->held[i].job);
 	pthread_mutex_lock(&d->lock);
-	for (unsigned int i = 0; i < d->queued; i++)
-		if (d->queue[i].capture.t0 < oldest)
-			oldest = d->queue[i].capture.t0;
+	if (d->queued && d->queue_capture.t0 < oldest)
+		oldest = d->queue_capture.t0;
 	if (d->building && d->building_t0 < oldest)
 		oldest = d->building_t0;
 	pthread_mutex_unlock(&d->lock);
@@ -213,72 +262,64 @@ static void say_decision(struct ht_dumper *d, const struct ht_dump_job *job,
 	if (decision == HT_DUMP_NOW || (d->said[decision] && !job->asked))
 		return;
 	d->said[decision] = true;
-	fprintf(stderr, "hybtrace: %s not dumped: %s%s\n", job->kind,
-		ht_dump_decision_reason(decision),
-		decision == HT_DUMP_DEFER_BUSY ? " (the longest such breach may follow it)" : "");
+	fprintf(stderr, "hybtrace: %s not dumped%s: %s\n", job->kind,
+		decision == HT_DUMP_LATER ? " yet" : "",
+		ht_dump_decision_reason(decision, d->cfg.policy.rule));
 }
 
-static bool longer(const struct ht_dump_job *a, const struct ht_dump_job *b)
+static void release(struct ht_dump_held *h)
 {
-	return a->end_ns - a->start_ns > b->end_ns - b->start_ns;
+	if (h->have_capture)
+		ht_dump_capture_free(&h->capture);
+	h->have_capture = false;
+	h->used = false;
 }
 
-/* Whether a dump would have to wait: one is armed, or the builder's queue is full. */
-static void update_busy(struct ht_dumper *d)
+struct ht_dump_rank ht_dump_job_rank(const struct ht_dump_job *job)
 {
-	d->tally.busy = d->armed || d->queued >= HT_DUMP_QUEUE;
-}
+	uint64_t duration_ns;
 
-/* Arm JOB: its sources freeze when its window ends. Called with the lock held. */
-static void arm(struct ht_dumper *d, const struct ht_dump_job *job, uint64_t now)
-{
-	d->armed_job = *job;
-	d->armed = true;
-	d->tally.last_dump_ns = now;
-	d->tally.dumps++;
-	update_busy(d);
+	if (job->asked)
+		return (struct ht_dump_rank){ .cls = HT_RANK_ASKED };
+	if (!job->has_breach)
+		return (struct ht_dump_rank){ .cls = HT_RANK_TRIGGER };
+	duration_ns = job->breach.end_ns - job->breach.start_ns;
+	return ht_dump_rank_breach(HT_RANK_BREACH, &duration_ns, &job->threshold_ns, 1);
 }
 
 enum ht_dump_decision ht_dumper_offer(struct ht_dumper *d, const struct ht_dump_job *job)
 {
-	enum ht_dump_decision decision;
-	uint64_t now = clock_ns(CLOCK_MONOTONIC);
+	uint64_t now = clock_ns(CLOCK_MONOTONIC), t0, t1;
+	struct ht_dump_offer_result r;
+	struct ht_dump_offer o;
+	unsigned int id = 0;
 
 	if (!d->started)
 		return HT_DUMP_SKIP_COUNT;
+	while (id < HT_DUMP_HELD && d->held[id].used)
+		id++;
+	/* Cannot happen: the policy holds four at most, and this is the fifth. */
+	if (id == HT_DUMP_HELD)
+		return HT_DUMP_SKIP_BUSY;
+	ht_dump_window(&d->cfg, job, &t0, &t1);
+	/* A window ending far in the future is a clock gone wrong: freeze at once. */
+	if (t1 > now + d->cfg.post_ns + 1000000000ULL)
+		t1 = now;
+	o = (struct ht_dump_offer){
+		.id = id, .rank = ht_dump_job_rank(job), .window_end_ns = t1, .asked = job->asked
+	};
+	d->held[id] = (struct ht_dump_held){ .used = true, .job = *job };
 	pthread_mutex_lock(&d->lock);
-	update_busy(d);
-	decision = ht_dump_decide(&d->cfg.policy, &d->tally, now, job->asked);
-	switch (decision) {
-	case HT_DUMP_NOW:
-		arm(d, job, now);
-		break;
-	case HT_DUMP_DEFER_BUSY:
-		/* An asked-for dump is never displaced by a breach. */
-		if (!d->have_pending || job->asked ||
-		    (!d->pending.asked && longer(job, &d->pending))) {
-			d->pending = *job;
-			d->have_pending = true;
-		}
-		/* Counted as not dumped until (unless) it follows the dump in progress. */
-		d->stats.skipped[decision]++;
-		d->not_dumped_since_last++;
-		break;
-	default:
-		d->stats.skipped[decision]++;
-		d->not_dumped_since_last++;
-	}
-	say_decision(d, job, decision);
+	r = ht_dump_engine_offer(&d->engine, &o, now);
 	pthread_mutex_unlock(&d->lock);
-	return decision;
-}
-
-/* When the pending dump may follow: at once if asked for, else after the minimum interval. */
-static uint64_t pending_due(const struct ht_dumper *d)
-{
-	if (d->pending.asked)
-		return 1;
-	return d->tally.last_dump_ns + d->cfg.policy.min_interval_ns;
+	if (r.decision != HT_DUMP_NOW && r.decision != HT_DUMP_LATER)
+		release(&d->held[id]);
+	if (r.dropped) {
+		say_decision(d, &d->held[r.dropped_id].job, r.dropped_reason);
+		release(&d->held[r.dropped_id]);
+	}
+	say_decision(d, job, r.decision);
+	return r.decision;
 }
 
 int ht_dumper_fd(const struct ht_dumper *d)
@@ -288,72 +329,51 @@ int ht_dumper_fd(const struct ht_dumper *d)
 
 uint64_t ht_dumper_deadline(struct ht_dumper *d)
 {
-	uint64_t t0, t1, due = 0;
+	uint64_t due;
 
 	pthread_mutex_lock(&d->lock);
-	if (d->armed) {
-		ht_dump_window(&d->cfg, &d->armed_job, &t0, &t1);
-		due = t1;
-		/* A window ending far in the future is a clock gone wrong: freeze at once. */
-		if (due > clock_ns(CLOCK_MONOTONIC) + d->cfg.post_ns + 1000000000ULL)
-			due = clock_ns(CLOCK_MONOTONIC);
-	} else if (d->have_pending && d->queued < HT_DUMP_QUEUE) {
-		due = pending_due(d);
-	}
+	due = ht_dump_engine_deadline(&d->engine);
 	pthread_mutex_unlock(&d->lock);
 	return due;
 }
 
-/* The armed dump's window has ended: freeze its sources and queue the capture. */
-static void freeze_armed(struct ht_dumper *d)
+/* A held candidate's window has ended: freeze its sources now. Called with the lock held. */
+static void freeze(struct ht_dumper *d, const struct ht_dump_action *a)
 {
-	struct ht_dump_job job = d->armed_job;
-	struct ht_dump_capture capture;
+	struct ht_dump_held *h = &d->held[a->id];
 	int rc;
 
+	h->job.deferred = a->deferred;
 	/* Outside the lock: the builder never waits on a freeze, nor a freeze on it. */
 	pthread_mutex_unlock(&d->lock);
-	rc = ht_dump_capture_take(&d->cfg, &job, &capture);
-	pthread_mutex_lock(&d->lock);
-	d->armed = false;
-	if (rc) {
+	rc = ht_dump_capture_take(&d->cfg, &h->job, &h->capture);
+	if (rc)
 		ht_error("dump failed: %s (monitoring goes on)", ht_last_error());
-		d->stats.failed++;
-	} else if (d->queued < HT_DUMP_QUEUE) {
-		d->queue[d->queued].job = job;
-		d->queue[d->queued].capture = capture;
-		d->queued++;
-		pthread_cond_signal(&d->wake);
-	} else {
-		/* Cannot happen: a dump is armed only while the queue has room. */
-		ht_dump_capture_free(&capture);
-		d->stats.failed++;
-	}
-	update_busy(d);
+	pthread_mutex_lock(&d->lock);
+	h->have_capture = !rc;
+	ht_dump_engine_frozen(&d->engine, a->id, !rc);
+	if (rc)
+		release(h);
 }
 
-/* A deferred dump follows once the policy allows it (its window is in the past). */
-static bool arm_pending(struct ht_dumper *d, uint64_t now)
+/* The policy chose a frozen candidate: the builder takes it (it is idle). Lock held. */
+static void hand_over(struct ht_dumper *d, const struct ht_dump_action *a)
 {
-	enum ht_dump_decision decision;
+	struct ht_dump_held *h = &d->held[a->id];
 
-	if (!d->have_pending || d->queued >= HT_DUMP_QUEUE || now < pending_due(d))
-		return false;
-	update_busy(d);
-	decision = ht_dump_decide(&d->cfg.policy, &d->tally, now, d->pending.asked);
-	d->have_pending = false;
-	if (decision != HT_DUMP_NOW)
-		return false;
-	d->stats.skipped[HT_DUMP_DEFER_BUSY]--;
-	d->pending.deferred = true;
-	arm(d, &d->pending, now);
-	return true;
+	d->queue_job = h->job;
+	d->queue_capture = h->capture;
+	d->queue_seq = a->seq;
+	d->queue_not_dumped = a->not_dumped;
+	d->queued = true;
+	h->have_capture = false;
+	release(h);
+	memset(d->said, 0, sizeof(d->said));
+	pthread_cond_signal(&d->wake);
 }
 
 void ht_dumper_tick(struct ht_dumper *d, uint64_t now_ns)
 {
-	uint64_t t0, t1;
-
 	if (!d->started)
 		return;
 	/* Whatever woke us: the eventfd is read here, its count does not matter. */
@@ -365,15 +385,18 @@ void ht_dumper_tick(struct ht_dumper *d, uint64_t now_ns)
 	}
 	pthread_mutex_lock(&d->lock);
 	for (;;) {
-		if (d->armed) {
-			ht_dump_window(&d->cfg, &d->armed_job, &t0, &t1);
-			if (now_ns < t1 && t1 <= now_ns + d->cfg.post_ns + 1000000000ULL)
-				break;
-			freeze_armed(d);
-			continue;
-		}
-		if (!arm_pending(d, now_ns))
+		struct ht_dump_action a = ht_dump_engine_next(&d->engine, now_ns);
+
+		if (a.what == HT_DUMP_ACT_NONE)
 			break;
+		if (a.what == HT_DUMP_ACT_FREEZE) {
+			freeze(d, &a);
+		} else if (a.what == HT_DUMP_ACT_WRITE) {
+			hand_over(d, &a);
+		} else {
+			say_decision(d, &d->held[a.id].job, a.reason);
+			release(&d->held[a.id]);
+		}
 	}
 	pthread_mutex_unlock(&d->lock);
 }
@@ -382,7 +405,10 @@ void ht_dumper_wait_idle(struct ht_dumper *d)
 {
 	if (!d->started)
 		return;
-	/* The event loop no longer runs: what is armed or pending is frozen here. */
+	pthread_mutex_lock(&d->lock);
+	ht_dump_engine_finish(&d->engine);
+	pthread_mutex_unlock(&d->lock);
+	/* The event loop no longer runs: what is held is frozen and written from here. */
 	for (;;) {
 		uint64_t due = ht_dumper_deadline(d);
 		bool idle;
@@ -393,10 +419,9 @@ void ht_dumper_wait_idle(struct ht_dumper *d)
 			continue;
 		}
 		pthread_mutex_lock(&d->lock);
-		/* A pending dump waits for room in the queue: the builder makes it. */
 		while (d->queued || d->building)
 			pthread_cond_wait(&d->idle, &d->lock);
-		idle = !d->armed && !d->have_pending;
+		idle = ht_dump_engine_idle(&d->engine);
 		pthread_mutex_unlock(&d->lock);
 		if (idle)
 			break;
@@ -410,14 +435,16 @@ void ht_dumper_stop(struct ht_dumper *d)
 		return;
 	pthread_mutex_lock(&d->lock);
 	d->stopping = true;
-	d->have_pending = false;
-	d->armed = false;
 	pthread_cond_broadcast(&d->wake);
 	pthread_mutex_unlock(&d->lock);
 	pthread_join(d->thread, NULL);
-	/* Captures the builder never took. */
-	for (unsigned int i = 0; i < d->queued; i++)
-		ht_dump_capture_free(&d->queue[i].capture);
+	/* What the builder never took, and what the policy still held. */
+	if (d->queued)
+		ht_dump_capture_free(&d->queue_capture);
+	d->queued = false;
+	for (unsigned int i = 0; i < HT_DUMP_HELD; i++)
+		release(&d->held[i]);
+	ht_dump_engine_free(&d->engine);
 	pthread_mutex_destroy(&d->lock);
 	pthread_cond_destroy(&d->wake);
 	pthread_cond_destroy(&d->idle);
@@ -426,14 +453,16 @@ void ht_dumper_stop(struct ht_dumper *d)
 	d->started = false;
 }
 
-void ht_dumper_stats(struct ht_dumper *d, struct ht_dumper_stats *out)
+void ht_dumper_stats(struct ht_dumper *d, struct ht_dump_stats *out)
 {
 	if (!d->started) {
-		*out = d->stats;
+		*out = d->engine.st;
+		out->bytes = d->engine.disk_bytes;
 		return;
 	}
 	pthread_mutex_lock(&d->lock);
-	*out = d->stats;
+	*out = d->engine.st;
+	out->bytes = d->engine.disk_bytes;
 	pthread_mutex_unlock(&d->lock);
 }
 

@@ -183,6 +183,7 @@ enum {
 	OPT_MAX_DUMPS,
 	OPT_MAX_DISK,
 	OPT_DUMP_ON_EXIT,
+	OPT_DUMP_POLICY,
 	OPT_SOURCE,
 	OPT_SAMPLE_FREQ,
 	OPT_SAMPLE_HISTORY,
@@ -217,6 +218,7 @@ static const struct option long_options[] = {
 	{ "max-dumps", required_argument, NULL, OPT_MAX_DUMPS },
 	{ "max-disk", required_argument, NULL, OPT_MAX_DISK },
 	{ "dump-on-exit", no_argument, NULL, OPT_DUMP_ON_EXIT },
+	{ "dump-policy", required_argument, NULL, OPT_DUMP_POLICY },
 	{ "source", required_argument, NULL, OPT_SOURCE },
 	{ "sample-freq", required_argument, NULL, OPT_SAMPLE_FREQ },
 	{ "sample-history", required_argument, NULL, OPT_SAMPLE_HISTORY },
@@ -396,6 +398,14 @@ static int parse_dump_option(struct ht_options *o, int opt, const char *arg)
 		return 0;
 	case OPT_DUMP_ON_EXIT:
 		o->dump_on_exit = true;
+		return 0;
+	case OPT_DUMP_POLICY:
+		if (!strcmp(arg, "worst"))
+			o->dump_rule = HT_DUMP_RULE_WORST;
+		else if (!strcmp(arg, "first"))
+			o->dump_rule = HT_DUMP_RULE_FIRST;
+		else
+			return ht_fail("--dump-policy: '%s' is not worst or first", arg);
 		return 0;
 	}
 	return parse_source_option(o, opt, arg);
@@ -590,8 +600,12 @@ void ht_options_usage(void)
 	       "                       --history reaches: a warning says when it falls short\n"
 	       "  --post DUR           window after the breach (default 2ms)\n"
 	       "  --min-interval DUR   at most one dump per DUR (default 1s)\n"
-	       "  --max-dumps N        then keep reporting without dumping (default 20; 0: never)\n"
+	       "  --max-dumps N        dumps kept (default 20; 0: never dump)\n"
 	       "  --max-disk SIZE      disk budget for all dumps (default 512M)\n"
+	       "  --dump-policy RULE   worst (default): the worst breach of each --min-interval,\n"
+	       "                       by its ratio to its threshold, and a worse one replaces\n"
+	       "                       the least bad dump kept; first: the first of each\n"
+	       "                       interval, until --max-dumps or --max-disk is reached\n"
 	       "  --dump-on-exit       also dump the last window when stopping\n"
 	       "  SIGUSR2              dump the last window now\n"
 	       "\n"

@@ -5,6 +5,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include "dump_policy.h"
 #include "hybtrace/records.h"
 
 enum ht_prev_state_mode {
@@ -47,6 +48,7 @@ struct ht_options {
 	unsigned int max_dumps; /* 0: never */
 	uint64_t max_disk_bytes;
 	bool dump_on_exit;
+	enum ht_dump_rule dump_rule; /* --dump-policy */
 	/* On-CPU source. */
 	enum ht_source source;
 	unsigned int sample_freq_hz;

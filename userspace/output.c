@@ -91,6 +91,19 @@ void ht_output_abort(struct ht_output_file *f)
 	unlink(f->tmp_path);
 }
 
+int ht_output_remove(const char *path, uint64_t dev, uint64_t ino)
+{
+	struct stat st;
+
+	if (lstat(path, &st))
+		return errno == ENOENT ? 0 : ht_fail("cannot remove %s: %s", path, strerror(errno));
+	if ((uint64_t)st.st_dev != dev || (uint64_t)st.st_ino != ino)
+		return ht_fail("%s is no longer the dump hybtrace wrote: left in place", path);
+	if (unlink(path) && errno != ENOENT)
+		return ht_fail("cannot remove %s: %s", path, strerror(errno));
+	return 0;
+}
+
 /* Rename without replacing; filesystems without RENAME_NOREPLACE get link + unlink. */
 static int rename_noreplace(const char *from, const char *to)
 {

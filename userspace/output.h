@@ -38,6 +38,13 @@ int ht_output_begin(const char *dir, struct ht_output_file *f);
 int ht_output_commit(struct ht_output_file *f, const char *dir, const char *base, char *final,
 		     size_t len);
 
+/*
+ * Remove a dump written before (one a worse dump replaces), only if PATH is
+ * still that file (DEV, INO): a file someone put in its place stays. A file
+ * already gone counts as removed. Returns 0, or -1 with ht_last_error().
+ */
+int ht_output_remove(const char *path, uint64_t dev, uint64_t ino);
+
 /* Close and remove the temporary file. */
 void ht_output_abort(struct ht_output_file *f);
 

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 #include <errno.h>
 #include <linux/capability.h>
+#include <linux/perf_event.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/prctl.h>
@@ -79,6 +80,96 @@ static int last_cap(void)
 	return (int)n;
 }
 
+int ht_perf_paranoid(void)
+{
+	long n;
+
+	if (ht_proc_read_long("/proc/sys/kernel/perf_event_paranoid", &n))
+		return 2;
+	return n < -1 ? -1 : n > 100 ? 100 : (int)n;
+}
+
+enum ht_perf_access ht_perf_access_decide(int paranoid, bool refused, uint64_t effective)
+{
+	if (paranoid <= 2 || !refused)
+		return HT_PERF_AS_USUAL;
+	return effective & CAP_BIT(HT_CAP_SYS_ADMIN) ? HT_PERF_KEEP_ADMIN : HT_PERF_NO_ADMIN;
+}
+
+/*
+ * Whether the kernel refuses this thread a perf event on itself without
+ * CAP_SYS_ADMIN: a disabled dummy event, which any caller may open at
+ * paranoid 2 and below. CAP_SYS_ADMIN leaves the effective set for the try
+ * and comes back (it stays permitted).
+ */
+static bool refused_without_admin(void)
+{
+	struct perf_event_attr a = {
+		.type = PERF_TYPE_SOFTWARE,
+		.size = sizeof(a),
+		.config = PERF_COUNT_SW_DUMMY,
+		.disabled = 1,
+		.exclude_kernel = 1,
+		.exclude_hv = 1,
+	};
+	uint64_t effective, permitted;
+	bool admin, refused;
+	int fd, err;
+
+	if (read_caps(&effective, &permitted))
+		return false;
+	admin = effective & CAP_BIT(HT_CAP_SYS_ADMIN);
+	if (admin && write_caps(effective & ~CAP_BIT(HT_CAP_SYS_ADMIN), permitted))
+		return false;
+	fd = (int)syscall(SYS_perf_event_open, &a, 0, -1, -1, PERF_FLAG_FD_CLOEXEC);
+	err = errno;
+	if (fd >= 0)
+		close(fd);
+	refused = fd < 0 && (err == EACCES || err == EPERM);
+	if (admin && write_caps(effective, permitted))
+		ht_warn("cannot take CAP_SYS_ADMIN back: %s", strerror(errno));
+	return refused;
+}
+
+enum ht_perf_access ht_perf_access(int *paranoid)
+{
+	int level = ht_perf_paranoid();
+	uint64_t effective = 0, permitted;
+
+	if (paranoid)
+		*paranoid = level;
+	/* Nothing to find out where no kernel asks more than CAP_PERFMON. */
+	if (level <= 2)
+		return HT_PERF_AS_USUAL;
+	read_caps(&effective, &permitted);
+	return ht_perf_access_decide(level, refused_without_admin(), effective);
+}
+
+const char *ht_perf_access_describe(enum ht_perf_access a, int paranoid, char *buf, size_t len)
+{
+	switch (a) {
+	case HT_PERF_AS_USUAL:
+		snprintf(buf, len, "kernel.perf_event_paranoid %d%s: CAP_PERFMON or CAP_SYS_ADMIN",
+			 paranoid, paranoid > 2 ? ", which this kernel treats as 2" : "");
+		break;
+	case HT_PERF_KEEP_ADMIN:
+		snprintf(buf, len,
+			 "kernel.perf_event_paranoid %d, where this kernel opens perf events only "
+			 "for CAP_SYS_ADMIN (Debian's restriction): held, and kept after attaching "
+			 "for --trigger",
+			 paranoid);
+		break;
+	case HT_PERF_NO_ADMIN:
+		snprintf(buf, len,
+			 "kernel.perf_event_paranoid %d, where this kernel opens perf events only "
+			 "for CAP_SYS_ADMIN (Debian's restriction), which hybtrace lacks: run it "
+			 "as root, or set kernel.perf_event_paranoid=2",
+			 paranoid);
+		break;
+	}
+	return buf;
+}
+
 /*
  * What monitoring needs once attached: perf events for threads and images
  * that come later (PERFMON, IPC_LOCK), the target's memory and files
@@ -101,14 +192,14 @@ static uint64_t needed_after_setup(int last)
 	return keep;
 }
 
-int ht_drop_capabilities(int (*bpf_probe)(void *ctx), void *ctx, uint64_t *kept)
+int ht_drop_capabilities(int (*bpf_probe)(void *ctx), void *ctx, uint64_t also_keep, uint64_t *kept)
 {
 	uint64_t effective, permitted, keep;
 	int last = last_cap();
 
 	if (read_caps(&effective, &permitted))
 		return ht_fail("capget: %s", strerror(errno));
-	keep = needed_after_setup(last) & permitted;
+	keep = (needed_after_setup(last) | also_keep) & permitted;
 	/* The bounding set first: that needs CAP_SETPCAP, which goes next. */
 	if (effective & CAP_BIT(HT_CAP_SETPCAP))
 		for (int cap = 0; cap <= last; cap++)

@@ -7,6 +7,7 @@
 #define HT_PRIVILEGES_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 /* Capability numbers (linux/capability.h), named here so old headers do not matter. */
@@ -46,9 +47,41 @@ int ht_check_target_privileges(int tgid);
  * thread and the bounding set; call it before any other thread starts.
  * BPF_PROBE does one map operation on an attached map: where the kernel still
  * asks CAP_BPF for that (before 6.5, with unprivileged BPF disabled), CAP_BPF
- * is kept. Returns 0, or -1 with the reason; *KEPT says what stayed.
+ * is kept. ALSO_KEEP: capabilities this session needs beyond the usual ones
+ * (CAP_SYS_ADMIN where perf events need it: ht_perf_access()). Returns 0, or
+ * -1 with the reason; *KEPT says what stayed.
  */
-int ht_drop_capabilities(int (*bpf_probe)(void *ctx), void *ctx, uint64_t *kept);
+int ht_drop_capabilities(int (*bpf_probe)(void *ctx), void *ctx, uint64_t also_keep,
+			 uint64_t *kept);
+
+/*
+ * What opening perf events (sampling, Intel PT, triggers) needs here. Up to
+ * kernel.perf_event_paranoid 2, CAP_PERFMON (or CAP_SYS_ADMIN). Above 2,
+ * mainline behaves as at 2, but Debian's kernels (its patch "security,perf:
+ * Allow further restriction of perf_event_open"), as Android's, refuse
+ * every perf_event_open without CAP_SYS_ADMIN; later versions of that patch
+ * accept CAP_PERFMON too. Which one this kernel is, is found by trying.
+ */
+enum ht_perf_access {
+	HT_PERF_AS_USUAL,   /* CAP_PERFMON is enough */
+	HT_PERF_KEEP_ADMIN, /* only CAP_SYS_ADMIN, which is held: keep it while events open */
+	HT_PERF_NO_ADMIN,   /* only CAP_SYS_ADMIN, which is not held: no perf event opens */
+};
+
+/* kernel.perf_event_paranoid, or 2 (the kernel's default) where it cannot be read. */
+int ht_perf_paranoid(void);
+
+/*
+ * The decision, from PARANOID, whether the kernel refused a perf_event_open
+ * to this process without CAP_SYS_ADMIN (REFUSED), and the EFFECTIVE set.
+ */
+enum ht_perf_access ht_perf_access_decide(int paranoid, bool refused, uint64_t effective);
+
+/* The same for this process on this kernel; *PARANOID (if not NULL) gets the level. */
+enum ht_perf_access ht_perf_access(int *paranoid);
+
+/* One line: what perf events need at PARANOID with access A ("CAP_PERFMON ..."). */
+const char *ht_perf_access_describe(enum ht_perf_access a, int paranoid, char *buf, size_t len);
 
 /* "CAP_PERFMON,CAP_SYS_PTRACE,..." for a capability mask, into BUF. */
 void ht_capability_names(uint64_t mask, char *buf, size_t len);

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include "dump_policy.h"
 #include "dump_schema.h"
 #include "hybtrace/records.h"
 #include "json.h"
@@ -981,6 +982,7 @@ struct dir_row {
 	char *headline; /* NULL: unreadable, see error */
 	char *error;
 	uint64_t duration_ns;
+	double ratio; /* to its threshold, as the dump policy ranks breaches; 0: no breach */
 	char kind[16];
 	char wall_clock[48];
 	bool has_thread; /* a breach's or a trigger's; manual and exit dumps have none */
@@ -994,6 +996,8 @@ static int row_cmp(const void *a, const void *b)
 {
 	const struct dir_row *x = a, *y = b;
 
+	if (x->ratio != y->ratio)
+		return x->ratio > y->ratio ? -1 : 1;
 	if (x->duration_ns != y->duration_ns)
 		return x->duration_ns > y->duration_ns ? -1 : 1;
 	return strcmp(x->path, y->path);
@@ -1011,6 +1015,9 @@ static void fill_row(struct dir_row *r)
 	}
 	view_init(&v, tl, r->path, &stats);
 	r->duration_ns = v.has_breach ? v.end_ns - v.start_ns : 0;
+	if (v.has_breach)
+		r->ratio = ht_dump_rank_breach(HT_RANK_BREACH, &r->duration_ns, &v.threshold_ns, 1)
+				   .ratio;
 	snprintf(r->kind, sizeof(r->kind), "%s", v.kind);
 	snprintf(r->wall_clock, sizeof(r->wall_clock), "%s", meta_str(tl, HT_META_WALL_CLOCK));
 	r->has_thread = v.has_breach || v.trigger >= 0;

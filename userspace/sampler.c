@@ -322,12 +322,138 @@ static int parse_sample(const uint8_t *rec, size_t len, const struct ht_sample_f
 	return 0;
 }
 
+/* LEN bytes of a ring of SIZE bytes from offset AT on, across its end. */
+static void ring_copy(void *dst, const uint8_t *data, size_t size, size_t at, size_t len)
+{
+	size_t first = size - at < len ? size - at : len;
+
+	memcpy(dst, data + at, first);
+	memcpy((uint8_t *)dst + first, data, len - first);
+}
+
+/* The fields ht_sample_format can hold, in the order the kernel writes them. */
+#define SAMPLE_FIELDS                                                                              \
+	(PERF_SAMPLE_IP | PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_CPU |                   \
+	 PERF_SAMPLE_PERIOD | PERF_SAMPLE_CALLCHAIN | PERF_SAMPLE_REGS_USER |                      \
+	 PERF_SAMPLE_STACK_USER)
+
+/* Where a sample's fields end and what they say, read from the fields alone. */
+struct sample_shape {
+	size_t bytes; /* header included; 0: they run past the bytes there are */
+	uint32_t pid;
+	uint64_t time_ns;
+	uint64_t regs_abi;
+	uint64_t stack_bytes, stack_dyn_bytes; /* PERF_SAMPLE_STACK_USER's size and dyn_size */
+};
+
+static void skip_words(struct reader *r, uint64_t n)
+{
+	if (n > (uint64_t)(r->end - r->p) / 8)
+		r->bad = true;
+	else
+		r->p += n * 8;
+}
+
+static void sample_shape(const uint8_t *rec, size_t len, const struct ht_sample_format *fmt,
+			 struct sample_shape *s)
+{
+	struct reader r = { rec + sizeof(struct perf_event_header), rec + len, false };
+	uint64_t type = fmt->sample_type;
+
+	memset(s, 0, sizeof(*s));
+	if (len < sizeof(struct perf_event_header) || (type & ~(uint64_t)SAMPLE_FIELDS))
+		return;
+	skip_words(&r, !!(type & PERF_SAMPLE_IP));
+	if (type & PERF_SAMPLE_TID)
+		s->pid = (uint32_t)take_u64(&r);
+	if (type & PERF_SAMPLE_TIME)
+		s->time_ns = take_u64(&r);
+	skip_words(&r, !!(type & PERF_SAMPLE_CPU) + !!(type & PERF_SAMPLE_PERIOD));
+	if (type & PERF_SAMPLE_CALLCHAIN)
+		skip_words(&r, take_u64(&r));
+	if (type & PERF_SAMPLE_REGS_USER) {
+		s->regs_abi = take_u64(&r);
+		if (s->regs_abi)
+			skip_words(&r, (uint64_t)__builtin_popcountll(fmt->regs_mask));
+	}
+	if (type & PERF_SAMPLE_STACK_USER) {
+		s->stack_bytes = take_u64(&r);
+		if (s->stack_bytes && s->stack_bytes <= (uint64_t)(r.end - r.p)) {
+			r.p += s->stack_bytes;
+			s->stack_dyn_bytes = take_u64(&r);
+		} else if (s->stack_bytes) {
+			r.bad = true;
+		}
+	}
+	if (!r.bad)
+		s->bytes = (size_t)(r.p - rec);
+}
+
+/*
+ * Whether the kernel wrote a word past the end of this sample, over the
+ * header of the record before it (the next one in a backward ring).
+ *
+ * Linux 6.1 does, for a sample taken in the target's exit once its memory is
+ * gone (seen on Debian's 6.1.0-57, 6.1.192): since the stable backport of
+ * 4f6fc7821283 ("perf: Fix sample vs do_exit()", 6.1.142),
+ * perf_sample_ustack_size() returns 0 without current->mm, so
+ * perf_prepare_sample() reserves only the u64 stack size; but
+ * perf_sample_regs_user() checks only PF_KTHREAD and still hands the task's
+ * user registers, so perf_output_sample_ustack() takes its "regs" branch and
+ * writes size 0 and then dyn_size 0: 8 bytes past header.size. A user stack
+ * pointer of 0 (or above TASK_SIZE) does the same there. Mainline closed the
+ * exit case with 76ed27608f7d ("perf: sched: Fix perf crash with new
+ * is_user_task() helper"): without mm there are no user registers (abi
+ * NONE), and 8 bytes are reserved and written; 6.18.44 writes that.
+ * The sign: user registers, a zero stack size, and nothing after it.
+ */
+static bool overran_its_end(const struct sample_shape *s, size_t record_bytes,
+			    const struct ht_sample_format *fmt)
+{
+	return (fmt->sample_type & PERF_SAMPLE_STACK_USER) && s->regs_abi && !s->stack_bytes &&
+	       s->bytes == record_bytes;
+}
+
+/*
+ * The size of the sample at AT, whose header a newer sample overwrote with
+ * zeroes (overran_its_end): its fields are whole, and say where it ends.
+ * 0 where they are no sample taken before NEWER_NS; *DAMAGED then says
+ * whether something else is there (rather than never-written space, or a
+ * record cut by the overwrite at the oldest end, where the walk ends anyway).
+ */
+static size_t rebuilt_size(const uint8_t *data, size_t size, size_t at, size_t avail,
+			   const struct ht_sample_format *fmt, uint64_t newer_ns, uint8_t *rec,
+			   bool *damaged)
+{
+	struct sample_shape s;
+
+	if (avail > MAX_RECORD_BYTES)
+		avail = MAX_RECORD_BYTES;
+	ring_copy(rec, data, size, at, avail);
+	sample_shape(rec, avail, fmt, &s);
+	*damaged = false;
+	if (!s.bytes || (!s.pid && !s.time_ns))
+		return 0;
+	if (!s.pid || !s.time_ns || s.time_ns > newer_ns || s.regs_abi > PERF_SAMPLE_REGS_ABI_64 ||
+	    s.stack_dyn_bytes > s.stack_bytes || s.bytes > UINT16_MAX) {
+		*damaged = true;
+		return 0;
+	}
+	return s.bytes;
+}
+
+static bool header_is_zero(const struct perf_event_header *h)
+{
+	return !h->type && !h->misc && !h->size;
+}
+
 int ht_sample_ring_parse(const uint8_t *data, size_t size, uint64_t head,
 			 const struct ht_sample_format *fmt, int tgid, uint64_t t0, uint64_t t1,
 			 struct ht_sample_set *out)
 {
 	uint8_t *rec = malloc(MAX_RECORD_BYTES);
-	uint64_t mask = size - 1, walked = 0;
+	uint64_t mask = size - 1, walked = 0, newer_ns = UINT64_MAX;
+	bool overran = false; /* the newer record wrote over this one's header */
 	int rc = 0;
 
 	if (!rec)
@@ -339,20 +465,32 @@ int ht_sample_ring_parse(const uint8_t *data, size_t size, uint64_t head,
 	/* Backward: the newest record starts at head; older ones follow it. */
 	while (walked + sizeof(struct perf_event_header) <= size) {
 		struct perf_event_header h;
-		size_t at = (size_t)((head + walked) & mask), first;
+		size_t at = (size_t)((head + walked) & mask);
+		struct sample_shape shape;
+		bool damaged = false;
 
-		first = size - at < sizeof(h) ? size - at : sizeof(h);
-		memcpy(&h, data + at, first);
-		memcpy((uint8_t *)&h + first, data, sizeof(h) - first);
-		/* Never written, or cut by the overwrite at the oldest end: done. */
-		if (h.size < sizeof(h) || walked + h.size > size)
+		ring_copy(&h, data, size, at, sizeof(h));
+		if (overran && header_is_zero(&h)) {
+			h.type = PERF_RECORD_SAMPLE;
+			h.size = (uint16_t)rebuilt_size(data, size, at, (size_t)(size - walked),
+							fmt, newer_ns, rec, &damaged);
+			out->rebuilt += h.size != 0;
+		} else if (!header_is_zero(&h) && h.size < sizeof(h)) {
+			damaged = true; /* no kernel writes that */
+		}
+		/* Never written, cut by the overwrite at the oldest end, or damaged: done. */
+		if (h.size < sizeof(h) || walked + h.size > size) {
+			out->malformed += damaged;
 			break;
-		first = size - at < h.size ? size - at : h.size;
-		memcpy(rec, data + at, first);
-		memcpy(rec + first, data, h.size - first);
+		}
+		ring_copy(rec, data, size, at, h.size);
 		walked += h.size;
+		overran = false;
 		switch (h.type) {
 		case PERF_RECORD_SAMPLE:
+			sample_shape(rec, h.size, fmt, &shape);
+			overran = overran_its_end(&shape, h.size, fmt);
+			newer_ns = shape.time_ns;
 			rc = parse_sample(rec, h.size, fmt, tgid, t0, t1, out);
 			break;
 		case PERF_RECORD_LOST:

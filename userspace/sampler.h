@@ -61,8 +61,9 @@ struct ht_sample_set {
 	size_t blob_len, blob_cap;
 	uint64_t lost;	    /* PERF_RECORD_LOST: samples the kernel could not write */
 	uint64_t throttled; /* PERF_RECORD_THROTTLE: times sampling was throttled */
-	uint64_t malformed; /* records that did not parse */
+	uint64_t malformed; /* records that did not parse: the walk of a ring ends at one */
 	uint64_t foreign;   /* samples of other processes: the filter lets none through */
+	uint64_t rebuilt;   /* samples whose header the kernel overwrote, read from their fields */
 };
 
 struct ht_sampler_ring {

@@ -81,8 +81,10 @@ struct session {
 	uint64_t shortest_reach_ns; /* 0: not measured yet */
 	uint64_t busiest_rate;	    /* records/s on the busiest CPU when it was shortest */
 	bool pre_warned;
-	uint64_t trigger_hits;
 	uint64_t lost_reported; /* losses already said on stderr */
+	uint64_t trigger_hits;
+	/* One-shot: hits after the first (not reported); hits lost to a full ring. */
+	uint64_t trigger_in_flight, trigger_lost;
 	struct ht_comm_cache *comms;
 	struct ht_ksyms *ksyms;
 	uint64_t start_ns;
@@ -98,6 +100,9 @@ struct session {
 	int stop_signals;
 	bool stop;
 	bool announced; /* monitoring began: what the output stream holds is kept */
+	/* What perf events need on this kernel (check_perf_events()). */
+	enum ht_perf_access perf_access;
+	int perf_paranoid;
 };
 
 static uint64_t monotonic_ns(void)
@@ -314,18 +319,21 @@ static void print_status(struct session *s)
 
 static void print_dump_stats_text(struct session *s, FILE *f)
 {
-	struct ht_dumper_stats d;
+	struct ht_dump_stats d;
 	char size[32];
 
 	ht_dumper_stats(&s->dumper, &d);
 	fprintf(f,
-		"  dumps: %u written (%sB) in %s, %u failed; not dumped: %llu min-interval, "
-		"%llu max-dumps, %llu max-disk, %llu during another dump\n",
-		d.written, ht_format_count((double)d.bytes, size, sizeof(size)), s->opt->output_dir,
-		d.failed, (unsigned long long)d.skipped[HT_DUMP_SKIP_INTERVAL],
+		"  dumps: %u kept (%sB) in %s, %u written, %u replaced by worse ones, %u failed; "
+		"not dumped: %llu min-interval, %llu max-dumps, %llu max-disk, %llu during another "
+		"dump (policy %s)\n",
+		d.written - d.replaced, ht_format_count((double)d.bytes, size, sizeof(size)),
+		s->opt->output_dir, d.written, d.replaced, d.failed,
+		(unsigned long long)d.skipped[HT_DUMP_SKIP_INTERVAL],
 		(unsigned long long)d.skipped[HT_DUMP_SKIP_COUNT],
 		(unsigned long long)d.skipped[HT_DUMP_SKIP_DISK],
-		(unsigned long long)d.skipped[HT_DUMP_DEFER_BUSY]);
+		(unsigned long long)d.skipped[HT_DUMP_SKIP_BUSY],
+		s->opt->dump_rule == HT_DUMP_RULE_FIRST ? "first" : "worst");
 }
 
 static uint64_t recorder_records_per_cpu(const struct session *s)
@@ -354,8 +362,12 @@ static void print_triggers_text(struct session *s, FILE *f)
 
 	if (!n)
 		return;
-	fprintf(f, "  triggers: %llu hit%s\n", (unsigned long long)s->trigger_hits,
+	fprintf(f, "  triggers: %llu hit%s", (unsigned long long)s->trigger_hits,
 		s->trigger_hits == 1 ? "" : "s");
+	if (s->trigger_in_flight)
+		fprintf(f, ", %llu more after the first (one-shot: not reported)",
+			(unsigned long long)s->trigger_in_flight);
+	fprintf(f, ", %llu lost (ring full)\n", (unsigned long long)s->trigger_lost);
 	for (size_t i = 0; i < n; i++) {
 		const char *why = ht_code_trigger_unresolved(&s->triggers, i);
 
@@ -369,8 +381,11 @@ static void print_triggers_json(struct session *s, FILE *f)
 {
 	size_t n = ht_code_triggers_count(&s->triggers), shown = 0;
 
-	fprintf(f, ",\"triggers\":{\"hits\":%llu,\"never_resolved\":[",
-		(unsigned long long)s->trigger_hits);
+	fprintf(f,
+		",\"triggers\":{\"hits\":%llu,\"in_flight\":%llu,\"lost\":%llu,"
+		"\"never_resolved\":[",
+		(unsigned long long)s->trigger_hits, (unsigned long long)s->trigger_in_flight,
+		(unsigned long long)s->trigger_lost);
 	for (size_t i = 0; i < n; i++) {
 		const char *why = ht_code_trigger_unresolved(&s->triggers, i);
 
@@ -429,17 +444,19 @@ static void print_summary_text(struct session *s, FILE *f, const struct ht_monit
 
 static void print_dump_stats_json(struct session *s, FILE *f)
 {
-	struct ht_dumper_stats d;
+	struct ht_dump_stats d;
 
 	ht_dumper_stats(&s->dumper, &d);
 	fprintf(f,
-		",\"dumps\":{\"written\":%u,\"bytes\":%llu,\"failed\":%u,\"skipped\":{"
-		"\"min_interval\":%llu,\"max_dumps\":%llu,\"max_disk\":%llu,\"busy\":%llu}}",
-		d.written, (unsigned long long)d.bytes, d.failed,
+		",\"dumps\":{\"policy\":\"%s\",\"kept\":%u,\"bytes\":%llu,\"written\":%u,"
+		"\"replaced\":%u,\"failed\":%u,\"skipped\":{\"min_interval\":%llu,"
+		"\"max_dumps\":%llu,\"max_disk\":%llu,\"busy\":%llu}}",
+		s->opt->dump_rule == HT_DUMP_RULE_FIRST ? "first" : "worst", d.written - d.replaced,
+		(unsigned long long)d.bytes, d.written, d.replaced, d.failed,
 		(unsigned long long)d.skipped[HT_DUMP_SKIP_INTERVAL],
 		(unsigned long long)d.skipped[HT_DUMP_SKIP_COUNT],
 		(unsigned long long)d.skipped[HT_DUMP_SKIP_DISK],
-		(unsigned long long)d.skipped[HT_DUMP_DEFER_BUSY]);
+		(unsigned long long)d.skipped[HT_DUMP_SKIP_BUSY]);
 }
 
 static void print_summary_json(struct session *s, FILE *f, const struct ht_monitor_counters *c)
@@ -645,6 +662,20 @@ static void offer_trigger_dump(struct session *s, const struct ht_bp_hit *hit)
 	ht_dumper_offer(&s->dumper, &job);
 }
 
+static void report_trigger_hits(struct session *s, struct ht_bp_hits *hits)
+{
+	for (size_t i = 0; i < hits->count; i++)
+		offer_trigger_dump(s, &hits->v[i]);
+	s->trigger_in_flight += hits->in_flight;
+	s->trigger_lost += hits->lost;
+	if (hits->lost) {
+		clear_status_line(s);
+		ht_warn("triggers: %llu hits lost: the kernel found their ring full",
+			(unsigned long long)hits->lost);
+	}
+	ht_bp_hits_free(hits);
+}
+
 static void handle_trigger_hits(struct session *s)
 {
 	struct ht_bp_hits hits;
@@ -653,9 +684,22 @@ static void handle_trigger_hits(struct session *s)
 		ht_warn("triggers: %s", ht_last_error());
 		return;
 	}
-	for (size_t i = 0; i < hits.count; i++)
-		offer_trigger_dump(s, &hits.v[i]);
-	ht_bp_hits_free(&hits);
+	report_trigger_hits(s, &hits);
+}
+
+/*
+ * The end: the breakpoints stop and what the rings still hold is reported,
+ * hits of a target that has exited included, before the summary counts them.
+ */
+static void finish_triggers(struct session *s)
+{
+	struct ht_bp_hits hits;
+
+	if (ht_code_triggers_finish(&s->triggers, &hits)) {
+		ht_warn("triggers: %s", ht_last_error());
+		return;
+	}
+	report_trigger_hits(s, &hits);
 }
 
 static void handle_signal(struct session *s)
@@ -859,6 +903,12 @@ static int run_loop(struct session *s)
 {
 	struct epoll_event events[8];
 
+	/*
+	 * Hits written before the rings were added to epoll are not reported
+	 * readable: a perf event's poll hands out its readiness once, and the
+	 * add and the first wait each poll. Read them now; later ones wake us.
+	 */
+	handle_trigger_hits(s);
 	while (!s->stop) {
 		int n;
 
@@ -897,6 +947,7 @@ static int run_loop(struct session *s)
 		}
 	}
 	drain_breaches(s);
+	finish_triggers(s);
 	return 0;
 }
 
@@ -1009,7 +1060,7 @@ static int start_dumper(struct session *s)
 		.output_dir = o->output_dir,
 		.pre_ns = o->pre_ns,
 		.post_ns = o->post_ns,
-		.policy = { o->min_interval_ns, o->max_dumps, o->max_disk_bytes },
+		.policy = { o->min_interval_ns, o->max_dumps, o->max_disk_bytes, o->dump_rule },
 		.tgid = s->tgid,
 		.target_comm = s->target_comm,
 		.cmdline = o->cmdline,
@@ -1077,6 +1128,7 @@ static int start_session(struct session *s, const struct ht_options *o, int tgid
 		.on_breach = on_breach,
 		.on_breach_ctx = s,
 	};
+	uint64_t also_keep = 0;
 	struct btf *btf;
 
 	s->opt = o;
@@ -1100,23 +1152,46 @@ static int start_session(struct session *s, const struct ht_options *o, int tgid
 		ht_fail("out of memory");
 		return HT_EXIT_FAILURE;
 	}
-	/* Specs are checked before anything else attaches: a typo is exit 2, nothing left. */
-	if (o->ntriggers && ht_code_triggers_open(&s->triggers, s->tgid, o->triggers, o->ntriggers,
-						  o->multi, s->child != 0))
+	/*
+	 * The attach begins: the triggers are armed first, the monitor next. Every
+	 * time hybtrace prints (hits, breaches, the summary's) counts from here,
+	 * so that a hit made while the monitor loads is not before the zero.
+	 */
+	s->start_ns = monotonic_ns();
+	/*
+	 * Specs are checked before anything else attaches: a typo is exit 2,
+	 * nothing left. `run`'s child has not exec'd yet: everything waits for
+	 * it; a running target may still load the library a spec names.
+	 */
+	if (o->ntriggers &&
+	    ht_code_triggers_open(&s->triggers, s->tgid, o->triggers, o->ntriggers, o->multi,
+				  s->child ? HT_TRIGGERS_WAIT : HT_TRIGGERS_WAIT_MODULES))
 		return HT_EXIT_USAGE;
 	/* Kernel addresses are readable now, while we are privileged. */
 	s->ksyms = ht_ksyms_load(NULL);
 	if (ht_monitor_open(&s->monitor, &cfg))
 		return HT_EXIT_FAILURE;
 	ht_comm_cache_init(s->comms, &s->monitor);
-	s->start_ns = s->monitor.attached_ns;
-	s->last_status_ns = s->start_ns;
-	s->reach_since_ns = s->start_ns;
+	/* Rates count the monitor's records, from its attach on. */
+	s->last_status_ns = s->monitor.attached_ns;
+	s->reach_since_ns = s->monitor.attached_ns;
 	s->reach_heads = calloc(s->monitor.ncpus, sizeof(*s->reach_heads));
 	if (start_on_cpu_source(s))
 		return HT_EXIT_FAILURE;
-	/* Attached: from here on only what perf events, dumps and /proc need. */
-	if (ht_drop_capabilities(probe_bpf_maps, s, NULL) || start_dumper(s))
+	/*
+	 * Attached: from here on only what perf events, dumps and /proc need.
+	 * Triggers open events after this (new images, libraries): where only
+	 * CAP_SYS_ADMIN opens them, it stays.
+	 */
+	if (o->ntriggers && s->perf_access == HT_PERF_KEEP_ADMIN) {
+		also_keep |= 1ULL << HT_CAP_SYS_ADMIN;
+		fprintf(stderr,
+			"hybtrace: kernel.perf_event_paranoid is %d and this kernel opens perf "
+			"events only for CAP_SYS_ADMIN: hybtrace keeps it after attaching, for the "
+			"triggers' breakpoints in images and libraries to come\n",
+			s->perf_paranoid);
+	}
+	if (ht_drop_capabilities(probe_bpf_maps, s, also_keep, NULL) || start_dumper(s))
 		return HT_EXIT_FAILURE;
 	if (o->rt_priority && set_realtime(o->rt_priority))
 		return HT_EXIT_FAILURE;
@@ -1176,6 +1251,29 @@ static int check_sources(struct ht_options *o)
 			       (unsigned long long)(need >> 20), ncpus,
 			       (unsigned long long)(o->max_memory_bytes >> 20));
 	return 0;
+}
+
+/*
+ * Perf events (the on-CPU source, triggers) where the kernel opens them
+ * only for CAP_SYS_ADMIN: found out before anything attaches, so that a
+ * hybtrace without it says so at once (exit 2) instead of triggers that
+ * never fire, and one with it knows to keep it.
+ */
+static int check_perf_events(struct session *s, const struct ht_options *o)
+{
+	const char *what = o->ntriggers		       ? "--trigger"
+			   : o->source == HT_SOURCE_PT ? "Intel PT"
+						       : "sampling";
+	char why[256];
+
+	if (!o->ntriggers && o->source == HT_SOURCE_NONE)
+		return 0;
+	s->perf_access = ht_perf_access(&s->perf_paranoid);
+	if (s->perf_access != HT_PERF_NO_ADMIN)
+		return 0;
+	return ht_fail("%s needs perf events: %s%s", what,
+		       ht_perf_access_describe(s->perf_access, s->perf_paranoid, why, sizeof(why)),
+		       o->ntriggers ? "" : " (or --source none)");
 }
 
 static int pidfd_open_target(int pid)
@@ -1253,7 +1351,8 @@ int ht_session_record(struct ht_options *o)
 	status = HT_EXIT_USAGE;
 	if (ht_proc_resolve_target(o->pid, &tgid) || ht_check_monitor_privileges() ||
 	    ht_check_target_privileges(tgid) || ht_output_dir_check(o->output_dir) ||
-	    check_sources(o) || ht_out_stream_open(&s.out, o->json_path))
+	    check_sources(o) || check_perf_events(&s, o) ||
+	    ht_out_stream_open(&s.out, o->json_path))
 		goto fail;
 	s.pidfd = pidfd_open_target(tgid);
 	if (s.pidfd < 0)
@@ -1366,7 +1465,8 @@ int ht_session_run(struct ht_options *o)
 	ignore_sigpipe();
 	status = HT_EXIT_USAGE;
 	if (ht_check_monitor_privileges() || ht_output_dir_check(o->output_dir) ||
-	    check_sources(o) || ht_out_stream_open(&s.out, o->json_path))
+	    check_sources(o) || check_perf_events(&s, o) ||
+	    ht_out_stream_open(&s.out, o->json_path))
 		goto fail;
 	status = HT_EXIT_FAILURE;
 	s.child = spawn_held(o->run_argv, o->json && !o->json_path, &go_fd, &err_fd);

@@ -459,11 +459,14 @@ static void set_unresolved(struct ht_trigger *tr)
 	tr->module[0] = 0;
 }
 
-/* Unresolved: pending when the caller waits for libraries, else the error. */
-static int not_found(struct resolve_ctx *c, struct ht_trigger *tr, const char *why)
+/*
+ * Unresolved: pending when the caller waits for it (for anything, or for
+ * the module NO_MODULE says is not mapped), else the error.
+ */
+static int not_found(struct resolve_ctx *c, struct ht_trigger *tr, const char *why, bool no_module)
 {
 	set_unresolved(tr);
-	if (c->flags & HT_TRIGGERS_WAIT) {
+	if ((c->flags & HT_TRIGGERS_WAIT) || (no_module && (c->flags & HT_TRIGGERS_WAIT_MODULES))) {
 		snprintf(tr->pending, sizeof(tr->pending), "%s", why);
 		return 0;
 	}
@@ -590,7 +593,7 @@ static int resolve_function(struct resolve_ctx *c, struct ht_trigger *tr)
 				 "trigger '%s': no module %s is mapped in "
 				 "process %d (yet)",
 				 sp->text, module, c->pid);
-			return not_found(c, tr, why);
+			return not_found(c, tr, why, true);
 		}
 		if (sp->kind == HT_TRIGGER_STOP) {
 			snprintf(why, sizeof(why),
@@ -598,7 +601,7 @@ static int resolve_function(struct resolve_ctx *c, struct ht_trigger *tr)
 				 "program calls it after including <hybtrace/hybtrace.h>",
 				 sp->text, HT_TRIGGER_STOP_FUNCTION, module ? module : "any module",
 				 c->pid);
-			return not_found(c, tr, why);
+			return not_found(c, tr, why, false);
 		}
 		if (c->flags & HT_TRIGGERS_WAIT)
 			near[0] = 0;
@@ -607,7 +610,7 @@ static int resolve_function(struct resolve_ctx *c, struct ht_trigger *tr)
 		snprintf(why, sizeof(why), "trigger '%s': no function %s in %s of process %d%s%s",
 			 sp->text, sp->symbol, module ? module : "any module", c->pid,
 			 near[0] ? "; did you mean " : "", near);
-		return not_found(c, tr, why);
+		return not_found(c, tr, why, false);
 	}
 	if (found > MAX_CANDIDATES)
 		found = MAX_CANDIDATES;
@@ -704,7 +707,7 @@ static int resolve_address(struct resolve_ctx *c, struct ht_trigger *tr)
 			 "trigger '%s': no module %s is mapped executable in "
 			 "process %d (yet)",
 			 tr->spec.text, want, c->pid);
-		return not_found(c, tr, why);
+		return not_found(c, tr, why, true);
 	}
 	if (module_file_open(&c->tg, &c->maps.v[i], &mf)) {
 		set_unresolved(tr);
@@ -928,7 +931,7 @@ static int resolve_line(struct resolve_ctx *c, struct ht_trigger *tr)
 				 "trigger '%s': no module %s is mapped executable "
 				 "in process %d (yet)",
 				 tr->spec.text, want, c->pid);
-			return not_found(c, tr, why);
+			return not_found(c, tr, why, true);
 		}
 		if (!any_dwarf) {
 			set_unresolved(tr);

@@ -83,6 +83,12 @@ enum {
 	HT_TRIGGERS_WAIT = 1 << 0,
 	/* Resolve even if the executable mappings look unchanged. */
 	HT_TRIGGERS_FORCE = 1 << 1,
+	/*
+	 * Only a spec whose module is not mapped yet waits for it (a running
+	 * target that loads the library later); a function or line missing from
+	 * what is mapped is an error, with suggestions.
+	 */
+	HT_TRIGGERS_WAIT_MODULES = 1 << 2,
 };
 
 void ht_triggers_init(struct ht_triggers *t);

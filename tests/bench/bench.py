@@ -17,12 +17,14 @@ import json
 import os
 import random
 import re
+import select
 import shutil
 import signal
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
@@ -128,30 +130,138 @@ def parse_bench(out):
     raise RuntimeError("cannot read the benchmark's result:\n" + out[-2000:])
 
 
+class Output:
+    """Lines a child writes, read as they come (so a full pipe never stalls it), kept for
+    waiting on a line that says it is ready and for the error message when it is not."""
+
+    def __init__(self, stream):
+        self.lines = []
+        self.cond = threading.Condition()
+        self.done = False
+        self.thread = threading.Thread(target=self._read, args=(stream,), daemon=True)
+        self.thread.start()
+
+    def _read(self, stream):
+        for line in stream:
+            with self.cond:
+                self.lines.append(line)
+                self.cond.notify_all()
+        with self.cond:
+            self.done = True
+            self.cond.notify_all()
+
+    def wait_for(self, pattern, timeout_s, what, start=0):
+        """Index of the first line from START on that matches PATTERN; BenchFailure when the
+        output ends first or TIMEOUT_S passes."""
+        deadline = time.monotonic() + timeout_s
+        i = start
+        with self.cond:
+            while True:
+                while i < len(self.lines):
+                    if re.search(pattern, self.lines[i]):
+                        return i
+                    i += 1
+                left = deadline - time.monotonic()
+                if self.done or left <= 0:
+                    raise BenchFailure("%s: %s; its output ends with: %s" % (
+                        what, "it exited" if self.done else "timed out after %d s" % timeout_s,
+                        "".join(self.lines[-20:])[-2000:]))
+                self.cond.wait(left)
+
+    def text(self):
+        self.thread.join(timeout=30)
+        with self.cond:
+            return "".join(self.lines)
+
+
+ATTACH_TIMEOUT_S = 60
+
+
 class Background:
-    """A helper process started before the measured command and stopped after it."""
+    """A helper process started before the measured command and stopped after it.
 
-    def __init__(self, cmd, ready_pattern=None, ready_delay=0.0):
-        self.p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        if ready_pattern:
-            deadline = time.time() + 20
-            while time.time() < deadline:
-                line = self.p.stdout.readline()
-                if not line or re.search(ready_pattern, line):
-                    break
-        time.sleep(ready_delay)
-        # A peer that failed to start would make its configuration look free.
-        if self.p.poll() is not None:
-            raise RuntimeError("%s exited before the measurement: %s" % (
-                cmd[0], (self.p.stdout.read() or "")[-2000:]))
+    READY is the line it prints once it is attached: the measurement starts then, never
+    after a fixed sleep. A peer that failed to start would make its configuration look free,
+    so a helper that exits or stays silent fails the section."""
 
-    def stop(self):
-        self.p.send_signal(signal.SIGINT)
+    def __init__(self, cmd, ready, env=None):
+        self.p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                  text=True, errors="replace", env=env)
+        self.out = Output(self.p.stdout)
         try:
-            self.p.communicate(timeout=30)
+            self.out.wait_for(ready, ATTACH_TIMEOUT_S, "%s did not say it was attached" % cmd[0])
+        except BenchFailure:
+            self.stop(check=False)
+            raise
+
+    def stop(self, check=True):
+        """Stop it; with CHECK, one that ended before it was told measured nothing."""
+        gone = self.p.poll() is not None
+        if not gone:
+            self.p.send_signal(signal.SIGINT)
+        try:
+            self.p.wait(timeout=30)
         except subprocess.TimeoutExpired:
             self.p.kill()
-            self.p.communicate()
+            self.p.wait()
+        text = self.out.text()
+        if check and gone:
+            raise BenchFailure("%s exited (%d) during the measurement: %s" % (
+                self.p.args[0], self.p.returncode, text[-2000:]))
+        return text
+
+
+def empty_progs():
+    return Background([EMPTY_PROGS], "^attached")
+
+
+def bpftrace_runqlat():
+    # bpftrace (0.14 and later) says so once every probe is attached; its BEGIN probe runs
+    # before the others are.
+    env = dict(os.environ, __BPFTRACE_NOTIFY_PROBES_ATTACHED="1")
+    return Background(["bpftrace", "-e", RUNQLAT_BT], "__BPFTRACE_NOTIFY_PROBES_ATTACHED", env)
+
+
+def hybtrace_watching(pid, out, opts):
+    """hybtrace --pid PID, once its attached JSON line says monitoring has begun."""
+    return Background([HYBTRACE, "--pid", str(pid), "--quiet", "--json", "--output", out] + opts,
+                      r'"type":"attached"')
+
+
+class PerfRecordAttached:
+    """perf record -F 999 -g -p PID: perf's per-thread sampling of another process. It
+    starts with its events disabled and enables them through its control FIFO, whose
+    acknowledgement says they are on."""
+
+    def __init__(self, pid, out):
+        self.dir = tempfile.mkdtemp(prefix="hybtrace-bench-perf-")
+        ctl, ack = os.path.join(self.dir, "ctl"), os.path.join(self.dir, "ack")
+        os.mkfifo(ctl)
+        os.mkfifo(ack)
+        self.bg = None
+        try:
+            self.bg = Background(["perf", "record", "-F", "999", "-g", "-D", "-1", "--control",
+                                  "fifo:%s,%s" % (ctl, ack), "-p", str(pid), "-o",
+                                  os.path.join(out, "perf-other.data")], "Events disabled")
+            # perf holds both FIFOs open read-write, so these opens do not block.
+            ack_fd = os.open(ack, os.O_RDONLY | os.O_NONBLOCK)
+            try:
+                with open(ctl, "w") as f:
+                    f.write("enable\n")
+                if not select.select([ack_fd], [], [], ATTACH_TIMEOUT_S)[0] or \
+                        not os.read(ack_fd, 16).startswith(b"ack"):
+                    raise BenchFailure("perf record did not acknowledge enabling its events")
+            finally:
+                os.close(ack_fd)
+        except BaseException:
+            self.stop(check=False)
+            raise
+
+    def stop(self, check=True):
+        try:
+            return self.bg.stop(check) if self.bg else ""
+        finally:
+            shutil.rmtree(self.dir, ignore_errors=True)
 
 
 def run_measured(cmd, prefix=(), background=None):
@@ -183,16 +293,18 @@ def section_overhead_self(args, out):
     loops = 20000 if args.smoke else 200000
     configs = [
         ("untraced", (), None),
-        ("empty BPF on sched_switch+wakeup (floor)", (), lambda: Background(
-            [EMPTY_PROGS], "attached")),
+        ("empty BPF on sched_switch+wakeup (floor)", (), empty_progs),
         ("hybtrace --source none (a)", hybtrace_run(["--source", "none"], out), None),
         ("hybtrace all breaches + sampling (b)", hybtrace_run(
             ["--rq-delay", "1ms", "--off-cpu", "1ms", "--syscall", "1ms"], out), None),
         ("hybtrace defaults (sampling at its default rate)", hybtrace_run([], out), None),
-        ("bpftrace runqlat logic", (), lambda: Background(
-            ["bpftrace", "-e", RUNQLAT_BT], "Attaching", 0.5)),
+        ("bpftrace runqlat logic", (), bpftrace_runqlat),
         ("perf sched record -a", ["perf", "sched", "record", "-a", "-o",
                                   os.path.join(out, "perf.data"), "--"], None),
+        # Per-thread sampling, perf's way: every switch of the target switches perf contexts.
+        ("perf record -F 999 -g (per-thread sampling)", [
+            "perf", "record", "-F", "999", "-g", "-o", os.path.join(out, "perf-self.data"),
+            "--"], None),
     ]
     results = interleave(configs, args.runs, pipe_cmd(loops))
     print_ratios("1. overhead on the target itself: perf bench sched pipe -T, usecs/op", results,
@@ -206,6 +318,10 @@ def section_overhead_self(args, out):
     # What (a) adds to what merely running BPF on these tracepoints costs.
     print_over("(a) over the empty programs, same run", results["hybtrace --source none (a)"],
                results["empty BPF on sched_switch+wakeup (floor)"])
+    # What hybtrace's CPU-wide sampling adds, to set beside perf record's per-thread sampling.
+    print_over("sampling: defaults over (a), same run",
+               results["hybtrace defaults (sampling at its default rate)"],
+               results["hybtrace --source none (a)"])
     return results
 
 
@@ -215,15 +331,17 @@ def section_overhead_others(args, out):
     idle = subprocess.Popen(["sleep", "100000"])
 
     def watch(opts):
-        return lambda: Background([HYBTRACE, "--pid", str(idle.pid), "--quiet", "--output", out] +
-                                  opts, None, 1.0)
+        return lambda: hybtrace_watching(idle.pid, out, opts)
     configs = [
         ("untraced", (), None),
-        ("empty BPF on sched_switch+wakeup (floor)", (), lambda: Background(
-            [EMPTY_PROGS], "attached")),
+        ("empty BPF on sched_switch+wakeup (floor)", (), empty_progs),
         ("hybtrace defaults, watching another process", (), watch([])),
         ("hybtrace --source none, watching another", (), watch(["--source", "none"])),
         ("hybtrace --syscall 1ms, watching another process", (), watch(["--syscall", "1ms"])),
+        # Per-thread events on another process turn on perf's context-switch hooks for
+        # every task: what per-thread sampling would cost those that are not the target.
+        ("perf record -F 999 -g -p (another process)", (), lambda: PerfRecordAttached(
+            idle.pid, out)),
     ]
     try:
         results = interleave(configs, args.runs, pipe_cmd(loops))
@@ -235,6 +353,12 @@ def section_overhead_others(args, out):
     print_over("defaults over the empty programs, same run",
                results["hybtrace defaults, watching another process"],
                results["empty BPF on sched_switch+wakeup (floor)"])
+    print_over("sampling: defaults over --source none",
+               results["hybtrace defaults, watching another process"],
+               results["hybtrace --source none, watching another"])
+    print_over("syscalls: --syscall 1ms over defaults",
+               results["hybtrace --syscall 1ms, watching another process"],
+               results["hybtrace defaults, watching another process"])
     return results
 
 
@@ -245,8 +369,7 @@ def section_messaging(args, out):
         ("hybtrace --source none", hybtrace_run(["--source", "none"], out), None),
         ("hybtrace all breaches + sampling", hybtrace_run(
             ["--rq-delay", "1ms", "--off-cpu", "1ms", "--syscall", "1ms"], out), None),
-        ("bpftrace runqlat logic", (), lambda: Background(
-            ["bpftrace", "-e", RUNQLAT_BT], "Attaching", 0.5)),
+        ("bpftrace runqlat logic", (), bpftrace_runqlat),
         ("perf sched record -a", ["perf", "sched", "record", "-a", "-o",
                                   os.path.join(out, "perf.data"), "--"], None),
     ]
@@ -286,20 +409,23 @@ def section_bpf_cost(args, out):
     def measure(attach):
         bench = subprocess.Popen(pipe_cmd(10 ** 9), stdout=subprocess.DEVNULL,
                                  stderr=subprocess.DEVNULL)
-        helper = attach(bench.pid)
+        helper = None
         try:
+            helper = attach(bench.pid)
             time.sleep(seconds)
             return bpf_prog_costs()
         finally:
-            helper.stop()
-            bench.kill()
-            bench.wait()
+            try:
+                if helper:
+                    helper.stop()
+            finally:
+                bench.kill()
+                bench.wait()
 
     def watch(opts):
-        return lambda pid: Background([HYBTRACE, "--pid", str(pid), "--output", out] + opts,
-                                      "watching", 0.3)
+        return lambda pid: hybtrace_watching(pid, out, opts)
 
-    configs = (("empty", lambda pid: Background([EMPTY_PROGS], "attached")),
+    configs = (("empty", lambda pid: empty_progs()),
                ("all", watch(["--rq-delay", "1ms", "--off-cpu", "1ms", "--syscall", "1ms"])),
                ("defaults", watch([])))
     samples = {name: {} for name, _ in configs}
@@ -354,7 +480,9 @@ def dump_latencies(opts, load, smoke):
     Under load the builder (nice 19) gets about 1.5% of a CPU next to the hogs, so a
     dump takes a few hundred ms to write and breaches meanwhile are not dumped: the
     breaches are spread out (--min-interval) and the run is longer, so that enough
-    dumps are taken to read a p99."""
+    dumps are taken to read a p99. The first breach of each interval is dumped
+    (--dump-policy first): the worst would pick the sleeps a loaded CPU lengthened,
+    whose freezes the same load delays."""
     rounds = 20 * (20 if load else 1) if smoke else 200 * (80 if load else 1)
     interval = "400ms" if load else "0ms"
     with tempfile.TemporaryDirectory() as out:
@@ -363,7 +491,8 @@ def dump_latencies(opts, load, smoke):
             run = subprocess.run([HYBTRACE, "run", "--quiet", "--json", "--rq-delay", "off",
                                   "--syscall", "1ms", "--syscalls", "clock_nanosleep", "--post",
                                   "0ms", "--pre", "2ms", "--min-interval", interval,
-                                  "--max-dumps", "100000", "--output", out] + opts +
+                                  "--dump-policy", "first", "--max-dumps", "100000",
+                                  "--output", out] + opts +
                                  ["--", os.path.join(WORKLOADS, "sleeper"), "3", str(rounds)],
                                  capture_output=True, text=True, timeout=600)
         finally:
@@ -404,45 +533,163 @@ def section_trigger_latency(args, out):
                 target))
 
 
-def section_dump_cost(args, out):
-    """A 20 ms window of 4 busy threads: trigger to file on disk, size; CPU and RSS over a run."""
+def wait_until(predicate, timeout_s, what):
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise BenchFailure("timed out waiting for " + what)
+        time.sleep(0.02)
+
+
+def threads_of(pid):
+    try:
+        return len(os.listdir("/proc/%d/task" % pid))
+    except OSError:
+        return 0
+
+
+def comm_of(pid):
+    try:
+        with open("/proc/%d/comm" % pid) as f:
+            return f.read().strip()
+    except OSError:
+        return ""
+
+
+def cpu_seconds_of(pid):
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def wait_exit(p, timeout_s):
+    """Reap P, returning the CPU seconds it used in all (its rusage)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        pid, status, usage = os.wait4(p.pid, os.WNOHANG)
+        if pid:
+            p.returncode = os.waitstatus_to_exitcode(status)
+            return usage.ru_utime + usage.ru_stime
+        if time.monotonic() > deadline:
+            p.kill()
+            p.wait()
+            raise BenchFailure("%s did not exit within %d s" % (p.args[0], timeout_s))
+        time.sleep(0.02)
+
+
+def manual_dumps(args):
+    """A 20 ms window of 4 busy threads: trigger to file on disk, size; CPU and RSS over a run.
+
+    The busy threads run until told to stop, hybtrace is watched from its attached line,
+    and each SIGUSR2 waits for its dump's JSON line before the next."""
     seconds = 3 if args.smoke else 60
     with tempfile.TemporaryDirectory() as d:
-        wl = subprocess.Popen([os.path.join(WORKLOADS, "busy_threads"), "4", str(seconds + 5)])
-        time.sleep(0.3)
-        h = subprocess.Popen([HYBTRACE, "--pid", str(wl.pid), "--quiet", "--json", "--output", d,
-                              "--pre", "20ms", "--post", "0ms"], stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, text=True)
-        time.sleep(1.0)
-        writes = []
-        for _ in range(3 if args.smoke else 10):
-            h.send_signal(signal.SIGUSR2)
-            time.sleep(1.2)
-        time.sleep(max(0, seconds - (3.6 if args.smoke else 12)))
-        with open("/proc/%d/stat" % h.pid) as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        cpu_s = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-        with open("/proc/%d/status" % h.pid) as f:
-            hwm = [l for l in f if l.startswith("VmHWM")][0].split()[1]
-        h.send_signal(signal.SIGINT)
-        stdout, stderr = h.communicate(timeout=60)
-        wl.kill()
-        wl.wait()
+        stop_file = os.path.join(d, "stop")
+        wl = subprocess.Popen([os.path.join(WORKLOADS, "busy_threads"), "4"],
+                              env=dict(os.environ, HT_STOP_FILE=stop_file))
+        h = None
+        try:
+            wait_until(lambda: threads_of(wl.pid) >= 5 or wl.poll() is not None, 30,
+                       "busy_threads to start its threads")
+            h = subprocess.Popen([HYBTRACE, "--pid", str(wl.pid), "--quiet", "--json",
+                                  "--output", d, "--pre", "20ms", "--post", "0ms"],
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            out, err = Output(h.stdout), Output(h.stderr)
+            at = out.wait_for(r'"type":"attached"', ATTACH_TIMEOUT_S,
+                              "hybtrace did not say it was attached")
+            attached_s = time.monotonic()
+            for _ in range(3 if args.smoke else 10):
+                h.send_signal(signal.SIGUSR2)
+                at = out.wait_for(r'"type":"dump"', 60, "hybtrace wrote no dump for SIGUSR2",
+                                  at + 1)
+            time.sleep(max(0.0, seconds - (time.monotonic() - attached_s)))
+            cpu_s = cpu_seconds_of(h.pid)
+            with open("/proc/%d/status" % h.pid) as f:
+                hwm = [l for l in f if l.startswith("VmHWM")][0].split()[1]
+            h.send_signal(signal.SIGINT)
+            h.wait(timeout=60)
+        finally:
+            open(stop_file, "w").close()
+            if h and h.poll() is None:
+                h.kill()
+                h.wait()
+            wl.wait(timeout=30)
         if h.returncode != 0:
-            raise BenchFailure("hybtrace exited with %d: %s" % (h.returncode, stderr[-2000:]))
-        for line in stdout.splitlines():
+            raise BenchFailure("hybtrace exited with %d: %s" % (h.returncode, err.text()[-2000:]))
+        writes = []
+        for line in out.text().splitlines():
             if '"type":"dump"' in line:
                 o = json.loads(line)
                 writes.append((o["write_ns"] / 1e6, o["cpu_ns"] / 1e6, o["bytes"]))
-    log("\n6. dump cost: 20 ms window of 4 busy threads on every CPU (manual dumps), defaults")
-    if writes:
-        log("  build + write: median %.2f ms of CPU; %.2f ms to the file on disk (median; the "
-            "worker runs at nice 19 behind the busy threads); file size median %d bytes" % (
-                statistics.median(c for _, c, _ in writes),
-                statistics.median(w for w, _, _ in writes),
-                statistics.median(b for _, _, b in writes)))
+    log("  build + write: median %.2f ms of CPU; %.2f ms to the file on disk (median; the "
+        "worker runs at nice 19 behind the busy threads); file size median %d bytes" % (
+            statistics.median(c for _, c, _ in writes),
+            statistics.median(w for w, _, _ in writes),
+            statistics.median(b for _, _, b in writes)))
     log("  hybtrace over %d s: %.2f s of CPU (%.1f%% of one core), peak RSS %s kB" % (
         seconds, cpu_s, 100.0 * cpu_s / seconds, hwm))
+
+
+def breach_storm(args):
+    """One thread breaching as fast as it sleeps: hybtrace's CPU from the storm's start to
+    its end, at the default dump limits."""
+    seconds = 2 if args.smoke else 10
+    with tempfile.TemporaryDirectory() as d:
+        start_file, log_path = os.path.join(d, "start"), os.path.join(d, "log")
+        dumps = os.path.join(d, "dumps")
+        os.mkdir(dumps)
+        wl = subprocess.Popen([os.path.join(WORKLOADS, "breach_storm"), str(seconds), "800"],
+                              env=dict(os.environ, HT_START_FILE=start_file,
+                                       HT_WORKLOAD_LOG=log_path))
+        h = None
+        try:
+            # It names itself before it waits for the start file.
+            wait_until(lambda: comm_of(wl.pid) == "storm" or wl.poll() is not None, 30,
+                       "breach_storm to start")
+            h = subprocess.Popen([HYBTRACE, "--pid", str(wl.pid), "--quiet", "--json",
+                                  "--syscall", "500us", "--output", dumps],
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            out, err = Output(h.stdout), Output(h.stderr)
+            out.wait_for(r'"type":"attached"', ATTACH_TIMEOUT_S,
+                         "hybtrace did not say it was attached")
+            before_s = cpu_seconds_of(h.pid)
+            open(start_file, "w").close()
+            wl.wait(timeout=seconds + 60)
+            # hybtrace ends with its target; its summary is part of the storm's cost.
+            total_s = wait_exit(h, 60)
+        finally:
+            open(start_file, "w").close()
+            if h and h.poll() is None:
+                h.kill()
+                h.wait()
+            if wl.poll() is None:
+                wl.kill()
+                wl.wait()
+        if h.returncode != 0:
+            raise BenchFailure("hybtrace exited with %d: %s" % (h.returncode, err.text()[-2000:]))
+        events = {}
+        with open(log_path) as f:
+            for line in f:
+                o = json.loads(line)
+                events[o["event"]] = o
+        lines = [json.loads(l) for l in out.text().splitlines() if l.startswith("{")]
+        breaches = sum(1 for o in lines if o.get("type") == "breach")
+        summary = [o for o in lines if o.get("type") == "summary"]
+        if "storm_end" not in events or not breaches or not summary:
+            raise BenchFailure("the storm measured nothing: %d breaches, log %r" % (
+                breaches, sorted(events)))
+        storm_s = (events["storm_end"]["ts_ns"] - events["storm_start"]["ts_ns"]) / 1e9
+        cpu_s = total_s - before_s
+    log("  breach storm (one thread sleeping 800 us, --syscall 500us, default dump limits): "
+        "%.0f breaches a second for %.1f s, %d dumps; hybtrace %.2f s of CPU, %.1f%% of one "
+        "core" % (breaches / storm_s, storm_s, summary[0]["dumps"]["written"], cpu_s,
+                  100.0 * cpu_s / storm_s))
+
+
+def section_dump_cost(args, out):
+    log("\n6. dump cost: 20 ms window of 4 busy threads on every CPU (manual dumps), defaults")
+    manual_dumps(args)
+    breach_storm(args)
 
 
 def section_marks(args, out):
@@ -485,6 +732,12 @@ def section_decode(args, out):
             name, r[key + "_mb_s"], r[key + "_minsn_s"]))
     log("  whole path: %.3f s to the timeline, %.3f s to the file; %.1f M slices, %.1f MB written"
         % (r["path_timeline_s"], r["path_write_s"], r["slices"] / 1e6, r["file_bytes"] / 1e6))
+    # Where the time goes, in units of the least libipt must do to see call stacks.
+    unit_s = r["libipt_calls_s"]
+    log("  time over libipt ending blocks at calls and jumps: ht_pt_decode %.2fx; call stacks "
+        "and timeline %.2fx more; the file %.2fx more; one slice per %.0f instructions" % (
+            r["decode_s"] / unit_s, (r["path_timeline_s"] - r["decode_s"]) / unit_s,
+            r["path_write_s"] / unit_s, r["stream_minsn"] * 1e6 / max(1, r["slices"])))
     # Speed is 1/time: the whole path over libipt alone is libipt's time over the path's,
     # taken within each round (the stages take turns, seconds apart).
     point, lo, hi = paired_ratio(r["libipt_runs"], r["path_runs"])
@@ -521,6 +774,7 @@ def main():
             sys.exit("bench needs %s (make bench installs it)" % tool)
     ensure_tracefs()
     log("hybtrace bench on %s%s" % (machine(), " (smoke run)" if args.smoke else ""))
+    began_s = time.monotonic()
     failed = []
     with tempfile.TemporaryDirectory() as out:
         for name in args.only or SECTIONS:
@@ -531,6 +785,7 @@ def main():
                     ValueError, KeyError) as e:
                 log("\nFAILED section %s: %s" % (name, e))
                 failed.append(name)
+    log("\nbench took %.1f minutes" % ((time.monotonic() - began_s) / 60))
     if failed:
         log("\nbench failed: %s" % ", ".join(failed))
         return 1

@@ -10,6 +10,7 @@ fails: CI runs as root on a machine where BPF works.
 import csv
 import json
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -207,6 +208,71 @@ class Control:
         self.close()
 
 
+def whole_lines(path):
+    """The JSON lines PATH holds so far, leaving out one still being written."""
+    if not os.path.exists(path):
+        return []
+    with open(path) as f:
+        text = f.read()
+    return [json.loads(l) for l in text[:text.rfind("\n") + 1].splitlines() if l.strip()]
+
+
+ARMED = re.compile(r"^hybtrace: trigger .* at (0x[0-9a-f]+) in .* armed$")
+
+
+def armed_addresses(stderr):
+    """The addresses hybtrace said it armed a trigger at (its stderr)."""
+    return {int(m.group(1), 16) for m in map(ARMED.match, stderr.splitlines()) if m}
+
+
+class Go:
+    """Answers trigger_target's "ready" lines: once hybtrace said it armed a trigger at the
+    address of each function a line names (of those in FUNCTIONS, all by default), the start
+    file the workload waits for is made (again for the image after an exec, which took the
+    first one away). hybtrace may have armed the address in an image before (the child it
+    holds before exec, the image before an exec): with address randomization, as wherever
+    the tests run, never at the same address."""
+
+    def __init__(self, control, log, functions=None):
+        self.control = control
+        self.log = log
+        self.functions = functions
+        self.answered = 0
+
+    def poll(self, stderr):
+        readies = [e for e in whole_lines(self.log) if e["event"] == "ready"]
+        armed = armed_addresses(stderr)
+        while self.answered < len(readies) and all(
+                int(a, 16) in armed for f, a in readies[self.answered]["at"].items()
+                if self.functions is None or f in self.functions):
+            self.control.start()
+            self.answered += 1
+
+
+def run_answering(ht, go, timeout):
+    """Wait for hybtrace (Attached) to exit, answering the workload's "ready" lines."""
+    def done():
+        go.poll(ht.stderr())
+        return ht.proc.poll() is not None
+
+    try:
+        wait_for(done, timeout, "hybtrace and its workload to finish (%d ready lines "
+                 "answered)\n%s" % (go.answered, ht.describe()))
+        return Run(ht.proc.returncode, ht.stdout(), ht.stderr(), whole_lines(go.log))
+    finally:
+        ht.close()
+
+
+def check_rows(text):
+    """The rows of `hybtrace check`'s table: name -> (yes or no, what it says)."""
+    rows = {}
+    for line in text.split("\n\n")[1].splitlines() if "\n\n" in text else []:
+        parts = [p.strip() for p in line.split("  ") if p.strip()]
+        if len(parts) >= 2:
+            rows.setdefault(parts[0], (parts[1].split()[0], " ".join(parts[1:])))
+    return rows
+
+
 def cpu_seconds_of(pid):
     """CPU time process PID has used so far (all its threads); 0 once it is gone."""
     try:
@@ -218,16 +284,18 @@ def cpu_seconds_of(pid):
 
 
 class Attached:
-    """hybtrace running in the background (with --json): watch its output while it runs."""
+    """hybtrace running in the background (with --json): watch its output while it runs.
+    WRAP: a command that runs it (without_caps CAPS)."""
 
-    def __init__(self, args, cwd=None, env=None):
+    def __init__(self, args, cwd=None, env=None, wrap=None):
         self.dir = tempfile.TemporaryDirectory()
         self.out_path = os.path.join(self.dir.name, "stdout")
         self.err_path = os.path.join(self.dir.name, "stderr")
         e = dict(os.environ)
         e.update(env or {})
         with open(self.out_path, "w") as out, open(self.err_path, "w") as err:
-            self.proc = subprocess.Popen([HYBTRACE] + args, stdout=out, stderr=err,
+            self.proc = subprocess.Popen(list(wrap or []) + [HYBTRACE] + args, stdout=out,
+                                         stderr=err,
                                          cwd=cwd or self.dir.name, env=e)
         self.rusage = None
         self.rc = None

@@ -9,6 +9,7 @@ import stat
 import subprocess
 import sys
 import tempfile
+import time
 
 from harness import (HYBTRACE, ROOT, Attached, Failure, Skip, check, hybtrace, need_root,
                      report_json, test, trace_processor, wait_for, workload)
@@ -39,6 +40,11 @@ def dumps_in(d):
     return found
 
 
+def dump_lines(run):
+    """The dumps written, as the JSON stream said (some a worse one may have replaced)."""
+    return [o for o in run.json_lines() if o.get("type") == "dump"]
+
+
 def dump_of(outdir, kind, tid):
     """The report of the dump of KIND for thread TID."""
     for path in dumps_in(outdir):
@@ -52,8 +58,10 @@ def dump_of(outdir, kind, tid):
 def rq_delay_dump_names_the_culprit():
     need_root()
     with tempfile.TemporaryDirectory() as out:
+        # Dumps of waits as they come (the worst waits of a busy machine are those that
+        # other tasks lengthened): the hog leads the waits it alone makes.
         run = hybtrace(["run", "--json", "--rq-delay", "500us", "--output", out,
-                        "--min-interval", "100ms", "--max-dumps", "8",
+                        "--min-interval", "100ms", "--max-dumps", "8", "--dump-policy", "first",
                         "--", workload("rq_contention"), "0", "1500"])
         check(run.rc == 0, run.describe())
         hog = run.events("contention_start")[0]["hog_pid"]
@@ -207,7 +215,9 @@ def breach_storm_respects_the_limits():
         reported = len(run.breaches())
         dumps = dumps_in(out)
         check(len(dumps) == 3, "%d dumps with --max-dumps 3" % len(dumps))
-        check(s["dumps"]["written"] == 3, "summary %r" % s["dumps"])
+        # The worst three are kept: more may have been written, the less bad removed.
+        check(s["dumps"]["kept"] == 3 and s["dumps"]["written"] == len(dump_lines(run)) ==
+              3 + s["dumps"]["replaced"], "summary %r" % s["dumps"])
         starts = sorted(report_json(f)["end_ns"] for f in dumps)
         check(sleeps >= 3000, "the storm made only %d sleeps" % sleeps)
         # The monitor kept up: every breach the kernel found was reported or counted lost.
@@ -218,7 +228,8 @@ def breach_storm_respects_the_limits():
         check(len(storm) >= sleeps * 0.9, "%d syscall breaches for %d sleeps"
               % (len(storm), sleeps))
         skipped = sum(s["dumps"]["skipped"].values())
-        check(skipped + 3 >= reported * 0.99, "decisions do not add up: %r" % s["dumps"])
+        check(skipped + s["dumps"]["written"] >= reported * 0.99,
+              "decisions do not add up: %r" % s["dumps"])
         check(len(starts) == 3, "breach times %r" % starts)
 
 
@@ -239,6 +250,170 @@ def rate_and_disk_limits():
         check(s["dumps"]["skipped"]["max_disk"] > 0, "no max-disk decision: %r" % s["dumps"])
         # At most one dump per second (plus the first).
         check(len(dumps) <= 5, "%d dumps in 4 s with --min-interval 1s" % len(dumps))
+
+
+# Breaches of known sizes: sleep_series sleeps each listed time in clock_nanosleep and waits
+# in poll() between two, so that with --syscalls clock_nanosleep only the sleeps breach.
+SERIES = ["--rq-delay", "off", "--syscall", "10ms", "--syscalls", "clock_nanosleep"]
+
+
+def sleeps_of(run):
+    """The workload's sleeps as it timed them: (start_ns, end_ns, slept_ns) each."""
+    return [(e["start_ns"], e["ts_ns"], e["slept_ns"]) for e in run.events("sleep_end")]
+
+
+def sleep_of_dump(run, r):
+    """The sleep whose breach the dump report R is of."""
+    found = [s for s in sleeps_of(run) if s[0] <= r["start_ns"] and r["end_ns"] <= s[1]]
+    check(len(found) == 1, "the dump's breach [%d, %d] is within %d sleeps: %r"
+          % (r["start_ns"], r["end_ns"], len(found), sleeps_of(run)))
+    return found[0]
+
+
+def ratio(b):
+    return b["duration_ns"] / b["threshold_ns"]
+
+
+# Another sleep within this of the longest may be as bad: the workload's own clock reads
+# take in preemptions around the syscall that the kernel's enter and exit leave out.
+SLEEP_MARGIN_NS = 2_000_000
+
+
+@test
+def the_worst_breach_of_an_interval_is_dumped():
+    """Sleeps of 12, 17, 22, 27, 32 ms within one --min-interval: one dump, of the longest,
+    written when the interval ends (the workload idles on for 3 s after them)."""
+    need_root()
+    with tempfile.TemporaryDirectory() as out:
+        run = hybtrace(["run", "--json", "--output", out, "--min-interval", "1s"] + SERIES +
+                       ["--", workload("sleep_series"), "0", "12,17,22,27,32", "3000"])
+        offset_ns = (time.time() - time.monotonic()) * 1e9
+        check(run.rc == 0, run.describe())
+        dumps = dumps_in(out)
+        check(len(dumps) == 1, "want one dump for one interval, got %r\n%s"
+              % (dumps, run.describe()))
+        r = report_json(dumps[0])
+        sleeps = sleeps_of(run)
+        check(len(sleeps) == 5 and len(run.breaches("syscall")) == 5,
+              "5 sleeps, 5 breaches: %r\n%s" % (sleeps, run.describe()))
+        longest = max(s[2] for s in sleeps)
+        mine = sleep_of_dump(run, r)
+        check(mine[2] >= longest - SLEEP_MARGIN_NS,
+              "the dump is of a %d ns sleep, the longest slept %d ns: %r"
+              % (mine[2], longest, sleeps))
+        # By the live breaches too: the dump's is the worst ratio of them all.
+        worst = max(run.breaches("syscall"), key=ratio)
+        check((r["start_ns"], r["end_ns"]) == (worst["start_ns"], worst["end_ns"]),
+              "the dump is of [%d, %d], the worst breach was %r"
+              % (r["start_ns"], r["end_ns"], worst))
+        s = run.summary()
+        check(s["dumps"]["policy"] == "worst" and s["dumps"]["kept"] == 1 and
+              s["dumps"]["skipped"]["min_interval"] == 4, "summary %r" % s["dumps"])
+        # Chosen at the interval's end, not at exit: written while the workload idled.
+        written_ns = os.stat(dumps[0]).st_mtime_ns - offset_ns
+        end_ns = run.events("series_end")[0]["ts_ns"]
+        check(written_ns < end_ns, "the dump was written %.3f s after the workload's end"
+              % ((written_ns - end_ns) / 1e9))
+
+
+@test
+def first_policy_dumps_the_first_breach_of_an_interval():
+    need_root()
+    with tempfile.TemporaryDirectory() as out:
+        run = hybtrace(["run", "--json", "--output", out, "--min-interval", "1s",
+                        "--dump-policy", "first"] + SERIES +
+                       ["--", workload("sleep_series"), "0", "12,17,22,27,32", "0"])
+        check(run.rc == 0, run.describe())
+        dumps = dumps_in(out)
+        check(len(dumps) == 1, "want one dump, got %r\n%s" % (dumps, run.describe()))
+        mine = sleep_of_dump(run, report_json(dumps[0]))
+        check(mine == sleeps_of(run)[0], "the dump is of %r, not of the first sleep %r"
+              % (mine, sleeps_of(run)))
+        s = run.summary()
+        check(s["dumps"]["policy"] == "first" and s["dumps"]["skipped"]["min_interval"] == 4,
+              "summary %r" % s["dumps"])
+
+
+@test
+def max_dumps_keeps_the_worst_when_they_come_last():
+    """Six sleeps, each worse than the one before, each in an interval of its own, with
+    --max-dumps 2: the two files left are of the two worst; each worse one replaced the
+    least bad, said on stderr and as a JSON line."""
+    need_root()
+    with tempfile.TemporaryDirectory() as out:
+        run = hybtrace(["run", "--json", "--output", out, "--min-interval", "100ms",
+                        "--max-dumps", "2"] + SERIES +
+                       ["--", workload("sleep_series"), "1000", "12,17,22,27,32,37"],
+                       timeout=90)
+        check(run.rc == 0, run.describe())
+        dumps = dumps_in(out)
+        check(len(dumps) == 2, "want 2 dumps left, got %r\n%s" % (dumps, run.describe()))
+        reports = [report_json(d) for d in dumps]
+        live = run.breaches("syscall")
+        check(len(live) == 6, "6 breaches: %r" % live)
+        s = run.summary()
+        written, replaced = dump_lines(run), [o for o in run.json_lines()
+                                              if o.get("type") == "dump_replaced"]
+        check(s["dumps"]["kept"] == 2 and s["dumps"]["written"] == len(written) and
+              s["dumps"]["replaced"] == len(replaced) == len(written) - 2,
+              "summary %r, %d dump lines, %d replaced lines" % (s["dumps"], len(written),
+                                                                len(replaced)))
+        for o in replaced:
+            check(not os.path.exists(o["old"]) and o["removed"], "%s is still there" % o["old"])
+            check(o["old_ratio"] < o["new_ratio"], "a less bad dump replaced a worse: %r" % o)
+        check(len(replaced) >= 1 and "hybtrace: dump replaced: " in run.stderr,
+              run.stderr[-2000:])
+        # The kept are the worst by the breach in each dump, among all the live breaches...
+        kept = sorted(ratio(r) for r in reports)
+        if s["dumps"]["skipped"]["busy"] == 0:
+            check(kept == sorted(ratio(b) for b in live)[-2:],
+                  "kept %r, the live breaches %r" % (kept, sorted(ratio(b) for b in live)))
+            # ...and by the workload's own clock.
+            slept = sorted(s[2] for s in sleeps_of(run))
+            for r in reports:
+                check(sleep_of_dump(run, r)[2] >= slept[-2] - SLEEP_MARGIN_NS,
+                      "a dump of a %d ns sleep is kept, the sleeps were %r"
+                      % (sleep_of_dump(run, r)[2], slept))
+        else:
+            # A builder slower than a second a dump merged intervals: the worst is kept still.
+            check(kept[-1] == max(ratio(b) for b in live), "kept %r, live %r" % (kept, live))
+        p = subprocess.run([HYBTRACE, "report", "--json", out], capture_output=True, text=True,
+                           timeout=60)
+        check(p.returncode == 0 and sorted(r["file"] for r in json.loads(p.stdout)) == dumps,
+              "report %s: %s %s" % (out, p.stdout, p.stderr))
+
+
+@test
+def breaches_ending_together_make_one_dump():
+    """Two threads' off-CPU waits that end together (the releaser wakes from its sleep and
+    wakes the blocked thread), and a sleep that breaches the off-CPU and the syscall
+    threshold at once: one dump each run, of the worse."""
+    need_root()
+    with tempfile.TemporaryDirectory() as out:
+        run = hybtrace(["run", "--json", "--rq-delay", "off", "--off-cpu", "10ms",
+                        "--output", out, "--", workload("offcpu_wake"), "futex", "20", "1"])
+        check(run.rc == 0, run.describe())
+        live = run.breaches("off-cpu")
+        check(len(live) >= 2, "want the two waits' breaches: %r" % live)
+        dumps = dumps_in(out)
+        check(len(dumps) == 1, "want one dump, got %r\n%s" % (dumps, run.describe()))
+        # The blocked thread waited from before the releaser's sleep to after its end.
+        blocked = run.events("block_start")[0]["tid"]
+        r = report_json(dumps[0])
+        check(r["tid"] == blocked, "the dump is of tid %r, the blocked thread is %d: %r"
+              % (r.get("tid"), blocked, live))
+    with tempfile.TemporaryDirectory() as out:
+        run = hybtrace(["run", "--json", "--rq-delay", "off", "--off-cpu", "10ms", "--syscall",
+                        "10ms", "--output", out, "--", workload("sleeper"), "30", "1"])
+        check(run.rc == 0, run.describe())
+        tid = run.events("sleep_start")[0]["tid"]
+        kinds = sorted(b["kind"] for b in run.breaches() if b["tid"] == tid)
+        check(kinds == ["off-cpu", "syscall"], "breaches of the sleep: %r" % kinds)
+        dumps = dumps_in(out)
+        check(len(dumps) == 1, "want one dump, got %r\n%s" % (dumps, run.describe()))
+        worst = max((b for b in run.breaches() if b["tid"] == tid), key=ratio)
+        check(report_json(dumps[0])["kind"] == worst["kind"], "dumped %r, the worse is %r"
+              % (report_json(dumps[0])["kind"], worst))
 
 
 @test
@@ -334,7 +509,9 @@ def report_json_ran_instead_is_the_live_breachs():
                         "--", workload("rq_contention"), "0", "1000"])
         check(run.rc == 0, run.describe())
         hog = run.events("contention_start")[0]["hog_pid"]
-        dumps = [o for o in run.json_lines() if o.get("type") == "dump"]
+        # Dumps a worse one replaced are gone.
+        gone = {o["old"] for o in run.json_lines() if o.get("type") == "dump_replaced"}
+        dumps = [o for o in dump_lines(run) if o["path"] not in gone]
         live = {(b["tid"], b["start_ns"], b["end_ns"]): b for b in run.breaches("rq-delay")}
         compared = named = 0
         for d in dumps:

@@ -3,20 +3,25 @@
 import glob
 import json
 import os
+import signal
 import subprocess
 import tempfile
 import time
 
-from harness import (HYBTRACE, WORKLOADS, Run, Skip, check, hybtrace, need_root, read_log,
-                     test, wait_for, workload)
+from harness import (HYBTRACE, WORKLOADS, Attached, Control, Go, Run, Skip, check, hybtrace,
+                     need_root, read_log, run_answering, test, wait_for, whole_lines, workload)
 
 TARGET = workload("trigger_target")
 
 
-def triggered(args, mode, timeout=60, env=None):
-    with tempfile.TemporaryDirectory() as out:
-        run = hybtrace(["run", "--json", "--rq-delay", "off", "--output", out] + args +
-                       ["--", TARGET] + mode, timeout=timeout, env=env)
+def triggered(args, mode, timeout=60, env=None, functions=None):
+    """`run` ARGS -- trigger_target MODE, answering its "ready" lines for FUNCTIONS."""
+    with tempfile.TemporaryDirectory() as out, Control(start=True) as control:
+        log = os.path.join(control.dir, "workload.log")
+        ht = Attached(["run", "--json", "--rq-delay", "off", "--output", out] + args +
+                      ["--", TARGET] + mode,
+                      env=dict(env or {}, HT_WORKLOAD_LOG=log, **control.env))
+        run = run_answering(ht, Go(control, log, functions), timeout)
         check(run.rc == 0, run.describe())
         hits = [o for o in run.json_lines() if o.get("type") == "trigger"]
         dumps = sorted(glob.glob(os.path.join(out, "*-trigger.perfetto-trace")))
@@ -111,7 +116,7 @@ def stop_function_triggers_with_its_argument():
 def user_marks_sit_between_the_syscalls_around_them():
     need_root()
     run, hits, reports = triggered(["--trigger", ".", "--syscall", "10s", "--pre", "100ms"],
-                                   ["marks", "10"])
+                                   ["marks", "10"], functions=["hybtrace_trigger"])
     check(reports, "no trigger dump\n" + run.describe())
     tl = [l for l in reports[0]["timeline"] if l["name"] in ("getppid", "order sent")]
     names = [l["name"] for l in sorted(tl, key=lambda l: l["t_ns"])]
@@ -134,18 +139,24 @@ def expect_spec_error(specs, needle, pid):
 @test
 def trigger_spec_errors():
     need_root()
-    target = subprocess.Popen([TARGET, "calls", "200"], stdout=subprocess.DEVNULL,
-                              stderr=subprocess.DEVNULL)
+    control = Control(start=True)
+    log = os.path.join(control.dir, "workload.log")
+    target = subprocess.Popen([TARGET, "calls", "1"], stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL,
+                              env=dict(os.environ, HT_WORKLOAD_LOG=log, **control.env))
     try:
-        time.sleep(0.2)
+        # Its program and libraries are mapped once it says it is ready.
+        wait_for(lambda: whole_lines(log), 10, "the target to start")
         expect_spec_error(["send_ordr"], "send_order", target.pid)          # a suggestion
         expect_spec_error(["_dl_catch_exception"], "libc.so.6", target.pid)  # ambiguous
         expect_spec_error(["trigger_target.c:2"], "no code", target.pid)
         expect_spec_error(["a", "b", "c", "d", "e"], "4", target.pid)
-        expect_spec_error(["nosuchmodule.so:x"], "nosuchmodule.so", target.pid)
+        # A module not mapped yet is no error: the target may load it later.
+        expect_spec_error(["nosuchmodule.so:x", "send_ordr"], "send_order", target.pid)
     finally:
         target.kill()
         target.wait()
+        control.close()
 
 
 # Debian's python3 links libz itself: the library is mapped as libz.so.1.2.13, called libz.so.1
@@ -173,15 +184,6 @@ t = threading.Thread(target=work)
 t.start()
 t.join()
 """
-
-
-def whole_lines(path):
-    """The JSON lines PATH holds so far, leaving out one still being written."""
-    if not os.path.exists(path):
-        return []
-    with open(path) as f:
-        text = f.read()
-    return [json.loads(l) for l in text[:text.rfind("\n") + 1].splitlines() if l.strip()]
 
 
 @test
@@ -269,3 +271,174 @@ def summary_names_a_trigger_that_never_resolved():
     check(run.rc == 0, run.describe())
     check("trigger libnotthere.so.9:foo never resolved: no module libnotthere.so.9" in run.stdout,
           "the summary does not name it:\n" + run.describe())
+
+
+def pid_session(control, extra=(), mode=("until",)):
+    """trigger_target MODE under hybtrace --pid --multi --trigger send_order, started
+    after it: (target, hybtrace, workload log path)."""
+    log = os.path.join(control.dir, "workload.log")
+    target = subprocess.Popen([TARGET] + list(mode),
+                              env=dict(os.environ, HT_WORKLOAD_LOG=log, **control.env))
+    ht = Attached(["--pid", str(target.pid), "--json", "--quiet", "--rq-delay", "off",
+                   "--min-interval", "0ms", "--max-dumps", "1", "--output", control.dir,
+                   "--multi", "--trigger", "send_order"] + list(extra))
+    return target, ht, log
+
+
+def armed_line(ht):
+    return any(l.startswith("hybtrace: trigger send_order at ") and l.endswith(" armed")
+               for l in ht.stderr().splitlines())
+
+
+@test
+def pid_target_that_exits_during_the_attach_keeps_its_hits():
+    """The target calls send_order every 5 ms and exits once the trigger is armed and has
+    made a few calls, while hybtrace still attaches (loads the monitor): what the
+    breakpoints recorded is reported, as the workload's log says it was called."""
+    need_root()
+    for attempt in range(5):
+        with Control(stop=True) as control:
+            target, ht, log = pid_session(control)
+            try:
+                wait_for(lambda: ht.proc.poll() is not None or armed_line(ht), 30,
+                         "the trigger armed")
+                check(ht.proc.poll() is None, "hybtrace exited early:\n" + ht.describe())
+                made = len(read_log(log))
+                wait_for(lambda: len(read_log(log)) >= made + 2, 10, "two calls while armed")
+                control.stop()
+                target.wait(timeout=10)
+                during_attach = ht.attached() is None
+                rc = ht.wait(60)
+            finally:
+                if target.poll() is None:
+                    target.kill()
+                    target.wait()
+                ht.close()
+            calls = [e["args"] for e in read_log(log) if e["event"] == "call"]
+        if during_attach:
+            break
+    check(during_attach, "hybtrace attached before its target could exit, 5 times")
+    run = Run(rc, ht.stdout(), ht.stderr(), [])
+    check(rc == 0 and run.summary(), run.describe())
+    hits = [h["args"] for h in run.json_lines() if h.get("type") == "trigger"]
+    check(len(hits) >= 2, "%d hits for the calls made while armed (%d calls in all)\n%s"
+          % (len(hits), len(calls), run.describe()))
+    # Every call from the first hit on is a hit: none dropped at the exit.
+    check(hits[0] in calls and hits == calls[calls.index(hits[0]):],
+          "hits %r, calls from the first hit on %r" % (hits, calls[-len(hits):]))
+    triggers = run.summary()["triggers"]
+    check(triggers["hits"] == len(hits) and triggers["lost"] == 0,
+          "summary %r for %d hit lines" % (triggers, len(hits)))
+
+
+@test
+def hits_made_during_the_attach_are_reported_once_attached():
+    """The target calls while hybtrace attaches, then is stopped (SIGSTOP) and calls no
+    more: its hits are reported as soon as hybtrace is attached, not only at its exit (no
+    new hit comes to wake hybtrace for them)."""
+    need_root()
+    with Control(stop=True) as control:
+        target, ht, log = pid_session(control)
+        try:
+            wait_for(lambda: ht.proc.poll() is not None or armed_line(ht), 30,
+                     "the trigger armed")
+            made = len(read_log(log))
+            wait_for(lambda: len(read_log(log)) >= made + 2, 10, "two calls while armed")
+            os.kill(target.pid, signal.SIGSTOP)
+            ht.wait_attached()
+            calls = [e["args"] for e in read_log(log) if e["event"] == "call"]
+            wait_for(lambda: ht.proc.poll() is not None or any(
+                o.get("type") == "trigger" for o in ht.json_lines()), 10,
+                "a hit reported while hybtrace runs")
+            check(ht.proc.poll() is None, "hybtrace exited:\n" + ht.describe())
+            hits = [h["args"] for h in ht.json_lines() if h.get("type") == "trigger"]
+            check(hits[0] in calls and hits == calls[calls.index(hits[0]):],
+                  "hits %r, the calls made before the target stopped %r" % (hits, calls))
+        finally:
+            os.kill(target.pid, signal.SIGCONT)
+            control.stop()
+            target.wait(timeout=10)
+            ht.stop()
+            ht.close()
+
+
+@test
+def pid_hits_and_breaches_count_from_one_zero():
+    """--pid: the target calls send_order every 5 ms from before hybtrace starts, each call
+    followed by a 5 ms sleep that breaches --syscall 1ms. Hits made while the monitor still
+    loads are after the zero too (time_s >= 0), and hits and breaches give time_s from the
+    same zero: a moment after hybtrace was started and before its first hit."""
+    need_root()
+    with Control(stop=True) as control:
+        launched_ns = time.monotonic_ns()
+        target, ht, log = pid_session(control, ["--syscall", "1ms", "--syscalls",
+                                                "clock_nanosleep"])
+        try:
+            ht.wait_attached()
+            wait_for(lambda: ht.proc.poll() is not None or len(ht.breaches()) >= 3, 20,
+                     "breaches after the attach")
+            control.stop()
+            target.wait(timeout=10)
+            rc = ht.wait(60)
+        finally:
+            if target.poll() is None:
+                target.kill()
+                target.wait()
+            ht.close()
+        calls = {tuple(e["args"]): e["ts_ns"] for e in read_log(log) if e["event"] == "call"}
+    run = Run(rc, ht.stdout(), ht.stderr(), [])
+    check(rc == 0, run.describe())
+    hits = [o for o in run.json_lines() if o.get("type") == "trigger"]
+    breaches = run.breaches("syscall")
+    check(hits and breaches, "%d hits, %d breaches\n%s" % (len(hits), len(breaches),
+                                                          run.describe()))
+    for h in hits:
+        check(tuple(h["args"]) in calls and h["time_ns"] >= calls[tuple(h["args"])],
+              "a hit with %r at %d, not after a call that passed that" % (h["args"],
+                                                                          h["time_ns"]))
+    negative = [h["time_s"] for h in hits if h["time_s"] < 0]
+    check(not negative, "%d of %d hits before the zero: time_s %r"
+          % (len(negative), len(hits), negative[:5]))
+    # time_s has 6 decimals: each line says its zero to the microsecond.
+    zeros = [h["time_ns"] - round(h["time_s"] * 1e9) for h in hits] + \
+        [b["end_ns"] - round(b["time_s"] * 1e9) for b in breaches]
+    check(max(zeros) - min(zeros) <= 2000, "hits and breaches count from zeros %d ns apart"
+          % (max(zeros) - min(zeros)))
+    check(launched_ns <= min(zeros) <= hits[0]["time_ns"],
+          "the zero %d, hybtrace started at %d, the first hit at %d"
+          % (min(zeros), launched_ns, hits[0]["time_ns"]))
+
+
+@test
+def pid_trigger_waits_for_a_library_loaded_later():
+    """--pid on a running target that loads libtrig.so with dlopen only after hybtrace
+    attached: the spec waits for the module, as `run` does, then fires at each call."""
+    need_root()
+    lib = os.path.join(WORKLOADS, "libtrig.so")
+    with Control(start=True) as control:
+        log = os.path.join(control.dir, "workload.log")
+        target = subprocess.Popen([TARGET, "dlopen", lib],
+                                  env=dict(os.environ, HT_WORKLOAD_LOG=log, **control.env))
+        wait_for(lambda: whole_lines(log), 10, "the target to start")
+        ht = Attached(["--pid", str(target.pid), "--json", "--quiet", "--rq-delay", "off",
+                       "--min-interval", "0ms", "--max-dumps", "1", "--output", control.dir,
+                       "--multi", "--trigger", "libtrig.so:dl_order"])
+        try:
+            ht.wait_attached()
+            waits = [l for l in ht.stderr().splitlines() if " waits: " in l]
+            check(len(waits) == 1 and "no module libtrig.so is mapped" in waits[0],
+                  "hybtrace said %r" % ht.stderr())
+            run = run_answering(ht, Go(control, log), 60)
+        finally:
+            if target.poll() is None:
+                target.kill()
+            target.wait()
+            ht.close()
+    check(run.rc == 0, run.describe())
+    hits = [o for o in run.json_lines() if o.get("type") == "trigger"]
+    dlopened = run.events("dlopened")[0]["ts_ns"]
+    calls = run.events("call")
+    check(len(calls) == 2 and [h["args"] for h in hits] == [c["args"] for c in calls],
+          "hits %r for the calls %r\n%s" % (hits, calls, run.describe()))
+    check(all(h["function"] == "dl_order" and h["time_ns"] > dlopened for h in hits),
+          "hits %r, dlopen at %d" % (hits, dlopened))

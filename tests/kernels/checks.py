@@ -13,7 +13,7 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
                                 "integration"))
-from harness import HYBTRACE, Failure, Run, check, read_log  # noqa: E402
+from harness import HYBTRACE, Failure, Run, check, check_rows, read_log  # noqa: E402
 
 # The defects the kernel matrix shows (issue 14, and what the matrix found beyond it). A
 # scenario that shows one is an expected failure (XFAIL) on the kernels named here;
@@ -21,21 +21,10 @@ from harness import HYBTRACE, Failure, Run, check, read_log  # noqa: E402
 # fix lands, its commit removes the kernel (or the whole entry) here, and the scenario must
 # pass from then on; one that passes while still listed says XPASS.
 KNOWN_DEFECTS = {
-    "1": ("issue 14 defect 1",
-          "code triggers opened after the capability drop fail at perf_event_paranoid=3",
-          {"6.1-cloud", "6.1-rt"}),
     # Most on PREEMPT_RT, where hybtrace's wakeup runs on the target's CPU; seen everywhere.
     "2b": ("issue 14 defect 2 (hybtrace as a culprit)",
            "hybtrace's own reporting runs instead of its target",
            {"6.1-cloud", "6.1-rt", "running"}),
-    "4": ("issue 14 defect 4", "--pid trigger hits carry negative times",
-          {"6.1-cloud", "6.1-rt", "running"}),
-    "5": ("defect 5 (found by the kernel matrix)",
-          "with --pid, a target that exits while hybtrace attaches loses the hits it made",
-          {"6.1-cloud", "6.1-rt", "running"}),
-    "6": ("defect 6 (found by the kernel matrix)",
-          "dwarf samples vanish from a dump when the newest one was taken in the target's exit",
-          {"6.1-cloud", "6.1-rt"}),
 }
 
 
@@ -250,12 +239,16 @@ def check_summary_counts(r):
     storm = [b for b in r.run.breaches("syscall") if b["comm"] == "storm"]
     check(sleeps >= 100 and len(storm) >= sleeps * 0.9, "%d syscall breaches for %d sleeps"
           % (len(storm), sleeps))
+    # The two worst are kept: more may have been written, each worse one replacing one.
     written = [o for o in r.run.json_lines() if o.get("type") == "dump"]
-    check(s["dumps"]["written"] == len(written) == len(r.dumps) == 2,
-          "dumps: summary %d, lines %d, files %d, want 2 (--max-dumps 2)"
-          % (s["dumps"]["written"], len(written), len(r.dumps)))
+    replaced = [o for o in r.run.json_lines() if o.get("type") == "dump_replaced"]
+    check(s["dumps"]["kept"] == len(r.dumps) == 2 and s["dumps"]["written"] == len(written)
+          and s["dumps"]["replaced"] == len(replaced) == len(written) - 2,
+          "dumps: summary %r, %d written and %d replaced lines, files %d, want 2 kept "
+          "(--max-dumps 2)" % (s["dumps"], len(written), len(replaced), len(r.dumps)))
     skipped = sum(s["dumps"]["skipped"].values())
-    check(skipped + 2 >= len(live) * 0.99, "dump decisions do not add up: %r" % s["dumps"])
+    check(skipped + s["dumps"]["written"] >= len(live) * 0.99,
+          "dump decisions do not add up: %r" % s["dumps"])
 
 
 def check_migration(r):
@@ -316,10 +309,11 @@ def check_call_structure(r):
 
 
 def check_exit_dump_samples(r):
-    """Defect 6: the target touches memory (on the CPU, sampled) and exits; the exit dump's
-    window holds that. On 6.1 a sample taken while the exit frees the memory (user registers,
-    no user stack to copy) writes its last 8 bytes over the header of the sample before it
-    in the backward ring: the dump must still hold the samples before it."""
+    """The target touches memory (on the CPU, sampled) and exits; the exit dump's window
+    holds that. On 6.1 a sample taken while the exit frees the memory (user registers, no
+    user stack to copy) writes its last 8 bytes over the header of the sample before it in
+    the backward ring (see overran_its_end() in userspace/sampler.c): the dump must still
+    hold the samples before it."""
     r.ok()
     tid = r.first("touch_start")["tid"]
     r.first("touch_end")
@@ -332,6 +326,9 @@ def check_exit_dump_samples(r):
           "%s samples in the exit dump's window, user slices %r, of a target on the CPU "
           "for the window's whole first part (touching memory)"
           % (meta["samples_in_window"], sorted(names)[:10]))
+    check(meta.get("loss.samples_unreadable") == "0",
+          "sampling records that did not parse: %s (%s headers rebuilt)"
+          % (meta.get("loss.samples_unreadable"), meta.get("samples_header_rebuilt")))
 
 
 # --- code triggers ---------------------------------------------------------------------
@@ -363,9 +360,18 @@ def check_trigger_dlopen(r):
           "hits %r, dlopen at %d" % (hits, dlopened))
 
 
+def check_trigger_pid_dlopen(r):
+    """--pid on a target that loads the library after the attach: the spec waits for it,
+    then is armed in it after the capability drop (issue 14 defect 1 at paranoid 3)."""
+    check_trigger_dlopen(r)
+    waits = [l for l in r.run.stderr.splitlines() if " waits: " in l]
+    check(len(waits) == 1 and "no module libtrig.so" in waits[0],
+          "the spec did not wait for the library:\n" + r.run.describe())
+
+
 def check_trigger_exec(r):
-    """--pid on a target that execs after the attach: the new image's function is armed
-    again (issue 14 defect 1 at paranoid 3)."""
+    """--pid on a target that execs once its trigger is armed: the new image's function is
+    armed again, after the capability drop (issue 14 defect 1 at paranoid 3)."""
     r.ok()
     hits = r.hits()
     execed = r.first("exec")["ts_ns"]
@@ -404,9 +410,9 @@ def check_trigger_pid_times(r):
 
 def check_trigger_pid_exit(r):
     """Defect 5: the target calls the function every 5 ms from before the triggers are armed
-    until hybtrace says they are, then exits while hybtrace still attaches. hybtrace goes on
-    (attached, a summary, exit 0), so the hits the kernel recorded while armed are reported
-    too, or counted as lost: never dropped without a word."""
+    until 5 calls after hybtrace says they are, then exits while hybtrace still attaches.
+    hybtrace goes on (attached, a summary, exit 0), so the hits the kernel recorded while
+    armed are reported too, or counted as lost: never dropped without a word."""
     r.ok()
     calls = [c["args"] for c in r.events("call")]
     hits = [h["args"] for h in r.hits()]
@@ -417,6 +423,68 @@ def check_trigger_pid_exit(r):
     tail = calls[calls.index(hits[0]):] if hits[0] in calls else calls
     check(hits == tail, "%d hits, %d calls from the first hit to the last: %r missing"
           % (len(hits), len(tail), [c for c in tail if c not in hits][:5]))
+    counted = r.run.summary()["triggers"]
+    check(counted["hits"] == len(hits) and counted["lost"] == 0,
+          "the summary counts %r for %d hits reported" % (counted, len(hits)))
+
+
+# --- perf_event_paranoid 3 and CAP_SYS_ADMIN ----------------------------------------------
+
+EACCES = 13
+
+
+def perf_refused(r):
+    """Whether the kernel refused without_caps a perf event without the capabilities it
+    names (its "perf_open" line, the ground truth): Debian's kernels do at paranoid 3
+    without CAP_SYS_ADMIN, mainline does not."""
+    return r.first("perf_open")["errno"] == EACCES
+
+
+def kept_where_needed(check_fn):
+    """CHECK_FN, and: hybtrace said it keeps CAP_SYS_ADMIN after attaching exactly where
+    the kernel refuses perf events without it (issue 14 defect 1)."""
+    def check_it(r):
+        check_fn(r)
+        refused = perf_refused(r)
+        said = [l for l in r.run.stderr.splitlines() if "keeps it after attaching" in l]
+        check(len(said) == int(refused), "the kernel %s perf events without CAP_SYS_ADMIN, "
+              "hybtrace said %r" % ("refuses" if refused else "opens", said))
+    check_it.__doc__ = check_fn.__doc__
+    return check_it
+
+
+def check_trigger_without_admin(r):
+    """Without CAP_SYS_ADMIN at paranoid 3: where the kernel refuses perf events then,
+    one line and exit 2 before anything starts, never a trigger that silently does not
+    fire; elsewhere the trigger fires as with it."""
+    if not perf_refused(r):
+        r.ok()
+        calls, hits = r.events("call"), r.hits()
+        check(len(hits) == 1 and len(calls) == 1 and hits[0]["args"] == calls[0]["args"],
+              "hits %r for the calls %r\n%s" % (hits, calls, r.run.describe()))
+        return
+    err = r.run.stderr.strip()
+    check(r.rc == 2 and "\n" not in err and "CAP_SYS_ADMIN" in err and
+          "perf_event_paranoid" in err, "rc %d, stderr %r" % (r.rc, err))
+    check(not r.events("call") and not r.run.stdout and not r.dumps,
+          "something ran:\n" + r.run.describe())
+
+
+def check_check_without_admin(r):
+    """`hybtrace check` without CAP_SYS_ADMIN at paranoid 3 says perf events work exactly
+    where the kernel opens them for it, and what they need."""
+    refused = perf_refused(r)
+    rows = check_rows(r.run.stdout)
+    want = "no" if refused else "yes"
+    got = {k: rows.get(k, ("?", ""))[0] for k in ("privileges", "perf events")}
+    check(got == {"privileges": want, "perf events": want},
+          "the kernel %s perf events without CAP_SYS_ADMIN; check says %r\n%s"
+          % ("refuses" if refused else "opens", got, r.run.stdout))
+    detail = rows["perf events"][1]
+    check("kernel.perf_event_paranoid 3" in detail and ("CAP_SYS_ADMIN" in detail or
+                                                         not refused),
+          "perf events: %r" % detail)
+    check((r.rc == 0) == (want == "yes"), "check exited %d" % r.rc)
 
 
 # --- machine check -------------------------------------------------------------------------
@@ -427,7 +495,7 @@ def check_machine(r):
     text = r._read("check")
     for line, want in [("kernel BTF", "yes"), ("sched_switch prev_state", "yes"),
                        ("hardware breakpoints", "yes"), ("cpu-clock sampling", "yes"),
-                       ("monitor programs", "yes")]:
+                       ("perf events", "yes"), ("monitor programs", "yes")]:
         row = [l for l in text.splitlines() if l.strip().startswith(line)]
         check(row and row[0].strip()[len(line):].split()[0] == want,
               "check says %r, want %s\n%s" % (row, want, text))
@@ -458,20 +526,29 @@ def also_checks(run, name, check_fn, defect=None):
 OUT = "--json --quiet --output $D/dumps"
 # Under TCG other syscalls (execve, mmap, openat) take over 10 ms too: only the sleeps breach.
 SLEEPS = "--syscall 10ms --syscalls clock_nanosleep"
-# Waits at startup breach too (a slow guest): dumps enough to reach the contention.
-RQ = "run %s --rq-delay 500us --min-interval 200ms --max-dumps 4" % OUT
-# Sampling interrupts cost tens of times more under TCG: a low rate and long phases.
-SAMPLE = ("run %s --rq-delay off %s --min-interval 0ms --max-dumps 1 --sample-freq 200 "
-          "--pre 400ms" % (OUT, SLEEPS))
+# Waits at startup breach too (a slow guest), maybe worse than the contention's: dumps of
+# the first waits of each interval, enough to reach the contention.
+RQ = ("run %s --rq-delay 500us --min-interval 200ms --max-dumps 4 --dump-policy first"
+      % OUT)
+# Sampling interrupts cost tens of times more under TCG: a low rate and long phases. The
+# first round's dump, frozen while the program runs on (a later one may be worse, and end
+# in the exit).
+SAMPLE = ("run %s --rq-delay off %s --min-interval 0ms --max-dumps 1 --dump-policy first "
+          "--sample-freq 200 --pre 400ms" % (OUT, SLEEPS))
 TRIG = "%s --rq-delay off --min-interval 0ms --max-dumps 1" % OUT
+# hybtrace under without_caps: it tries a perf event without CAP_SYS_ADMIN first (the
+# kernel's answer is the checks' ground truth), then runs hybtrace with it or without it.
+PROBE = "$W/without_caps --probe-only cap_sys_admin"
+NO_ADMIN = "$W/without_caps cap_sys_admin"
 
 SCENARIOS = [
     Scenario("rq-delay", 3, "run", RQ + " -- $W/rq_contention 0 1000", check_rq_delay),
     also_checks("rq-delay", "rq-delay-self", check_not_a_culprit_itself, defect="2b"),
     Scenario("rq-delay-task", 3, "run", RQ + " --prev-state task -- $W/rq_contention 0 600",
              check_rq_delay),
-    # The releaser's sleeps breach too, each right before the wait it ends: dumps enough
-    # for the deferred ones of the blocked thread to follow.
+    # The releaser's sleeps breach too, each right before the wait it ends: with
+    # --min-interval 0ms each is a dump of its own (while the builder keeps up), and dumps
+    # enough for the blocked thread's.
     Scenario("off-cpu", 3, "run", "run %s --rq-delay off --off-cpu 10ms --prev-state arg "
              "--min-interval 0ms --max-dumps 6 -- $W/offcpu_wake futex 20 2" % OUT,
              check_off_cpu(["futex"])),
@@ -493,32 +570,41 @@ SCENARIOS = [
              check_call_structure),
     Scenario("sample-fp-p3", 3, "run", SAMPLE + " -- $W/callstack 150 15 1",
              check_call_structure),
-    # Two rounds: the first one's dump freezes while the second runs, not in the exit,
-    # where defect 6 would take the samples away (sample-dwarf-exit shows that).
+    # Two rounds: the first one's dump freezes while the second runs, not in the exit
+    # (sample-dwarf-exit is the dump of the exit).
     Scenario("sample-dwarf", 3, "run", SAMPLE + " --callgraph dwarf -- $W/callstack_nofp "
              "150 15 2", check_call_structure),
     Scenario("sample-dwarf-exit", 3, "run", "HT_EXIT_TOUCH_MB=256 run %s --rq-delay off "
              "--callgraph dwarf --sample-freq 200 --pre 400ms --dump-on-exit -- "
-             "$W/callstack_nofp 50 15 1" % OUT, check_exit_dump_samples, defect="6"),
-    Scenario("trigger-run", 2, "run", "run %s --trigger send_order -- $W/trigger_target "
-             "calls 3" % TRIG, check_trigger_calls),
-    Scenario("trigger-run-p3", 3, "run", "run %s --trigger send_order -- $W/trigger_target "
-             "calls 3" % TRIG, check_trigger_calls, defect="1"),
-    Scenario("trigger-dlopen", 2, "run", "run %s --multi --trigger libtrig.so:dl_order -- "
-             "$W/trigger_target dlopen $W/libtrig.so" % TRIG, check_trigger_dlopen),
-    Scenario("trigger-dlopen-p3", 3, "run", "run %s --multi --trigger libtrig.so:dl_order -- "
-             "$W/trigger_target dlopen $W/libtrig.so" % TRIG, check_trigger_dlopen, defect="1"),
-    Scenario("trigger-stop-plt", 2, "run", "run %s --multi --trigger . --trigger "
+             "$W/callstack_nofp 50 15 1" % OUT, check_exit_dump_samples),
+    Scenario("trigger-run", 2, "run-ready", "run %s --trigger send_order -- "
+             "$W/trigger_target calls 3" % TRIG, check_trigger_calls),
+    Scenario("trigger-run-p3", 3, "run-ready", "%s run %s --trigger send_order -- "
+             "$W/trigger_target calls 3" % (PROBE, TRIG), kept_where_needed(check_trigger_calls)),
+    Scenario("trigger-run-p3-no-admin", 3, "run-ready", "%s run %s --trigger send_order -- "
+             "$W/trigger_target calls 1" % (NO_ADMIN, TRIG), check_trigger_without_admin),
+    Scenario("trigger-dlopen", 2, "run-ready", "run %s --multi --trigger libtrig.so:dl_order "
+             "-- $W/trigger_target dlopen $W/libtrig.so" % TRIG, check_trigger_dlopen),
+    Scenario("trigger-dlopen-p3", 3, "run-ready", "%s run %s --multi --trigger "
+             "libtrig.so:dl_order -- $W/trigger_target dlopen $W/libtrig.so" % (PROBE, TRIG),
+             kept_where_needed(check_trigger_dlopen)),
+    Scenario("trigger-stop-plt", 2, "run-ready", "run %s --multi --trigger . --trigger "
              "libc.so.6:getppid -- $W/trigger_target marks 3" % TRIG,
              check_trigger_stop_and_plt),
-    Scenario("trigger-pid-exec", 2, "pid-gated", "$W/trigger_target exec :: %s --multi "
+    Scenario("trigger-pid-dlopen", 2, "pid-ready", "$W/trigger_target dlopen $W/libtrig.so "
+             ":: %s --multi --trigger libtrig.so:dl_order" % TRIG, check_trigger_pid_dlopen),
+    Scenario("trigger-pid-dlopen-p3", 3, "pid-ready", "$W/trigger_target dlopen "
+             "$W/libtrig.so :: %s %s --multi --trigger libtrig.so:dl_order" % (PROBE, TRIG),
+             kept_where_needed(check_trigger_pid_dlopen)),
+    Scenario("trigger-pid-exec", 2, "pid-ready", "$W/trigger_target exec :: %s --multi "
              "--trigger send_order" % TRIG, check_trigger_exec),
-    Scenario("trigger-pid-exec-p3", 3, "pid-gated", "$W/trigger_target exec :: %s --multi "
-             "--trigger send_order" % TRIG, check_trigger_exec, defect="1"),
+    Scenario("trigger-pid-exec-p3", 3, "pid-ready", "$W/trigger_target exec :: %s %s --multi "
+             "--trigger send_order" % (PROBE, TRIG), kept_where_needed(check_trigger_exec)),
     Scenario("trigger-pid-exit", 3, "pid-armed", "$W/trigger_target until :: %s --multi "
-             "--trigger send_order" % TRIG, check_trigger_pid_exit, defect="5"),
+             "--trigger send_order" % TRIG, check_trigger_pid_exit),
+    Scenario("check-p3-no-admin", 3, "run", "%s check" % NO_ADMIN, check_check_without_admin),
     Scenario("trigger-pid-times", 3, "pid", "$W/trigger_target until :: %s --multi "
-             "--trigger send_order" % TRIG, check_trigger_pid_times, defect="4"),
+             "--trigger send_order" % TRIG, check_trigger_pid_times),
 ]
 
 # Checks of what every kernel's run left besides the scenarios (its _info directory).

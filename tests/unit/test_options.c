@@ -184,6 +184,24 @@ TEST(off_disables_a_threshold)
 	CHECK_EQ_U64(o.rq_delay_ns, 0);
 }
 
+TEST(dump_policy_option)
+{
+	static const char *const first[] = { "hybtrace", "--pid", "3", "--dump-policy", "first" };
+	static const char *const worst[] = { "hybtrace", "--pid", "3", "--dump-policy", "worst" };
+	static const char *const bad[] = { "hybtrace", "--pid", "3", "--dump-policy", "last" };
+	static const char *const none[] = { "hybtrace", "--pid", "3" };
+	struct ht_options o;
+
+	CHECK(!parse(none, 3, false, &o));
+	CHECK(o.dump_rule == HT_DUMP_RULE_WORST);
+	CHECK(!parse(first, 5, false, &o));
+	CHECK(o.dump_rule == HT_DUMP_RULE_FIRST);
+	CHECK(!parse(worst, 5, false, &o));
+	CHECK(o.dump_rule == HT_DUMP_RULE_WORST);
+	CHECK(parse(bad, 5, false, &o) == -1);
+	CHECK_STR(ht_last_error(), "--dump-policy: 'last' is not worst or first");
+}
+
 TEST(run_options)
 {
 	static const char *const args[] = { "run", "--rq-delay", "3ms", "--", "sleep", "1" };

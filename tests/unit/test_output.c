@@ -1,10 +1,9 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
-/* Dump files and the dump policy. */
+/* Dump files. */
 #include <dirent.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include "check.h"
-#include "dump_policy.h"
 #include "log.h"
 #include "output.h"
 
@@ -83,35 +82,31 @@ TEST(base_name_format)
 	CHECK(!strcmp(buf + strlen(buf) - strlen(".678-off-cpu"), ".678-off-cpu"));
 }
 
+TEST(remove_only_the_file_written)
+{
+	char a[PATH_MAX + 64], other[PATH_MAX + 64];
+	struct stat st;
+
+	write_dump("hybtrace-2-x-syscall", a, sizeof(a));
+	CHECK(!stat(a, &st));
+	/* Someone put another file in its place: it stays. */
+	snprintf(other, sizeof(other), "%s/other", dir);
+	fclose(fopen(other, "w"));
+	CHECK(!rename(other, a));
+	CHECK(ht_output_remove(a, (uint64_t)st.st_dev, (uint64_t)st.st_ino) == -1);
+	CHECK(strstr(ht_last_error(), "no longer the dump") != NULL);
+	CHECK(!access(a, F_OK));
+	CHECK(!stat(a, &st));
+	CHECK(!ht_output_remove(a, (uint64_t)st.st_dev, (uint64_t)st.st_ino));
+	CHECK(access(a, F_OK) != 0);
+	/* Gone already: removed as far as the budget goes. */
+	CHECK(!ht_output_remove(a, (uint64_t)st.st_dev, (uint64_t)st.st_ino));
+}
+
 TEST(cleanup)
 {
 	char cmd[PATH_MAX + 16];
 
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
 	CHECK(system(cmd) == 0);
-}
-
-TEST(policy_limits)
-{
-	struct ht_dump_policy p = { .min_interval_ns = 1000, .max_dumps = 2, .max_disk_bytes = 100 };
-	struct ht_dump_tally t = { 0 };
-
-	CHECK(ht_dump_decide(&p, &t, 5000, false) == HT_DUMP_NOW);
-	t.last_dump_ns = 5000;
-	t.dumps = 1;
-	t.busy = true;
-	CHECK(ht_dump_decide(&p, &t, 5100, false) == HT_DUMP_DEFER_BUSY);
-	t.busy = false;
-	CHECK(ht_dump_decide(&p, &t, 5100, false) == HT_DUMP_SKIP_INTERVAL);
-	/* Asked-for dumps are not held to the interval. */
-	CHECK(ht_dump_decide(&p, &t, 5100, true) == HT_DUMP_NOW);
-	CHECK(ht_dump_decide(&p, &t, 6000, false) == HT_DUMP_NOW);
-	t.disk_bytes = 100;
-	CHECK(ht_dump_decide(&p, &t, 9000, true) == HT_DUMP_SKIP_DISK);
-	t.disk_bytes = 0;
-	t.dumps = 2;
-	CHECK(ht_dump_decide(&p, &t, 9000, true) == HT_DUMP_SKIP_COUNT);
-	p.max_dumps = 0;
-	t.dumps = 0;
-	CHECK(ht_dump_decide(&p, &t, 9000, false) == HT_DUMP_SKIP_COUNT);
 }

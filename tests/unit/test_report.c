@@ -47,6 +47,8 @@ static void add(unsigned int cpu, uint64_t ts, uint8_t kind, uint8_t flags, uint
  * A dump as the builder makes it: the kernel window lowered into a timeline
  * with the metadata every dump has, written under NAME in the directory.
  */
+static uint64_t dump_threshold_ns = 1000;
+
 static void write_dump(const char *name, const char *kind, uint64_t t0, uint64_t t1,
 		       const struct ht_breach *breach)
 {
@@ -58,7 +60,7 @@ static void write_dump(const char *name, const char *kind, uint64_t t0, uint64_t
 	struct timeline *tl = tl_new();
 	struct ht_kernel_window kw = { .tgid = TGID, .target_comm = "target", .t0 = t0, .t1 = t1,
 				       .w = &w, .idx = &idx, .comms = &comms, .breach = breach,
-				       .threshold_ns = 1000 };
+				       .threshold_ns = dump_threshold_ns };
 	char path[PATH_MAX], err[256], buf[32];
 
 	CHECK(!ht_sched_index_build(&w, &idx));
@@ -186,6 +188,35 @@ TEST(directory_lists_a_manual_dump_by_its_process)
 		printf("     %s\n", text);
 	free(text);
 	free(json);
+}
+
+/*
+ * Worst first, as the dump policy ranks: by the ratio to the threshold. A
+ * longer wait over a higher threshold comes after a shorter one far over its.
+ */
+TEST(directory_lists_by_ratio_to_the_threshold)
+{
+	char *argv[] = { "report", "--json", dir, NULL }, *json, *longer, *shorter;
+	static const char name[] = "hybtrace-4000-20261201-100002.000-rq-delay.perfetto-trace";
+	struct ht_breach b = rq_breach;
+	char path[PATH_MAX];
+
+	setup();
+	rq_delay_events();
+	b.end_ns = 5500;
+	dump_threshold_ns = 5000;
+	write_dump(name, "rq-delay", 100, 6000, &b);
+	dump_threshold_ns = 1000;
+	json = report(3, argv);
+	longer = strstr(json, "\"duration_ns\":4500");
+	shorter = strstr(json, "\"duration_ns\":4000");
+	CHECK(longer && shorter && shorter < longer);
+	if (!longer || !shorter || shorter > longer)
+		printf("     %s\n", json);
+	free(json);
+	/* The other tests list the directory as setup() made it. */
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	CHECK(!unlink(path));
 }
 
 /* report --json gives a breach's culprits in the fields of the live JSON line. */

@@ -620,6 +620,28 @@ TEST(resolve_errors)
 		CHECK(!t.v[1].resolved && contains(t.v[1].pending, "no function"));
 		ht_symbolizer_free(s);
 	}
+	/* A running target (--pid): only a module not mapped yet waits; a typo is still one. */
+	{
+		struct ht_symbolizer *s = ht_symbolizer_new(c.pid);
+		struct ht_triggers t;
+
+		ht_triggers_init(&t);
+		CHECK(!ht_triggers_add(&t, "libnothere.so:foo"));
+		CHECK(!ht_triggers_add(&t, "libnothere.so:0x1000"));
+		CHECK(!ht_triggers_add(&t, "libnothere.so:prog.c:20"));
+		CHECK(s && ht_triggers_resolve(&t, s, c.pid, HT_TRIGGERS_WAIT_MODULES) == 0);
+		for (int i = 0; i < 3; i++)
+			CHECK(!t.v[i].resolved && contains(t.v[i].pending, "no module libnothere.so"));
+		ht_triggers_init(&t);
+		CHECK(!ht_triggers_add(&t, "trig_wrok"));
+		CHECK(s && ht_triggers_resolve(&t, s, c.pid, HT_TRIGGERS_WAIT_MODULES) == -1);
+		CHECK(contains(ht_last_error(), "did you mean trig_work"));
+		ht_triggers_init(&t);
+		CHECK(!ht_triggers_add(&t, "libtrig.so:not_in_libtrig"));
+		CHECK(s && ht_triggers_resolve(&t, s, c.pid, HT_TRIGGERS_WAIT_MODULES) == -1);
+		CHECK(contains(ht_last_error(), "no function not_in_libtrig in libtrig.so"));
+		ht_symbolizer_free(s);
+	}
 	CHECK(resolve1(&c, "dup_function", 0) == 0);
 	CHECK(resolve1(&c, "libdupa.so:dup_function", 0) != 0);
 	CHECK(resolve1(&c, "libdupb.so:dup_function", 0) !=

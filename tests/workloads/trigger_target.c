@@ -1,8 +1,12 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
  * Functions for code triggers, called in known ways, each call logged with
- * its arguments. Every mode but `until` waits 300 ms first, for the tracer
- * (once $HT_START_FILE exists, if the test names one: see workload.h).
+ * its arguments. Every mode but `until` logs "ready" with the addresses of
+ * the functions it will call ("at": name to address), then waits for
+ * $HT_START_FILE (if the test names one: see workload.h), which the test
+ * makes once the tracer said it armed its triggers there; `exec` does so in
+ * each image, `dlopen` before (with no address) and after the dlopen, each
+ * taking the file away before it goes on.
  * usage: trigger_target calls N      send_order(i, 0x1234, 2*i) N times, 20 ms apart
  *        trigger_target thread       a thread born now calls send_order(7, 8, 9) at once
  *        trigger_target plt N        getppid() through the PLT, N times
@@ -15,6 +19,7 @@
  *                                    until the file $HT_STOP_FILE exists, then exit
  */
 #include <dlfcn.h>
+#include <stdarg.h>
 #include "hybtrace/hybtrace.h"
 #include "hybtrace/mark.h"
 #include "workload.h"
@@ -23,6 +28,37 @@ __attribute__((noinline)) uint64_t send_order(uint64_t a, uint64_t b, uint64_t c
 {
 	__asm__ __volatile__("" : : "r"(a), "r"(b), "r"(c) : "memory");
 	return a ^ b ^ c;
+}
+
+/*
+ * The N functions this image will call (name, address pairs) into the log;
+ * then the wait for the test's word that the tracer armed those it traces.
+ */
+static void ready(int n, ...)
+{
+	char at[256] = "";
+	size_t used = 0;
+	va_list ap;
+
+	va_start(ap, n);
+	for (int i = 0; i < n && used < sizeof(at); i++) {
+		const char *name = va_arg(ap, const char *);
+
+		used += (size_t)snprintf(at + used, sizeof(at) - used, "%s\"%s\":\"%#lx\"",
+					 i ? "," : "", name, (unsigned long)va_arg(ap, uintptr_t));
+	}
+	va_end(ap);
+	wl_log("ready", "\"at\":{%s}", at);
+	wl_wait_start();
+}
+
+/* The next "ready" waits anew: the test makes the file again. */
+static void take_start_away(void)
+{
+	const char *start = getenv("HT_START_FILE");
+
+	if (start && *start)
+		unlink(start);
 }
 
 static void calls(int n)
@@ -58,15 +94,19 @@ static void *thread_main(void *arg)
 static int use_library(const char *path)
 {
 	uint64_t (*fn)(uint64_t, uint64_t, uint64_t);
-	void *lib = dlopen(path, RTLD_NOW);
+	void *lib;
 
+	/* A tracer that attaches first (--pid) is told the library is not there yet. */
+	ready(0);
+	take_start_away();
+	lib = dlopen(path, RTLD_NOW);
 	if (!lib || !(fn = (uint64_t (*)(uint64_t, uint64_t, uint64_t))dlsym(lib, "dl_order"))) {
 		fprintf(stderr, "trigger_target: %s\n", dlerror());
 		return 1;
 	}
 	wl_log("dlopened", NULL);
-	/* Give the tracer time to see the new mapping and arm the trigger. */
-	wl_sleep_ns(300000000ULL);
+	/* The tracer sees the new mapping and arms the trigger in it. */
+	ready(1, "dl_order", (uintptr_t)fn);
 	for (int i = 0; i < 2; i++) {
 		wl_log("call", "\"args\":[1,2,3]");
 		fn(1, 2, 3);
@@ -95,20 +135,21 @@ int main(int argc, char **argv)
 	long n = wl_arg(argc, argv, 2, 3);
 	pthread_t t;
 
-	wl_wait_start();
 	/* The calls begin at once: they are there to be made while the tracer attaches. */
 	if (!strcmp(mode, "until")) {
 		calls_until_stopped();
 		return 0;
 	}
-	wl_sleep_ns(300000000ULL);
 	if (!strcmp(mode, "calls")) {
+		ready(1, "send_order", (uintptr_t)send_order);
 		calls((int)n);
 	} else if (!strcmp(mode, "thread")) {
+		ready(1, "send_order", (uintptr_t)send_order);
 		if (pthread_create(&t, NULL, thread_main, NULL))
 			return 1;
 		pthread_join(t, NULL);
 	} else if (!strcmp(mode, "plt")) {
+		ready(1, "getppid", (uintptr_t)getppid);
 		for (long i = 0; i < n; i++) {
 			wl_log("call", NULL);
 			getppid();
@@ -117,14 +158,20 @@ int main(int argc, char **argv)
 	} else if (!strcmp(mode, "dlopen")) {
 		return use_library(argc > 2 ? argv[2] : "libtrig.so");
 	} else if (!strcmp(mode, "exec")) {
+		ready(1, "send_order", (uintptr_t)send_order);
+		/* The new image waits for its own word: its code is armed after the exec. */
+		take_start_away();
 		wl_log("exec", NULL);
 		execl("/proc/self/exe", argv[0], "calls", "2", (char *)NULL);
 		return 127;
 	} else if (!strcmp(mode, "stop")) {
+		ready(1, "hybtrace_trigger", (uintptr_t)hybtrace_trigger);
 		wl_log("stop", "\"arg\":%ld", n);
 		hybtrace_trigger((uint64_t)n);
 		wl_sleep_ns(20000000ULL);
 	} else if (!strcmp(mode, "marks")) {
+		ready(2, "getppid", (uintptr_t)getppid, "hybtrace_trigger",
+		      (uintptr_t)hybtrace_trigger);
 		marks((int)n);
 		wl_sleep_ns(20000000ULL);
 	} else {
