@@ -159,6 +159,10 @@ static int configure(struct monitor_bpf *skel, const struct ht_monitor_config *c
 	skel->rodata->fr_slot_shift = shift;
 	skel->rodata->rq_from_sched_info = !cfg->rq_from_thread_state;
 	skel->rodata->thread_slot_mask = thread_slots - 1;
+	_Static_assert(sizeof(skel->rodata->irq_exit_ranges) == sizeof(cfg->irq_exit_ranges),
+		       "HT_IRQ_EXIT_RANGES is IRQ_EXIT_RANGES");
+	memcpy((void *)skel->rodata->irq_exit_ranges, cfg->irq_exit_ranges,
+	       sizeof(skel->rodata->irq_exit_ranges));
 
 	err = bpf_map__set_max_entries(skel->maps.fr_records, ncpus << shift);
 	if (!err)

@@ -15,6 +15,8 @@
 
 struct monitor_bpf;
 
+#define HT_IRQ_EXIT_RANGES 4 /* IRQ_EXIT_RANGES in monitor.bpf.c */
+
 struct ht_monitor_config {
 	int tgid;
 	uint64_t rq_delay_ns, off_cpu_ns, syscall_ns;
@@ -25,6 +27,8 @@ struct ht_monitor_config {
 	bool rq_from_thread_state; /* run-queue waits timed in the thread's state, not sched_info */
 	unsigned int thread_slots; /* 0: ht_monitor_thread_slots(pid_max); else a power of two */
 	const char *btf_path;	  /* NULL: the running kernel's */
+	/* [start, end) of the functions that run softirqs on a hardirq's exit; zero: unknown */
+	uint64_t irq_exit_ranges[HT_IRQ_EXIT_RANGES][2];
 	ring_buffer_sample_fn on_breach;
 	void *on_breach_ctx;
 };

@@ -307,6 +307,8 @@ static void write_breach(struct writer *w, struct mbuf *b, const struct ht_breac
 	mb_u32(b, HT_MAX_KSTACK_DEPTH);
 	for (int i = 0; i < HT_MAX_KSTACK_DEPTH; i++)
 		mb_u64(b, x->kstack[i]);
+	/* A softirq wakeup's vector, last: files without it read as none. */
+	mb_u32(b, x->softirq_vec);
 	w_section(w, HT_RAWSEC_BREACH, b, NULL, 0);
 }
 
@@ -861,6 +863,7 @@ static void parse_breach(struct rd *r, struct ht_breach *x)
 	}
 	if (x->kstack_bytes > HT_MAX_KSTACK_DEPTH * 8)
 		x->kstack_bytes = HT_MAX_KSTACK_DEPTH * 8;
+	x->softirq_vec = rd_left(r) >= 4 ? rd_u32(r) : 0;
 }
 
 static void parse_pt_config(struct rd *r, struct ht_rawcap_pt_config *p)

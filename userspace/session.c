@@ -175,6 +175,23 @@ static void fill_culprits(struct session *s, struct ht_breach_info *bi)
 	ht_fr_window_free(&w);
 }
 
+/*
+ * Where the kernel runs softirqs on a hardirq's exit, so the monitor can
+ * tell a softirq run there from one run in a task's context (newer kernels
+ * name it __irq_exit_rcu, older ones irq_exit or irq_exit_rcu). None found
+ * (kallsyms hidden): no softirq names a task.
+ */
+static void find_irq_exit(const struct ht_ksyms *ksyms, struct ht_monitor_config *cfg)
+{
+	static const char *const names[] = { "__irq_exit_rcu", "irq_exit_rcu", "irq_exit" };
+	unsigned int n = 0;
+
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]) && n < HT_IRQ_EXIT_RANGES; i++)
+		if (!ht_ksyms_range(ksyms, names[i], &cfg->irq_exit_ranges[n][0],
+				    &cfg->irq_exit_ranges[n][1]))
+			n++;
+}
+
 static void note_breach(struct session *s, const struct ht_breach *b)
 {
 	struct kind_stats *k = &s->kinds[b->kind];
@@ -1169,6 +1186,7 @@ static int start_session(struct session *s, const struct ht_options *o, int tgid
 		return HT_EXIT_USAGE;
 	/* Kernel addresses are readable now, while we are privileged. */
 	s->ksyms = ht_ksyms_load(NULL);
+	find_irq_exit(s->ksyms, &cfg);
 	if (ht_monitor_open(&s->monitor, &cfg))
 		return HT_EXIT_FAILURE;
 	ht_comm_cache_init(s->comms, &s->monitor);
