@@ -41,6 +41,14 @@ const volatile bool rq_from_sched_info = true;
 /* For tests: ignore every Nth switch-in of a target thread, as the kernel sometimes skips one. */
 const volatile __u32 test_skip_switch_in_every = 0;
 __u32 test_switch_ins = 0;
+/*
+ * Where the kernel runs softirqs on its way out of a hardirq
+ * (__irq_exit_rcu, irq_exit_rcu, irq_exit): [start, end) from kallsyms; a
+ * softirq whose stack holds none of them ran in a task's context. All zero:
+ * unknown, and no softirq names a task.
+ */
+#define IRQ_EXIT_RANGES 4
+const volatile __u64 irq_exit_ranges[IRQ_EXIT_RANGES][2] = {};
 
 /*
  * Set by user space when the session ends: from then on no breach is
@@ -93,6 +101,8 @@ struct held_off_cpu {
 	__u32 waker_tgid;
 	__u32 wake_cpu;
 	__u32 flags; /* the wakeup's HT_BRF_JOINED */
+	__u32 softirq_vec;
+	__u32 pad;
 	char waker_comm[HT_COMM_LEN];
 };
 
@@ -115,6 +125,7 @@ struct task_state {
 	/* Its run-queue wait began with a preemption on preempt_cpu, not with that wakeup. */
 	__u32 preempted;
 	__u32 preempt_cpu;
+	__u32 softirq_vec; /* wake_source HT_WAKE_SOFTIRQ: which */
 	char waker_comm[HT_COMM_LEN];
 	struct held_off_cpu held;
 };
@@ -198,6 +209,10 @@ struct cpu_context {
 	__u64 seq;
 	__u64 entry[CTX_KINDS];
 	__u64 exit[CTX_KINDS];
+	__u32 softirq_vec; /* of the softirq entered last */
+	/* Whether the softirq entered at in_task_seq runs in a task's context. */
+	__u32 in_task;
+	__u64 in_task_seq;
 };
 
 struct {
@@ -206,6 +221,20 @@ struct {
 	__type(value, struct cpu_context);
 	__uint(max_entries, 1);
 } cpu_contexts SEC(".maps");
+
+/* A kernel stack, to tell where a softirq that wakes a target runs (see softirq_in_task()). */
+#define WAKE_STACK_DEPTH 48
+
+struct wake_stack {
+	__u64 ips[WAKE_STACK_DEPTH];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__type(key, __u32);
+	__type(value, struct wake_stack);
+	__uint(max_entries, 1);
+} wake_stacks SEC(".maps");
 
 /*
  * bpf_ktime_get_ns() costs about 90 ns in a KVM guest, most of a context
@@ -338,22 +367,80 @@ static __always_inline bool context_active(struct cpu_context *c, int kind)
 	return c->entry[kind] > c->exit[kind];
 }
 
+static __always_inline bool in_irq_exit(__u64 ip)
+{
+	for (int r = 0; r < IRQ_EXIT_RANGES; r++)
+		if (ip >= irq_exit_ranges[r][0] && ip < irq_exit_ranges[r][1])
+			return true;
+	return false;
+}
+
+/*
+ * Whether the softirq running on this CPU runs in a task's context: from
+ * local_bh_enable (loopback networking runs the receiver's net_rx in the
+ * sender's send), in ksoftirqd, or anywhere on PREEMPT_RT; not on the way
+ * out of a hardirq, where current is whatever task it interrupted.
+ * preempt_count is the same in both, so the kernel stack tells: one
+ * bpf_get_stack per softirq that wakes a target, kept for the rest of that
+ * softirq's wakeups.
+ */
+static __always_inline bool softirq_in_task(void *ctx, struct cpu_context *c)
+{
+	__u64 seq = c->entry[CTX_SOFTIRQ];
+	struct wake_stack *stack;
+	__u32 zero = 0;
+	long bytes;
+	bool in_task = true;
+
+	if (!irq_exit_ranges[0][0])
+		return false;
+	if (c->in_task_seq == seq)
+		return c->in_task;
+	stack = bpf_map_lookup_elem(&wake_stacks, &zero);
+	if (!stack)
+		return false;
+	bytes = bpf_get_stack(ctx, stack->ips, sizeof(stack->ips), 0);
+	if (bytes <= 0)
+		return false;
+	for (int i = 0; i < WAKE_STACK_DEPTH; i++) {
+		if (i >= bytes / 8)
+			break;
+		if (in_irq_exit(stack->ips[i])) {
+			in_task = false;
+			break;
+		}
+	}
+	c->in_task_seq = seq;
+	c->in_task = in_task;
+	return in_task;
+}
+
 /*
  * Who is waking: a task, or interrupt context as the irq, softirq and timer
- * tracepoints saw it. preempt_count would say it directly, but its per-CPU
- * variable cannot be resolved on kernels without CONFIG_KALLSYMS_ALL.
+ * tracepoints saw it (*VEC: the softirq's vector; *IN_TASK: a softirq that
+ * runs in current's context, on its behalf). preempt_count would say
+ * interrupt context directly, but its per-CPU variable cannot be resolved
+ * on kernels without CONFIG_KALLSYMS_ALL.
  */
-static __always_inline __u32 wake_context(void)
+static __always_inline __u32 wake_context(void *ctx, __u32 *vec, bool *in_task)
 {
 	__u32 zero = 0;
 	struct cpu_context *c = bpf_map_lookup_elem(&cpu_contexts, &zero);
 
+	*vec = 0;
+	*in_task = false;
 	if (!c)
 		return HT_WAKE_TASK;
 	if (context_active(c, CTX_HRTIMER) || context_active(c, CTX_TIMER))
 		return HT_WAKE_TIMER;
-	if (context_active(c, CTX_HARDIRQ) || context_active(c, CTX_SOFTIRQ))
+	if (context_active(c, CTX_HARDIRQ))
 		return HT_WAKE_IRQ;
+	if (context_active(c, CTX_SOFTIRQ)) {
+		*vec = c->softirq_vec;
+		/* On an idle CPU (pid 0) no one is named: spare the stack walk. */
+		*in_task = (__u32)bpf_get_current_pid_tgid() && softirq_in_task(ctx, c);
+		return HT_WAKE_SOFTIRQ;
+	}
 	return HT_WAKE_TASK;
 }
 
@@ -656,6 +743,7 @@ static __always_inline void fill_waker(struct ht_breach *b, const struct task_st
 	b->waker_tid = st->waker_tid;
 	b->waker_tgid = st->waker_tgid;
 	b->wake_cpu = st->wake_cpu;
+	b->softirq_vec = st->softirq_vec;
 	__builtin_memcpy(b->waker_comm, st->waker_comm, sizeof(b->waker_comm));
 	b->flags |= waker_flags(st);
 }
@@ -697,6 +785,7 @@ static __always_inline void emit_breach(__u32 kind, struct task_struct *p, struc
 	b->off_cpu_start_ns = kind == HT_BREACH_OFF_CPU ? start_ns : 0;
 	b->off_cpu_end_ns = kind == HT_BREACH_OFF_CPU ? end_ns : 0;
 	b->off_cpu_threshold_ns = off_cpu_thresh_ns;
+	b->softirq_vec = 0;
 	bpf_probe_read_kernel_str(b->comm, sizeof(b->comm), p->comm);
 	if (preempted) {
 		b->state = TASK_RUNNING;
@@ -930,6 +1019,7 @@ static __always_inline void hold_off_cpu(struct task_struct *p, struct task_stat
 	h->waker_tgid = st->waker_tgid;
 	h->wake_cpu = st->wake_cpu;
 	h->flags = waker_flags(st);
+	h->softirq_vec = st->softirq_vec;
 	__builtin_memcpy(h->waker_comm, st->waker_comm, sizeof(h->waker_comm));
 	/* The stack it slept on is the breach's, whichever kinds it ends with. */
 	keep_syscall_stack(p, st);
@@ -952,6 +1042,7 @@ static __always_inline void fill_held(struct ht_breach *b, const struct held_off
 	b->wake_cpu = h->wake_cpu;
 	__builtin_memcpy(b->waker_comm, h->waker_comm, sizeof(b->waker_comm));
 	b->flags = (b->flags & ~HT_BRF_JOINED) | h->flags;
+	b->softirq_vec = h->softirq_vec;
 }
 
 /*
@@ -1009,6 +1100,7 @@ static __always_inline void emit_syscall_end(struct task_struct *p, struct task_
 	b->syscall_nr = st->syscall_nr;
 	b->syscall_ret = ret;
 	b->flags = flags;
+	b->softirq_vec = 0;
 	b->off_cpu_waits = 0;
 	b->off_cpu_start_ns = 0;
 	b->off_cpu_end_ns = 0;
@@ -1148,24 +1240,27 @@ int BPF_PROG(handle_sched_waking, struct task_struct *p)
 {
 	struct task_struct *cur;
 	struct task_state *st;
-	__u32 source;
+	__u32 source, vec;
+	bool in_task;
 
 	if (!is_target(p))
 		return 0;
 	st = state_of(p);
 	if (!st)
 		return 0;
-	source = wake_context();
+	source = wake_context(ctx, &vec, &in_task);
+	cur = bpf_get_current_task_btf();
 	st->wake_source = source;
+	st->softirq_vec = vec;
 	st->waker_cpu = bpf_get_smp_processor_id();
-	if (source != HT_WAKE_TASK) {
+	/* An idle CPU's softirq runs on no one's behalf: its idle task has pid 0. */
+	if (source != HT_WAKE_TASK && !(in_task && cur->pid)) {
 		st->waker_tid = 0;
 		st->waker_tgid = 0;
 		st->joined = 0;
 		__builtin_memset(st->waker_comm, 0, sizeof(st->waker_comm));
 		return 0;
 	}
-	cur = bpf_get_current_task_btf();
 	st->waker_tid = cur->pid;
 	st->waker_tgid = cur->tgid;
 	st->joined = (cur->flags & PF_EXITING) && cur->tgid == p->tgid && cur->pid != p->pid;
@@ -1184,12 +1279,13 @@ static __always_inline void enqueued(struct task_struct *p, struct task_state *s
 		st->runnable_since_ns = now;
 	st->wake_cpu = cpu;
 	st->wake_ns = now;
-	if (st->wake_source == HT_WAKE_IRQ)
+	if (st->wake_source == HT_WAKE_IRQ || st->wake_source == HT_WAKE_SOFTIRQ)
 		flags |= HT_FRF_FROM_IRQ;
 	else if (st->wake_source == HT_WAKE_TIMER)
 		flags |= HT_FRF_FROM_TIMER;
 	fr_write_sched(now, kind, flags, cpu, p->pid, st->waker_tid,
-		 st->wake_source | (__u64)st->waker_cpu << 8);
+		       st->wake_source | (__u64)st->waker_cpu << 8 |
+			       (__u64)(st->softirq_vec & 0xff) << HT_FR_WAKE_VEC_SHIFT);
 }
 
 SEC("tp_btf/sched_wakeup")
@@ -1219,6 +1315,7 @@ int BPF_PROG(handle_sched_wakeup_new, struct task_struct *p)
 	if (!st)
 		return 0;
 	st->wake_source = HT_WAKE_TASK;
+	st->softirq_vec = 0;
 	st->waker_tid = cur->pid;
 	st->waker_tgid = cur->tgid;
 	st->waker_cpu = bpf_get_smp_processor_id();
@@ -1335,10 +1432,19 @@ int BPF_PROG(handle_irq_exit)
 	return context_mark(CTX_HARDIRQ, false);
 }
 
+/* One store more than the other marks: softirq_entry fires thousands of times a second. */
 SEC("tp_btf/softirq_entry")
-int BPF_PROG(handle_softirq_entry)
+int BPF_PROG(handle_softirq_entry, unsigned int vec_nr)
 {
-	return context_mark(CTX_SOFTIRQ, true);
+	__u32 zero = 0;
+	struct cpu_context *c = bpf_map_lookup_elem(&cpu_contexts, &zero);
+
+	if (!c)
+		return 0;
+	c->seq++;
+	c->entry[CTX_SOFTIRQ] = c->seq;
+	c->softirq_vec = vec_nr;
+	return 0;
 }
 
 SEC("tp_btf/softirq_exit")

@@ -10,7 +10,7 @@
 /* After the syscall's name: what a wait for work is, said where its syscall is. */
 #define WAIT_FOR_WORK_TEXT " (waiting for work)"
 
-static const char *wake_source_name(uint32_t source)
+const char *ht_wake_source_name(uint32_t source)
 {
 	switch (source) {
 	case HT_WAKE_TASK:
@@ -19,8 +19,21 @@ static const char *wake_source_name(uint32_t source)
 		return "irq";
 	case HT_WAKE_TIMER:
 		return "timer";
+	case HT_WAKE_SOFTIRQ:
+		return "softirq";
 	}
 	return "none";
+}
+
+const char *ht_softirq_name(uint32_t vec)
+{
+	/* The kernel's softirq_to_name[], in lower case. */
+	static const char *const names[HT_NR_SOFTIRQS] = {
+		"hi", "timer", "net_tx", "net_rx", "block", "irq_poll", "tasklet", "sched",
+		"hrtimer", "rcu",
+	};
+
+	return vec < HT_NR_SOFTIRQS ? names[vec] : "unknown";
 }
 
 static void print_culprits_text(FILE *f, const struct ht_breach_info *bi)
@@ -76,9 +89,14 @@ static void print_waker_text(FILE *f, const struct ht_breach *b, bool first)
 		fprintf(f, "%s woken by %u (%.*s)%s", sep, b->waker_tid, HT_COMM_LEN, b->waker_comm,
 			b->flags & HT_BRF_JOINED ? " as it exited" : "");
 		break;
+	case HT_WAKE_SOFTIRQ:
+		fprintf(f, "%s woken by softirq (%s)", sep, ht_softirq_name(b->softirq_vec));
+		if (b->waker_tid)
+			fprintf(f, " in %.*s[%u]", HT_COMM_LEN, b->waker_comm, b->waker_tid);
+		break;
 	case HT_WAKE_IRQ:
 	case HT_WAKE_TIMER:
-		fprintf(f, "%s woken by %s", sep, wake_source_name(b->wake_source));
+		fprintf(f, "%s woken by %s", sep, ht_wake_source_name(b->wake_source));
 		break;
 	default:
 		if (b->kind == HT_BREACH_RQ_DELAY)
@@ -170,9 +188,12 @@ static void print_waker_json(FILE *f, const struct ht_breach *b)
 		fputs("null", f);
 		return;
 	}
-	fprintf(f, "{\"source\":\"%s\",\"at_ns\":%llu", wake_source_name(b->wake_source),
+	fprintf(f, "{\"source\":\"%s\",\"at_ns\":%llu", ht_wake_source_name(b->wake_source),
 		(unsigned long long)b->wake_ns);
-	if (b->wake_source == HT_WAKE_TASK) {
+	if (b->wake_source == HT_WAKE_SOFTIRQ)
+		fprintf(f, ",\"softirq\":\"%s\"", ht_softirq_name(b->softirq_vec));
+	/* A softirq names the task it ran in, when it ran in one's context. */
+	if (b->wake_source == HT_WAKE_TASK || (b->wake_source == HT_WAKE_SOFTIRQ && b->waker_tid)) {
 		snprintf(comm, sizeof(comm), "%.*s", HT_COMM_LEN, b->waker_comm);
 		fprintf(f, ",\"tid\":%u,\"pid\":%u,\"comm\":", b->waker_tid, b->waker_tgid);
 		ht_json_string(f, comm);
@@ -195,9 +216,10 @@ static void print_culprits_json(FILE *f, const struct ht_breach_info *bi)
 	}
 	fprintf(f,
 		"],\"ran_instead_other_ns\":%llu,\"ran_instead_unknown_ns\":%llu,"
-		"\"runnable_ns\":%llu,\"preemptions\":%u",
+		"\"ran_instead_idle_ns\":%llu,\"runnable_ns\":%llu,\"preemptions\":%u",
 		(unsigned long long)bi->culprits.other_ns,
 		(unsigned long long)bi->culprits.unknown_ns,
+		(unsigned long long)bi->culprits.idle_ns,
 		(unsigned long long)bi->culprits.runnable_ns, bi->culprits.preemptions);
 }
 

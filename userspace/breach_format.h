@@ -24,6 +24,12 @@ struct ht_breach_info {
 	const struct ht_block_frames *block_stack; /* --block-stacks: where it blocked; NULL */
 };
 
+/* "task", "irq", "timer", "softirq" or "none" (enum ht_wake_source). */
+const char *ht_wake_source_name(uint32_t source);
+
+/* "net_rx", "timer"...: the kernel's softirq_to_name, lower case; "unknown" past them. */
+const char *ht_softirq_name(uint32_t vec);
+
 /* "12.345678 rq-delay 4.21ms tid 123 (worker) cpu 0: ran instead ...; woken by ..." */
 void ht_breach_print_text(FILE *f, const struct ht_breach_info *bi);
 

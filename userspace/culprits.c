@@ -38,10 +38,26 @@ static void tally_add(struct tally *t, uint32_t pid, unsigned int cpu, uint64_t 
 	t->v[t->count++] = (struct ht_culprit){ .pid = pid, .cpu = cpu, .ns = ns };
 }
 
+/*
+ * Charge SINCE to T on SEG's CPU to CURRENT. The idle task (pid 0 on each
+ * CPU) is no culprit: a CPU idle while the thread was queued on it is the
+ * time it took that CPU to pick it up, counted apart.
+ */
+static void charge_to(struct tally *t, bool known, uint32_t current, uint32_t tid,
+		      unsigned int cpu, uint64_t ns, struct ht_culprits *out)
+{
+	if (!known || current == tid)
+		out->unknown_ns += ns;
+	else if (!current)
+		out->idle_ns += ns;
+	else
+		tally_add(t, current, cpu, ns);
+}
+
 /* Charge [a, b) on CPU to whoever ran there, skipping the waiting thread itself. */
 static void charge_segment(const struct ht_sched_index *idx, uint32_t tid,
 			   const struct ht_queue_segment *seg, struct tally *t,
-			   uint64_t *unknown_ns)
+			   struct ht_culprits *out)
 {
 	const struct ht_cpu_switches *c;
 	uint64_t since = seg->start_ns;
@@ -50,7 +66,7 @@ static void charge_segment(const struct ht_sched_index *idx, uint32_t tid,
 	size_t i;
 
 	if (seg->cpu >= idx->ncpus || seg->end_ns <= seg->start_ns) {
-		*unknown_ns += seg->end_ns > seg->start_ns ? seg->end_ns - seg->start_ns : 0;
+		out->unknown_ns += seg->end_ns > seg->start_ns ? seg->end_ns - seg->start_ns : 0;
 		return;
 	}
 	c = &idx->cpu[seg->cpu];
@@ -62,18 +78,12 @@ static void charge_segment(const struct ht_sched_index *idx, uint32_t tid,
 	 */
 	for (i = ht_sched_first_after(idx, seg->cpu, seg->start_ns);
 	     i < c->count && c->ts[i] < seg->end_ns; i++) {
-		if (!known || current == tid)
-			*unknown_ns += c->ts[i] - since;
-		else
-			tally_add(t, current, seg->cpu, c->ts[i] - since);
+		charge_to(t, known, current, tid, seg->cpu, c->ts[i] - since, out);
 		current = c->next[i];
 		known = true;
 		since = c->ts[i];
 	}
-	if (!known || current == tid)
-		*unknown_ns += seg->end_ns - since;
-	else
-		tally_add(t, current, seg->cpu, seg->end_ns - since);
+	charge_to(t, known, current, tid, seg->cpu, seg->end_ns - since, out);
 }
 
 static int culprit_cmp(const void *a, const void *b)
@@ -191,7 +201,7 @@ static void charge_queued(const struct ht_sched_index *idx, const struct walk *k
 		return;
 	out->runnable_ns += t - since;
 	out->last_cpu = k->cpu;
-	charge_segment(idx, k->tid, &seg, tally, &out->unknown_ns);
+	charge_segment(idx, k->tid, &seg, tally, out);
 }
 
 void ht_culprits_compute(const struct ht_fr_window *w, const struct ht_sched_index *idx,

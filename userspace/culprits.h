@@ -2,7 +2,7 @@
 /*
  * What ran instead: for a thread that waited in a run queue, the tasks that
  * held the CPUs it was queued on, following its migrations, from the flight
- * recorder's context switches.
+ * recorder's context switches. The idle task is never one of them.
  */
 #ifndef HT_CULPRITS_H
 #define HT_CULPRITS_H
@@ -33,6 +33,7 @@ struct ht_culprits {
 	unsigned int count;
 	uint64_t other_ns;	  /* tasks beyond the top ones */
 	uint64_t unknown_ns;	  /* time the recorder cannot account for */
+	uint64_t idle_ns;	  /* its CPU idle (pid 0, no culprit) while it was queued */
 	uint64_t runnable_ns;	  /* the thread's time in run queues: all of the above */
 	unsigned int preemptions; /* times it was preempted (or yielded) within the interval */
 	unsigned int last_cpu;	  /* the CPU it was queued on last */

@@ -56,13 +56,15 @@
 #define HT_ARG_SYSCALL_RET   "ret"
 #define HT_ARG_SYSCALL_ARG0  "arg0"
 #define HT_ARG_CAUSE	     "cause"	      /* "woken", "preempted", "new task" */
-#define HT_ARG_WAKE_SOURCE   "woken_by"	      /* "task", "irq", "timer" */
-#define HT_ARG_WAKER_TID     "waker_tid"
+#define HT_ARG_WAKE_SOURCE   "woken_by"	      /* "task", "irq", "timer", "softirq" */
+#define HT_ARG_SOFTIRQ	     "softirq"	      /* woken_by softirq: "net_rx", "timer"... */
+#define HT_ARG_WAKER_TID     "waker_tid"      /* a task; a softirq's, the task it ran in */
 #define HT_ARG_WAKER_COMM    "waker_comm"
 #define HT_ARG_WAKEE_TID     "wakee_tid"
 #define HT_ARG_RAN_INSTEAD   "ran_instead"    /* ran_instead.N = "comm[pid]", .N_ns, .N_cpu */
 #define HT_ARG_OTHER_NS	     "ran_instead_other_ns"
 #define HT_ARG_UNKNOWN_NS    "ran_instead_unknown_ns"
+#define HT_ARG_IDLE_NS	     "ran_instead_idle_ns" /* its CPU idle: no culprit */
 #define HT_ARG_START_NS	     "start_ns"
 #define HT_ARG_END_NS	     "end_ns"
 #define HT_ARG_BEFORE_WINDOW "began_before_window" /* 1: the slice's real start is earlier */

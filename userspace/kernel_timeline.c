@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "breach_format.h"
 #include "comm_cache.h"
 #include "culprits.h"
 #include "dump_schema.h"
@@ -36,7 +37,7 @@ struct thread_build {
 	const char *cause;
 	unsigned int queue_cpu;
 	uint64_t flow_in;
-	uint32_t wake_source, waker_tid;
+	uint32_t wake_source, waker_tid, softirq_vec;
 	/* The syscall it is in. */
 	bool in_syscall, syscall_before_window;
 	uint64_t syscall_since_ns, syscall_arg0;
@@ -282,19 +283,8 @@ static void add_culprit_args(struct builder *b, long ev, const struct ht_culprit
 		tl_event_arg_uint(b->tl, ev, HT_ARG_OTHER_NS, c->other_ns);
 	if (c->unknown_ns)
 		tl_event_arg_uint(b->tl, ev, HT_ARG_UNKNOWN_NS, c->unknown_ns);
-}
-
-static const char *wake_source_name(uint32_t source)
-{
-	switch (source) {
-	case HT_WAKE_TASK:
-		return "task";
-	case HT_WAKE_IRQ:
-		return "irq";
-	case HT_WAKE_TIMER:
-		return "timer";
-	}
-	return "none";
+	if (c->idle_ns)
+		tl_event_arg_uint(b->tl, ev, HT_ARG_IDLE_NS, c->idle_ns);
 }
 
 /* Runnable [since, end): a run-queue slice with what ran instead and who woke it. */
@@ -311,8 +301,12 @@ static void close_runnable(struct builder *b, struct thread_build *t, uint64_t e
 	tl_event_arg_str(b->tl, ev, HT_ARG_CAUSE, t->cause ? t->cause : "unknown");
 	tl_event_arg_uint(b->tl, ev, HT_ARG_CPU, culprits.last_cpu);
 	if (t->wake_source != HT_WAKE_NONE)
-		tl_event_arg_str(b->tl, ev, HT_ARG_WAKE_SOURCE, wake_source_name(t->wake_source));
-	if (t->wake_source == HT_WAKE_TASK) {
+		tl_event_arg_str(b->tl, ev, HT_ARG_WAKE_SOURCE,
+				 ht_wake_source_name(t->wake_source));
+	if (t->wake_source == HT_WAKE_SOFTIRQ)
+		tl_event_arg_str(b->tl, ev, HT_ARG_SOFTIRQ, ht_softirq_name(t->softirq_vec));
+	/* A softirq's waker is the task it ran in, when it ran in one's context. */
+	if (t->wake_source == HT_WAKE_TASK || (t->wake_source == HT_WAKE_SOFTIRQ && t->waker_tid)) {
 		tl_event_arg_uint(b->tl, ev, HT_ARG_WAKER_TID, t->waker_tid);
 		tl_event_arg_str(b->tl, ev, HT_ARG_WAKER_COMM,
 				 comm_of(b, t->waker_tid, 0, comm, sizeof(comm)));
@@ -417,6 +411,7 @@ static void add_waker_instant(struct builder *b, struct thread_build *wakee,
 			      const struct ht_fr_event *e)
 {
 	uint32_t source = (uint32_t)(e->rec.arg & 0xff), waker_cpu = (uint32_t)(e->rec.arg >> 8);
+	uint32_t vec = (uint32_t)(e->rec.arg >> HT_FR_WAKE_VEC_SHIFT) & 0xff;
 	struct thread_build *waker = e->rec.tid_b ? find_thread(b, e->rec.tid_b) : NULL;
 	int track = waker ? waker->kernel_track : cpu_track(b, waker_cpu);
 	uint64_t flow = ++b->next_flow;
@@ -424,11 +419,14 @@ static void add_waker_instant(struct builder *b, struct thread_build *wakee,
 
 	wakee->wake_source = source;
 	wakee->waker_tid = e->rec.tid_b;
+	wakee->softirq_vec = vec;
 	if (track < 0)
 		return;
 	ev = tl_add_instant(b->tl, track, e->rec.ts_ns, HT_EV_WAKES, HT_CAT_SCHED);
 	tl_event_arg_uint(b->tl, ev, HT_ARG_WAKEE_TID, wakee->tid);
-	tl_event_arg_str(b->tl, ev, HT_ARG_WAKE_SOURCE, wake_source_name(source));
+	tl_event_arg_str(b->tl, ev, HT_ARG_WAKE_SOURCE, ht_wake_source_name(source));
+	if (source == HT_WAKE_SOFTIRQ)
+		tl_event_arg_str(b->tl, ev, HT_ARG_SOFTIRQ, ht_softirq_name(vec));
 	tl_event_flow_out(b->tl, ev, flow);
 	wakee->flow_in = flow;
 }

@@ -161,6 +161,27 @@ const char *ht_ksyms_find(const struct ht_ksyms *k, uint64_t addr, uint64_t *sta
 	return k->names + k->syms[lo].name_off;
 }
 
+int ht_ksyms_range(const struct ht_ksyms *k, const char *name, uint64_t *start, uint64_t *end)
+{
+	if (!k || !k->usable)
+		return -1;
+	for (size_t i = 0; i < k->count; i++) {
+		size_t j = i + 1;
+
+		if (strcmp(k->names + k->syms[i].name_off, name))
+			continue;
+		/* Aliases share an address: the end is the next address. */
+		while (j < k->count && k->syms[j].addr == k->syms[i].addr)
+			j++;
+		if (j == k->count)
+			return -1;
+		*start = k->syms[i].addr;
+		*end = k->syms[j].addr;
+		return 0;
+	}
+	return -1;
+}
+
 const char *ht_ksyms_format(const struct ht_ksyms *k, uint64_t addr, char *buf, size_t len)
 {
 	uint64_t start;

@@ -24,4 +24,10 @@ const char *ht_ksyms_format(const struct ht_ksyms *k, uint64_t addr, char *buf, 
 /* The symbol containing ADDR and its start, or NULL. */
 const char *ht_ksyms_find(const struct ht_ksyms *k, uint64_t addr, uint64_t *start);
 
+/*
+ * The text of function NAME: [*START, *END), up to the next symbol. Returns
+ * 0, or -1 when it is not there (or addresses are hidden).
+ */
+int ht_ksyms_range(const struct ht_ksyms *k, const char *name, uint64_t *start, uint64_t *end);
+
 #endif /* HT_KSYMS_H */

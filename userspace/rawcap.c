@@ -41,7 +41,7 @@
 /* Records are written field by field: a change of layout must be met here. */
 _Static_assert(sizeof(struct ht_flight_record) == 32,
 	       "ht_flight_record changed: update put_fr_event/rd_fr_event and FR_EVENT_BYTES");
-_Static_assert(sizeof(struct ht_breach) == 400,
+_Static_assert(sizeof(struct ht_breach) == 408,
 	       "ht_breach changed: update write_breach/parse_breach");
 /* COMMS entries are fixed-size: a longer comm would be a new section. */
 _Static_assert(HT_COMM_LEN == 16, "HT_COMM_LEN changed: COMMS entries are pid + 16 bytes");
@@ -309,7 +309,8 @@ static void write_breach(struct writer *w, struct mbuf *b, const struct ht_breac
 		mb_u64(b, x->kstack[i]);
 	/*
 	 * 1.3: what the kernel knew of the wait (a joining thread, io_uring
-	 * waiting), and the kinds of one wait that breached several thresholds.
+	 * waiting), the kinds of one wait that breached several thresholds and
+	 * a softirq wakeup's vector.
 	 */
 	mb_u32(b, x->flags);
 	mb_u32(b, x->kinds);
@@ -317,6 +318,7 @@ static void write_breach(struct writer *w, struct mbuf *b, const struct ht_breac
 	mb_u64(b, x->off_cpu_start_ns);
 	mb_u64(b, x->off_cpu_end_ns);
 	mb_u64(b, x->off_cpu_threshold_ns);
+	mb_u32(b, x->softirq_vec);
 	w_section(w, HT_RAWSEC_BREACH, b, NULL, 0);
 }
 
@@ -879,6 +881,7 @@ static void parse_breach(struct rd *r, struct ht_breach *x)
 	x->off_cpu_start_ns = rd_u64(r);
 	x->off_cpu_end_ns = rd_u64(r);
 	x->off_cpu_threshold_ns = rd_u64(r);
+	x->softirq_vec = rd_u32(r);
 }
 
 static void parse_pt_config(struct rd *r, struct ht_rawcap_pt_config *p)

@@ -32,8 +32,8 @@
 #define HT_RAWCAP_MAJOR	 1
 /*
  * 1.1: the mmap page's TSC conversion in CLOCKS; 1.2: COMMS, machine and
- * command in META; 1.3: a breach's flags, kinds and off-CPU interval in
- * BREACH.
+ * command in META; 1.3: a breach's flags, kinds, off-CPU interval and
+ * softirq vector in BREACH.
  */
 #define HT_RAWCAP_MINOR	 3
 #define HT_RAWCAP_SUFFIX ".hybtrace-raw"

@@ -288,7 +288,8 @@ struct chain_link {
 	uint32_t tid;
 	const char *comm;
 	const char *source; /* how this one was woken: task, irq, timer, preempted ... */
-	uint32_t waker_tid;
+	const char *softirq; /* source softirq: which ("net_rx") */
+	uint32_t waker_tid;  /* a task; a softirq's, the task it ran in */
 	const char *waker_comm;
 	uint64_t at_ns;
 };
@@ -336,6 +337,7 @@ static size_t wakeup_chain(const struct dump_view *v, struct chain_link *chain)
 		chain[n].source = arg_str(tl, e, HT_ARG_WAKE_SOURCE);
 		if (!chain[n].source)
 			chain[n].source = arg_str(tl, e, HT_ARG_CAUSE);
+		chain[n].softirq = arg_str(tl, e, HT_ARG_SOFTIRQ);
 		arg_u64(tl, e, HT_ARG_WAKER_TID, &waker);
 		chain[n].waker_tid = (uint32_t)waker;
 		chain[n].waker_comm = arg_str(tl, e, HT_ARG_WAKER_COMM);
@@ -421,6 +423,7 @@ static void describe_runqueue(const struct timeline *tl, const struct tl_event *
 {
 	const char *source = arg_str(tl, e, HT_ARG_WAKE_SOURCE), *cause = arg_str(tl, e, HT_ARG_CAUSE);
 	const char *waker = arg_str(tl, e, HT_ARG_WAKER_COMM), *culprit;
+	const char *softirq = arg_str(tl, e, HT_ARG_SOFTIRQ);
 	uint64_t waker_tid = 0, ns;
 	char dur[32], name[64];
 	size_t used;
@@ -429,6 +432,11 @@ static void describe_runqueue(const struct timeline *tl, const struct tl_event *
 	if (source && !strcmp(source, "task"))
 		used = (size_t)snprintf(buf, len, "woken by %s[%" PRIu64 "]", waker ? waker : "?",
 					waker_tid);
+	else if (softirq && waker_tid)
+		used = (size_t)snprintf(buf, len, "woken by softirq (%s) in %s[%" PRIu64 "]",
+					softirq, waker ? waker : "?", waker_tid);
+	else if (softirq)
+		used = (size_t)snprintf(buf, len, "woken by softirq (%s)", softirq);
 	else if (source)
 		used = (size_t)snprintf(buf, len, "woken by %s", source);
 	else
@@ -799,14 +807,16 @@ static void print_sections_text(const struct dump_view *v)
 	struct culprit_row rows[HT_MAX_REPORT_CULPRITS];
 	struct chain_link chain[MAX_CHAIN];
 	const char *stack[64];
-	uint64_t wait_ns, clipped, unknown = 0;
+	uint64_t wait_ns, clipped, unknown = 0, idle = 0;
 	size_t n;
 	char dur[32];
 
 	n = culprits_of(v, rows, HT_MAX_REPORT_CULPRITS, &wait_ns);
-	if (v->rq_slice >= 0)
+	if (v->rq_slice >= 0) {
 		arg_u64(tl, tl_event(tl, (size_t)v->rq_slice), HT_ARG_UNKNOWN_NS, &unknown);
-	if (n || unknown) {
+		arg_u64(tl, tl_event(tl, (size_t)v->rq_slice), HT_ARG_IDLE_NS, &idle);
+	}
+	if (n || unknown || idle) {
 		printf("\nran instead, during the %s run-queue wait:\n",
 		       ht_format_duration(wait_ns, dur, sizeof(dur)));
 		for (size_t i = 0; i < n; i++)
@@ -817,6 +827,11 @@ static void print_sections_text(const struct dump_view *v)
 			printf("  %-28s %10s  %5.1f%%\n", "(before the recording)",
 			       ht_format_duration(unknown, dur, sizeof(dur)),
 			       wait_ns ? 100.0 * (double)unknown / (double)wait_ns : 0);
+		/* Not a culprit: the time its idle CPU took to pick it up. */
+		if (idle)
+			printf("  %-28s %10s  %5.1f%%\n", "(its CPU idle)",
+			       ht_format_duration(idle, dur, sizeof(dur)),
+			       wait_ns ? 100.0 * (double)idle / (double)wait_ns : 0);
 	}
 	if (v->off_slice >= 0) {
 		const struct tl_event *e = tl_event(tl, (size_t)v->off_slice);
@@ -837,7 +852,13 @@ static void print_sections_text(const struct dump_view *v)
 		printf("\nwakeup chain:\n");
 		for (size_t i = 0; i < n; i++) {
 			printf("  %s[%u] ", chain[i].comm ? chain[i].comm : "?", chain[i].tid);
-			if (chain[i].waker_tid)
+			if (chain[i].softirq) {
+				printf("woken by softirq (%s)", chain[i].softirq);
+				if (chain[i].waker_tid)
+					printf(" in %s[%u]",
+					       chain[i].waker_comm ? chain[i].waker_comm : "?",
+					       chain[i].waker_tid);
+			} else if (chain[i].waker_tid)
 				printf("woken by %s[%u]", chain[i].waker_comm ? chain[i].waker_comm : "?",
 				       chain[i].waker_tid);
 			else if (chain[i].source && strcmp(chain[i].source, "preempted") &&
@@ -898,12 +919,48 @@ static void print_stack_json(const struct dump_view *v)
 	putchar(']');
 }
 
+/*
+ * The wakeup that ended the breached thread's last wait, as the live
+ * breach's woken_by (breach_format.c): source, at_ns, softirq, and the
+ * waker's tid, pid and comm. The dump knows the pid of the target's
+ * threads only: another's is null.
+ */
+static void print_woken_by_json(const struct dump_view *v, const struct chain_link *c)
+{
+	const char *source = c ? c->source : NULL;
+	bool woken = source && (!strcmp(source, "task") || !strcmp(source, "irq") ||
+				!strcmp(source, "timer") || !strcmp(source, "softirq"));
+
+	printf(",\"woken_by\":");
+	if (!woken) {
+		printf("null");
+		return;
+	}
+	printf("{\"source\":");
+	ht_json_string(stdout, source);
+	printf(",\"at_ns\":%" PRIu64, c->at_ns);
+	if (c->softirq) {
+		printf(",\"softirq\":");
+		ht_json_string(stdout, c->softirq);
+	}
+	if (c->waker_tid) {
+		printf(",\"tid\":%u,\"pid\":", c->waker_tid);
+		if (is_target_thread(v->tl, c->waker_tid) && meta_u64(v->tl, HT_META_TARGET_PID, 0))
+			printf("%" PRIu64, meta_u64(v->tl, HT_META_TARGET_PID, 0));
+		else
+			printf("null");
+		printf(",\"comm\":");
+		ht_json_string(stdout, c->waker_comm ? c->waker_comm : "?");
+	}
+	putchar('}');
+}
+
 static void print_sections_json(const struct dump_view *v)
 {
 	const struct timeline *tl = v->tl;
 	struct culprit_row rows[HT_MAX_REPORT_CULPRITS];
 	struct chain_link chain[MAX_CHAIN];
-	uint64_t wait_ns, other_ns = 0, unknown_ns = 0;
+	uint64_t wait_ns, other_ns = 0, unknown_ns = 0, idle_ns = 0;
 	uint64_t clipped = meta_u64(tl, HT_META_CLIPPED_TO, 0);
 	size_t n = culprits_of(v, rows, HT_MAX_REPORT_CULPRITS, &wait_ns);
 	char comm[HT_COMM_LEN + 32];
@@ -924,9 +981,11 @@ static void print_sections_json(const struct dump_view *v)
 	if (v->rq_slice >= 0) {
 		arg_u64(tl, tl_event(tl, (size_t)v->rq_slice), HT_ARG_OTHER_NS, &other_ns);
 		arg_u64(tl, tl_event(tl, (size_t)v->rq_slice), HT_ARG_UNKNOWN_NS, &unknown_ns);
+		arg_u64(tl, tl_event(tl, (size_t)v->rq_slice), HT_ARG_IDLE_NS, &idle_ns);
 	}
-	printf("],\"ran_instead_other_ns\":%" PRIu64 ",\"ran_instead_unknown_ns\":%" PRIu64,
-	       other_ns, unknown_ns);
+	printf("],\"ran_instead_other_ns\":%" PRIu64 ",\"ran_instead_unknown_ns\":%" PRIu64
+	       ",\"ran_instead_idle_ns\":%" PRIu64,
+	       other_ns, unknown_ns, idle_ns);
 	if (v->off_slice >= 0) {
 		const struct tl_event *e = tl_event(tl, (size_t)v->off_slice);
 
@@ -938,12 +997,17 @@ static void print_sections_json(const struct dump_view *v)
 	}
 	print_stack_json(v);
 	n = v->has_breach ? wakeup_chain(v, chain) : 0;
+	print_woken_by_json(v, n ? &chain[0] : NULL);
 	printf(",\"wakeup_chain\":[");
 	for (size_t i = 0; i < n; i++) {
 		printf("%s{\"tid\":%u,\"comm\":", i ? "," : "", chain[i].tid);
 		ht_json_string(stdout, chain[i].comm ? chain[i].comm : "?");
 		printf(",\"woken_by\":");
 		ht_json_string(stdout, chain[i].source ? chain[i].source : "?");
+		if (chain[i].softirq) {
+			printf(",\"softirq\":");
+			ht_json_string(stdout, chain[i].softirq);
+		}
 		printf(",\"waker_tid\":%u,\"waker_comm\":", chain[i].waker_tid);
 		ht_json_string(stdout, chain[i].waker_comm ? chain[i].waker_comm : "");
 		putchar('}');

@@ -217,6 +217,23 @@ static void fill_culprits(struct session *s, struct ht_breach_info *bi)
 	ht_fr_window_free(&w);
 }
 
+/*
+ * Where the kernel runs softirqs on a hardirq's exit, so the monitor can
+ * tell a softirq run there from one run in a task's context (newer kernels
+ * name it __irq_exit_rcu, older ones irq_exit or irq_exit_rcu). None found
+ * (kallsyms hidden): no softirq names a task.
+ */
+static void find_irq_exit(const struct ht_ksyms *ksyms, struct ht_monitor_config *cfg)
+{
+	static const char *const names[] = { "__irq_exit_rcu", "irq_exit_rcu", "irq_exit" };
+	unsigned int n = 0;
+
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]) && n < HT_IRQ_EXIT_RANGES; i++)
+		if (!ht_ksyms_range(ksyms, names[i], &cfg->irq_exit_ranges[n][0],
+				    &cfg->irq_exit_ranges[n][1]))
+			n++;
+}
+
 static void note_kind(struct kind_stats *k, const struct ht_breach *b, uint64_t dur)
 {
 	struct breach_max *m = ht_breach_waits_for_work(b) ? &k->idle : &k->worst;
@@ -1375,6 +1392,7 @@ static int start_session(struct session *s, const struct ht_options *o, int tgid
 		cfg.on_block_stack = ht_block_stacks_on_record;
 		cfg.on_block_stack_ctx = s->blocks;
 	}
+	find_irq_exit(s->ksyms, &cfg);
 	if (ht_monitor_open(&s->monitor, &cfg))
 		return HT_EXIT_FAILURE;
 	ht_comm_cache_init(s->comms, &s->monitor);

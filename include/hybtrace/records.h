@@ -20,9 +20,11 @@
 enum ht_fr_kind {
 	HT_FR_SWITCH = 1,     /* tid_a = prev, tid_b = next, arg = prev_state */
 	/* 2: unused */
-	HT_FR_WAKEUP = 3,     /* enqueued: tid_a = wakee, tid_b = waker (0 from irq or timer),
+	HT_FR_WAKEUP = 3,     /* enqueued: tid_a = wakee, tid_b = waker (0 from irq or timer;
+			       * from a softirq, the task it ran in, or 0),
 			       * aux = the CPU it is queued on,
-			       * arg = enum ht_wake_source | the waker's CPU << 8 */
+			       * arg = enum ht_wake_source | the waker's CPU << 8
+			       *       | the softirq vector << HT_FR_WAKE_VEC_SHIFT */
 	HT_FR_WAKEUP_NEW = 4, /* a new task enqueued: as HT_FR_WAKEUP */
 	HT_FR_MIGRATE = 5,    /* tid_a = task, aux = destination cpu, arg = origin cpu */
 	HT_FR_FORK = 6,	      /* tid_a = parent, tid_b = child, arg = child's tgid */
@@ -33,11 +35,13 @@ enum ht_fr_kind {
 	HT_FR_KIND_MAX,
 };
 
+#define HT_FR_WAKE_VEC_SHIFT 40
+
 /* Bits of ht_flight_record::flags. */
 #define HT_FRF_PREEMPT	   0x01 /* switch: prev was preempted (still runnable) */
 #define HT_FRF_PREV_TARGET 0x02 /* switch: prev belongs to the target */
 #define HT_FRF_NEXT_TARGET 0x04 /* switch: next belongs to the target */
-#define HT_FRF_FROM_IRQ	   0x08 /* wakeup: raised in interrupt context */
+#define HT_FRF_FROM_IRQ	   0x08 /* wakeup: raised in interrupt context (softirq too) */
 #define HT_FRF_FROM_TIMER  0x10 /* wakeup: raised by an expiring timer */
 #define HT_FRF_TARGET	   0x20 /* wakeup, fork, exec, exit: tid_a belongs to the target */
 
@@ -78,6 +82,12 @@ enum ht_wake_source {
 	HT_WAKE_TASK = 1,  /* a task called wake_up */
 	HT_WAKE_IRQ = 2,   /* from interrupt context */
 	HT_WAKE_TIMER = 3, /* from an expiring timer */
+	/*
+	 * From a softirq, ht_breach::softirq_vec; its waker is the task it ran
+	 * in when it ran in a task's context (local_bh_enable, as loopback
+	 * networking in the sender's send; ksoftirqd), else none.
+	 */
+	HT_WAKE_SOFTIRQ = 4,
 };
 
 /* Bits of ht_breach::flags: what the kernel knew of the wait, for user space to judge it. */
@@ -89,6 +99,9 @@ enum ht_wake_source {
 #define HT_BRF_JOINED	       0x01
 /* In io_uring_enter waiting for completions (IORING_ENTER_GETEVENTS, min_complete > 0). */
 #define HT_BRF_URING_GETEVENTS 0x02
+
+/* The kernel's softirq vectors (include/linux/interrupt.h), as softirq_to_name. */
+#define HT_NR_SOFTIRQS 10
 
 /* One latency breach, sent on the BPF ring buffer when its interval ends. */
 struct ht_breach {
@@ -122,6 +135,8 @@ struct ht_breach {
 	__u64 off_cpu_start_ns; /* with HT_BREACH_OFF_CPU in kinds: its interval */
 	__u64 off_cpu_end_ns;
 	__u64 off_cpu_threshold_ns;
+	__u32 softirq_vec; /* HT_WAKE_SOFTIRQ: the softirq that woke it */
+	__u32 pad;
 };
 
 #define HT_KIND_BIT(kind) (1U << (kind))

@@ -537,7 +537,7 @@ def report_json_ran_instead_is_the_live_breachs():
             keys = {"pid", "comm", "cpu", "ns"}
             for c in b["ran_instead"] + r["ran_instead"]:
                 check(set(c) == keys, "ran_instead entry %r, want the keys %r" % (c, keys))
-            for k in ("ran_instead_other_ns", "ran_instead_unknown_ns"):
+            for k in ("ran_instead_other_ns", "ran_instead_unknown_ns", "ran_instead_idle_ns"):
                 check(abs(r[k] - b[k]) <= skew, "%s: live %d, report %d, skew %d"
                       % (k, b[k], r[k], skew))
             seen = {c["pid"]: c for c in r["ran_instead"]}

@@ -468,7 +468,7 @@ TEST(an_older_minor_is_read)
  */
 TEST(a_minor_2_breach_without_flags_is_read)
 {
-	const size_t added = 4 + 4 + 4 + 3 * 8;
+	const size_t added = 4 + 4 + 4 + 3 * 8 + 4;
 	struct ht_rawcap c, r;
 	char err[256];
 	size_t len, at, end;
@@ -496,6 +496,7 @@ TEST(a_minor_2_breach_without_flags_is_read)
 	r.breach.off_cpu_start_ns = c.breach.off_cpu_start_ns;
 	r.breach.off_cpu_end_ns = c.breach.off_cpu_end_ns;
 	r.breach.off_cpu_threshold_ns = c.breach.off_cpu_threshold_ns;
+	r.breach.softirq_vec = c.breach.softirq_vec;
 	check_same(&c, &r, true);
 	ht_rawcap_free(&r);
 	ht_rawcap_free(&c);

@@ -300,8 +300,8 @@ TEST(syscall_line_names_its_waker_then_its_preemption)
 	fclose(f);
 	CHECK(strstr(json, "\"state\":\"S\""));
 	CHECK(strstr(json, "\"woken_by\":{\"source\":\"timer\",\"at_ns\":19800000}"));
-	CHECK(strstr(json, "\"ran_instead_unknown_ns\":200000,\"runnable_ns\":1200000,"
-			   "\"preemptions\":1"));
+	CHECK(strstr(json, "\"ran_instead_unknown_ns\":200000,\"ran_instead_idle_ns\":0,"
+			   "\"runnable_ns\":1200000,\"preemptions\":1"));
 	if (!strstr(text, "preempted once"))
 		printf("     %s", text);
 	free(text);
@@ -425,4 +425,81 @@ TEST(one_wait_of_both_kinds_live)
 	fclose(f);
 	CHECK(strstr(out, "\"kinds\":[\"rq-delay\"],\"cpu\"") != NULL);
 	free(out);
+}
+
+#define SENDER 7000 /* another process, whose send ran the softirq that woke A */
+
+/*
+ * A sleeps at 400; SENDER's send on CPU 1 runs net_rx, which wakes A at
+ * 2000 onto CPU 0, idle until A runs at 2300. The live line, the live JSON,
+ * the report and its JSON name the softirq and SENDER; the idle CPU is no
+ * culprit.
+ */
+TEST(a_softirq_wakeup_names_the_task_it_ran_in)
+{
+	static const char name[] = "hybtrace-4000-20261201-100003.000-off-cpu.perfetto-trace";
+	const uint64_t arg = HT_WAKE_SOFTIRQ | 1 << 8 | (uint64_t)3 << HT_FR_WAKE_VEC_SHIFT;
+	struct ht_breach_info bi = {
+		.b = { .kind = HT_BREACH_OFF_CPU, .tid = A, .tgid = TGID, .start_ns = 400,
+		       .end_ns = 2300, .wake_ns = 2000, .state = 1, .syscall_nr = -1,
+		       .wake_source = HT_WAKE_SOFTIRQ, .softirq_vec = 3, .waker_tid = SENDER,
+		       .waker_tgid = SENDER, .comm = "worker", .waker_comm = "sender" },
+		.have_culprits = true,
+		.culprits = { .idle_ns = 300, .runnable_ns = 300 },
+	};
+	char path[PATH_MAX], *argv[] = { "report", "--json", path, NULL };
+	char *text_argv[] = { "report", path, NULL };
+	char *line = NULL, *json = NULL, *reported, *reported_text;
+	size_t len = 0;
+	FILE *f;
+
+	setup();
+	CHECK(!ht_comm_cache_seed(&comms, SENDER, "sender"));
+	nevents = 0;
+	add(0, 400, HT_FR_SWITCH, HT_FRF_PREV_TARGET, A, 0, 0, 1 /* S */);
+	add(1, 450, HT_FR_SWITCH, 0, 0, SENDER, 0, 0);
+	add(1, 2000, HT_FR_WAKEUP, HT_FRF_TARGET | HT_FRF_FROM_IRQ, A, SENDER, 0, arg);
+	add(0, 2300, HT_FR_SWITCH, HT_FRF_NEXT_TARGET, 0, A, 0, 0);
+	write_dump(name, "off-cpu", 100, 3000, &bi.b);
+	nevents = 0;
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+
+	f = open_memstream(&line, &len);
+	CHECK(f != NULL);
+	if (!f)
+		return;
+	ht_breach_print_text(f, &bi);
+	fclose(f);
+	CHECK(strstr(line, ": woken by softirq (net_rx) in sender[7000]"));
+	f = open_memstream(&json, &len);
+	CHECK(f != NULL);
+	if (!f)
+		return;
+	ht_breach_print_json(f, &bi, NULL);
+	fclose(f);
+	CHECK(strstr(json, "\"woken_by\":{\"source\":\"softirq\",\"at_ns\":2000,"
+			   "\"softirq\":\"net_rx\",\"tid\":7000,\"pid\":7000,\"comm\":\"sender\","
+			   "\"exiting\":false}"));
+	CHECK(strstr(json, "\"ran_instead\":[],\"ran_instead_other_ns\":0,"
+			   "\"ran_instead_unknown_ns\":0,\"ran_instead_idle_ns\":300"));
+
+	reported = report(3, argv);
+	/* The same fields; the dump knows the pid of the target's threads only. */
+	CHECK(strstr(reported, "\"woken_by\":{\"source\":\"softirq\",\"at_ns\":2000,"
+			       "\"softirq\":\"net_rx\",\"tid\":7000,\"pid\":null,"
+			       "\"comm\":\"sender\"}"));
+	CHECK(strstr(reported, "\"ran_instead\":[],\"ran_instead_other_ns\":0,"
+			       "\"ran_instead_unknown_ns\":0,\"ran_instead_idle_ns\":300"));
+	reported_text = report(2, text_argv);
+	CHECK(strstr(reported_text, "woken by softirq (net_rx) in sender[7000]"));
+	CHECK(strstr(reported_text, "(its CPU idle)"));
+	CHECK(!strstr(reported_text, "[0]"));
+	if (!strstr(reported, "net_rx") || !strstr(reported_text, "net_rx"))
+		printf("     %s\n     %s\n     %s", line, reported, reported_text);
+	free(line);
+	free(json);
+	free(reported);
+	free(reported_text);
+	/* The other tests list the directory as setup() made it. */
+	CHECK(!unlink(path));
 }
