@@ -284,7 +284,8 @@ def syscall_waker_outlives_a_preemption_after_the_wakeup():
     check(len(reads) == 12 and hog, "workload log incomplete\n" + run.describe())
     tid, hog = reads[0][0]["tid"], "fifo_hog[%d]" % hog[0]["hog_pid"]
     mine = [b for b in run.breaches("syscall") if b["tid"] == tid]
-    preempted = 0
+    preempted = by_hog = 0
+    others = []
     for start, end in reads:
         b = [b for b in mine if within(b, start["ts_ns"], end["ts_ns"])]
         check(len(b) == 1, "want one syscall breach of tid %d in [%d, %d], got %d\n%s"
@@ -307,14 +308,19 @@ def syscall_waker_outlives_a_preemption_after_the_wakeup():
               % (b["preemptions"], end["preempted"]))
         if b["preemptions"]:
             preempted += 1
-            # Other tasks of a loaded machine take turns on CPU 1 too: the hog spins there
-            # for 3 ms from a little after the wakeup.
+            # The hog spins on CPU 1 for 3 ms from a little after the wakeup.
             held = sum(c["ns"] for c in b["ran_instead"]
                        if c["comm"] + "[%d]" % c["pid"] == hog)
-            check(held >= 1_500_000, "preempted after its wakeup, ran instead %r: want %s "
-                  "for most of 3 ms" % (b["ran_instead"], hog))
+            if held >= 1_500_000:
+                by_hog += 1
+            else:
+                others.append(b["ran_instead"])
     check(preempted >= 4, "only %d of %d reads were preempted after their wakeup\n%s"
           % (preempted, len(reads), run.describe()))
+    # Other tasks of a loaded machine take turns on CPU 1 too, and now and then preempt a
+    # read first: the hog holds most of nearly every preempted read's runnable time.
+    check(by_hog >= 0.75 * preempted, "%d of %d preempted reads had %s run instead for "
+          "most of 3 ms; the others: %r" % (by_hog, preempted, hog, others))
 
 
 def cpus_allowed(pid):
