@@ -448,7 +448,7 @@ def loopback_wakeup_names_the_sending_task():
         want = {"source": "softirq", "softirq": "net_rx", "tid": sender, "pid": sender,
                 "comm": "pp_sender"}
         named = [b for _, b in rounds
-                 if b["woken_by"] and dict(b["woken_by"], at_ns=None) == dict(want, at_ns=None)]
+                 if b["woken_by"] and {k: b["woken_by"].get(k) for k in want} == want]
         # The kernel defers a softirq to ksoftirqd when it has run too long: that thread
         # runs it then, and names itself. Never a timer, an irq or no one.
         for _, b in rounds:
