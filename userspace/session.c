@@ -375,14 +375,15 @@ static int on_breach(void *ctx, void *data, size_t size)
 	}
 	bi.since_start_s = (double)(int64_t)(bi.b.end_ns - s->start_ns) / 1e9;
 	bi.block_stack = block_stack_of(s, &bi.b);
+	/* The dump first: its sources freeze at the window's end, whatever we do here. */
+	offer_breach_dump(s, &bi);
 	/*
-	 * Woken on the breach's CPU, maybe: the target's. Off it before the
-	 * freeze, which takes a while; a no-op once hybtrace keeps off it.
+	 * Woken on the breach's CPU, maybe: the target's. Off it now, after the
+	 * freeze (reading the target's CPUs and moving threads take longer than
+	 * the freeze itself); a no-op once hybtrace keeps off it.
 	 */
 	now_ns = monotonic_ns();
 	say_own_cpus(s, ht_own_cpus_breach(&s->own_cpus, bi.b.cpu, (int)bi.b.tid, now_ns), now_ns);
-	/* The dump first: its sources freeze at the window's end, whatever we do here. */
-	offer_breach_dump(s, &bi);
 	note_breach(s, &bi.b);
 	if (s->out_gone) {
 		s->unwritten++;
