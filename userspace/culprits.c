@@ -243,6 +243,17 @@ void ht_culprits_compute(const struct ht_fr_window *w, const struct ht_sched_ind
 	}
 	if (k.state == WS_QUEUED)
 		charge_queued(idx, &k, since, end, &tally, out);
+	/*
+	 * Its records never showed it queued, though the wait is longer than the
+	 * skew that excuses that (a move by sched_setaffinity: the thread's own
+	 * records sorted around the wait): it was queued on CPU throughout, as
+	 * the breach says, and what ran there is what ran instead.
+	 */
+	if (queued && !out->runnable_ns && end > start && end - start > HT_FR_WAKEUP_SKEW_NS) {
+		k.state = WS_QUEUED;
+		k.cpu = cpu;
+		charge_queued(idx, &k, start, end, &tally, out);
+	}
 	merge_by_pid(&tally);
 	for (i = 0; i < tally.count; i++) {
 		if (out->count < HT_MAX_CULPRITS)

@@ -278,6 +278,30 @@ TEST(a_wakeup_sorted_after_its_switch_in_queues_nothing)
 }
 
 /*
+ * A wait its own records do not show: last seen switched in on CPU 1 just
+ * before the wait's start (a move by sched_setaffinity sorted its records
+ * around it), next seen switched in on CPU 0 at the end. It was queued on
+ * the breach's CPU throughout: what ran there ran instead, and the times
+ * add up to the wait.
+ */
+TEST(a_wait_its_records_do_not_show_is_charged_where_it_was_queued)
+{
+	struct ht_culprits c;
+	struct ht_fr_window w;
+
+	memset(entry_valid, 0, sizeof(entry_valid));
+	ev(0, 0, 0, HT_FR_SWITCH, 0, 200, 0);
+	ev(1, 1, 1000000, HT_FR_SWITCH, 0, VICTIM, 0);
+	ev(2, 0, 4800000, HT_FR_SWITCH, 200, VICTIM, 0);
+	w = window(3);
+	compute(&w, VICTIM, 1010000, 4800000, 0, &c);
+	CHECK(c.count == 1 && c.top[0].pid == 200);
+	CHECK_EQ_U64(c.top[0].ns, 3790000);
+	CHECK_EQ_U64(c.runnable_ns, 3790000);
+	CHECK_EQ_U64(c.top[0].ns + c.other_ns + c.unknown_ns + c.idle_ns, 3790000);
+}
+
+/*
  * The idle task (pid 0) held the CPU from the wakeup until it switched to
  * the thread, then a hog preempted it: only the hog is a culprit; the idle
  * stretch is counted apart.
