@@ -117,6 +117,9 @@ struct session {
 	int epfd, sigfd, statusfd, pidfd, durationfd, dumpfd;
 	/* `run`: the child we started. */
 	pid_t child;
+	/* Until then the child waited for us to attach: a wait of ours, not of its command. */
+	uint64_t child_held_until_ns;
+	uint64_t child_hold_breaches; /* read and left out: not counted as detected either */
 	int child_status;
 	bool child_reaped;
 	int stop_signals;
@@ -365,6 +368,10 @@ static int on_breach(void *ctx, void *data, size_t size)
 	memcpy(&bi.b, data, sizeof(bi.b));
 	if (bi.b.kind == 0 || bi.b.kind >= HT_BREACH_KIND_MAX)
 		return 0;
+	if (s->child && bi.b.tid == (uint32_t)s->child && bi.b.start_ns < s->child_held_until_ns) {
+		s->child_hold_breaches++;
+		return 0;
+	}
 	bi.threshold_ns = threshold_of(s->opt, bi.b.kind);
 	/* Sent at the end for a thread still in its syscall, by tid alone: its name is ours to find. */
 	if (!bi.b.comm[0]) {
@@ -415,6 +422,12 @@ static uint64_t total_lost(const struct ht_monitor_counters *c)
 static uint64_t total_breaches(const struct session *s)
 {
 	return s->reported;
+}
+
+/* Breaches the kernel counted, but for the `run` child's wait for us to attach. */
+static uint64_t detected(const struct session *s, const struct ht_monitor_counters *c)
+{
+	return c->value[HT_CNT_BREACHES] - s->child_hold_breaches;
 }
 
 /* Waits that breached exactly the kinds ONLY. */
@@ -592,7 +605,7 @@ static void print_summary_text(struct session *s, FILE *f, const struct ht_monit
 	fprintf(f,
 		"  breaches: %llu detected in the kernel = %llu reported + %llu lost (breach "
 		"ring buffer full)",
-		(unsigned long long)c->value[HT_CNT_BREACHES],
+		(unsigned long long)detected(s, c),
 		(unsigned long long)total_breaches(s),
 		(unsigned long long)c->value[HT_CNT_RB_DROPS]);
 	if (filters_on(s->opt))
@@ -668,7 +681,7 @@ static void print_summary_json(struct session *s, FILE *f, const struct ht_monit
 		"\"recorder\":{\"records_per_cpu\":%llu,\"shortest_reach_ns\":%llu},"
 		"\"lost\":{\"total\":%llu,\"ring_buffer\":%llu,\"task_storage\":%llu,"
 		"\"comm_map\":%llu,\"recursion\":%llu,\"unseen_switch_in\":%llu}",
-		(unsigned long long)c->value[HT_CNT_BREACHES], (unsigned long long)total_breaches(s),
+		(unsigned long long)detected(s, c), (unsigned long long)total_breaches(s),
 		(unsigned long long)c->value[HT_CNT_FILTERED], (unsigned long long)c->records_written,
 		(unsigned long long)recorder_records_per_cpu(s),
 		(unsigned long long)s->shortest_reach_ns, (unsigned long long)total_lost(c),
@@ -1084,11 +1097,11 @@ static void drain_breaches(struct session *s)
 		ht_monitor_consume(&s->monitor);
 		if (ht_monitor_read_counters(&s->monitor, &c))
 			return;
-		if (total_breaches(s) + c.value[HT_CNT_RB_DROPS] >= c.value[HT_CNT_BREACHES])
+		if (total_breaches(s) + c.value[HT_CNT_RB_DROPS] >= detected(s, &c))
 			return;
 		if (i == DRAIN_TRIES) {
 			ht_warn("%llu breaches counted in the kernel never reached the ring buffer",
-				(unsigned long long)(c.value[HT_CNT_BREACHES] - total_breaches(s) -
+				(unsigned long long)(detected(s, &c) - total_breaches(s) -
 						     c.value[HT_CNT_RB_DROPS]));
 			return;
 		}
@@ -1605,6 +1618,19 @@ out:
 }
 
 /*
+ * HYBTRACE_TEST_HOLD_AFTER_ATTACH_MS: 1 to 1000 ms that the held child still
+ * waits, asleep, after the monitor is attached (its wait is then seen whole),
+ * else 0.
+ */
+static unsigned int test_hold_after_attach_ms(void)
+{
+	const char *v = getenv("HYBTRACE_TEST_HOLD_AFTER_ATTACH_MS");
+	unsigned long n = v ? strtoul(v, NULL, 10) : 0;
+
+	return n <= 1000 ? (unsigned int)n : 0;
+}
+
+/*
  * Fork a child that waits on GO_FD before exec, so the monitor is attached
  * before CMD's first instruction. exec errors come back on a close-on-exec
  * pipe. STDOUT_TO_STDERR: the JSON stream has stdout, CMD's output goes to
@@ -1642,8 +1668,10 @@ static pid_t spawn_held(char **argv, bool stdout_to_stderr, int *go_fd, int *err
 		signal(SIGPIPE, SIG_DFL);
 		if (stdout_to_stderr && dup2(STDERR_FILENO, STDOUT_FILENO) < 0)
 			_exit(127);
-		if (read(go[0], &byte, 1) != 1)
-			_exit(127);
+		/* With the test hold, a first byte says "attached", the second "go". */
+		for (int i = test_hold_after_attach_ms() ? 2 : 1; i > 0; i--)
+			if (read(go[0], &byte, 1) != 1)
+				_exit(127);
 		execvp(argv[0], argv);
 		e = errno;
 		if (write(err[1], &e, sizeof(e)) < 0)
@@ -1667,12 +1695,18 @@ static int child_exit_status(int wstatus)
 }
 
 /* Release the held child; returns 0, or -1 if its exec failed. */
-static int release_child(char **argv, int go_fd, int err_fd)
+static int release_child(struct session *s, char **argv, int go_fd, int err_fd)
 {
+	unsigned int hold_ms = test_hold_after_attach_ms();
 	int exec_errno;
-
 	ssize_t n;
 
+	if (hold_ms) {
+		if (write(go_fd, "a", 1) != 1)
+			return ht_fail("cannot start '%s': %s", argv[0], strerror(errno));
+		usleep(hold_ms * 1000);
+	}
+	s->child_held_until_ns = monotonic_ns();
 	if (write(go_fd, "g", 1) != 1)
 		return ht_fail("cannot start '%s': %s", argv[0], strerror(errno));
 	close(go_fd);
@@ -1709,7 +1743,7 @@ int ht_session_run(struct ht_options *o)
 	if (status)
 		goto fail;
 	status = 127; /* as a shell says "command not found" */
-	rc = release_child(o->run_argv, go_fd, err_fd);
+	rc = release_child(&s, o->run_argv, go_fd, err_fd);
 	go_fd = err_fd = -1;
 	if (rc)
 		goto fail;

@@ -737,6 +737,40 @@ def run_names_the_target_by_its_command_before_exec():
     check(re.search(r"watching pid \d+ \(true\)", p.stderr), "announce:\n" + p.stderr)
 
 
+# The test mode keeps the held child waiting 60 ms more, asleep in its read, after attach.
+HOLD_AFTER_ATTACH = {"HYBTRACE_TEST_HOLD_AFTER_ATTACH_MS": "60"}
+
+
+@test
+def run_does_not_report_its_own_hold_of_the_child():
+    """Under run the child waits for hybtrace to attach before its exec. When that wait is
+    seen whole (on a slow machine the child reaches it only after attach; the test mode
+    makes it so), it is hybtrace's wait, not the command's: no breach, no dump, not in the
+    summary's counts, while the command's own sleeps all breach."""
+    need_root()
+    with tempfile.TemporaryDirectory() as tmp:
+        run = hybtrace(["run", "--json", "--rq-delay", "off", "--off-cpu", "5ms", "--syscall",
+                        "5ms", "--output", tmp, "--min-interval", "0ms", "--",
+                        workload("sleeper"), "15", "3"], env=HOLD_AFTER_ATTACH)
+        check(run.rc == 0, run.describe())
+        sleeps = list(zip(run.events("sleep_start"), run.events("sleep_end")))
+        check(len(sleeps) == 3, "workload log incomplete\n" + run.describe())
+        tid = sleeps[0][0]["tid"]
+        mine = [b for b in run.breaches() if b["tid"] == tid]
+        before = [b for b in mine if b["start_ns"] < sleeps[0][0]["ts_ns"]]
+        check(not before, "the child's wait for attach was reported: %r" % before)
+        for start, end in sleeps:
+            check(any(within(b, start["ts_ns"], end["ts_ns"]) for b in mine),
+                  "a 15 ms sleep was not reported\n" + run.describe())
+        summary = run.summary()
+        check(summary["detected"] == summary["reported"] == len(run.breaches()),
+              "detected %d, reported %d, %d lines" % (summary["detected"], summary["reported"],
+                                                      len(run.breaches())))
+        check("never reached" not in run.stderr, run.stderr)
+        check(len(os.listdir(tmp)) == len(mine), "dumps %r for %d breaches"
+              % (os.listdir(tmp), len(mine)))
+
+
 # A select() that a signal with a handler interrupts: the kernel returns -ERESTARTNOHAND
 # (include/linux/errno.h, 514) at sys_exit, user space gets EINTR and Python retries it.
 INTERRUPTED_SELECT = """
