@@ -723,7 +723,8 @@ static __always_inline void state_release(struct task_struct *p)
 /* The syscall an off-CPU wait slept in, and what it asked for (sleep_syscall_of()). */
 struct sleep_syscall {
 	__s32 nr;    /* -1: none */
-	__u32 flags; /* HT_BRF_URING_GETEVENTS */
+	__u32 flags; /* HT_BRF_URING_GETEVENTS, HT_BRF_SYSCALL_FD */
+	__u32 fd;    /* with HT_BRF_SYSCALL_FD: its first argument */
 };
 
 /* What the breach's wakeup says: its own thread woke it as it exited (a join). */
@@ -780,6 +781,7 @@ static __always_inline void emit_breach(__u32 kind, struct task_struct *p, struc
 	b->syscall_nr = sleep ? sleep->nr : st->syscall_since_ns ? st->syscall_nr : -1;
 	b->syscall_ret = 0;
 	b->flags = sleep ? sleep->flags : 0;
+	b->syscall_fd = sleep ? sleep->fd : 0;
 	b->kinds = HT_KIND_BIT(kind);
 	b->off_cpu_waits = kind == HT_BREACH_OFF_CPU;
 	b->off_cpu_start_ns = kind == HT_BREACH_OFF_CPU ? start_ns : 0;
@@ -822,7 +824,7 @@ static __always_inline void check_switch_in_seen(struct task_state *st)
 static __always_inline __u64 take_held(struct held_off_cpu *h);
 static __always_inline void emit_syscall_end(struct task_struct *p, struct task_state *st,
 					     bool syscall, __u64 held_start, __u64 now, long ret,
-					     __u32 flags);
+					     __u32 flags, __u32 fd);
 
 /* A target thread leaves the CPU: it is either still runnable or going to sleep. */
 static __always_inline void target_switch_out(struct task_struct *prev, __u32 state, bool preempt,
@@ -838,7 +840,7 @@ static __always_inline void target_switch_out(struct task_struct *prev, __u32 st
 		if (st)
 			check_switch_in_seen(st);
 		if (st && !breaches_stopped && (held = take_held(&st->held)))
-			emit_syscall_end(prev, st, false, held, now, 0, 0);
+			emit_syscall_end(prev, st, false, held, now, 0, 0, 0);
 		state_release(prev);
 		return;
 	}
@@ -967,6 +969,7 @@ static __always_inline void sleep_syscall_of(struct task_struct *p, struct task_
 
 	sc->nr = -1;
 	sc->flags = 0;
+	sc->fd = 0;
 	/* The helper came in 5.15: before it, only sys_enter's note names the syscall. */
 	if (bpf_core_enum_value_exists(enum bpf_func_id, BPF_FUNC_task_pt_regs))
 		regs = (struct pt_regs *)bpf_task_pt_regs(p);
@@ -975,8 +978,12 @@ static __always_inline void sleep_syscall_of(struct task_struct *p, struct task_
 	else if (regs && (long)regs->ax == -ENOSYS && (long)regs->orig_ax >= 0 &&
 		 (long)regs->orig_ax < HT_MAX_SYSCALLS)
 		sc->nr = (__s32)regs->orig_ax;
-	if (sc->nr == NR_IO_URING_ENTER && regs && io_uring_waits(regs->dx, regs->r10))
+	if (sc->nr < 0 || !regs)
+		return;
+	if (sc->nr == NR_IO_URING_ENTER && io_uring_waits(regs->dx, regs->r10))
 		sc->flags |= HT_BRF_URING_GETEVENTS;
+	sc->flags |= HT_BRF_SYSCALL_FD;
+	sc->fd = (__u32)regs->di;
 }
 
 /* A filter (--off-cpu-states, --off-cpu-syscalls, --ignore-syscalls) leaves it out. */
@@ -1080,7 +1087,7 @@ static __always_inline void copy_syscall_stack(struct ht_breach *b, struct task_
  */
 static __always_inline void emit_syscall_end(struct task_struct *p, struct task_state *st,
 					     bool syscall, __u64 held_start, __u64 now, long ret,
-					     __u32 flags)
+					     __u32 flags, __u32 fd)
 {
 	struct ht_breach *b;
 
@@ -1100,6 +1107,7 @@ static __always_inline void emit_syscall_end(struct task_struct *p, struct task_
 	b->syscall_nr = st->syscall_nr;
 	b->syscall_ret = ret;
 	b->flags = flags;
+	b->syscall_fd = fd;
 	b->softirq_vec = 0;
 	b->off_cpu_waits = 0;
 	b->off_cpu_start_ns = 0;
@@ -1493,7 +1501,7 @@ int BPF_PROG(handle_sys_enter, struct pt_regs *regs, long nr)
 	now = bpf_ktime_get_ns();
 	/* Held in a syscall whose exit was never seen: sent alone, not given to this one. */
 	if (st->held.start_ns && !breaches_stopped && (held = take_held(&st->held)))
-		emit_syscall_end(cur, st, false, held, now, 0, 0);
+		emit_syscall_end(cur, st, false, held, now, 0, 0, 0);
 	st->syscall_since_ns = now;
 	st->syscall_nr = nr;
 	st->syscall_kstack_bytes = 0;
@@ -1545,7 +1553,9 @@ int BPF_PROG(handle_sys_exit, struct pt_regs *regs, long ret)
 	}
 	if (st->syscall_nr == NR_IO_URING_ENTER && io_uring_waits(regs->dx, regs->r10))
 		flags = HT_BRF_URING_GETEVENTS;
-	emit_syscall_end(cur, st, breach, held, now, ret, flags);
+	/* The registers saved at its entry: its first argument is still there. */
+	emit_syscall_end(cur, st, breach, held, now, ret, flags | HT_BRF_SYSCALL_FD,
+			 (__u32)regs->di);
 	return 0;
 }
 

@@ -129,6 +129,7 @@ struct session {
 	enum ht_perf_access perf_access;
 	int perf_paranoid;
 	struct ht_own_cpus own_cpus;
+	struct ht_wait_sets wait_sets;
 };
 
 static uint64_t monotonic_ns(void)
@@ -381,6 +382,8 @@ static int on_breach(void *ctx, void *data, size_t size)
 		snprintf(bi.b.comm, sizeof(bi.b.comm), "%.*s", HT_COMM_LEN - 1, comm);
 	}
 	bi.since_start_s = (double)(int64_t)(bi.b.end_ns - s->start_ns) / 1e9;
+	/* Before anything ranks or prints it: a wait on a latch is no wait for work. */
+	ht_wait_sets_judge(&s->wait_sets, &bi.b, monotonic_ns());
 	bi.block_stack = block_stack_of(s, &bi.b);
 	/* The dump first: its sources freeze at the window's end, whatever we do here. */
 	offer_breach_dump(s, &bi);

@@ -99,6 +99,14 @@ enum ht_wake_source {
 #define HT_BRF_JOINED	       0x01
 /* In io_uring_enter waiting for completions (IORING_ENTER_GETEVENTS, min_complete > 0). */
 #define HT_BRF_URING_GETEVENTS 0x02
+/* ht_breach::syscall_fd holds the syscall's first argument (x86-64 rdi, truncated). */
+#define HT_BRF_SYSCALL_FD      0x04
+/*
+ * Set by user space: the epoll set it waited on watches only notifications
+ * between threads or processes (eventfd, signalfd, pipes): a wait on a latch
+ * or a condition, not for new work (wait_for_work.c).
+ */
+#define HT_BRF_WAITS_ON_NOTICES 0x08
 
 /* The kernel's softirq vectors (include/linux/interrupt.h), as softirq_to_name. */
 #define HT_NR_SOFTIRQS 10
@@ -136,7 +144,7 @@ struct ht_breach {
 	__u64 off_cpu_end_ns;
 	__u64 off_cpu_threshold_ns;
 	__u32 softirq_vec; /* HT_WAKE_SOFTIRQ: the softirq that woke it */
-	__u32 pad;
+	__u32 syscall_fd;  /* with HT_BRF_SYSCALL_FD: the syscall's first argument */
 };
 
 #define HT_KIND_BIT(kind) (1U << (kind))

@@ -137,6 +137,41 @@ def idle_waits_are_labelled_and_the_slow_request_is_dumped():
         check_dump_is_the_slow_request(out, run)
 
 
+@test
+def a_latch_wait_in_epoll_is_no_wait_for_work():
+    """A backend waits in epoll_wait for its client (a socket beside its latch) 40 ms, then
+    in epoll_wait on its latch (an eventfd beside a pipe, as postgres's lock waits) 25 ms
+    until a peer thread sets it: the client waits are waits for work, the latch waits are
+    not (the kernel's fdinfo of each set says what it watches), and the one dump of the
+    interval is of a latch wait although every client wait is longer. The peer's own
+    sleeps, which pace it, are left out."""
+    need_root()
+    with tempfile.TemporaryDirectory() as out:
+        run = hybtrace(["run", "--json", "--output", out] + THRESHOLDS + ONE_INTERVAL +
+                       ["--ignore-syscalls", "nanosleep,clock_nanosleep", "--",
+                        workload("latch_wait"), "3", "40", "25"])
+        check(run.rc == 0, run.describe())
+        backend = run.log[0]["tid"] if run.log else None
+        client = spans(run, "client_wait_start", "client_wait_end", tid=backend)
+        latch = spans(run, "latch_wait_start", "latch_wait_end", tid=backend)
+        check(len(client) == 3 and len(latch) == 3, "workload log incomplete\n" + run.describe())
+        for span in client:
+            found = breaches_in(run, backend, span)
+            check(found and all(b["wait_for_work"] is True and b["syscall"] == "epoll_wait"
+                                for b in found),
+                  "the wait for the client %r: %r\n%s" % (span, found, run.describe()))
+        for span in latch:
+            found = breaches_in(run, backend, span)
+            check(found and all(b["wait_for_work"] is False and b["syscall"] == "epoll_wait"
+                                for b in found),
+                  "the wait on the latch %r: %r\n%s" % (span, found, run.describe()))
+        r = report_json(the_dump(out, run))
+        check(r.get("tid") == backend and any(within(r, span) for span in latch),
+              "the dump is of tid %r [%r, %r], not of a latch wait %r"
+              % (r.get("tid"), r.get("start_ns"), r.get("end_ns"), latch))
+        check(r.get("wait_for_work") is False, "report: %r" % r)
+
+
 def filtered(run):
     s = run.summary()
     check(s and "filtered" in s, "no summary with a filtered count:\n%s" % run.describe())

@@ -1,5 +1,10 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /* Waits for work: which breaches are a thread parked for new work, how they are said and ranked. */
+#include <fcntl.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
 #include "breach_format.h"
 #include "check.h"
 #include "dump_policy.h"
@@ -215,4 +220,127 @@ TEST(state_letters_as_the_kernel_reports_them)
 	CHECK(ht_task_state_letter(0x40) == 'P');
 	CHECK_EQ_U64(ht_task_state_index(0x2 | 0x100), 2);
 	CHECK_EQ_U64(ht_task_state_index(0x1), 1);
+}
+
+/* What /proc/PID/fd would say of each descriptor of a made-up set. */
+struct fake_links {
+	const char *link[8];
+};
+
+static bool fake_link(void *ctx, int fd, char *link, size_t len)
+{
+	const struct fake_links *f = ctx;
+
+	if (fd < 0 || fd >= 8 || !f->link[fd])
+		return false;
+	snprintf(link, len, "%s", f->link[fd]);
+	return true;
+}
+
+TEST(an_epoll_set_of_notifications_alone_is_a_latch)
+{
+	/* As fs/eventpoll.c prints a set: postgres's WaitLatch set, then its client set. */
+	const char *latch = "pos:\t0\nflags:\t02000002\nmnt_id:\t15\nino:\t1057\n"
+			    "tfd:        3 events:       19 data:                3  pos:0 "
+			    "ino:2f8b sdev:e\n"
+			    "tfd:        5 events:       19 data:                5  pos:0 "
+			    "ino:2f8c sdev:e\n";
+	const char *client = "pos:\t0\nflags:\t02000002\n"
+			     "tfd:        3 events:       19 data:                3  pos:0 ino:1 sdev:e\n"
+			     "tfd:        6 events:       19 data:                6  pos:0 ino:2 sdev:8\n";
+	struct fake_links links = { .link = { [3] = "pipe:[12171]", [5] = "anon_inode:[signalfd]",
+					     [6] = "socket:[12200]", [7] = "anon_inode:[timerfd]" } };
+
+	CHECK(ht_wait_set_of(latch, fake_link, &links) == HT_WAIT_SET_NOTICES);
+	CHECK(ht_wait_set_of(client, fake_link, &links) == HT_WAIT_SET_INPUT);
+	/* A timer is an event loop's tick: input. */
+	CHECK(ht_wait_set_of("tfd: 7 events: 19\n", fake_link, &links) == HT_WAIT_SET_INPUT);
+	/* Nothing watched, or a descriptor gone: not known, the syscall's rule stands. */
+	CHECK(ht_wait_set_of("pos:\t0\nflags:\t02\n", fake_link, &links) == HT_WAIT_SET_UNKNOWN);
+	CHECK(ht_wait_set_of("tfd: 3 events: 19\ntfd: 4 events: 19\n", fake_link, &links) ==
+	      HT_WAIT_SET_UNKNOWN);
+	CHECK(ht_wait_set_of("tfd: x\n", fake_link, &links) == HT_WAIT_SET_UNKNOWN);
+	CHECK(ht_fd_link_is_notice("anon_inode:[eventfd]"));
+	CHECK(!ht_fd_link_is_notice("anon_inode:[eventpoll]"));
+	CHECK(!ht_fd_link_is_notice("/dev/pts/0"));
+}
+
+/* An epoll_wait breach of this process on EPFD, as the kernel sends it. */
+static struct ht_breach epoll_breach_on(int epfd)
+{
+	struct ht_breach b = breach_in("epoll_wait");
+
+	b.tgid = (uint32_t)getpid();
+	b.flags = HT_BRF_SYSCALL_FD;
+	b.syscall_fd = (uint32_t)epfd;
+	return b;
+}
+
+static int epoll_watching(int fd_a, int fd_b)
+{
+	struct epoll_event ev = { .events = EPOLLIN };
+	int ep = epoll_create1(EPOLL_CLOEXEC);
+
+	ev.data.fd = fd_a;
+	CHECK(ep >= 0 && !epoll_ctl(ep, EPOLL_CTL_ADD, fd_a, &ev));
+	ev.data.fd = fd_b;
+	CHECK(!epoll_ctl(ep, EPOLL_CTL_ADD, fd_b, &ev));
+	return ep;
+}
+
+TEST(the_set_is_read_from_the_kernel_once_a_second)
+{
+	static struct ht_wait_sets sets;
+	int latch = eventfd(0, EFD_CLOEXEC), pm[2], sock[2];
+	int latch_set, client_set;
+	struct ht_breach b;
+
+	CHECK(latch >= 0 && !pipe2(pm, O_CLOEXEC) &&
+	      !socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sock));
+	latch_set = epoll_watching(latch, pm[0]);
+	client_set = epoll_watching(latch, sock[0]);
+	/* The kernel's own fdinfo and fd links of this process. */
+	b = epoll_breach_on(latch_set);
+	ht_wait_sets_judge(&sets, &b, 1000);
+	CHECK(b.flags & HT_BRF_WAITS_ON_NOTICES);
+	CHECK(!ht_breach_waits_for_work(&b));
+	b = epoll_breach_on(client_set);
+	ht_wait_sets_judge(&sets, &b, 1000);
+	CHECK(!(b.flags & HT_BRF_WAITS_ON_NOTICES));
+	CHECK(ht_breach_waits_for_work(&b));
+	CHECK_EQ_U64(sets.reads, 2);
+	/* A socket joins the latch's set: seen once the second has passed, not before. */
+	CHECK(!epoll_ctl(latch_set, EPOLL_CTL_ADD, sock[1],
+			 &(struct epoll_event){ .events = EPOLLIN }));
+	b = epoll_breach_on(latch_set);
+	ht_wait_sets_judge(&sets, &b, 900001000);
+	CHECK(b.flags & HT_BRF_WAITS_ON_NOTICES);
+	CHECK_EQ_U64(sets.reads, 2);
+	b = epoll_breach_on(latch_set);
+	ht_wait_sets_judge(&sets, &b, 1000001000);
+	CHECK(!(b.flags & HT_BRF_WAITS_ON_NOTICES));
+	CHECK_EQ_U64(sets.reads, 3);
+	/* Not an epoll wait, or no descriptor from the kernel: nothing is read. */
+	b = epoll_breach_on(latch_set);
+	b.syscall_nr = ht_syscall_number("poll");
+	ht_wait_sets_judge(&sets, &b, 5000000000);
+	b = epoll_breach_on(latch_set);
+	b.flags = 0;
+	ht_wait_sets_judge(&sets, &b, 5000000000);
+	CHECK(!(b.flags & HT_BRF_WAITS_ON_NOTICES));
+	b = epoll_breach_on(latch_set);
+	b.kind = HT_BREACH_RQ_DELAY;
+	ht_wait_sets_judge(&sets, &b, 5000000000);
+	CHECK_EQ_U64(sets.reads, 3);
+	/* A set closed before it is read: unknown, a wait for work by its syscall. */
+	b = epoll_breach_on(client_set);
+	close(client_set);
+	ht_wait_sets_judge(&sets, &b, 5000000000);
+	CHECK(ht_breach_waits_for_work(&b));
+	close(latch_set);
+	close(latch);
+	close(pm[0]);
+	close(pm[1]);
+	close(sock[0]);
+	close(sock[1]);
 }
