@@ -21,6 +21,7 @@ int ht_sched_index_build(const struct ht_fr_window *w, struct ht_sched_index *id
 
 	memset(idx, 0, sizeof(*idx));
 	idx->ncpus = w->ncpus;
+	idx->complete_from_ns = w->clipped ? w->covered_from_ns : 0;
 	idx->cpu = calloc(w->ncpus ? w->ncpus : 1, sizeof(*idx->cpu));
 	counts = calloc(w->ncpus ? w->ncpus : 1, sizeof(*counts));
 	if (!idx->cpu || !counts)
@@ -100,6 +101,15 @@ bool ht_sched_running_at(const struct ht_sched_index *idx, unsigned int cpu, uin
 	}
 	if (c->entry_valid) {
 		*pid = c->entry_next;
+		return true;
+	}
+	/*
+	 * Before the CPU's first switch the recorder kept: the task that switch
+	 * took off the CPU (one that ran there since before attach, as a pinned
+	 * spinner does), unless a wrapped ring lost what came before.
+	 */
+	if (after < c->count && t >= idx->complete_from_ns) {
+		*pid = c->prev[after];
 		return true;
 	}
 	return false;

@@ -23,6 +23,7 @@ struct ht_cpu_switches {
 
 struct ht_sched_index {
 	unsigned int ncpus;
+	uint64_t complete_from_ns; /* every switch from then on is in (a wrapped ring: later) */
 	struct ht_cpu_switches *cpu;
 };
 
@@ -30,7 +31,10 @@ struct ht_sched_index {
 int ht_sched_index_build(const struct ht_fr_window *w, struct ht_sched_index *idx);
 void ht_sched_index_free(struct ht_sched_index *idx);
 
-/* Who ran on CPU at time T (the last switch at or before T). False if unknown. */
+/*
+ * Who ran on CPU at time T: the last switch at or before T, else the task
+ * the first switch after T took off. False if unknown (no switch at all).
+ */
 bool ht_sched_running_at(const struct ht_sched_index *idx, unsigned int cpu, uint64_t t,
 			 uint32_t *pid);
 

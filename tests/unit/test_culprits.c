@@ -127,15 +127,36 @@ TEST(unknown_time_is_counted_not_invented)
 	struct ht_fr_window w;
 
 	memset(entry_valid, 0, sizeof(entry_valid));
-	/* Nothing says what ran before 4000. */
+	/* Nothing says what ran before 4000: the ring wrapped, what came before is gone. */
 	ev(0, 0, 4000, HT_FR_SWITCH, 600, 700, 0);
 	ev(1, 0, 6000, HT_FR_SWITCH, 700, VICTIM, 0);
 	w = window(2);
+	w.clipped = true;
+	w.covered_from_ns = 4000;
 	compute(&w, VICTIM, 1000, 6000, 0, &c);
 	CHECK_EQ_U64(c.unknown_ns, 3000);
 	CHECK(c.count == 1);
 	CHECK(c.top[0].pid == 700);
 	CHECK_EQ_U64(c.top[0].ns, 2000);
+}
+
+TEST(a_task_running_since_before_attach_is_the_first_switchs_prev)
+{
+	struct ht_culprits c;
+	struct ht_fr_window w;
+
+	memset(entry_valid, 0, sizeof(entry_valid));
+	/* The ring kept every switch: 600 ran from before the recorder started until 4000. */
+	ev(0, 0, 4000, HT_FR_SWITCH, 600, 700, 0);
+	ev(1, 0, 6000, HT_FR_SWITCH, 700, VICTIM, 0);
+	w = window(2);
+	compute(&w, VICTIM, 1000, 6000, 0, &c);
+	CHECK_EQ_U64(c.unknown_ns, 0);
+	CHECK(c.count == 2);
+	CHECK(c.top[0].pid == 600);
+	CHECK_EQ_U64(c.top[0].ns, 3000);
+	CHECK(c.top[1].pid == 700);
+	CHECK_EQ_U64(c.top[1].ns, 2000);
 }
 
 TEST(more_tasks_than_the_top_fold_into_others)
