@@ -266,8 +266,10 @@ SERIES = ["--rq-delay", "off", "--syscall", "10ms", "--syscalls", "clock_nanosle
 
 
 def sleeps_of(run):
-    """The workload's sleeps as it timed them: (start_ns, end_ns, slept_ns) each."""
-    return [(e["start_ns"], e["ts_ns"], e["slept_ns"]) for e in run.events("sleep_end")]
+    """The workload's sleeps as it timed them: (start_ns, end_ns, slept_ns, asked_ns) each."""
+    asked = {e["i"]: e["delay_ns"] for e in run.events("sleep_start")}
+    return [(e["start_ns"], e["ts_ns"], e["slept_ns"], asked.get(e["i"], 0))
+            for e in run.events("sleep_end")]
 
 
 def sleep_of_dump(run, r):
@@ -282,9 +284,24 @@ def ratio(b):
     return b["duration_ns"] / b["threshold_ns"]
 
 
-# Another sleep within this of the longest may be as bad: the workload's own clock reads
-# take in preemptions around the syscall that the kernel's enter and exit leave out.
+# The clock's reads around a syscall and its entry and exit.
 SLEEP_MARGIN_NS = 2_000_000
+
+
+def check_no_surely_worse_sleep(run, dumped):
+    """No sleep left out of the DUMPED ones (from sleep_of_dump) surely lasted longer in
+    the kernel than one of them. A sleep lasts there at least what it asked for
+    (clock_nanosleep never returns early) and at most what the workload's clock read
+    around it, which also takes in preemptions outside the syscall (a 17 ms sleep read
+    40 ms on a loaded machine): the longest by the workload's clock need not be."""
+    for s in sleeps_of(run):
+        if s in dumped:
+            continue
+        for d in dumped:
+            check(s[3] <= d[2] + SLEEP_MARGIN_NS,
+                  "a sleep of %d ns asked is not dumped, a sleep of %d ns (%d ns asked) is; "
+                  "the sleeps (start, end, slept, asked): %r" % (s[3], d[2], d[3],
+                                                                 sleeps_of(run)))
 
 
 @test
@@ -304,11 +321,7 @@ def the_worst_breach_of_an_interval_is_dumped():
         sleeps = sleeps_of(run)
         check(len(sleeps) == 5 and len(run.breaches("syscall")) == 5,
               "5 sleeps, 5 breaches: %r\n%s" % (sleeps, run.describe()))
-        longest = max(s[2] for s in sleeps)
-        mine = sleep_of_dump(run, r)
-        check(mine[2] >= longest - SLEEP_MARGIN_NS,
-              "the dump is of a %d ns sleep, the longest slept %d ns: %r"
-              % (mine[2], longest, sleeps))
+        check_no_surely_worse_sleep(run, [sleep_of_dump(run, r)])
         # By the live breaches too: the dump's is the worst ratio of them all.
         worst = max(run.breaches("syscall"), key=ratio)
         check((r["start_ns"], r["end_ns"]) == (worst["start_ns"], worst["end_ns"]),
@@ -377,11 +390,7 @@ def max_dumps_keeps_the_worst_when_they_come_last():
             check(kept == sorted(ratio(b) for b in live)[-2:],
                   "kept %r, the live breaches %r" % (kept, sorted(ratio(b) for b in live)))
             # ...and by the workload's own clock.
-            slept = sorted(s[2] for s in sleeps_of(run))
-            for r in reports:
-                check(sleep_of_dump(run, r)[2] >= slept[-2] - SLEEP_MARGIN_NS,
-                      "a dump of a %d ns sleep is kept, the sleeps were %r"
-                      % (sleep_of_dump(run, r)[2], slept))
+            check_no_surely_worse_sleep(run, [sleep_of_dump(run, r) for r in reports])
         else:
             # A builder slower than a second a dump merged intervals: the worst is kept still.
             check(kept[-1] == max(ratio(b) for b in live), "kept %r, live %r" % (kept, live))
@@ -453,8 +462,10 @@ def dumps_belong_to_the_sudo_user():
     need_root()
     with tempfile.TemporaryDirectory() as out:
         os.chmod(out, 0o777)
-        run = hybtrace(["run", "--syscall", "10ms", "--output", out, "--quiet",
-                        "--", workload("sleeper"), "15", "1"],
+        # The run-queue threshold off: on a loaded machine a run-queue wait, worse by its
+        # ratio, would take the one dump of the interval.
+        run = hybtrace(["run", "--syscall", "10ms", "--rq-delay", "off", "--output", out,
+                        "--quiet", "--", workload("sleeper"), "15", "1"],
                        env={"SUDO_UID": "65534", "SUDO_GID": "65534"})
         check(run.rc == 0, run.describe())
         dumps = dumps_in(out)
@@ -469,7 +480,8 @@ def dumps_belong_to_the_sudo_user():
         p = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
                             "--inh-caps=-all", HYBTRACE, "report", copy],
                            capture_output=True, text=True, timeout=30)
-        check(p.returncode == 0 and "syscall" in p.stdout, "unprivileged report: %s" % p.stderr)
+        check(p.returncode == 0 and "syscall" in p.stdout, "unprivileged report (rc %d): %s%s"
+              % (p.returncode, p.stderr, p.stdout[:600]))
 
 
 @test
