@@ -285,12 +285,18 @@ def syscall_waker_outlives_a_preemption_after_the_wakeup():
     tid, hog = reads[0][0]["tid"], "fifo_hog[%d]" % hog[0]["hog_pid"]
     mine = [b for b in run.breaches("syscall") if b["tid"] == tid]
     preempted = by_hog = 0
-    others = []
+    others, unwoken = [], []
+    # A wakeup no program saw (one nested in another BPF program on its CPU is skipped by
+    # the kernel, and counted) leaves a read without its waker: only as many as counted lost.
+    lost = run.summary()["lost"]
     for start, end in reads:
         b = [b for b in mine if within(b, start["ts_ns"], end["ts_ns"])]
         check(len(b) == 1, "want one syscall breach of tid %d in [%d, %d], got %d\n%s"
               % (tid, start["ts_ns"], end["ts_ns"], len(b), run.describe()))
         b = b[0]
+        if not b["woken_by"] and len(unwoken) < lost["recursion"] + lost["unseen_switch_in"]:
+            unwoken.append(b)
+            continue
         waker = b["woken_by"] or {}
         check(b["syscall"] == "read" and b["state"] == "S" and waker.get("source") == "timer",
               "read %.2fms state %s woken by %r, preempted %d times after it: want state S, "
@@ -315,6 +321,7 @@ def syscall_waker_outlives_a_preemption_after_the_wakeup():
                 by_hog += 1
             else:
                 others.append(b["ran_instead"])
+    check(len(unwoken) <= 1, "%d reads without their waker (lost %r)" % (len(unwoken), lost))
     check(preempted >= 4, "only %d of %d reads were preempted after their wakeup\n%s"
           % (preempted, len(reads), run.describe()))
     # Other tasks of a loaded machine take turns on CPU 1 too, and now and then preempt a
