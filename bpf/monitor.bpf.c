@@ -42,13 +42,14 @@ const volatile bool rq_from_sched_info = true;
 const volatile __u32 test_skip_switch_in_every = 0;
 __u32 test_switch_ins = 0;
 /*
- * Where the kernel runs softirqs on its way out of a hardirq
- * (__irq_exit_rcu, irq_exit_rcu, irq_exit): [start, end) from kallsyms; a
- * softirq whose stack holds none of them ran in a task's context. All zero:
- * unknown, and no softirq names a task.
+ * The text of do_softirq() and of what may have inlined it
+ * (__local_bh_enable_ip), with their compiler-made parts (.part.N):
+ * [start, end) from kallsyms. On x86-64 they alone switch to the irq stack
+ * to run softirqs in a task's context (see softirq_in_task()). All zero:
+ * unknown, and no softirq names a task (but on PREEMPT_RT).
  */
-#define IRQ_EXIT_RANGES 4
-const volatile __u64 irq_exit_ranges[IRQ_EXIT_RANGES][2] = {};
+#define DO_SOFTIRQ_RANGES 4
+const volatile __u64 do_softirq_ranges[DO_SOFTIRQ_RANGES][2] = {};
 
 /*
  * Set by user space when the session ends: from then on no breach is
@@ -213,6 +214,8 @@ struct cpu_context {
 	/* Whether the softirq entered at in_task_seq runs in a task's context. */
 	__u32 in_task;
 	__u64 in_task_seq;
+	/* An address on the stack the softirq entered last runs on: its tracepoint's arguments. */
+	__u64 softirq_sp;
 };
 
 struct {
@@ -221,20 +224,6 @@ struct {
 	__type(value, struct cpu_context);
 	__uint(max_entries, 1);
 } cpu_contexts SEC(".maps");
-
-/* A kernel stack, to tell where a softirq that wakes a target runs (see softirq_in_task()). */
-#define WAKE_STACK_DEPTH 48
-
-struct wake_stack {
-	__u64 ips[WAKE_STACK_DEPTH];
-};
-
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__type(key, __u32);
-	__type(value, struct wake_stack);
-	__uint(max_entries, 1);
-} wake_stacks SEC(".maps");
 
 /*
  * bpf_ktime_get_ns() costs about 90 ns in a KVM guest, most of a context
@@ -367,48 +356,68 @@ static __always_inline bool context_active(struct cpu_context *c, int kind)
 	return c->entry[kind] > c->exit[kind];
 }
 
-static __always_inline bool in_irq_exit(__u64 ip)
+static __always_inline bool in_do_softirq(__u64 ip)
 {
-	for (int r = 0; r < IRQ_EXIT_RANGES; r++)
-		if (ip >= irq_exit_ranges[r][0] && ip < irq_exit_ranges[r][1])
+	for (int r = 0; r < DO_SOFTIRQ_RANGES; r++)
+		if (ip >= do_softirq_ranges[r][0] && ip < do_softirq_ranges[r][1])
 			return true;
 	return false;
 }
 
-/*
- * Whether the softirq running on this CPU runs in a task's context: from
- * local_bh_enable (loopback networking runs the receiver's net_rx in the
- * sender's send), in ksoftirqd, or anywhere on PREEMPT_RT; not on the way
- * out of a hardirq, where current is whatever task it interrupted.
- * preempt_count is the same in both, so the kernel stack tells: one
- * bpf_get_stack per softirq that wakes a target, kept for the rest of that
- * softirq's wakeups.
- */
-static __always_inline bool softirq_in_task(void *ctx, struct cpu_context *c)
-{
-	__u64 seq = c->entry[CTX_SOFTIRQ];
-	struct wake_stack *stack;
-	__u32 zero = 0;
-	long bytes;
-	bool in_task = true;
+/* PREEMPT_RT counts a task's disabled bottom halves in the task. */
+struct task_struct___rt {
+	int softirq_disable_cnt;
+} __attribute__((preserve_access_index));
 
-	if (!irq_exit_ranges[0][0])
+#define PF_KTHREAD 0x00200000
+#define PAGE_BYTES 4096
+
+/*
+ * Whether the softirq running on this CPU runs in CUR's context, on its
+ * behalf: from local_bh_enable (loopback networking runs the receiver's
+ * net_rx in the sender's send), in ksoftirqd, or anywhere on PREEMPT_RT
+ * (where a hardirq's exit only wakes ksoftirqd); not on the way out of a
+ * hardirq, where CUR is whatever task it interrupted. preempt_count is the
+ * same in both, and its per-CPU variable cannot be resolved on kernels
+ * without CONFIG_KALLSYMS_ALL, so the stack the softirq runs on tells
+ * (x86-64, arch/x86/include/asm/irq_stack.h, the same in 6.1 and 6.18):
+ * - on CUR's own stack: ksoftirqd (a kernel thread), or a hardirq's exit
+ *   that interrupted user mode (CUR is a user task there);
+ * - on the irq stack: a hardirq's exit that interrupted the kernel, or
+ *   do_softirq() (do_softirq_own_stack). The switch to the irq stack
+ *   stores the stack pointer it left at the top slot, whose page offset
+ *   is always 0xff8 (the stack is page-aligned, map_irq_stack), and the
+ *   call below it pushes its return address: in do_softirq() for a task's
+ *   local_bh_enable, in a sysvec or common_interrupt for a hardirq. The
+ *   softirq's entry lies well within a page of that top.
+ * Two loads and one 16-byte read per softirq that wakes a target (the
+ * kernel stack walk this replaced cost 14 us a wakeup here: make bench,
+ * section 9), kept for the rest of that softirq's wakeups.
+ */
+static __always_inline bool softirq_in_task(struct cpu_context *c, struct task_struct *cur)
+{
+	/* IRQ_STACK_SIZE, and THREAD_SIZE too on x86-64 (page_64_types.h); 0: not x86-64 */
+	__u64 stack_bytes =
+		bpf_core_type_exists(struct irq_stack) ? bpf_core_type_size(struct irq_stack) : 0;
+	__u64 seq = c->entry[CTX_SOFTIRQ], sp = c->softirq_sp, stack, top;
+	__u64 slots[2]; /* the outermost return address on the irq stack, the stack pointer left */
+	bool in_task = false;
+
+	if (bpf_core_field_exists(((struct task_struct___rt *)cur)->softirq_disable_cnt))
+		return true;
+	if (!do_softirq_ranges[0][0] || !stack_bytes)
 		return false;
 	if (c->in_task_seq == seq)
 		return c->in_task;
-	stack = bpf_map_lookup_elem(&wake_stacks, &zero);
-	if (!stack)
-		return false;
-	bytes = bpf_get_stack(ctx, stack->ips, sizeof(stack->ips), 0);
-	if (bytes <= 0)
-		return false;
-	for (int i = 0; i < WAKE_STACK_DEPTH; i++) {
-		if (i >= bytes / 8)
-			break;
-		if (in_irq_exit(stack->ips[i])) {
-			in_task = false;
-			break;
-		}
+	stack = (__u64)cur->stack;
+	if (sp - stack < stack_bytes) {
+		in_task = cur->flags & PF_KTHREAD;
+	} else {
+		top = (sp | (PAGE_BYTES - 1)) - 7;
+		/* The stack pointer left must be CUR's: else this is no irq stack we know. */
+		if (!bpf_probe_read_kernel(slots, sizeof(slots), (void *)(top - 8)) &&
+		    slots[1] - stack < stack_bytes)
+			in_task = in_do_softirq(slots[0]);
 	}
 	c->in_task_seq = seq;
 	c->in_task = in_task;
@@ -422,7 +431,7 @@ static __always_inline bool softirq_in_task(void *ctx, struct cpu_context *c)
  * interrupt context directly, but its per-CPU variable cannot be resolved
  * on kernels without CONFIG_KALLSYMS_ALL.
  */
-static __always_inline __u32 wake_context(void *ctx, __u32 *vec, bool *in_task)
+static __always_inline __u32 wake_context(__u32 *vec, bool *in_task)
 {
 	__u32 zero = 0;
 	struct cpu_context *c = bpf_map_lookup_elem(&cpu_contexts, &zero);
@@ -437,8 +446,9 @@ static __always_inline __u32 wake_context(void *ctx, __u32 *vec, bool *in_task)
 		return HT_WAKE_IRQ;
 	if (context_active(c, CTX_SOFTIRQ)) {
 		*vec = c->softirq_vec;
-		/* On an idle CPU (pid 0) no one is named: spare the stack walk. */
-		*in_task = (__u32)bpf_get_current_pid_tgid() && softirq_in_task(ctx, c);
+		/* On an idle CPU (pid 0) no one is named. */
+		*in_task = (__u32)bpf_get_current_pid_tgid() &&
+			   softirq_in_task(c, bpf_get_current_task_btf());
 		return HT_WAKE_SOFTIRQ;
 	}
 	return HT_WAKE_TASK;
@@ -1256,7 +1266,7 @@ int BPF_PROG(handle_sched_waking, struct task_struct *p)
 	st = state_of(p);
 	if (!st)
 		return 0;
-	source = wake_context(ctx, &vec, &in_task);
+	source = wake_context(&vec, &in_task);
 	cur = bpf_get_current_task_btf();
 	st->wake_source = source;
 	st->softirq_vec = vec;
@@ -1440,7 +1450,12 @@ int BPF_PROG(handle_irq_exit)
 	return context_mark(CTX_HARDIRQ, false);
 }
 
-/* One store more than the other marks: softirq_entry fires thousands of times a second. */
+/*
+ * Two stores more than the other marks: softirq_entry fires thousands of
+ * times a second. CTX (the tracepoint's arguments, in bpf_trace_run1's
+ * frame) lies on the stack the softirq runs on, whereas the program's own
+ * stack may be a private one (6.13+).
+ */
 SEC("tp_btf/softirq_entry")
 int BPF_PROG(handle_softirq_entry, unsigned int vec_nr)
 {
@@ -1452,6 +1467,7 @@ int BPF_PROG(handle_softirq_entry, unsigned int vec_nr)
 	c->seq++;
 	c->entry[CTX_SOFTIRQ] = c->seq;
 	c->softirq_vec = vec_nr;
+	c->softirq_sp = (__u64)ctx;
 	return 0;
 }
 

@@ -161,25 +161,53 @@ const char *ht_ksyms_find(const struct ht_ksyms *k, uint64_t addr, uint64_t *sta
 	return k->names + k->syms[lo].name_off;
 }
 
+/* Where symbol I's text ends: the next address (aliases share one). 0: it is the last. */
+static uint64_t symbol_end(const struct ht_ksyms *k, size_t i)
+{
+	size_t j = i + 1;
+
+	while (j < k->count && k->syms[j].addr == k->syms[i].addr)
+		j++;
+	return j < k->count ? k->syms[j].addr : 0;
+}
+
 int ht_ksyms_range(const struct ht_ksyms *k, const char *name, uint64_t *start, uint64_t *end)
 {
 	if (!k || !k->usable)
 		return -1;
 	for (size_t i = 0; i < k->count; i++) {
-		size_t j = i + 1;
-
 		if (strcmp(k->names + k->syms[i].name_off, name))
 			continue;
-		/* Aliases share an address: the end is the next address. */
-		while (j < k->count && k->syms[j].addr == k->syms[i].addr)
-			j++;
-		if (j == k->count)
+		*end = symbol_end(k, i);
+		if (!*end)
 			return -1;
 		*start = k->syms[i].addr;
-		*end = k->syms[j].addr;
 		return 0;
 	}
 	return -1;
+}
+
+size_t ht_ksyms_function_ranges(const struct ht_ksyms *k, const char *name, uint64_t (*ranges)[2],
+				size_t max)
+{
+	size_t len = strlen(name), n = 0;
+
+	if (!k || !k->usable)
+		return 0;
+	for (size_t i = 0; i < k->count && n < max; i++) {
+		const char *sym = k->names + k->syms[i].name_off;
+		uint64_t end;
+
+		if (strncmp(sym, name, len) || (sym[len] && sym[len] != '.'))
+			continue;
+		end = symbol_end(k, i);
+		if (!end)
+			continue;
+		ranges[n][0] = k->syms[i].addr;
+		ranges[n][1] = end;
+		n++;
+	}
+	return n;
 }
 
 const char *ht_ksyms_format(const struct ht_ksyms *k, uint64_t addr, char *buf, size_t len)

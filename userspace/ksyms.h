@@ -30,4 +30,12 @@ const char *ht_ksyms_find(const struct ht_ksyms *k, uint64_t addr, uint64_t *sta
  */
 int ht_ksyms_range(const struct ht_ksyms *k, const char *name, uint64_t *start, uint64_t *end);
 
+/*
+ * The text of function NAME and of the parts the compiler split from it
+ * (NAME.part.0, NAME.cold, NAME.constprop.0...): up to MAX [start, end)
+ * pairs into RANGES. Returns how many (0 when absent or addresses are hidden).
+ */
+size_t ht_ksyms_function_ranges(const struct ht_ksyms *k, const char *name, uint64_t (*ranges)[2],
+				size_t max);
+
 #endif /* HT_KSYMS_H */

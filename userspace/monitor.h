@@ -16,7 +16,7 @@
 
 struct monitor_bpf;
 
-#define HT_IRQ_EXIT_RANGES 4 /* IRQ_EXIT_RANGES in monitor.bpf.c */
+#define HT_DO_SOFTIRQ_RANGES 4 /* DO_SOFTIRQ_RANGES in monitor.bpf.c */
 
 struct ht_monitor_config {
 	int tgid;
@@ -30,8 +30,8 @@ struct ht_monitor_config {
 	unsigned int thread_slots; /* 0: ht_monitor_thread_slots(pid_max); else a power of two */
 	unsigned int test_skip_switch_in_every; /* for tests: 0, or ignore every Nth switch-in */
 	const char *btf_path;	  /* NULL: the running kernel's */
-	/* [start, end) of the functions that run softirqs on a hardirq's exit; zero: unknown */
-	uint64_t irq_exit_ranges[HT_IRQ_EXIT_RANGES][2];
+	/* [start, end) of do_softirq() and its callers' text (find_do_softirq); zero: unknown */
+	uint64_t do_softirq_ranges[HT_DO_SOFTIRQ_RANGES][2];
 	ring_buffer_sample_fn on_breach;
 	void *on_breach_ctx;
 	/* --block-stacks: enum ht_block_stack_mode, and what takes each stack (block_stacks.h). */

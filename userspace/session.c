@@ -222,20 +222,20 @@ static void fill_culprits(struct session *s, struct ht_breach_info *bi)
 }
 
 /*
- * Where the kernel runs softirqs on a hardirq's exit, so the monitor can
- * tell a softirq run there from one run in a task's context (newer kernels
- * name it __irq_exit_rcu, older ones irq_exit or irq_exit_rcu). None found
- * (kallsyms hidden): no softirq names a task.
+ * Where a task's local_bh_enable runs softirqs on the irq stack: do_softirq()
+ * (6.18 splits it into do_softirq.part.0), or __local_bh_enable_ip should it
+ * inline it, so the monitor can tell a softirq run in a task's context from
+ * one run on a hardirq's exit. None found (kallsyms hidden): no softirq names
+ * a task (but on PREEMPT_RT, where every softirq runs in one).
  */
-static void find_irq_exit(const struct ht_ksyms *ksyms, struct ht_monitor_config *cfg)
+static void find_do_softirq(const struct ht_ksyms *ksyms, struct ht_monitor_config *cfg)
 {
-	static const char *const names[] = { "__irq_exit_rcu", "irq_exit_rcu", "irq_exit" };
-	unsigned int n = 0;
+	static const char *const names[] = { "do_softirq", "__local_bh_enable_ip" };
+	size_t n = 0;
 
-	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]) && n < HT_IRQ_EXIT_RANGES; i++)
-		if (!ht_ksyms_range(ksyms, names[i], &cfg->irq_exit_ranges[n][0],
-				    &cfg->irq_exit_ranges[n][1]))
-			n++;
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		n += ht_ksyms_function_ranges(ksyms, names[i], cfg->do_softirq_ranges + n,
+					      HT_DO_SOFTIRQ_RANGES - n);
 }
 
 static void note_kind(struct kind_stats *k, const struct ht_breach *b, uint64_t dur)
@@ -1409,7 +1409,7 @@ static int start_session(struct session *s, const struct ht_options *o, int tgid
 		cfg.on_block_stack = ht_block_stacks_on_record;
 		cfg.on_block_stack_ctx = s->blocks;
 	}
-	find_irq_exit(s->ksyms, &cfg);
+	find_do_softirq(s->ksyms, &cfg);
 	if (ht_monitor_open(&s->monitor, &cfg))
 		return HT_EXIT_FAILURE;
 	ht_comm_cache_init(s->comms, &s->monitor);

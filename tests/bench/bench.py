@@ -484,6 +484,88 @@ def section_bpf_cost(args, out):
             "handle_sched_switch", runs, ns, ns - base, ns - ns_all, what))
 
 
+def sched_waking_totals():
+    """handle_sched_waking's (run_time_ns, run_cnt) so far: its statistics are cumulative."""
+    p = subprocess.run(["bpftool", "-j", "prog", "show", "name", "handle_sched_waking"],
+                       capture_output=True, text=True)
+    try:
+        progs = json.loads(p.stdout) if p.returncode == 0 else None
+    except ValueError:
+        progs = None
+    if isinstance(progs, dict):
+        progs = [progs]
+    if not progs:
+        raise BenchFailure("bpftool found no handle_sched_waking: %s" % p.stderr.strip())
+    return progs[0].get("run_time_ns", 0), progs[0].get("run_cnt", 0)
+
+
+def section_softirq_cost(args, out):
+    """What naming a softirq's task costs sched_waking, per wakeup of the target.
+
+    A loopback TCP ping-pong, a reply each 1 ms (build/workloads/tcp_pingpong): the
+    receiver is woken by the net_rx softirq that the sender's send runs, and hybtrace
+    names the sender for it. hybtrace watches the receiver (every round's wakeup is the
+    target's, from softirq), or a sleeping process (every run is another task's
+    wakeup, the cost of the target check alone). The ping-pong runs between two
+    snapshots of the program's statistics, so each configuration's run time covers
+    its rounds exactly; the receiver's wakeups are its rounds (its log's wait_end).
+    Per wakeup: (run time - other runs x their mean) / rounds."""
+    seconds = 1.0 if args.smoke else 4.0
+    rounds = 1 if args.smoke else 5
+    results = {"target": [], "other": []}
+
+    def one(config):
+        with tempfile.TemporaryDirectory() as d:
+            start, stop = os.path.join(d, "start"), os.path.join(d, "stop")
+            log_path = os.path.join(d, "log")
+            env = dict(os.environ, HT_START_FILE=start, HT_STOP_FILE=stop,
+                       HT_WORKLOAD_LOG=log_path)
+            wl = subprocess.Popen([os.path.join(WORKLOADS, "tcp_pingpong"), "0", "1"], env=env,
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            bystander = subprocess.Popen(["sleep", "600"])
+            helper = None
+            try:
+                helper = hybtrace_watching(wl.pid if config == "target" else bystander.pid,
+                                           out, [])
+                before = sched_waking_totals()
+                open(start, "w").close()
+                time.sleep(seconds)
+                open(stop, "w").close()
+                wait_exit(wl, 30)
+                after = sched_waking_totals()
+            finally:
+                # hybtrace ends with its target: its exit is no failure here.
+                if helper:
+                    helper.stop(check=False)
+                for p in (wl, bystander):
+                    if p.poll() is None:
+                        p.kill()
+                        p.wait()
+            with open(log_path) as f:
+                waits = sum('"event":"wait_end"' in line for line in f)
+        if wl.returncode != 0 or waits < 10:
+            raise BenchFailure("tcp_pingpong exited %d after %d rounds" % (wl.returncode, waits))
+        return after[0] - before[0], after[1] - before[1], waits
+
+    subprocess.run(["sysctl", "-q", "kernel.bpf_stats_enabled=1"], check=True)
+    try:
+        for _ in range(rounds):
+            for config in results:
+                results[config].append(one(config))
+    finally:
+        subprocess.run(["sysctl", "-q", "kernel.bpf_stats_enabled=0"])
+
+    other_ns = statistics.median(ns / runs for ns, runs, _ in results["other"] if runs)
+    per_wakeup = [(ns - (runs - waits) * other_ns) / waits for ns, runs, waits in results["target"]]
+    log("\n9. sched_waking per wakeup of a target from a softirq run in another task "
+        "(loopback TCP ping-pong, a reply each 1 ms); medians of %d rounds" % rounds)
+    log("  %-44s %6.0f ns a run (another task's wakeup)" % ("target check alone", other_ns))
+    log("  %-44s %6.0f ns a wakeup  (%d wakeups a round, %d runs)" % (
+        "the target's softirq wakeup, named", statistics.median(per_wakeup),
+        statistics.median(w for _, _, w in results["target"]),
+        statistics.median(r for _, r, _ in results["target"])))
+
+
 def hogs(n):
     return [subprocess.Popen(["sh", "-c", "while :; do :; done"]) for _ in range(n)]
 
@@ -770,6 +852,7 @@ SECTIONS = {
     "dump": section_dump_cost,
     "marks": section_marks,
     "decode": section_decode,
+    "softirq": section_softirq_cost,
 }
 
 

@@ -414,7 +414,7 @@ def hybtrace_keeps_off_its_targets_cpu():
                                                [b["ran_instead"] for b in mine][:3]))
 
 
-def pingpong_scenario(out, hog=False):
+def pingpong_scenario(out, hog=False, rps=False):
     """tcp_pingpong: the receiver waits in recv, 10 ms each round, for a reply the sender
     process sends over loopback, which runs the receiver's net_rx softirq in its send.
     Returns the run, the ground truth and, per round, the send and the receiver's off-CPU
@@ -422,7 +422,8 @@ def pingpong_scenario(out, hog=False):
     reply came: that round has none)."""
     run = hybtrace(["run", "--json", "--rq-delay", "off", "--off-cpu", "1ms",
                     "--max-dumps", "1", "--output", out, "--",
-                    workload("tcp_pingpong"), "20", "10"] + (["hog"] if hog else []),
+                    workload("tcp_pingpong"), "20", "10"] + (["hog"] if hog else [])
+                   + (["rps"] if rps else []),
                    timeout=60)
     check(run.rc == 0, "hybtrace failed\n" + run.describe())
     start = run.events("pingpong_start")
@@ -493,6 +494,46 @@ def loopback_wakeup_names_the_sending_task():
         if waker.get("tid") == sender:
             check("woken by softirq (net_rx) in pp_sender[%d]" % sender in text,
                   "the report's text does not name the sender:\n%s" % text)
+
+
+RPS_CPUS = "/sys/class/net/lo/queues/rx-0/rps_cpus"
+
+
+@test
+def softirq_on_an_interrupt_exit_names_no_task():
+    """Issue 15 item 5: a softirq run on a hardirq's way out runs on behalf of no task,
+    whichever task the interrupt came upon. tcp_pingpong rps steers loopback packets to the
+    receiver's CPU: the sender's send queues each there and raises that CPU's net_rx by an
+    IPI, and net_rx runs on the IPI's exit, in pp_bystander, which spins on that CPU in
+    user mode and in the kernel in turn (a softirq on the task's own stack, or on the irq
+    stack). The receiver's wakeup names net_rx and no one, or the task that ran it in its
+    own context (ksoftirqd where the kernel deferred it, a task's local_bh_enable on that
+    CPU): never the bystander, which never disables bottom halves, nor the sender, on
+    another CPU. Most name no one, but on PREEMPT_RT, where a hardirq's exit runs no
+    softirq."""
+    need_root()
+    if not os.path.exists(RPS_CPUS):
+        raise Skip("no receive packet steering here (CONFIG_RPS)")
+    with open(RPS_CPUS) as f:
+        saved = f.read()
+    try:
+        with tempfile.TemporaryDirectory() as out:
+            run, start, sender, rounds = pingpong_scenario(out, rps=True)
+            bystander = start["bystander_pid"]
+            unnamed = 0
+            for _, b in rounds:
+                waker = b["woken_by"] or {}
+                check(waker.get("source") == "softirq" and waker.get("softirq") == "net_rx"
+                      and waker.get("tid") not in (bystander, sender),
+                      "woken by %r, want softirq (net_rx) in no task (bystander %d, sender "
+                      "%d)" % (waker, bystander, sender))
+                unnamed += "tid" not in waker
+            if "PREEMPT_RT" not in os.uname().version:
+                check(unnamed >= len(rounds) * 0.5, "%d of %d waits woken on an interrupt's "
+                      "exit: %r" % (unnamed, len(rounds), [b["woken_by"] for _, b in rounds]))
+    finally:
+        with open(RPS_CPUS, "w") as f:
+            f.write(saved)
 
 
 def overlap_ns(a0, a1, b0, b1):

@@ -242,6 +242,43 @@ def check_loopback_wakeup(r):
               "the idle task as what ran instead: %r" % b["ran_instead"])
 
 
+def check_softirq_on_irq_exit(r):
+    """Issue 15 item 5: a softirq run on a hardirq's way out names no task. tcp_pingpong
+    rps steers loopback packets to the receiver's CPU 1, where the sender's send raises
+    net_rx by an IPI; net_rx runs on the IPI's exit, in pp_bystander spinning on CPU 1 in
+    user mode and in the kernel in turn, or in a task's context: ksoftirqd/1, or any
+    task's local_bh_enable on CPU 1 (on PREEMPT_RT, where a hardirq's exit only wakes
+    ksoftirqd, rcuc/1 was seen to run it). No wait names the bystander, which never
+    disables bottom halves, or the sender, on CPU 0. Most name no one, but on PREEMPT_RT."""
+    r.ok()
+    try:
+        with open(os.path.join(os.path.dirname(r.path), "_info", "info")) as f:
+            rt = "PREEMPT_RT" in f.read()
+    except OSError:
+        rt = True  # unknown: judge only what holds on both
+    unnamed = 0
+    start, sends = r.events("pingpong_start"), r.events("send")
+    need(start and sends, "the workload did not log its rounds\n" + r.run.describe())
+    receiver = start[0]["tid"]
+    mine = [b for b in r.run.breaches("off-cpu") if b["tid"] == receiver]
+    slept = 0
+    for send in sends:
+        b = [b for b in mine if b["start_ns"] < send["ts_ns"] < b["end_ns"]]
+        if not b:
+            continue
+        slept += 1
+        waker = b[0]["woken_by"] or {}
+        check(waker.get("source") == "softirq" and waker.get("softirq") == "net_rx"
+              and waker.get("tid") not in (start[0]["bystander_pid"], sends[0]["tid"]),
+              "woken by %r, want softirq (net_rx) in no task (bystander %d, sender %d)"
+              % (waker, start[0]["bystander_pid"], sends[0]["tid"]))
+        unnamed += "tid" not in waker
+    check(slept >= len(sends) * 0.5, "only %d of %d replies came while the receiver slept\n%s"
+          % (slept, len(sends), r.run.describe()))
+    check(rt or unnamed >= slept * 0.5, "%d of %d waits woken on an interrupt's exit: %r"
+          % (unnamed, slept, [b["woken_by"] for b in mine][:5]))
+
+
 def sleeper_breaches(r):
     """The sleeper's rounds and its syscall breach in each."""
     r.ok()
@@ -623,6 +660,8 @@ SCENARIOS = [
              "-- $W/sleeper 15 3" % (OUT, SLEEPS), check_sleeps_woken_by_the_timer),
     Scenario("loopback-wakeup", 3, "run", "run %s --rq-delay off --off-cpu 1ms "
              "--max-dumps 0 -- $W/tcp_pingpong 20 10 hog" % OUT, check_loopback_wakeup),
+    Scenario("softirq-irq-exit", 3, "run", "run %s --rq-delay off --off-cpu 1ms "
+             "--max-dumps 0 -- $W/tcp_pingpong 20 10 rps" % OUT, check_softirq_on_irq_exit),
     Scenario("summary", 3, "run", "run %s --syscall 1ms --min-interval 500ms --max-dumps 2 "
              "-- $W/breach_storm 2 2000" % OUT, check_summary_counts),
     # Waits at the start breach too on a slow guest: a threshold only the long wait behind

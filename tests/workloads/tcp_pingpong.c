@@ -12,11 +12,21 @@
  * spins from HOG_BEFORE_MS before each reply to HOG_AFTER_MS after it: the
  * receiver is woken while the hog holds its CPU and waits behind it.
  *
- * Logs: "pingpong_start" (receiver, sender and hog pids), per round
- * "wait_start"/"wait_end" (receiver), "send" (sender, just before its
+ * With "rps" (root), the loopback device's receive packet steering sends
+ * every packet to CPU 1 for the run: the sender's send queues it there and
+ * raises CPU 1's net_rx with an IPI, and that softirq runs on the IPI's
+ * exit, on behalf of no task, in whatever CPU 1 was running. A fourth
+ * process ("pp_bystander", pinned to CPU 1) keeps it running something: it
+ * spins in user mode 1 ms, then reads /dev/zero for about as long (in the
+ * kernel), in turn, so the IPI comes from both. The old setting is put
+ * back at the end.
+ *
+ * Logs: "pingpong_start" (receiver, sender, hog and bystander pids), per
+ * round "wait_start"/"wait_end" (receiver), "send" (sender, just before its
  * send), "hog_start"/"hog_end" (hog).
- * usage: tcp_pingpong [ROUNDS [GAP_MS [hog]]]
+ * usage: tcp_pingpong [ROUNDS [GAP_MS [hog|rps]]]
  */
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <signal.h>
@@ -65,6 +75,60 @@ static void hog(int go_fd)
 	}
 }
 
+#define RPS_CPUS	      "/sys/class/net/lo/queues/rx-0/rps_cpus"
+#define BYSTANDER_CHUNK_BYTES (1 << 20)
+
+static char rps_saved[128];
+static pid_t rps_owner;
+
+static void rps_write(const char *mask)
+{
+	FILE *f = fopen(RPS_CPUS, "w");
+
+	if (!f || fputs(mask, f) == EOF || fclose(f))
+		die("rps_cpus (needs root and CONFIG_RPS)");
+}
+
+/* Put the old steering back however the run ends, but only from the process that set it. */
+static void rps_restore(void)
+{
+	if (getpid() == rps_owner)
+		rps_write(rps_saved);
+}
+
+static void rps_steer_to_cpu1(void)
+{
+	FILE *f = fopen(RPS_CPUS, "r");
+
+	if (!f || !fgets(rps_saved, sizeof(rps_saved), f))
+		die("rps_cpus (needs CONFIG_RPS)");
+	fclose(f);
+	rps_owner = getpid();
+	rps_write("2");
+	atexit(rps_restore);
+}
+
+/* Keep CPU 1 busy in user mode and in the kernel, in turn, until killed. */
+static void bystander(void)
+{
+	char *buf = malloc(BYSTANDER_CHUNK_BYTES);
+	int fd = open("/dev/zero", O_RDONLY);
+
+	prctl(PR_SET_NAME, "pp_bystander");
+	wl_pin(1);
+	if (!buf || fd < 0)
+		die("bystander");
+	for (;;) {
+		uint64_t end_ns = wl_now_ns() + 1000000;
+
+		wl_spin_until(end_ns);
+		end_ns = wl_now_ns() + 1000000;
+		while (wl_now_ns() < end_ns)
+			if (read(fd, buf, BYSTANDER_CHUNK_BYTES) < 0)
+				die("read /dev/zero");
+	}
+}
+
 static void sender(int port, uint64_t gap_ns, int go_fd)
 {
 	struct sockaddr_in addr = { .sin_family = AF_INET,
@@ -99,11 +163,12 @@ int main(int argc, char **argv)
 	long rounds = wl_arg(argc, argv, 1, 20);
 	uint64_t gap_ns = (uint64_t)wl_arg(argc, argv, 2, 5) * 1000000ULL;
 	int with_hog = argc > 3 && !strcmp(argv[3], "hog");
+	int with_rps = argc > 3 && !strcmp(argv[3], "rps");
 	struct sockaddr_in addr = { .sin_family = AF_INET,
 				    .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
 	socklen_t addr_len = sizeof(addr);
 	int lfd, fd, one = 1, go[2] = { -1, -1 };
-	pid_t sender_pid, hog_pid = 0;
+	pid_t sender_pid, hog_pid = 0, bystander_pid = 0;
 	char byte;
 
 	prctl(PR_SET_NAME, "pp_receiver");
@@ -124,6 +189,14 @@ int main(int argc, char **argv)
 		}
 		close(go[0]);
 	}
+	if (with_rps) {
+		rps_steer_to_cpu1();
+		bystander_pid = fork();
+		if (bystander_pid < 0)
+			die("fork");
+		if (!bystander_pid)
+			bystander();
+	}
 	sender_pid = fork();
 	if (sender_pid < 0)
 		die("fork");
@@ -136,7 +209,8 @@ int main(int argc, char **argv)
 		die("accept");
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	wl_wait_start();
-	wl_log("pingpong_start", "\"sender_pid\":%d,\"hog_pid\":%d", (int)sender_pid, (int)hog_pid);
+	wl_log("pingpong_start", "\"sender_pid\":%d,\"hog_pid\":%d,\"bystander_pid\":%d",
+	       (int)sender_pid, (int)hog_pid, (int)bystander_pid);
 	for (long i = 0; wl_more_rounds(i, rounds); i++) {
 		full_write(fd, "q", 1);
 		wl_log("wait_start", NULL);
@@ -150,6 +224,10 @@ int main(int argc, char **argv)
 	if (hog_pid) {
 		kill(hog_pid, SIGKILL);
 		waitpid(hog_pid, NULL, 0);
+	}
+	if (bystander_pid) {
+		kill(bystander_pid, SIGKILL);
+		waitpid(bystander_pid, NULL, 0);
 	}
 	return 0;
 }
