@@ -99,6 +99,14 @@ enum ht_wake_source {
 #define HT_BRF_JOINED	       0x01
 /* In io_uring_enter waiting for completions (IORING_ENTER_GETEVENTS, min_complete > 0). */
 #define HT_BRF_URING_GETEVENTS 0x02
+/*
+ * --block-stacks, a breach without a stack: its syscall never left the CPU
+ * of its own accord (it ran, spun or was held up in the kernel, or was
+ * preempted), so there is no place where it blocked...
+ */
+#define HT_BRF_NEVER_BLOCKED 0x04
+/* ...or it blocked, but that stack was not kept or not sent (block_stack_drops). */
+#define HT_BRF_BLOCK_STACK_LOST 0x08
 
 /* The kernel's softirq vectors (include/linux/interrupt.h), as softirq_to_name. */
 #define HT_NR_SOFTIRQS 10
@@ -136,7 +144,12 @@ struct ht_breach {
 	__u64 off_cpu_end_ns;
 	__u64 off_cpu_threshold_ns;
 	__u32 softirq_vec; /* HT_WAKE_SOFTIRQ: the softirq that woke it */
-	__u32 pad;
+	/*
+	 * --block-stacks: the seq of the stack sent for this wait (struct
+	 * ht_block_stack_head), 0 when none was; then HT_BRF_NEVER_BLOCKED or
+	 * HT_BRF_BLOCK_STACK_LOST says why.
+	 */
+	__u32 block_stack_seq;
 };
 
 #define HT_KIND_BIT(kind) (1U << (kind))
