@@ -324,7 +324,8 @@ void ht_block_frames_print_json(FILE *f, const struct ht_block_frames *fr)
 			fputc(',', f);
 		ht_json_string(f, fr->f[i].function);
 	}
-	fputc(']', f);
+	/* When it left the CPU: which of its sleeps the stack is of. */
+	fprintf(f, "],\"block_stack_at_ns\":%llu", (unsigned long long)fr->switch_ns);
 	if (fr->error)
 		fprintf(f, ",\"block_stack_error\":%d", fr->error);
 }

@@ -4,7 +4,8 @@
  * off-CPU or syscall breach (hybtrace/block_stack.h) are kept here until
  * the breach that names them (by tid and seq) is read, then symbolized (or
  * unwound with libdw first, with --callgraph dwarf) into frames that the
- * live line, the JSON line and the dump show. Event loop only: the symbolizer it holds is not shared.
+ * live line, the JSON line and the dump show. Event loop only: the
+ * symbolizer it holds is not shared.
  */
 #ifndef HT_BLOCK_STACKS_H
 #define HT_BLOCK_STACKS_H
@@ -123,7 +124,10 @@ int ht_block_stack_fixup(const uint64_t *fp, int nfp, const uint64_t *cfi, int n
  */
 const char *ht_block_stacks_hint(struct ht_block_stacks *bs, const struct ht_block_frames *fr);
 
-/* ',"block_stack":["f0","f1",...]' (innermost first), for a breach's JSON object. */
+/*
+ * ',"block_stack":["f0","f1",...],"block_stack_at_ns":N' (innermost first;
+ * N: when it left the CPU), for a breach's JSON object.
+ */
 void ht_block_frames_print_json(FILE *f, const struct ht_block_frames *fr);
 
 /* ' blocked in f0 <- f1 <- f2 <- f3' (at most four), for a breach's line of text. */

@@ -206,7 +206,7 @@ TEST(a_kernel_error_is_kept_with_no_frames)
 	ht_block_frames_print_json(f, &fr);
 	ht_block_frames_print_text(f, &fr);
 	fclose(f);
-	CHECK_STR(text, ",\"block_stack\":[],\"block_stack_error\":-14");
+	CHECK_STR(text, ",\"block_stack\":[],\"block_stack_at_ns\":10,\"block_stack_error\":-14");
 	free(text);
 	ht_block_stacks_free(&bs);
 }
@@ -283,6 +283,7 @@ TEST(json_and_text_name_the_frames_innermost_first)
 	FILE *f;
 
 	frames(&fr, HT_BLOCK_STACK_FP, "m", 5);
+	fr.switch_ns = 1234;
 	snprintf(fr.f[1].function, sizeof(fr.f[1].function), "a\"b");
 	f = open_memstream(&text, &size);
 	ht_block_frames_print_json(f, &fr);
@@ -292,8 +293,9 @@ TEST(json_and_text_name_the_frames_innermost_first)
 	fr.depth = 2;
 	ht_block_frames_print_text(f, &fr);
 	fclose(f);
-	CHECK_STR(text, ",\"block_stack\":[\"f0\",\"a\\\"b\",\"f2\",\"f3\",\"f4\"]"
-			"| blocked in f0 <- a\"b <- f2 <- f3 <- ...| blocked in f0 <- a\"b");
+	CHECK_STR(text, ",\"block_stack\":[\"f0\",\"a\\\"b\",\"f2\",\"f3\",\"f4\"],"
+			"\"block_stack_at_ns\":1234| blocked in f0 <- a\"b <- f2 <- f3 <- ...| "
+			"blocked in f0 <- a\"b");
 	free(text);
 }
 
