@@ -2,7 +2,10 @@
 /*
  * --block-stacks, included by monitor.bpf.c: the user stack of a target
  * thread as it goes to sleep, kept with the thread until the next one, and
- * sent (hybtrace/block_stack.h) just before the breach of its wait.
+ * sent (hybtrace/block_stack.h) before the breach of its wait. Each stack a
+ * thread keeps gets the next seq; the thread's state notes the seq of its
+ * last sleep's stack, and a breach names the seq it was sent with: which
+ * stack belongs to which wait never hangs on comparing times.
  *
  * Only sched_switch can take it: there the thread leaving is current, and
  * bpf_get_task_stack() refuses another task's user stack. The record lives
@@ -63,7 +66,13 @@ static __always_inline void copy_user_regs(__u64 *out, struct task_struct *p)
 	out[16] = regs->r15;
 }
 
-static __always_inline void keep_dwarf_stack(struct task_struct *prev, __u64 now)
+/* The seq of a thread's next stack: 0 is never one. */
+static __always_inline __u32 next_block_stack_seq(__u32 seq)
+{
+	return seq + 1 ?: 1;
+}
+
+static __always_inline __u32 keep_dwarf_stack(struct task_struct *prev, __u64 now)
 {
 	struct ht_block_stack_dwarf *v;
 	__u64 base;
@@ -72,8 +81,9 @@ static __always_inline void keep_dwarf_stack(struct task_struct *prev, __u64 now
 	v = bpf_task_storage_get(&block_stacks_dwarf, prev, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
 	if (!v) {
 		__sync_fetch_and_add(&block_stack_drops, 1);
-		return;
+		return 0;
 	}
+	v->head.seq = next_block_stack_seq(v->head.seq);
 	v->head.switch_ns = now;
 	v->head.tid = prev->pid;
 	v->head.mode = HT_BLOCK_STACK_DWARF;
@@ -90,23 +100,26 @@ static __always_inline void keep_dwarf_stack(struct task_struct *prev, __u64 now
 		copied += HT_BLOCK_STACK_PAGE_BYTES;
 	}
 	v->head.bytes = copied;
+	return v->head.seq;
 }
 
-/* PREV, a target thread, goes to sleep: keep its user stack. PREV is current. */
-static __always_inline void keep_block_stack(void *ctx, struct task_struct *prev, __u64 now)
+/*
+ * PREV, a target thread, goes to sleep: keep its user stack. PREV is
+ * current. Returns the stack's seq, or 0 when it could not be kept.
+ */
+static __always_inline __u32 keep_block_stack(void *ctx, struct task_struct *prev, __u64 now)
 {
 	struct ht_block_stack_fp *v;
 	__u32 to_page_end;
 
-	if (block_stack_mode == HT_BLOCK_STACK_DWARF) {
-		keep_dwarf_stack(prev, now);
-		return;
-	}
+	if (block_stack_mode == HT_BLOCK_STACK_DWARF)
+		return keep_dwarf_stack(prev, now);
 	v = bpf_task_storage_get(&block_stacks_fp, prev, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
 	if (!v) {
 		__sync_fetch_and_add(&block_stack_drops, 1);
-		return;
+		return 0;
 	}
+	v->head.seq = next_block_stack_seq(v->head.seq);
 	v->head.switch_ns = now;
 	v->head.tid = prev->pid;
 	v->head.mode = HT_BLOCK_STACK_FP;
@@ -119,33 +132,46 @@ static __always_inline void keep_block_stack(void *ctx, struct task_struct *prev
 	if (v->leaf_bytes < 0 && to_page_end < sizeof(v->leaf) &&
 	    !bpf_probe_read_user(v->leaf, to_page_end, (void *)v->regs[7]))
 		v->leaf_bytes = (__s32)to_page_end;
+	return v->head.seq;
 }
 
 /*
- * A breach of P's wait is about to be sent: send first the stack P kept, if
- * it went to sleep within [FROM_NS, TO_NS], the wait's interval.
+ * Send P's stack SEQ, the one its state says its wait began with, before
+ * the breach that names it. Returns SEQ, or 0 when it was not kept (counted
+ * then) or the ring is full (counted here).
  */
-static __always_inline void send_block_stack(struct task_struct *p, __u64 from_ns, __u64 to_ns)
+static __always_inline __u32 send_block_stack(struct task_struct *p, __u32 seq)
 {
 	struct ht_block_stack_dwarf *d;
 	struct ht_block_stack_fp *f;
-	long err;
+	long err = -1; /* not the stack kept */
 
+	if (!seq)
+		return 0;
 	if (block_stack_mode == HT_BLOCK_STACK_DWARF) {
 		d = bpf_task_storage_get(&block_stacks_dwarf, p, 0, 0);
-		if (!d || d->head.switch_ns < from_ns || d->head.switch_ns > to_ns)
-			return;
-		err = bpf_ringbuf_output(&block_stack_rb, d, sizeof(*d), BPF_RB_NO_WAKEUP);
-	} else if (block_stack_mode == HT_BLOCK_STACK_FP) {
-		f = bpf_task_storage_get(&block_stacks_fp, p, 0, 0);
-		if (!f || f->head.switch_ns < from_ns || f->head.switch_ns > to_ns)
-			return;
-		err = bpf_ringbuf_output(&block_stack_rb, f, sizeof(*f), BPF_RB_NO_WAKEUP);
+		if (d && d->head.seq == seq)
+			err = bpf_ringbuf_output(&block_stack_rb, d, sizeof(*d), BPF_RB_NO_WAKEUP);
 	} else {
-		return;
+		f = bpf_task_storage_get(&block_stacks_fp, p, 0, 0);
+		if (f && f->head.seq == seq)
+			err = bpf_ringbuf_output(&block_stack_rb, f, sizeof(*f), BPF_RB_NO_WAKEUP);
 	}
-	if (err)
-		__sync_fetch_and_add(&block_stack_drops, 1);
+	if (!err)
+		return seq;
+	__sync_fetch_and_add(&block_stack_drops, 1);
+	return 0;
+}
+
+/*
+ * The stack a breach names (SENT, 0: none), or why it has none: its wait
+ * never BLOCKED, or its stack was lost.
+ */
+static __always_inline void block_stack_to_breach(struct ht_breach *b, __u32 sent, bool blocked)
+{
+	b->block_stack_seq = sent;
+	if (block_stack_mode && !sent)
+		b->flags |= blocked ? HT_BRF_BLOCK_STACK_LOST : HT_BRF_NEVER_BLOCKED;
 }
 
 #endif /* HT_BLOCK_STACKS_BPF_H */

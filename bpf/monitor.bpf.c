@@ -88,7 +88,9 @@ struct {
  * a sleep that breaches both thresholds is one wait and one breach, sent at
  * sys_exit with both kinds (or alone, when the syscall stays under its
  * threshold). Of several in one syscall the longest is kept, with the
- * wakeup that ended it; its stack is in syscall_stacks.
+ * wakeup that ended it; its stack is in syscall_stacks, and its user stack
+ * (--block-stacks) was sent as it was held, before a later sleep of the
+ * syscall could take its place.
  */
 struct held_off_cpu {
 	__u64 start_ns; /* 0: none held */
@@ -103,7 +105,7 @@ struct held_off_cpu {
 	__u32 wake_cpu;
 	__u32 flags; /* the wakeup's HT_BRF_JOINED */
 	__u32 softirq_vec;
-	__u32 pad;
+	__u32 block_stack_seq; /* --block-stacks: the stack sent for it; 0: lost */
 	char waker_comm[HT_COMM_LEN];
 };
 
@@ -126,7 +128,8 @@ struct task_state {
 	/* Its run-queue wait began with a preemption on preempt_cpu, not with that wakeup. */
 	__u32 preempted;
 	__u32 preempt_cpu;
-	__u32 softirq_vec; /* wake_source HT_WAKE_SOFTIRQ: which */
+	__u32 softirq_vec;     /* wake_source HT_WAKE_SOFTIRQ: which */
+	__u32 block_stack_seq; /* --block-stacks: its last sleep's stack; 0: not kept */
 	char waker_comm[HT_COMM_LEN];
 	struct held_off_cpu held;
 };
@@ -771,11 +774,13 @@ static __always_inline void emit_breach(__u32 kind, struct task_struct *p, struc
 {
 	bool preempted = kind == HT_BREACH_RQ_DELAY && st->preempted;
 	struct ht_breach *b;
+	__u32 stack = 0;
 
 	if (breaches_stopped)
 		return;
-	if (kind == HT_BREACH_OFF_CPU)
-		send_block_stack(p, start_ns, end_ns);
+	/* An off-CPU wait began with the thread's last sleep. */
+	if (block_stack_mode && kind == HT_BREACH_OFF_CPU)
+		stack = send_block_stack(p, st->block_stack_seq);
 	count(HT_CNT_BREACHES);
 	b = bpf_ringbuf_reserve(&breaches, sizeof(*b), 0);
 	if (!b) {
@@ -810,6 +815,9 @@ static __always_inline void emit_breach(__u32 kind, struct task_struct *p, struc
 	} else {
 		fill_waker(b, st, end_ns);
 	}
+	b->block_stack_seq = 0;
+	if (kind == HT_BREACH_OFF_CPU)
+		block_stack_to_breach(b, stack, true);
 	if (want_stack)
 		b->kstack_bytes = bpf_get_task_stack(p, b->kstack, sizeof(b->kstack), 0);
 	else
@@ -836,9 +844,13 @@ static __always_inline void emit_syscall_end(struct task_struct *p, struct task_
 					     bool syscall, __u64 held_start, __u64 now, long ret,
 					     __u32 flags, __u32 fd);
 
-/* A target thread leaves the CPU: it is either still runnable or going to sleep. */
-static __always_inline void target_switch_out(struct task_struct *prev, __u32 state, bool preempt,
-					      __u64 now)
+/*
+ * A target thread leaves the CPU: it is either still runnable or going to
+ * sleep (then, with --block-stacks, its user stack is kept: CTX is
+ * sched_switch's, where PREV is current).
+ */
+static __always_inline void target_switch_out(void *ctx, struct task_struct *prev, __u32 state,
+					      bool preempt, __u64 now)
 {
 	struct task_state *st;
 	bool in_storage;
@@ -873,6 +885,8 @@ static __always_inline void target_switch_out(struct task_struct *prev, __u32 st
 		st->off_cpu_since_ns = now;
 		st->off_cpu_state = state;
 		st->preempted = 0;
+		if (block_stack_mode)
+			st->block_stack_seq = keep_block_stack(ctx, prev, now);
 	}
 }
 
@@ -1040,6 +1054,9 @@ static __always_inline void hold_off_cpu(struct task_struct *p, struct task_stat
 	__builtin_memcpy(h->waker_comm, st->waker_comm, sizeof(h->waker_comm));
 	/* The stack it slept on is the breach's, whichever kinds it ends with. */
 	keep_syscall_stack(p, st);
+	/* Its user stack too: a later sleep of the syscall keeps another in its place. */
+	if (block_stack_mode)
+		h->block_stack_seq = send_block_stack(p, st->block_stack_seq);
 }
 
 /* The off-CPU part of a breach from the interval held (START, read before it was taken). */
@@ -1099,12 +1116,15 @@ static __always_inline void emit_syscall_end(struct task_struct *p, struct task_
 					     bool syscall, __u64 held_start, __u64 now, long ret,
 					     __u32 flags, __u32 fd)
 {
+	/* The syscall slept (sys_enter reset the state) and no longer sleep of it is held. */
+	bool blocked = held_start || st->off_cpu_state != TASK_RUNNING;
 	struct ht_breach *b;
+	__u32 stack = 0;
 
-	if (syscall)
-		send_block_stack(p, st->syscall_since_ns, now);
-	else
-		send_block_stack(p, held_start, st->held.end_ns);
+	if (held_start)
+		stack = st->held.block_stack_seq;
+	else if (block_stack_mode && syscall && blocked)
+		stack = send_block_stack(p, st->block_stack_seq);
 	count(HT_CNT_BREACHES);
 	b = bpf_ringbuf_reserve(&breaches, sizeof(*b), 0);
 	if (!b) {
@@ -1138,6 +1158,7 @@ static __always_inline void emit_syscall_end(struct task_struct *p, struct task_
 	}
 	if (held_start)
 		fill_held(b, &st->held, held_start);
+	block_stack_to_breach(b, stack, blocked);
 	copy_syscall_stack(b, p, st);
 	bpf_probe_read_kernel_str(b->comm, sizeof(b->comm), p->comm);
 	bpf_ringbuf_submit(b, BPF_RB_FORCE_WAKEUP);
@@ -1238,9 +1259,7 @@ int BPF_PROG(handle_sched_switch, bool preempt, struct task_struct *prev, struct
 	fr_write_sched(t.now, HT_FR_SWITCH, flags, 0, prev->pid, next->pid, state);
 
 	if (prev_target) {
-		target_switch_out(prev, state, preempt, t.now);
-		if (block_stack_mode && !preempt && state != TASK_RUNNING && !(state & TASK_DEAD))
-			keep_block_stack(ctx, prev, t.now);
+		target_switch_out(ctx, prev, state, preempt, t.now);
 		if ((preempt || state == TASK_RUNNING) && t.clock)
 			note_preemption(prev, &t);
 	}
@@ -1608,6 +1627,7 @@ static long flush_slot(__u32 index, void *ctx)
 	b->cpu = slot->st.held.cpu;
 	b->syscall_nr = slot->st.syscall_nr;
 	fill_held(b, &slot->st.held, start);
+	block_stack_to_breach(b, slot->st.held.block_stack_seq, true);
 	comm = bpf_map_lookup_elem(&comms, &tid);
 	if (comm)
 		__builtin_memcpy(b->comm, comm->comm, sizeof(b->comm));

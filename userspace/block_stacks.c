@@ -93,10 +93,9 @@ int ht_block_stacks_on_record(void *ctx, void *data, size_t size)
 	return 0;
 }
 
-void *ht_block_stacks_claim(struct ht_block_stacks *bs, uint32_t tid, uint64_t from_ns,
-			    uint64_t to_ns, size_t *len)
+void *ht_block_stacks_claim(struct ht_block_stacks *bs, uint32_t tid, uint32_t seq, size_t *len)
 {
-	struct ht_block_pending *best = NULL;
+	struct ht_block_pending *found = NULL;
 	void *data;
 
 	for (size_t i = 0; i < HT_BLOCK_PENDING; i++) {
@@ -106,16 +105,24 @@ void *ht_block_stacks_claim(struct ht_block_stacks *bs, uint32_t tid, uint64_t f
 		if (!p->used)
 			continue;
 		memcpy(&h, p->data, sizeof(h));
-		if (h.tid != tid || h.switch_ns < from_ns || h.switch_ns > to_ns)
+		if (h.tid != tid)
 			continue;
-		if (!best || p->seq > best->seq)
-			best = p;
+		if (h.seq == seq) {
+			found = p;
+		} else if (h.seq < seq) {
+			/* Sent for a longer sleep of a syscall that a still longer one replaced. */
+			free(p->data);
+			*p = (struct ht_block_pending){0};
+			bs->superseded++;
+		}
 	}
-	if (!best)
+	if (!found) {
+		bs->missing++;
 		return NULL;
-	data = best->data;
-	*len = best->len;
-	*best = (struct ht_block_pending){0};
+	}
+	data = found->data;
+	*len = found->len;
+	*found = (struct ht_block_pending){0};
 	return data;
 }
 
@@ -258,13 +265,22 @@ static void name_frames(struct ht_block_stacks *bs, const uint64_t *ips, int n,
 	}
 }
 
-int ht_block_stacks_take(struct ht_block_stacks *bs, uint32_t tid, uint64_t from_ns, uint64_t to_ns,
+const char *ht_block_stack_missing(const struct ht_breach *b, bool taken)
+{
+	if (b->flags & HT_BRF_NEVER_BLOCKED)
+		return "never-blocked";
+	if (b->flags & HT_BRF_BLOCK_STACK_LOST)
+		return "lost";
+	return b->block_stack_seq && !taken ? "not-received" : NULL;
+}
+
+int ht_block_stacks_take(struct ht_block_stacks *bs, uint32_t tid, uint32_t seq,
 			 struct ht_block_frames *out)
 {
 	uint64_t ips[HT_BLOCK_STACK_MAX_FRAMES];
 	struct ht_block_stack_head h;
 	size_t len;
-	void *data = ht_block_stacks_claim(bs, tid, from_ns, to_ns, &len);
+	void *data = ht_block_stacks_claim(bs, tid, seq, &len);
 	int n;
 
 	if (!data)
@@ -308,7 +324,8 @@ void ht_block_frames_print_json(FILE *f, const struct ht_block_frames *fr)
 			fputc(',', f);
 		ht_json_string(f, fr->f[i].function);
 	}
-	fputc(']', f);
+	/* When it left the CPU: which of its sleeps the stack is of. */
+	fprintf(f, "],\"block_stack_at_ns\":%llu", (unsigned long long)fr->switch_ns);
 	if (fr->error)
 		fprintf(f, ",\"block_stack_error\":%d", fr->error);
 }

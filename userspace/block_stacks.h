@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
 /*
- * --block-stacks in user space: the stacks the monitor sends just before
- * each off-CPU or syscall breach (hybtrace/block_stack.h) are kept here
- * until their breach is read, then symbolized (or unwound with libdw first,
- * with --callgraph dwarf) into frames that the live line, the JSON line and
- * the dump show. Event loop only: the symbolizer it holds is not shared.
+ * --block-stacks in user space: the stacks the monitor sends before each
+ * off-CPU or syscall breach (hybtrace/block_stack.h) are kept here until
+ * the breach that names them (by tid and seq) is read, then symbolized (or
+ * unwound with libdw first, with --callgraph dwarf) into frames that the
+ * live line, the JSON line and the dump show. Event loop only: the
+ * symbolizer it holds is not shared.
  */
 #ifndef HT_BLOCK_STACKS_H
 #define HT_BLOCK_STACKS_H
@@ -14,6 +15,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include "hybtrace/block_stack.h"
+#include "hybtrace/records.h"
 
 struct ht_symbolizer;
 struct ht_dwarf_unwinder;
@@ -40,7 +42,7 @@ struct ht_block_frames {
 
 struct ht_block_pending {
 	bool used;
-	uint64_t seq; /* arrival order: the newest match wins */
+	uint64_t seq; /* arrival order: the oldest unclaimed makes room first */
 	size_t len;
 	void *data; /* a struct ht_block_stack_fp or _dwarf, LEN bytes */
 };
@@ -53,6 +55,8 @@ struct ht_block_stacks {
 	struct ht_block_pending pending[HT_BLOCK_PENDING];
 	uint64_t seq;
 	uint64_t received, malformed, replaced; /* replaced: dropped unclaimed for a newer one */
+	uint64_t superseded; /* sent for a sleep a longer one of its syscall replaced */
+	uint64_t missing;    /* named by a breach, never received (or dropped unclaimed) */
 	/* Modules whose frame-pointer stacks were one frame deep, said once each. */
 	char **hinted;
 	size_t nhinted;
@@ -73,17 +77,27 @@ int ht_block_stacks_on_record(void *ctx, void *data, size_t size);
 int ht_block_stacks_add(struct ht_block_stacks *bs, const void *data, size_t size);
 
 /*
- * The record TID sent for a wait within [FROM_NS, TO_NS] (the newest one),
- * removed from what is kept. Returns it (free() it), or NULL; *LEN gets its size.
+ * TID's stack SEQ, the one a breach names (ht_breach.block_stack_seq),
+ * removed from what is kept, with TID's older ones (sent for sleeps its
+ * breaches did not keep). Returns it (free() it), or NULL (counted in
+ * missing); *LEN gets its size.
  */
-void *ht_block_stacks_claim(struct ht_block_stacks *bs, uint32_t tid, uint64_t from_ns,
-			    uint64_t to_ns, size_t *len);
+void *ht_block_stacks_claim(struct ht_block_stacks *bs, uint32_t tid, uint32_t seq, size_t *len);
 
 /*
- * Claim TID's stack for the wait [FROM_NS, TO_NS] and resolve it into OUT.
- * Returns 0, or -1 when none was sent for it.
+ * Why breach B (off-CPU or syscall, --block-stacks) comes without the stack
+ * where it blocked: "never-blocked" (its syscall never left the CPU of its
+ * own accord: there is no such place), "lost" (not kept or not sent in the
+ * kernel: block_stack_drops) or "not-received" (named, and user space never
+ * got it; TAKEN: whether it did). NULL when it has its stack.
  */
-int ht_block_stacks_take(struct ht_block_stacks *bs, uint32_t tid, uint64_t from_ns, uint64_t to_ns,
+const char *ht_block_stack_missing(const struct ht_breach *b, bool taken);
+
+/*
+ * Claim TID's stack SEQ and resolve it into OUT. Returns 0, or -1 when it
+ * was never received.
+ */
+int ht_block_stacks_take(struct ht_block_stacks *bs, uint32_t tid, uint32_t seq,
 			 struct ht_block_frames *out);
 
 /*
@@ -110,7 +124,10 @@ int ht_block_stack_fixup(const uint64_t *fp, int nfp, const uint64_t *cfi, int n
  */
 const char *ht_block_stacks_hint(struct ht_block_stacks *bs, const struct ht_block_frames *fr);
 
-/* ',"block_stack":["f0","f1",...]' (innermost first), for a breach's JSON object. */
+/*
+ * ',"block_stack":["f0","f1",...],"block_stack_at_ns":N' (innermost first;
+ * N: when it left the CPU), for a breach's JSON object.
+ */
 void ht_block_frames_print_json(FILE *f, const struct ht_block_frames *fr);
 
 /* ' blocked in f0 <- f1 <- f2 <- f3' (at most four), for a breach's line of text. */

@@ -159,6 +159,8 @@ void ht_breach_print_text(FILE *f, const struct ht_breach_info *bi)
 	}
 	if (bi->block_stack)
 		ht_block_frames_print_text(f, bi->block_stack);
+	else if (bi->block_stack_missing)
+		fprintf(f, " (no stack where it blocked: %s)", bi->block_stack_missing);
 	fputc('\n', f);
 	funlockfile(f);
 }
@@ -285,6 +287,10 @@ void ht_breach_print_json(FILE *f, const struct ht_breach_info *bi, const struct
 	print_kstack_json(f, b, ksyms);
 	if (bi->block_stack)
 		ht_block_frames_print_json(f, bi->block_stack);
+	if (bi->block_stack_missing) {
+		fputs(",\"block_stack_missing\":", f);
+		ht_json_string(f, bi->block_stack_missing);
+	}
 	fputs("}\n", f);
 	funlockfile(f);
 }

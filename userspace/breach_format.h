@@ -22,6 +22,8 @@ struct ht_breach_info {
 	struct ht_culprits culprits;
 	char culprit_comm[HT_MAX_CULPRITS][HT_COMM_BUF];
 	const struct ht_block_frames *block_stack; /* --block-stacks: where it blocked; NULL */
+	/* --block-stacks, an off-CPU or syscall breach without it: why (ht_block_stack_missing()) */
+	const char *block_stack_missing;
 };
 
 /* "task", "irq", "timer", "softirq" or "none" (enum ht_wake_source). */

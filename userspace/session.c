@@ -334,18 +334,27 @@ static void check_out(struct session *s)
 
 /*
  * The user stack B's thread had as its wait began (--block-stacks), sent
- * just before B. Symbolized now, before the dump is offered: the dump needs
- * its frames, and the symbolizer keeps what it read, so this is quick.
+ * before B, which names it; or NULL, and *MISSING says why. Symbolized now,
+ * before the dump is offered: the dump needs its frames, and the
+ * symbolizer keeps what it read, so this is quick.
  */
-static const struct ht_block_frames *block_stack_of(struct session *s, const struct ht_breach *b)
+static const struct ht_block_frames *block_stack_of(struct session *s, const struct ht_breach *b,
+						    const char **missing)
 {
 	struct ht_block_frames *fr = &s->block_frames;
 	const char *module;
+	bool taken = false;
 
+	*missing = NULL;
 	if (!s->blocks || (b->kind != HT_BREACH_OFF_CPU && b->kind != HT_BREACH_SYSCALL))
 		return NULL;
-	ht_monitor_consume_block_stacks(&s->monitor);
-	if (ht_block_stacks_take(s->blocks, b->tid, b->start_ns, b->end_ns, fr))
+	/* Sent on its own ring before B was: read it up to B. */
+	if (b->block_stack_seq) {
+		ht_monitor_consume_block_stacks(&s->monitor);
+		taken = !ht_block_stacks_take(s->blocks, b->tid, b->block_stack_seq, fr);
+	}
+	*missing = ht_block_stack_missing(b, taken);
+	if (!taken)
 		return NULL;
 	s->block_stacks_shown++;
 	module = ht_block_stacks_hint(s->blocks, fr);
@@ -384,7 +393,7 @@ static int on_breach(void *ctx, void *data, size_t size)
 	bi.since_start_s = (double)(int64_t)(bi.b.end_ns - s->start_ns) / 1e9;
 	/* Before anything ranks or prints it: a wait on a latch is no wait for work. */
 	ht_wait_sets_judge(&s->wait_sets, &bi.b, monotonic_ns());
-	bi.block_stack = block_stack_of(s, &bi.b);
+	bi.block_stack = block_stack_of(s, &bi.b, &bi.block_stack_missing);
 	/* The dump first: its sources freeze at the window's end, whatever we do here. */
 	offer_breach_dump(s, &bi);
 	/*
@@ -632,10 +641,12 @@ static void print_summary_text(struct session *s, FILE *f, const struct ht_monit
 	if (s->blocks)
 		fprintf(f,
 			"  block stacks: %llu shown with their breaches, %llu not kept or sent "
-			"(task storage, ring full), %llu sent for breaches not read\n",
+			"(task storage, ring full), %llu sent for breaches not read, %llu named by "
+			"a breach and not received\n",
 			(unsigned long long)s->block_stacks_shown,
 			(unsigned long long)ht_monitor_block_stack_drops(&s->monitor),
-			(unsigned long long)s->blocks->replaced);
+			(unsigned long long)s->blocks->replaced,
+			(unsigned long long)s->blocks->missing);
 }
 
 static void print_dump_stats_json(struct session *s, FILE *f)
@@ -701,6 +712,14 @@ static void print_summary_json(struct session *s, FILE *f, const struct ht_monit
 		(unsigned long long)c->value[HT_CNT_RQ_THREAD_STATE],
 		(unsigned long long)c->value[HT_CNT_STATE_SLOT],
 		(unsigned long long)c->value[HT_CNT_STATE_STORAGE]);
+	if (s->blocks)
+		fprintf(f,
+			",\"block_stacks\":{\"shown\":%llu,\"lost\":%llu,\"unclaimed\":%llu,"
+			"\"not_received\":%llu}",
+			(unsigned long long)s->block_stacks_shown,
+			(unsigned long long)ht_monitor_block_stack_drops(&s->monitor),
+			(unsigned long long)s->blocks->replaced,
+			(unsigned long long)s->blocks->missing);
 	print_dump_stats_json(s, f);
 	print_triggers_json(s, f);
 }

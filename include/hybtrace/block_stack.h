@@ -3,8 +3,9 @@
  * The user stack a target thread had when it last went to sleep
  * (--block-stacks): taken by the sched_switch program at each voluntary
  * switch-out, while the thread is still current (a user stack can only be
- * had then), kept in task storage, and sent on its own ring buffer just
- * before the breach of the wait it began. Both sides compile this header.
+ * had then), kept in task storage, and sent on its own ring buffer before
+ * the breach of the wait it began, which names it by tid and seq
+ * (ht_breach.block_stack_seq). Both sides compile this header.
  */
 #ifndef HYBTRACE_BLOCK_STACK_H
 #define HYBTRACE_BLOCK_STACK_H
@@ -42,9 +43,9 @@ enum ht_block_stack_mode {
 struct ht_block_stack_head {
 	__u64 switch_ns; /* when it left the CPU: the wait's start */
 	__u32 tid;
-	__u32 mode;	 /* enum ht_block_stack_mode */
-	__s32 bytes;	 /* FP: bytes of ips; DWARF: bytes of stack copied; or a negative errno */
-	__u32 pad;
+	__u32 mode;  /* enum ht_block_stack_mode */
+	__s32 bytes; /* FP: bytes of ips; DWARF: bytes of stack copied; or a negative errno */
+	__u32 seq;   /* the thread's stacks kept so far, this one included: its breach names it */
 };
 
 struct ht_block_stack_fp {

@@ -99,14 +99,22 @@ enum ht_wake_source {
 #define HT_BRF_JOINED	       0x01
 /* In io_uring_enter waiting for completions (IORING_ENTER_GETEVENTS, min_complete > 0). */
 #define HT_BRF_URING_GETEVENTS 0x02
+/*
+ * --block-stacks, a breach without a stack: its syscall never left the CPU
+ * of its own accord (it ran, spun or was held up in the kernel, or was
+ * preempted), so there is no place where it blocked...
+ */
+#define HT_BRF_NEVER_BLOCKED 0x04
+/* ...or it blocked, but that stack was not kept or not sent (block_stack_drops). */
+#define HT_BRF_BLOCK_STACK_LOST 0x08
 /* ht_breach::syscall_fd holds the syscall's first argument (x86-64 rdi, truncated). */
-#define HT_BRF_SYSCALL_FD      0x04
+#define HT_BRF_SYSCALL_FD 0x10
 /*
  * Set by user space: the epoll set it waited on watches only notifications
  * between threads or processes (eventfd, signalfd, pipes): a wait on a latch
  * or a condition, not for new work (wait_for_work.c).
  */
-#define HT_BRF_WAITS_ON_NOTICES 0x08
+#define HT_BRF_WAITS_ON_NOTICES 0x20
 
 /* The kernel's softirq vectors (include/linux/interrupt.h), as softirq_to_name. */
 #define HT_NR_SOFTIRQS 10
@@ -144,7 +152,14 @@ struct ht_breach {
 	__u64 off_cpu_end_ns;
 	__u64 off_cpu_threshold_ns;
 	__u32 softirq_vec; /* HT_WAKE_SOFTIRQ: the softirq that woke it */
-	__u32 syscall_fd;  /* with HT_BRF_SYSCALL_FD: the syscall's first argument */
+	/*
+	 * --block-stacks: the seq of the stack sent for this wait (struct
+	 * ht_block_stack_head), 0 when none was; then HT_BRF_NEVER_BLOCKED or
+	 * HT_BRF_BLOCK_STACK_LOST says why.
+	 */
+	__u32 block_stack_seq;
+	__u32 syscall_fd; /* with HT_BRF_SYSCALL_FD: the syscall's first argument */
+	__u32 pad;
 };
 
 #define HT_KIND_BIT(kind) (1U << (kind))

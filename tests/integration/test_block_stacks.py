@@ -5,6 +5,7 @@ import glob
 import json
 import os
 import subprocess
+import sys
 import tempfile
 
 from harness import HYBTRACE, check, hybtrace, need_root, test, tp_query, workload
@@ -146,6 +147,12 @@ def no_block_stack_without_the_option():
     check(not any("block_stack" in b for b in run.breaches()), run.describe())
 
 
+def check_never_blocked(b, what):
+    """A syscall breach that says it never blocked: no stack, no sleep, no off-CPU part."""
+    check("block_stack" not in b and b["state"] == "R" and "off-cpu" not in b["kinds"],
+          "%s: said never-blocked: %r" % (what, b))
+
+
 @test
 def syscall_breaches_carry_the_stack_where_the_syscall_slept():
     need_root()
@@ -153,12 +160,116 @@ def syscall_breaches_carry_the_stack_where_the_syscall_slept():
                                         "--max-dumps", "0"])
     waits = [b for b in run.breaches("syscall") if b["tid"] != b["pid"]]
     check(waits, "no futex syscall breach of a convoy thread\n" + run.describe())
-    # Known defect (issue 15, item 4): now and then one syscall breach of the convoy comes
-    # without its stack, cause not found yet. Every stack given is the lock's; nearly
-    # every breach has one.
-    given = [b for b in waits if b.get("block_stack")]
-    check(len(given) >= 0.75 * len(waits), "%d of %d syscall breaches carry a stack: %r"
-          % (len(given), len(waits), [(b["state"], b.get("block_stack_error")) for b in waits]))
-    for b in given:
-        check_lock_stack(b.get("block_stack"), "syscall of tid %d at %d"
-                         % (b["tid"], b["start_ns"]))
+    # Each round's lock and unlock call, and the voluntary context switches the kernel
+    # counted in it. The unlock's futex wake never sleeps, yet on a loaded VM it now and then
+    # takes longer than 6 ms (the wakeup held up in the kernel, or the vCPU by its host):
+    # a syscall breach with no place where it blocked, which must say so.
+    calls = []
+    for e in run.events("waited"):
+        calls.append((e["tid"], "lock", e["lock_ns"], e["lock_sleeps"]))
+        calls.append((e["tid"], "unlock", e["unlock_ns"], e["unlock_sleeps"]))
+    with_stack = 0
+    for b in waits:
+        what = "syscall of tid %d at %d" % (b["tid"], b["start_ns"])
+        inside = [c for c in calls if c[0] == b["tid"] and c[2][0] <= b["start_ns"] and
+                  b["end_ns"] <= c[2][1]]
+        check(inside, "%s is in no lock or unlock call the convoy logged: %r" % (what, b))
+        _, call, _, sleeps = inside[0]
+        if b.get("block_stack_missing") == "never-blocked":
+            check_never_blocked(b, what)
+            # A lock call may sleep in one futex and not in another: only a call the
+            # kernel saw never sleep pins it down.
+            check(call == "lock" or sleeps == 0, "%s: never-blocked, in an unlock the kernel "
+                  "counted %d sleeps in" % (what, sleeps))
+            continue
+        # Every other one blocked, in a lock call the kernel counted a sleep in, and its
+        # stack is the lock's.
+        check(call == "lock" and sleeps > 0, "%s: no never-blocked, in a %s call that slept "
+              "%d times: %r" % (what, call, sleeps, b))
+        check_lock_stack(b.get("block_stack"), what)
+        with_stack += 1
+    check(with_stack, "no lock wait among %d syscall breaches" % len(waits))
+    blocks = run.summary()["block_stacks"]
+    check(blocks["lost"] == 0 and blocks["not_received"] == 0, "summary: %r" % blocks)
+
+
+# A syscall that runs in the kernel for tens of ms without sleeping (getrandom of 64 MiB,
+# a copy out of ChaCha20), with the kernel's count of the thread's voluntary switches around
+# each call.
+GETRANDOM = """
+import json, os, resource, threading, time
+log = open(os.environ["HT_WORKLOAD_LOG"], "a")
+for _ in range(3):
+    s0 = resource.getrusage(resource.RUSAGE_THREAD).ru_nvcsw
+    t0 = time.monotonic_ns()
+    os.getrandom(64 << 20)
+    t1 = time.monotonic_ns()
+    s1 = resource.getrusage(resource.RUSAGE_THREAD).ru_nvcsw
+    log.write(json.dumps({"event": "getrandom", "tid": threading.get_native_id(),
+                          "ns": [t0, t1], "sleeps": s1 - s0}) + "\\n")
+    log.flush()
+"""
+
+
+@test
+def a_syscall_that_never_blocked_says_so():
+    need_root()
+    run = hybtrace(["run", "--json", "--rq-delay", "off", "--off-cpu", "5ms", "--syscall", "5ms",
+                    "--syscalls", "getrandom", "--block-stacks", "--source", "none",
+                    "--max-dumps", "0", "--", sys.executable, "-c", GETRANDOM], timeout=120)
+    check(run.rc == 0, run.describe())
+    calls = run.events("getrandom")
+    check(len(calls) == 3, "the workload logged %r\n%s" % (calls, run.describe()))
+    never = 0
+    for c in calls:
+        got = [b for b in run.breaches("syscall") if b["tid"] == c["tid"] and
+               c["ns"][0] <= b["start_ns"] and b["end_ns"] <= c["ns"][1]]
+        check(len(got) == 1, "getrandom %r: breaches %r\n%s" % (c, got, run.describe()))
+        b = got[0]
+        if c["sleeps"]:
+            # It slept after all (a page fault waiting, say): then where it blocked.
+            check("block_stack" in b and "block_stack_missing" not in b, "%r: %r" % (c, b))
+            continue
+        check(b.get("block_stack_missing") == "never-blocked", "getrandom %r, which the "
+              "kernel saw never sleep, is not said never-blocked: %r" % (c, b))
+        check_never_blocked(b, "getrandom at %d" % b["start_ns"])
+        never += 1
+    check(never, "every getrandom slept: %r" % calls)
+    check(run.summary()["block_stacks"]["lost"] == 0, run.describe())
+
+
+@test
+def a_sleep_held_in_its_syscall_keeps_its_stack_past_a_later_sleep():
+    """A receive sleeps 30 ms, then 2 ms, in one syscall under a 200 ms syscall threshold:
+    the 30 ms sleep is held until the syscall ends and then sent alone, off-CPU. The 2 ms
+    sleep kept its own stack meanwhile; the breach carries the 30 ms sleep's, shown in the
+    dump where that sleep began.
+
+    The workload exits right after the receive, often before hybtrace reads the breach:
+    then the stack's frames may not be named (the symbolizer finds no mappings left, a
+    defect of its own), but the stack is there, taken as the held sleep began, and the
+    dump is checked when they are."""
+    need_root()
+    out = tempfile.mkdtemp()
+    run = hybtrace(["run", "--json", "--rq-delay", "off", "--off-cpu", "10ms", "--syscall",
+                    "200ms", "--block-stacks", "--source", "none", "--max-dumps", "1",
+                    "--output", out, "--", workload("syscall_waits"), "sock", "30", "2"],
+                   timeout=120)
+    check(run.rc == 0, run.describe())
+    start = run.events("wait_start")
+    again = run.events("asleep_again")
+    check(len(start) == 1 and len(again) == 1, "workload log %r" % run.log)
+    waits = [b for b in run.breaches() if b["tid"] == start[0]["tid"]]
+    check(len(waits) == 1 and waits[0]["kinds"] == ["off-cpu"], "breaches of the reader: %r\n%s"
+          % (waits, run.describe()))
+    b = waits[0]
+    # The held sleep: it began before the second one, which the writer saw.
+    check(b["end_ns"] < again[0]["ts_ns"], "breach %r, asleep again at %d" % (b, again[0]["ts_ns"]))
+    check("block_stack" in b and "block_stack_missing" not in b,
+          "the held sleep's breach has no stack: %r" % b)
+    # Taken where the held sleep began (the same clock reading), not at the later sleep.
+    check(b["block_stack_at_ns"] == b["off_cpu"]["start_ns"] == b["start_ns"],
+          "the stack was taken at %d, the held sleep began at %d" % (b["block_stack_at_ns"],
+                                                                    b["off_cpu"]["start_ns"]))
+    if b["block_stack"]:
+        check_dumps(run, out)

@@ -13,13 +13,14 @@ static void store(struct ht_block_stacks *bs, unsigned int mode)
 	bs->mode = mode;
 }
 
-static void add_fp(struct ht_block_stacks *bs, uint32_t tid, uint64_t switch_ns, int frames)
+static void add_fp(struct ht_block_stacks *bs, uint32_t tid, uint32_t seq, uint64_t switch_ns,
+		   int frames)
 {
 	struct ht_block_stack_fp r;
 
 	memset(&r, 0, sizeof(r));
 	r.head = (struct ht_block_stack_head){switch_ns, tid, HT_BLOCK_STACK_FP,
-					      frames * (int32_t)sizeof(uint64_t), 0};
+					      frames * (int32_t)sizeof(uint64_t), seq};
 	for (int i = 0; i < frames; i++)
 		r.ips[i] = 0x1000 * (tid % 16 + 1) + (uint64_t)i;
 	CHECK(!ht_block_stacks_add(bs, &r, sizeof(r)));
@@ -67,7 +68,7 @@ TEST(fixup_keeps_the_walk_where_cfi_does_not_meet_it)
 	CHECK_EQ_U64(out[0], 0x100);
 }
 
-TEST(a_breach_claims_the_newest_stack_of_its_thread_within_its_wait)
+TEST(a_breach_claims_exactly_the_stack_it_names)
 {
 	struct ht_block_stacks bs;
 	struct ht_block_frames fr;
@@ -75,31 +76,74 @@ TEST(a_breach_claims_the_newest_stack_of_its_thread_within_its_wait)
 	void *r;
 
 	store(&bs, HT_BLOCK_STACK_FP);
-	add_fp(&bs, 7, 1000, 3);
-	add_fp(&bs, 8, 1500, 2);
-	add_fp(&bs, 7, 2000, 4);
-	/* Both in the window: the newest, the one the thread kept last. */
-	r = ht_block_stacks_claim(&bs, 7, 0, 5000, &len);
-	CHECK(r && ((struct ht_block_stack_head *)r)->switch_ns == 2000);
+	add_fp(&bs, 7, 4, 1000, 3);
+	add_fp(&bs, 8, 4, 1500, 2);
+	add_fp(&bs, 7, 5, 2000, 4);
+	/* The one named, whatever its time: not the newest, not one in some window. */
+	r = ht_block_stacks_claim(&bs, 7, 4, &len);
+	CHECK(r && ((struct ht_block_stack_head *)r)->switch_ns == 1000);
+	CHECK_EQ_U64(len, sizeof(struct ht_block_stack_fp));
 	free(r);
-	add_fp(&bs, 7, 2000, 4);
-	/* Another thread's, or one from before the wait: not this breach's. */
-	CHECK(!ht_block_stacks_claim(&bs, 9, 0, 5000, &len));
-	CHECK(!ht_block_stacks_claim(&bs, 7, 2001, 5000, &len));
-	CHECK(!ht_block_stacks_take(&bs, 7, 2000, 3000, &fr));
+	/* Not another thread's; a later one of the thread waits for its own breach. */
+	CHECK(!ht_block_stacks_claim(&bs, 9, 5, &len));
+	CHECK(!ht_block_stacks_claim(&bs, 7, 3, &len));
+	CHECK_EQ_U64(bs.missing, 2);
+	CHECK(!ht_block_stacks_take(&bs, 7, 5, &fr));
 	CHECK_EQ_U64(fr.switch_ns, 2000);
 	CHECK_EQ_U64(fr.tid, 7);
 	CHECK_EQ_U64(fr.depth, 4);
 	CHECK_STR(fr.f[0].function, "0x8000");
 	CHECK_STR(fr.f[3].function, "0x8003");
 	CHECK_STR(fr.f[0].module, "");
-	/* Claimed once: gone. The older one is still there for its own breach. */
-	CHECK(!ht_block_stacks_claim(&bs, 7, 2000, 3000, &len));
-	r = ht_block_stacks_claim(&bs, 7, 0, 5000, &len);
-	CHECK(r && ((struct ht_block_stack_head *)r)->switch_ns == 1000);
-	CHECK_EQ_U64(len, sizeof(struct ht_block_stack_fp));
+	/* Claimed once: gone. The other thread's is still there for its own breach. */
+	CHECK(ht_block_stacks_take(&bs, 7, 5, &fr) == -1);
+	r = ht_block_stacks_claim(&bs, 8, 4, &len);
+	CHECK(r && ((struct ht_block_stack_head *)r)->switch_ns == 1500);
+	free(r);
+	CHECK_EQ_U64(bs.superseded, 0);
+	ht_block_stacks_free(&bs);
+}
+
+TEST(a_claim_drops_the_stacks_of_sleeps_a_longer_one_replaced)
+{
+	struct ht_block_stacks bs;
+	size_t len;
+	void *r;
+
+	/*
+	 * A syscall sleeps 8 ms (held, its stack sent), then 12 ms (held
+	 * instead, sent too), then 1 ms: its breach names the 12 ms sleep's
+	 * stack. The 8 ms one is nobody's any more; the next sleep's is kept.
+	 */
+	store(&bs, HT_BLOCK_STACK_FP);
+	add_fp(&bs, 7, 2, 1000, 3);
+	add_fp(&bs, 7, 3, 9000, 3);
+	add_fp(&bs, 7, 5, 30000, 3);
+	r = ht_block_stacks_claim(&bs, 7, 3, &len);
+	CHECK(r && ((struct ht_block_stack_head *)r)->switch_ns == 9000);
+	free(r);
+	CHECK_EQ_U64(bs.superseded, 1);
+	CHECK(!ht_block_stacks_claim(&bs, 7, 2, &len));
+	r = ht_block_stacks_claim(&bs, 7, 5, &len);
+	CHECK(r && ((struct ht_block_stack_head *)r)->switch_ns == 30000);
 	free(r);
 	ht_block_stacks_free(&bs);
+}
+
+TEST(a_breach_says_why_it_has_no_stack)
+{
+	struct ht_breach b;
+
+	memset(&b, 0, sizeof(b));
+	b.kind = HT_BREACH_SYSCALL;
+	b.flags = HT_BRF_NEVER_BLOCKED | HT_BRF_JOINED;
+	CHECK_STR(ht_block_stack_missing(&b, false), "never-blocked");
+	b.flags = HT_BRF_BLOCK_STACK_LOST;
+	CHECK_STR(ht_block_stack_missing(&b, false), "lost");
+	b.flags = 0;
+	b.block_stack_seq = 9;
+	CHECK_STR(ht_block_stack_missing(&b, false), "not-received");
+	CHECK(!ht_block_stack_missing(&b, true));
 }
 
 TEST(stacks_whose_breach_never_came_make_room_oldest_first)
@@ -110,12 +154,12 @@ TEST(stacks_whose_breach_never_came_make_room_oldest_first)
 
 	store(&bs, HT_BLOCK_STACK_FP);
 	for (uint32_t i = 0; i < HT_BLOCK_PENDING + 3; i++)
-		add_fp(&bs, 100 + i, 1000 + i, 1);
+		add_fp(&bs, 100 + i, 1, 1000 + i, 1);
 	CHECK_EQ_U64(bs.received, HT_BLOCK_PENDING + 3);
 	CHECK_EQ_U64(bs.replaced, 3);
-	CHECK(!ht_block_stacks_claim(&bs, 100, 0, ~0ULL, &len));
-	CHECK(!ht_block_stacks_claim(&bs, 102, 0, ~0ULL, &len));
-	r = ht_block_stacks_claim(&bs, 103, 0, ~0ULL, &len);
+	CHECK(!ht_block_stacks_claim(&bs, 100, 1, &len));
+	CHECK(!ht_block_stacks_claim(&bs, 102, 1, &len));
+	r = ht_block_stacks_claim(&bs, 103, 1, &len);
 	CHECK(r != NULL);
 	free(r);
 	ht_block_stacks_free(&bs);
@@ -153,16 +197,16 @@ TEST(a_kernel_error_is_kept_with_no_frames)
 
 	store(&bs, HT_BLOCK_STACK_FP);
 	memset(&r, 0, sizeof(r));
-	r.head = (struct ht_block_stack_head){10, 3, HT_BLOCK_STACK_FP, -14, 0};
+	r.head = (struct ht_block_stack_head){10, 3, HT_BLOCK_STACK_FP, -14, 1};
 	CHECK(!ht_block_stacks_add(&bs, &r, sizeof(r)));
-	CHECK(!ht_block_stacks_take(&bs, 3, 10, 10, &fr));
+	CHECK(!ht_block_stacks_take(&bs, 3, 1, &fr));
 	CHECK_EQ_U64(fr.depth, 0);
 	CHECK(fr.error == -14);
 	f = open_memstream(&text, &size);
 	ht_block_frames_print_json(f, &fr);
 	ht_block_frames_print_text(f, &fr);
 	fclose(f);
-	CHECK_STR(text, ",\"block_stack\":[],\"block_stack_error\":-14");
+	CHECK_STR(text, ",\"block_stack\":[],\"block_stack_at_ns\":10,\"block_stack_error\":-14");
 	free(text);
 	ht_block_stacks_free(&bs);
 }
@@ -239,6 +283,7 @@ TEST(json_and_text_name_the_frames_innermost_first)
 	FILE *f;
 
 	frames(&fr, HT_BLOCK_STACK_FP, "m", 5);
+	fr.switch_ns = 1234;
 	snprintf(fr.f[1].function, sizeof(fr.f[1].function), "a\"b");
 	f = open_memstream(&text, &size);
 	ht_block_frames_print_json(f, &fr);
@@ -248,8 +293,9 @@ TEST(json_and_text_name_the_frames_innermost_first)
 	fr.depth = 2;
 	ht_block_frames_print_text(f, &fr);
 	fclose(f);
-	CHECK_STR(text, ",\"block_stack\":[\"f0\",\"a\\\"b\",\"f2\",\"f3\",\"f4\"]"
-			"| blocked in f0 <- a\"b <- f2 <- f3 <- ...| blocked in f0 <- a\"b");
+	CHECK_STR(text, ",\"block_stack\":[\"f0\",\"a\\\"b\",\"f2\",\"f3\",\"f4\"],"
+			"\"block_stack_at_ns\":1234| blocked in f0 <- a\"b <- f2 <- f3 <- ...| "
+			"blocked in f0 <- a\"b");
 	free(text);
 }
 

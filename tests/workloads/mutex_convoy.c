@@ -3,12 +3,16 @@
  * A mutex convoy: THREADS threads take one mutex in turn through
  * take_convoy_lock() and hold it HOLD_MS, spinning; the others wait in
  * pthread_mutex_lock, asleep on its futex, for several holds. Each waiter
- * logs how long it waited; the first logs "convoy_start" with the address
- * of take_convoy_lock, the function that calls pthread_mutex_lock.
+ * logs how long it waited, when its lock and unlock calls ran and how many
+ * times the kernel counts it slept in each (voluntary context switches:
+ * the unlock's futex wake never sleeps, yet may take long); the first logs
+ * "convoy_start" with the address of take_convoy_lock, the function that
+ * calls pthread_mutex_lock.
  * Built twice: with frame pointers (mutex_convoy) and without
  * (mutex_convoy_nofp), where a frame-pointer walk stops short.
  * usage: mutex_convoy [HOLD_MS [ROUNDS [THREADS]]]
  */
+#include <sys/resource.h>
 #include "workload.h"
 
 #define MAX_THREADS 16
@@ -24,15 +28,32 @@ __attribute__((noinline)) void take_convoy_lock(void)
 	__asm__ __volatile__("" ::: "memory");
 }
 
+/* The kernel's count of the calling thread's voluntary context switches: its sleeps. */
+static long sleeps(void)
+{
+	struct rusage ru;
+
+	return getrusage(RUSAGE_THREAD, &ru) ? -1 : ru.ru_nvcsw;
+}
+
 __attribute__((noinline)) static void convoy_round(void)
 {
-	uint64_t t0 = wl_now_ns(), t1;
+	long s0 = sleeps(), s1, s2;
+	uint64_t t0 = wl_now_ns(), t1, t2, t3;
 
 	take_convoy_lock();
 	t1 = wl_now_ns();
+	s1 = sleeps();
 	wl_spin_until(t1 + hold_ns);
+	t2 = wl_now_ns();
 	pthread_mutex_unlock(&convoy_lock);
-	wl_log("waited", "\"wait_ns\":%llu", (unsigned long long)(t1 - t0));
+	t3 = wl_now_ns();
+	s2 = sleeps();
+	wl_log("waited",
+	       "\"wait_ns\":%llu,\"lock_ns\":[%llu,%llu],\"lock_sleeps\":%ld,"
+	       "\"unlock_ns\":[%llu,%llu],\"unlock_sleeps\":%ld",
+	       (unsigned long long)(t1 - t0), (unsigned long long)t0, (unsigned long long)t1,
+	       s1 - s0, (unsigned long long)t2, (unsigned long long)t3, s2 - s1);
 	/* Out of the way for a moment, so the lock goes round the convoy. */
 	wl_sleep_ns(200000);
 	__asm__ __volatile__("" ::: "memory");
