@@ -893,7 +893,8 @@ static __always_inline void target_switch_out(void *ctx, struct task_struct *pre
 static __always_inline void judge_rq_delay(struct task_struct *next, struct task_state *st,
 					   __u64 since, __u64 now)
 {
-	__u64 delta = now - since;
+	/* Two CPUs' clock estimates (clock_sync) may put a short wait's end before its start. */
+	__u64 delta = now > since ? now - since : 0;
 
 	hist_add(HT_BREACH_RQ_DELAY, delta);
 	if (!rq_delay_thresh_ns || delta < rq_delay_thresh_ns)
@@ -1210,7 +1211,8 @@ static __always_inline void target_switch_in(struct task_struct *next, const str
 	}
 	st->runnable_since_ns = 0;
 	if (st->off_cpu_since_ns && off_cpu_thresh_ns) {
-		__u64 delta = now - st->off_cpu_since_ns;
+		/* Switched out on another CPU, whose clock estimate may run a little ahead. */
+		__u64 delta = now > st->off_cpu_since_ns ? now - st->off_cpu_since_ns : 0;
 
 		count_judged(in_storage);
 		hist_add(HT_BREACH_OFF_CPU, delta);

@@ -91,8 +91,13 @@ class Run:
         return out
 
     def breaches(self, kind=None):
-        return [o for o in self.json_lines()
-                if o.get("type") == "breach" and (kind is None or o["kind"] == kind)]
+        out = [o for o in self.json_lines()
+               if o.get("type") == "breach" and (kind is None or o["kind"] == kind)]
+        # Whatever a test looks for, no breach may end before it began.
+        bad = [b for b in out if b["end_ns"] < b["start_ns"]]
+        if bad:
+            raise Failure("a breach ends before it begins: %r" % bad[0])
+        return out
 
     def summary(self):
         for o in self.json_lines():
