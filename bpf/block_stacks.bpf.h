@@ -63,7 +63,7 @@ static __always_inline void copy_user_regs(__u64 *out, struct task_struct *p)
 	out[16] = regs->r15;
 }
 
-static __always_inline void keep_dwarf_stack(struct task_struct *prev, __u64 now)
+static __always_inline bool keep_dwarf_stack(struct task_struct *prev, __u64 now)
 {
 	struct ht_block_stack_dwarf *v;
 	__u64 base;
@@ -72,7 +72,7 @@ static __always_inline void keep_dwarf_stack(struct task_struct *prev, __u64 now
 	v = bpf_task_storage_get(&block_stacks_dwarf, prev, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
 	if (!v) {
 		__sync_fetch_and_add(&block_stack_drops, 1);
-		return;
+		return false;
 	}
 	v->head.switch_ns = now;
 	v->head.tid = prev->pid;
@@ -90,22 +90,24 @@ static __always_inline void keep_dwarf_stack(struct task_struct *prev, __u64 now
 		copied += HT_BLOCK_STACK_PAGE_BYTES;
 	}
 	v->head.bytes = copied;
+	return true;
 }
 
-/* PREV, a target thread, goes to sleep: keep its user stack. PREV is current. */
-static __always_inline void keep_block_stack(void *ctx, struct task_struct *prev, __u64 now)
+/*
+ * PREV, a target thread, goes to sleep: keep its user stack. PREV is current.
+ * Whether a stack was kept (make bench divides the program's added time by them).
+ */
+static __always_inline bool keep_block_stack(void *ctx, struct task_struct *prev, __u64 now)
 {
 	struct ht_block_stack_fp *v;
 	__u32 to_page_end;
 
-	if (block_stack_mode == HT_BLOCK_STACK_DWARF) {
-		keep_dwarf_stack(prev, now);
-		return;
-	}
+	if (block_stack_mode == HT_BLOCK_STACK_DWARF)
+		return keep_dwarf_stack(prev, now);
 	v = bpf_task_storage_get(&block_stacks_fp, prev, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
 	if (!v) {
 		__sync_fetch_and_add(&block_stack_drops, 1);
-		return;
+		return false;
 	}
 	v->head.switch_ns = now;
 	v->head.tid = prev->pid;
@@ -119,6 +121,7 @@ static __always_inline void keep_block_stack(void *ctx, struct task_struct *prev
 	if (v->leaf_bytes < 0 && to_page_end < sizeof(v->leaf) &&
 	    !bpf_probe_read_user(v->leaf, to_page_end, (void *)v->regs[7]))
 		v->leaf_bytes = (__s32)to_page_end;
+	return true;
 }
 
 /*

@@ -1221,8 +1221,9 @@ int BPF_PROG(handle_sched_switch, bool preempt, struct task_struct *prev, struct
 
 	if (prev_target) {
 		target_switch_out(prev, state, preempt, t.now);
-		if (block_stack_mode && !preempt && state != TASK_RUNNING && !(state & TASK_DEAD))
-			keep_block_stack(ctx, prev, t.now);
+		if (block_stack_mode && !preempt && state != TASK_RUNNING && !(state & TASK_DEAD) &&
+		    keep_block_stack(ctx, prev, t.now))
+			count(HT_CNT_BLOCK_STACKS_TAKEN);
 		if ((preempt || state == TASK_RUNNING) && t.clock)
 			note_preemption(prev, &t);
 	}
