@@ -84,6 +84,7 @@ struct session {
 	struct ht_intelpt pt;
 	struct ht_code_triggers triggers;
 	struct ht_marks_source marks;
+	struct ht_marks_locator marks_locator;
 	struct ht_dumper dumper;
 	/* Breach lines, or JSON lines: stdout or --json=FILE. */
 	struct ht_out_stream out;
@@ -1184,6 +1185,7 @@ static void finish_dumps(struct session *s)
 static void close_session(struct session *s)
 {
 	ht_dumper_stop(&s->dumper);
+	ht_marks_locator_free(&s->marks_locator);
 	ht_code_triggers_close(&s->triggers);
 	ht_sampler_close(&s->sampler);
 	if (s->pt.open)
@@ -1279,6 +1281,8 @@ static int start_dumper(struct session *s)
 {
 	s->marks.tgid = s->tgid;
 	ht_tsc_pair_take(&s->marks.attach_pair);
+	ht_marks_locator_init(&s->marks_locator, s->tgid);
+	s->marks.locator = &s->marks_locator;
 	const struct ht_options *o = s->opt;
 	struct ht_dumper_config cfg = {
 		.output_dir = o->output_dir,
