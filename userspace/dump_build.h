@@ -70,7 +70,7 @@ struct ht_dump_job {
 struct ht_marks_source {
 	int tgid;
 	struct ht_tsc_pair attach_pair;
-	/* Where the registries were at the last freeze; freezes are made by one thread. */
+	/* Where the registries were at the last freeze (NULL: none kept); one thread freezes. */
 	struct ht_marks_locator *locator;
 };
 
