@@ -885,8 +885,12 @@ static __always_inline void target_switch_out(void *ctx, struct task_struct *pre
 		st->off_cpu_since_ns = now;
 		st->off_cpu_state = state;
 		st->preempted = 0;
-		if (block_stack_mode)
+		if (block_stack_mode) {
 			st->block_stack_seq = keep_block_stack(ctx, prev, now);
+			/* make bench divides the program's added time by the stacks taken. */
+			if (st->block_stack_seq)
+				count(HT_CNT_BLOCK_STACKS_TAKEN);
+		}
 	}
 }
 

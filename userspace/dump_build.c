@@ -154,7 +154,9 @@ static void capture_marks(const struct ht_dumper_config *cfg, struct ht_dump_cap
 	w.a = cfg->marks->attach_pair;
 	ht_tsc_pair_take(&w.b);
 	/* A program without the mark header has no registry: nothing to say. */
-	if (ht_marks_locate(cfg->marks->tgid, addrs, 4, &found) || !found)
+	if ((cfg->marks->locator ? ht_marks_locator_find(cfg->marks->locator, addrs, 4, &found)
+				 : ht_marks_locate(cfg->marks->tgid, addrs, 4, &found)) ||
+	    !found)
 		return;
 	c->have_marks = !ht_marks_read(cfg->marks->tgid, addrs, found < 4 ? found : 4, &w,
 				       &c->marks);

@@ -70,6 +70,8 @@ struct ht_dump_job {
 struct ht_marks_source {
 	int tgid;
 	struct ht_tsc_pair attach_pair;
+	/* Where the registries were at the last freeze (NULL: none kept); one thread freezes. */
+	struct ht_marks_locator *locator;
 };
 
 /* What the sources held at the end of a dump's window. */

@@ -10,6 +10,7 @@
 #include <inttypes.h>
 #include <libelf.h>
 #include <limits.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -662,8 +663,9 @@ static void add_address(uint64_t addr, uint64_t *addrs, size_t max, size_t *foun
 	(*found)++;
 }
 
+/* The registries of the module whose first mapping is M, up to HT_MARKS_MAX_REGISTRIES. */
 static void locate_in_module(const struct ht_target *tg, const struct ht_maps *maps,
-			     const struct ht_mapping *m, uint64_t *addrs, size_t max, size_t *found)
+			     const struct ht_mapping *m, struct ht_marks_module *mod)
 {
 	uint64_t vaddrs[MAX_SECTION_CANDIDATES], bias;
 	size_t nv = 0;
@@ -672,6 +674,7 @@ static void locate_in_module(const struct ht_target *tg, const struct ht_maps *m
 	Elf *elf;
 	int fd;
 
+	mod->n = 0;
 	fd = ht_target_open_mapping(tg, m, &source, &st);
 	free(source);
 	if (fd < 0)
@@ -684,37 +687,120 @@ static void locate_in_module(const struct ht_target *tg, const struct ht_maps *m
 			const struct ht_mapping *h = ht_maps_find(maps, vaddrs[i] + bias);
 
 			if (h && same_file(h, m))
-				add_address(vaddrs[i] + bias, addrs, max, found);
+				add_address(vaddrs[i] + bias, mod->addrs, HT_MARKS_MAX_REGISTRIES,
+					    &mod->n);
 		}
+		if (mod->n > HT_MARKS_MAX_REGISTRIES)
+			mod->n = HT_MARKS_MAX_REGISTRIES;
 	}
 	if (elf)
 		elf_end(elf);
 	close(fd);
 }
 
-int ht_marks_locate(int pid, uint64_t *addrs, size_t max, size_t *found)
+/* The same module mapped at the same place from the same file as MOD. */
+static bool same_module(const struct ht_marks_module *mod, const struct ht_mapping *m)
 {
+	return mod->start == m->start && mod->offset == m->offset && mod->inode == m->inode &&
+	       mod->dev_major == m->dev_major && mod->dev_minor == m->dev_minor &&
+	       !strcmp(mod->path, m->path);
+}
+
+static void module_free(struct ht_marks_module *mod)
+{
+	free(mod->path);
+	mod->path = NULL;
+}
+
+void ht_marks_locator_init(struct ht_marks_locator *l, int pid)
+{
+	memset(l, 0, sizeof(*l));
+	l->pid = pid;
+}
+
+void ht_marks_locator_free(struct ht_marks_locator *l)
+{
+	for (size_t i = 0; i < l->count; i++)
+		module_free(&l->mods[i]);
+	free(l->mods);
+	l->mods = NULL;
+	l->count = 0;
+}
+
+int ht_marks_locator_find(struct ht_marks_locator *l, uint64_t *addrs, size_t max, size_t *found)
+{
+	struct ht_marks_module *now;
 	struct ht_target tg;
 	struct ht_maps maps;
+	bool opened = false;
+	size_t n = 0;
 
 	*found = 0;
-	if (ht_maps_read(pid, &maps))
+	if (ht_maps_read(l->pid, &maps))
 		return -1;
-	elf_version(EV_CURRENT);
-	ht_target_init(&tg, pid);
-	ht_target_reopen_root(&tg);
+	now = calloc(maps.count ? maps.count : 1, sizeof(*now));
+	if (!now) {
+		ht_maps_free(&maps);
+		return ht_fail("out of memory locating marks");
+	}
+	/* The modules mapped now: those seen at the same place before keep what was read. */
 	for (size_t i = 0; i < maps.count; i++) {
 		const struct ht_mapping *m = &maps.v[i];
+		struct ht_marks_module *mod = &now[n];
 		int seen = 0;
 
 		if (!is_file_mapping(m))
 			continue;
 		for (size_t k = 0; k < i && !seen; k++)
 			seen = same_file(&maps.v[k], m);
-		if (!seen)
-			locate_in_module(&tg, &maps, m, addrs, max, found);
+		if (seen)
+			continue;
+		for (size_t k = 0; k < l->count; k++) {
+			if (l->mods[k].path && same_module(&l->mods[k], m)) {
+				*mod = l->mods[k];
+				l->mods[k].path = NULL;
+				break;
+			}
+		}
+		if (!mod->path) {
+			mod->path = strdup(m->path);
+			if (!mod->path)
+				continue;
+			mod->start = m->start;
+			mod->offset = m->offset;
+			mod->inode = m->inode;
+			mod->dev_major = m->dev_major;
+			mod->dev_minor = m->dev_minor;
+			if (!opened) {
+				elf_version(EV_CURRENT);
+				ht_target_init(&tg, l->pid);
+				ht_target_reopen_root(&tg);
+				opened = true;
+			}
+			locate_in_module(&tg, &maps, m, mod);
+			l->modules_read++;
+		}
+		for (size_t k = 0; k < mod->n; k++)
+			add_address(mod->addrs[k], addrs, max, found);
+		n++;
 	}
-	ht_target_close(&tg);
+	if (opened)
+		ht_target_close(&tg);
+	/* Modules no longer mapped are forgotten: mapped again, they are read again. */
+	ht_marks_locator_free(l);
+	l->mods = now;
+	l->count = n;
 	ht_maps_free(&maps);
 	return 0;
+}
+
+int ht_marks_locate(int pid, uint64_t *addrs, size_t max, size_t *found)
+{
+	struct ht_marks_locator l;
+	int rc;
+
+	ht_marks_locator_init(&l, pid);
+	rc = ht_marks_locator_find(&l, addrs, max, found);
+	ht_marks_locator_free(&l);
+	return rc;
 }

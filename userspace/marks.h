@@ -97,6 +97,33 @@ int ht_marks_parse(ht_mem_read_fn read, void *ctx, uint64_t addr, const struct h
 int ht_marks_locate(int pid, uint64_t *addrs, size_t max, size_t *found);
 
 /*
+ * ht_marks_locate with what it read kept from one call to the next: each
+ * dump reads the target's maps again, but a module mapped at the same place
+ * from the same file (device, inode, path, offset) since the last call is not
+ * opened and read again; one mapped anew, elsewhere or from another file, is.
+ * Opening each module's ELF file was most of a dump's freeze, which the
+ * worst-breach policy makes at each new worst breach of an interval.
+ */
+struct ht_marks_module {
+	uint64_t start, offset, inode;
+	uint32_t dev_major, dev_minor;
+	char *path;
+	size_t n;
+	uint64_t addrs[HT_MARKS_MAX_REGISTRIES];
+};
+
+struct ht_marks_locator {
+	int pid;
+	struct ht_marks_module *mods;
+	size_t count;
+	uint64_t modules_read; /* modules opened and read from their files, in all */
+};
+
+void ht_marks_locator_init(struct ht_marks_locator *l, int pid);
+int ht_marks_locator_find(struct ht_marks_locator *l, uint64_t *addrs, size_t max, size_t *found);
+void ht_marks_locator_free(struct ht_marks_locator *l);
+
+/*
  * The marks of process PID in W's window from the registries at ADDRS
  * (from ht_marks_locate), time-ordered, into OUT (initialised here).
  * Returns 0 when at least one registry was read or there were none; -1 with

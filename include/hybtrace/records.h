@@ -212,6 +212,7 @@ enum ht_counter {
 	HT_CNT_STATE_STORAGE,	   /* intervals judged from task storage */
 	HT_CNT_FILTERED,	   /* breaches the filters (--ignore-syscalls...) left out */
 	HT_CNT_UNSEEN_SWITCH_INS,  /* target switch-ins no program saw; their intervals unjudged */
+	HT_CNT_BLOCK_STACKS_TAKEN, /* --block-stacks: stacks kept at voluntary switch-outs */
 	HT_CNT_MAX,
 };
 

@@ -168,6 +168,11 @@ class Output:
                         "".join(self.lines[-20:])[-2000:]))
                 self.cond.wait(left)
 
+    def count(self, pattern):
+        """Lines so far that hold PATTERN, while the child still writes."""
+        with self.cond:
+            return sum(pattern in line for line in self.lines)
+
     def text(self):
         self.thread.join(timeout=30)
         with self.cond:
@@ -407,13 +412,19 @@ def section_bpf_cost(args, out):
     rounds = 1 if args.smoke else 5
 
     def measure(attach):
+        """The programs' statistics, and what the helper printed once stopped."""
         bench = subprocess.Popen(pipe_cmd(10 ** 9), stdout=subprocess.DEVNULL,
                                  stderr=subprocess.DEVNULL)
         helper = None
         try:
             helper = attach(bench.pid)
             time.sleep(seconds)
-            return bpf_prog_costs()
+            # Stopped, the benchmark takes no more stacks: hybtrace's count of them, read
+            # at its exit, covers the same runs as the statistics read now.
+            bench.send_signal(signal.SIGSTOP)
+            costs = bpf_prog_costs()
+            text, helper = helper.stop(), None
+            return costs, text
         finally:
             try:
                 if helper:
@@ -421,6 +432,12 @@ def section_bpf_cost(args, out):
             finally:
                 bench.kill()
                 bench.wait()
+
+    def stacks_taken(text):
+        for line in text.splitlines():
+            if line.startswith('{"type":"summary"'):
+                return json.loads(line).get("block_stacks", {}).get("taken", 0)
+        return 0
 
     def watch(opts):
         return lambda pid: hybtrace_watching(pid, out, opts)
@@ -435,12 +452,15 @@ def section_bpf_cost(args, out):
                ("block_dwarf", watch(every_kind + ["--block-stacks", "--source", "none",
                                                    "--callgraph", "dwarf"])))
     samples = {name: {} for name, _ in configs}
+    taken = {name: [] for name, _ in configs}
     subprocess.run(["sysctl", "-q", "kernel.bpf_stats_enabled=1"], check=True)
     try:
         for _ in range(rounds):
             for name, attach in configs:
-                for prog, (ns, runs) in measure(attach).items():
+                costs, text = measure(attach)
+                for prog, (ns, runs) in costs.items():
                     samples[name].setdefault(prog, []).append((ns, runs))
+                taken[name].append(stacks_taken(text))
     finally:
         subprocess.run(["sysctl", "-q", "kernel.bpf_stats_enabled=0"])
 
@@ -453,6 +473,8 @@ def section_bpf_cost(args, out):
                 "block_dwarf": ["handle_sched_switch"]}
     missing = ["%s in %s" % (prog, name) for name, progs in required.items() for prog in progs
                if len(samples[name].get(prog, [])) < rounds]
+    missing += ["the stacks taken in %s" % name for name in ("block_fp", "block_dwarf")
+                if not all(taken[name])]
     if missing:
         raise BenchFailure("programs missing from the statistics: %s" % ", ".join(missing))
 
@@ -477,11 +499,27 @@ def section_bpf_cost(args, out):
     log("  %-28s %26s  net %6.0f ns  (every breach kind on): %s" % (
         "handle_sched_switch", "", ns_all - base, "met" if ns_all - base <= 100 else "NOT met"))
     log("  with --block-stacks too (a stack at each of the target's voluntary switch-outs, "
-        "about half of these runs here):")
+        "some of these runs):")
     for name, what in (("block_fp", "fp"), ("block_dwarf", "--callgraph dwarf")):
         ns, runs = cost(name, "handle_sched_switch")
         log("  %-28s %9d runs  %6.0f ns  net %6.0f ns  +%.0f ns over the same without (%s)" % (
             "handle_sched_switch", runs, ns, ns - base, ns - ns_all, what))
+
+    def per_stack(name):
+        """Within each round: the time the program ran beyond what the same runs cost
+        without --block-stacks in that round, over the stacks hybtrace says it took."""
+        block, without = samples[name]["handle_sched_switch"], samples["all"]["handle_sched_switch"]
+        return [(ns - ns_without) * runs / stacks
+                for (ns, runs), (ns_without, _), stacks in zip(block, without, taken[name])]
+
+    fp, dwarf = per_stack("block_fp"), per_stack("block_dwarf")
+    log("  ns per block stack (fp / dwarf): %.0f / %.0f ns (the program's added time over the "
+        "stacks taken, %d / %d of them, %.0f%% / %.0f%% of its runs; medians of %d rounds)" % (
+            statistics.median(fp), statistics.median(dwarf), sum(taken["block_fp"]),
+            sum(taken["block_dwarf"]),
+            100.0 * sum(taken["block_fp"]) / cost("block_fp", "handle_sched_switch")[1],
+            100.0 * sum(taken["block_dwarf"]) / cost("block_dwarf", "handle_sched_switch")[1],
+            rounds))
 
 
 def sched_waking_totals():
@@ -700,6 +738,8 @@ def manual_dumps(args):
                                   at + 1)
             time.sleep(max(0.0, seconds - (time.monotonic() - attached_s)))
             cpu_s = cpu_seconds_of(h.pid)
+            # Its CPU goes by the breach: the busy threads' run-queue waits pass --rq-delay.
+            breaches = out.count('"type":"breach"')
             with open("/proc/%d/status" % h.pid) as f:
                 hwm = [l for l in f if l.startswith("VmHWM")][0].split()[1]
             h.send_signal(signal.SIGINT)
@@ -722,8 +762,10 @@ def manual_dumps(args):
             statistics.median(c for _, c, _ in writes),
             statistics.median(w for w, _, _ in writes),
             statistics.median(b for _, _, b in writes)))
-    log("  hybtrace over %d s: %.2f s of CPU (%.1f%% of one core), peak RSS %s kB" % (
-        seconds, cpu_s, 100.0 * cpu_s / seconds, hwm))
+    log("  hybtrace over %d s: %.2f s of CPU (%.1f%% of one core), peak RSS %s kB; %d breaches "
+        "(%.0f a second), %.0f us of CPU a breach" % (
+            seconds, cpu_s, 100.0 * cpu_s / seconds, hwm, breaches, breaches / seconds,
+            1e6 * cpu_s / max(1, breaches)))
 
 
 def breach_storm(args):

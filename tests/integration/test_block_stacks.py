@@ -273,3 +273,33 @@ def a_sleep_held_in_its_syscall_keeps_its_stack_past_a_later_sleep():
                                                                     b["off_cpu"]["start_ns"]))
     if b["block_stack"]:
         check_dumps(run, out)
+
+
+@test
+def the_summary_counts_the_stacks_taken_as_the_kernel_counts_voluntary_switches():
+    """make bench divides the sched_switch program's added time by the stacks taken: the
+    count must be the kernel's. Each sleep of the sleeper is a voluntary switch-out, and it
+    logs the kernel's own count (getrusage's nvcsw) around its sleeps."""
+    need_root()
+    run = hybtrace(["run", "--json", "--rq-delay", "off", "--off-cpu", "1ms", "--block-stacks",
+                    "--source", "none", "--max-dumps", "0", "--",
+                    workload("sleeper"), "2", "150"], timeout=120)
+    check(run.rc == 0, run.describe())
+    starts, ends = run.events("sleep_start"), run.events("sleep_end")
+    check(len(starts) == 150 and len(ends) == 150, "the sleeper logged %d sleeps, %d ends"
+          % (len(starts), len(ends)))
+    # The thread's voluntary switches from its first sleep to its last wakeup, all while
+    # hybtrace watched (run starts it attached), and all it made since its birth.
+    between = ends[-1]["nvcsw"] - starts[0]["nvcsw"]
+    since_birth = ends[-1]["nvcsw"]
+    check(between >= 150, "the kernel counted %d voluntary switches in 150 sleeps" % between)
+    blocks = run.summary().get("block_stacks")
+    check(blocks, "no block_stacks in the summary\n" + run.describe())
+    lost = run.summary()["lost"]
+    missed = blocks["lost"] + lost["recursion"] + lost["unseen_switch_in"]
+    check(between - missed <= blocks["taken"] <= since_birth + 2,
+          "%d stacks taken; the kernel counted %d voluntary switches between the first sleep "
+          "and the last wakeup, %d since the thread began (%d missed)\n%s"
+          % (blocks["taken"], between, since_birth, missed, run.describe()))
+    check(0 < blocks["shown"] <= min(blocks["taken"], len(run.breaches())),
+          "%r, %d breaches" % (blocks, len(run.breaches())))

@@ -540,6 +540,49 @@ TEST(stripped_program_marks_found_by_section)
 	check_program_marks("markprog_stripped", 2);
 }
 
+/*
+ * The locator keeps what it read of each module: a second look at the same
+ * process opens no file, and a module mapped anew elsewhere (here the same
+ * program in another process: as a pid reused, or a target that execs its own
+ * file again) is read again, never given the registries of where it was.
+ */
+TEST(locator_reads_a_module_again_only_when_mapped_anew)
+{
+	uint64_t first[HT_MARKS_MAX_REGISTRIES], again[HT_MARKS_MAX_REGISTRIES];
+	uint64_t other[HT_MARKS_MAX_REGISTRIES], fresh[HT_MARKS_MAX_REGISTRIES];
+	size_t nfirst = 0, nagain = 0, nother = 0, nfresh = 0;
+	struct ht_marks_locator l;
+	struct child a, b;
+	uint64_t read_once;
+
+	REQUIRE_ROOT();
+	REQUIRE_BUILT(build_program);
+	CHECK(!child_start(&a, "markprog"));
+	CHECK(!child_start(&b, "markprog"));
+	ht_marks_locator_init(&l, a.pid);
+	CHECK(!ht_marks_locator_find(&l, first, HT_MARKS_MAX_REGISTRIES, &nfirst));
+	CHECK_EQ_U64(nfirst, 1);
+	read_once = l.modules_read;
+	CHECK(read_once > 0);
+	CHECK(!ht_marks_locator_find(&l, again, HT_MARKS_MAX_REGISTRIES, &nagain));
+	CHECK_EQ_U64(nagain, 1);
+	CHECK_EQ_U64(again[0], first[0]);
+	CHECK_EQ_U64(l.modules_read, read_once);
+
+	l.pid = b.pid;
+	CHECK(!ht_marks_locator_find(&l, other, HT_MARKS_MAX_REGISTRIES, &nother));
+	CHECK(!ht_marks_locate(b.pid, fresh, HT_MARKS_MAX_REGISTRIES, &nfresh));
+	CHECK_EQ_U64(nother, 1);
+	CHECK_EQ_U64(nfresh, 1);
+	CHECK_EQ_U64(other[0], fresh[0]);
+	/* Placed elsewhere by ASLR: its program was read again. */
+	if (fresh[0] != first[0])
+		CHECK(l.modules_read > read_once);
+	ht_marks_locator_free(&l);
+	child_stop(&b);
+	child_stop(&a);
+}
+
 TEST(process_without_marks)
 {
 	uint64_t addrs[4];
