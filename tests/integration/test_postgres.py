@@ -176,6 +176,10 @@ def ratio(b):
     largest when one breach carries several kinds (each with its own duration and
     threshold)."""
     best = b["duration_ns"] / b["threshold_ns"]
+    # The live line gives the off-CPU part of a wait of two kinds in "off_cpu".
+    off = b.get("off_cpu")
+    if isinstance(off, dict) and off.get("threshold_ns"):
+        best = max(best, off["duration_ns"] / off["threshold_ns"])
     for k in b.get("kinds") or []:
         if isinstance(k, dict) and k.get("threshold_ns"):
             best = max(best, k["duration_ns"] / k["threshold_ns"])
@@ -193,6 +197,9 @@ def waits_of(b):
     those of `kinds` where one wait breached several thresholds; OWN is false where a kind
     has no bounds of its own and is judged by the breach's."""
     out = [(b["kind"], b["start_ns"], b["end_ns"], True)]
+    off = b.get("off_cpu")
+    if isinstance(off, dict) and "start_ns" in off and b["kind"] != "off-cpu":
+        out.append(("off-cpu", off["start_ns"], off["end_ns"], True))
     for k in b.get("kinds") or []:
         if isinstance(k, dict):
             name, own = k.get("kind"), "start_ns" in k and "end_ns" in k
@@ -341,7 +348,11 @@ def postgres_dumps_are_its_worst_waits():
         for o in replaced:
             check(o["removed"] and not os.path.exists(o["old"]) and
                   o["old_ratio"] < o["new_ratio"], "a replacement %r" % o)
-        by_bounds = {(b["tid"], b["kind"], b["start_ns"], b["end_ns"]): b for b in breaches}
+        # A dump of one wait of two kinds is named by both ("off-cpu+syscall"), its breach
+        # line by its main kind with the two in "kinds".
+        by_bounds = {(b["tid"], "+".join(sorted(k if isinstance(k, str) else k["kind"]
+                                                for k in b.get("kinds") or [b["kind"]])),
+                      b["start_ns"], b["end_ns"]): b for b in breaches}
         kept = []
         for path in files:
             r = report_json(path)
@@ -369,6 +380,22 @@ def postgres_dumps_are_its_worst_waits():
                   "in its interval; kept: %s" % (describe_breach(x), least[1], "; ".join(
                       describe_breach(b) for _, b in kept)))
 
+        # In epoll_wait a backend waits for its client (its socket in the set) or on its
+        # latch (a lock wait: another backend sets it). Woken by another backend's task, the
+        # wait was on the latch: no wait for work; woken by pgbench's, it was for work.
+        def epoll_woken_by(prefix):
+            return [b for b in breaches if (b.get("syscall") or "").startswith("epoll")
+                    and b["kind"] != "rq-delay"
+                    and (b.get("woken_by") or {}).get("source") == "task"
+                    and b["woken_by"].get("pid") != backend
+                    and (b["woken_by"].get("comm") or "").startswith(prefix)]
+        latch_waits, client_waits = epoll_woken_by("postgres"), epoll_woken_by("pgbench")
+        check(all(not b["wait_for_work"] for b in latch_waits) and
+              all(b["wait_for_work"] for b in client_waits),
+              "latch waits labelled for work: %s; client waits not: %s" % (
+                  "; ".join(describe_breach(b) for b in latch_waits if b["wait_for_work"]),
+                  "; ".join(describe_breach(b) for b in client_waits if not b["wait_for_work"])))
+
         # Each dump's line gives the ratio the policy ranked it by: its breach's.
         for path, b in kept:
             line = [o for o in written if o["path"] == path][0]
@@ -385,9 +412,11 @@ def postgres_dumps_are_its_worst_waits():
         for path, b in kept:
             wait_in_dump(path, b)
         print("    postgres: %s tps, backend %d watched %.1f s after a %.1f s attach: "
-              "%d breaches, %d dumps written, %d replaced, skipped %r; kept: %s"
+              "%d breaches (%d latch waits, %d client waits in epoll by their wakers), "
+              "%d dumps written, %d replaced, skipped %r; kept: %s"
               % (tps.group(1) if tps else "?", backend, s["seconds"], attach_s,
-                 len(breaches), len(written), len(replaced), d["skipped"],
+                 len(breaches), len(latch_waits), len(client_waits), len(written),
+                 len(replaced), d["skipped"],
                  "; ".join(describe_breach(b) for _, b in kept)))
     finally:
         kill_process(bench)
