@@ -20,7 +20,13 @@ from harness import HYBTRACE, Failure, Run, check, check_rows, read_log  # noqa:
 # `make test-kernels` still counts it as failed, the suite (`tests/run`) does not. When a
 # fix lands, its commit removes the kernel (or the whole entry) here, and the scenario must
 # pass from then on; one that passes while still listed says XPASS.
-KNOWN_DEFECTS = {}
+KNOWN_DEFECTS = {
+    # Seen once in 14 suite runs on 2026-12-01 (TCG): hybtrace ran 1.07 ms instead of its
+    # target in 1 of 78 waits after it had moved off the target's CPU (own_cpus.c).
+    "2b": ("issue 14 defect 2b, seen again",
+           "hybtrace ran instead of its target after it knew the target's CPU",
+           {"6.1-rt"}),
+}
 
 
 class Unmet(Failure):
@@ -641,7 +647,7 @@ NO_ADMIN = "$W/without_caps cap_sys_admin"
 
 SCENARIOS = [
     Scenario("rq-delay", 3, "run", RQ + " -- $W/rq_contention 0 1000", check_rq_delay),
-    also_checks("rq-delay", "rq-delay-self", check_not_a_culprit_itself),
+    also_checks("rq-delay", "rq-delay-self", check_not_a_culprit_itself, defect="2b"),
     Scenario("rq-delay-task", 3, "run", RQ + " --prev-state task -- $W/rq_contention 0 600",
              check_rq_delay),
     # The releaser's sleeps breach too, each right before the wait it ends: with
