@@ -36,7 +36,11 @@ BPF_OBJS := $(patsubst bpf/%.bpf.c,$(BUILD)/%.bpf.o,$(BPF_SRCS))
 SKELS := $(patsubst bpf/%.bpf.c,$(BUILD)/%.skel.h,$(BPF_SRCS))
 
 # Every user-space file but main.c goes into a library the unit tests link too.
-LIB_SRCS := $(filter-out userspace/main.c,$(wildcard userspace/*.c))
+# The folders are the layers (README "Architecture"); tests/layers.sh checks their includes.
+USERSPACE_DIRS := base trace symbols kernel sources/sample sources/intelpt sources/marks \
+	triggers dump cli
+LIB_SRCS := $(foreach d,$(USERSPACE_DIRS),$(wildcard userspace/$(d)/*.c))
+USERSPACE_HDRS := $(foreach d,$(USERSPACE_DIRS),$(wildcard userspace/$(d)/*.h))
 LIB_OBJS := $(patsubst userspace/%.c,$(BUILD)/obj/%.o,$(LIB_SRCS))
 GENERATED := $(BUILD)/syscall_table.h $(SKELS)
 
@@ -89,8 +93,9 @@ $(BUILD)/syscall_table.h: /usr/include/x86_64-linux-gnu/asm/unistd_64.h | $(BUIL
 	$(call msg,GEN,$@)
 	$(Q)awk '/^#define __NR_/ { sub("__NR_", "", $$2); printf "\t[%s] = \"%s\",\n", $$3, $$2 }' $< > $@.tmp && mv $@.tmp $@
 
-$(BUILD)/obj/%.o: userspace/%.c $(wildcard userspace/*.h include/hybtrace/*.h) $(GENERATED) | $(BUILD)/obj
+$(BUILD)/obj/%.o: userspace/%.c $(USERSPACE_HDRS) $(wildcard include/hybtrace/*.h) $(GENERATED)
 	$(call msg,CC,$@)
+	$(Q)mkdir -p $(@D)
 	$(Q)$(CC) $(CPPFLAGS_ALL) $(CFLAGS) $(WARNINGS) -c $< -o $@
 
 $(BUILD)/libhybtrace.a: $(LIB_OBJS)
@@ -108,8 +113,9 @@ $(BUILD)/tests/%: tests/unit/%.c $(UNIT_DEPS) $(BUILD)/libhybtrace.a | $(BUILD)/
 	$(call msg,TEST,$@)
 	$(Q)$(CC) $(CPPFLAGS_ALL) -Itests/unit $(CFLAGS) $(WARNINGS) -o $@ $< $(BUILD)/libhybtrace.a $(LDLIBS)
 
-$(ASAN)/obj/%.o: userspace/%.c $(wildcard userspace/*.h include/hybtrace/*.h) $(GENERATED) | $(ASAN)/obj
+$(ASAN)/obj/%.o: userspace/%.c $(USERSPACE_HDRS) $(wildcard include/hybtrace/*.h) $(GENERATED)
 	$(call msg,CC-ASAN,$@)
+	$(Q)mkdir -p $(@D)
 	$(Q)$(CC) $(CPPFLAGS_ALL) $(ASAN_CFLAGS) $(WARNINGS) -c $< -o $@
 
 $(ASAN)/libhybtrace.a: $(ASAN_LIB_OBJS)
@@ -258,7 +264,7 @@ uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/bin/hybtrace
 
 format:
-	clang-format -i bpf/*.c userspace/*.c userspace/*.h include/hybtrace/*.h tests/unit/*.c tests/workloads/*.c
+	clang-format -i bpf/*.c bpf/*.h userspace/main.c $(LIB_SRCS) $(USERSPACE_HDRS) include/hybtrace/*.h tests/unit/*.c tests/workloads/*.c
 
 clean:
 	rm -rf $(BUILD)
@@ -267,23 +273,23 @@ clean:
 # Each links only the files it reads with; new inputs go to $(BUILD)/fuzz/corpus,
 # the checked-in corpus stays as it is.
 FUZZ_CFLAGS := -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all
-FUZZ_TRACE_READER_SRCS := userspace/timeline.c userspace/pb.c userspace/perfetto_write.c \
-	userspace/perfetto_read.c
+FUZZ_TRACE_READER_SRCS := userspace/trace/timeline.c userspace/trace/pb.c userspace/trace/perfetto_write.c \
+	userspace/trace/perfetto_read.c
 # The symbolizer's parsers: /proc/PID/maps, perf maps, ELF files (the vdso's in-memory path).
-FUZZ_MAPS_PARSER_SRCS := userspace/proc_maps.c userspace/log.c
-FUZZ_PERF_MAP_SRCS := userspace/perf_map.c userspace/log.c
-FUZZ_ELF_READER_SRCS := userspace/elf_symbols.c userspace/log.c
+FUZZ_MAPS_PARSER_SRCS := userspace/symbols/proc_maps.c userspace/base/log.c
+FUZZ_PERF_MAP_SRCS := userspace/symbols/perf_map.c userspace/base/log.c
+FUZZ_ELF_READER_SRCS := userspace/symbols/elf_symbols.c userspace/base/log.c
 # The raw capture file (--keep-raw) and what it holds: sideband records, TSC pairs.
-FUZZ_RAWCAP_READER_SRCS := userspace/rawcap.c userspace/pid_names.c userspace/output.c userspace/log.c
+FUZZ_RAWCAP_READER_SRCS := userspace/sources/intelpt/rawcap.c userspace/kernel/pid_names.c userspace/base/output.c userspace/base/log.c
 # User marks read out of a target's memory (include/hybtrace/mark.h's registry and rings).
-FUZZ_MARKS_SRCS := userspace/marks.c userspace/proc_maps.c userspace/target_files.c userspace/log.c
+FUZZ_MARKS_SRCS := userspace/sources/marks/marks.c userspace/symbols/proc_maps.c userspace/symbols/target_files.c userspace/base/log.c
 # Command lines: options and the trigger specs they carry.
-FUZZ_OPTIONS_SRCS := userspace/options.c userspace/syscalls.c userspace/trigger_spec.c \
-	userspace/symbolizer.c userspace/proc_maps.c userspace/elf_symbols.c userspace/perf_map.c \
-	userspace/target_files.c userspace/module_names.c \
-	userspace/log.c
+FUZZ_OPTIONS_SRCS := userspace/cli/options.c userspace/base/syscalls.c userspace/triggers/trigger_spec.c \
+	userspace/symbols/symbolizer.c userspace/symbols/proc_maps.c userspace/symbols/elf_symbols.c userspace/symbols/perf_map.c \
+	userspace/symbols/target_files.c userspace/symbols/module_names.c \
+	userspace/base/log.c
 # The OCaml exception-trap note of a traced binary (its note section, or the ELF file).
-FUZZ_OCAML_EH_SRCS := userspace/ocaml_eh.c userspace/log.c
+FUZZ_OCAML_EH_SRCS := userspace/sources/intelpt/ocaml_eh.c userspace/base/log.c
 FUZZ_NAMES := trace_reader maps_parser perf_map elf_reader rawcap_reader marks options ocaml_eh
 FUZZ_CORPORA := $(patsubst %,$(BUILD)/fuzz/corpus/%,$(FUZZ_NAMES))
 
@@ -291,42 +297,42 @@ $(BUILD)/fuzz $(FUZZ_CORPORA):
 	mkdir -p $@
 
 $(BUILD)/fuzz/fuzz_trace_reader: tests/fuzz/fuzz_trace_reader.c $(FUZZ_TRACE_READER_SRCS) \
-		$(wildcard userspace/*.h) | $(BUILD)/fuzz
+		$(USERSPACE_HDRS) | $(BUILD)/fuzz
 	$(call msg,FUZZ,$@)
 	$(Q)$(CLANG) $(CPPFLAGS_ALL) $(FUZZ_CFLAGS) $(WARNINGS) -o $@ $< $(FUZZ_TRACE_READER_SRCS)
 
 $(BUILD)/fuzz/fuzz_maps_parser: tests/fuzz/fuzz_maps_parser.c $(FUZZ_MAPS_PARSER_SRCS) \
-		$(wildcard userspace/*.h) | $(BUILD)/fuzz
+		$(USERSPACE_HDRS) | $(BUILD)/fuzz
 	$(call msg,FUZZ,$@)
 	$(Q)$(CLANG) $(CPPFLAGS_ALL) $(FUZZ_CFLAGS) $(WARNINGS) -o $@ $< $(FUZZ_MAPS_PARSER_SRCS)
 
 $(BUILD)/fuzz/fuzz_perf_map: tests/fuzz/fuzz_perf_map.c $(FUZZ_PERF_MAP_SRCS) \
-		$(wildcard userspace/*.h) | $(BUILD)/fuzz
+		$(USERSPACE_HDRS) | $(BUILD)/fuzz
 	$(call msg,FUZZ,$@)
 	$(Q)$(CLANG) $(CPPFLAGS_ALL) $(FUZZ_CFLAGS) $(WARNINGS) -o $@ $< $(FUZZ_PERF_MAP_SRCS)
 
 $(BUILD)/fuzz/fuzz_elf_reader: tests/fuzz/fuzz_elf_reader.c $(FUZZ_ELF_READER_SRCS) \
-		$(wildcard userspace/*.h) | $(BUILD)/fuzz
+		$(USERSPACE_HDRS) | $(BUILD)/fuzz
 	$(call msg,FUZZ,$@)
 	$(Q)$(CLANG) $(CPPFLAGS_ALL) $(FUZZ_CFLAGS) $(WARNINGS) -o $@ $< $(FUZZ_ELF_READER_SRCS) -lelf
 
 $(BUILD)/fuzz/fuzz_rawcap_reader: tests/fuzz/fuzz_rawcap_reader.c $(FUZZ_RAWCAP_READER_SRCS) \
-		$(wildcard userspace/*.h) | $(BUILD)/fuzz
+		$(USERSPACE_HDRS) | $(BUILD)/fuzz
 	$(call msg,FUZZ,$@)
 	$(Q)$(CLANG) $(CPPFLAGS_ALL) $(FUZZ_CFLAGS) $(WARNINGS) -o $@ $< $(FUZZ_RAWCAP_READER_SRCS) -lz
 
 $(BUILD)/fuzz/fuzz_marks: tests/fuzz/fuzz_marks.c $(FUZZ_MARKS_SRCS) \
-		$(wildcard userspace/*.h) | $(BUILD)/fuzz
+		$(USERSPACE_HDRS) | $(BUILD)/fuzz
 	$(call msg,FUZZ,$@)
 	$(Q)$(CLANG) $(CPPFLAGS_ALL) $(FUZZ_CFLAGS) $(WARNINGS) -o $@ $< $(FUZZ_MARKS_SRCS) -lelf -lz
 
 $(BUILD)/fuzz/fuzz_options: tests/fuzz/fuzz_options.c $(FUZZ_OPTIONS_SRCS) \
-		$(wildcard userspace/*.h) | $(BUILD)/fuzz
+		$(USERSPACE_HDRS) | $(BUILD)/fuzz
 	$(call msg,FUZZ,$@)
 	$(Q)$(CLANG) $(CPPFLAGS_ALL) $(FUZZ_CFLAGS) $(WARNINGS) -o $@ $< $(FUZZ_OPTIONS_SRCS) -ldw -lelf -lz
 
 $(BUILD)/fuzz/fuzz_ocaml_eh: tests/fuzz/fuzz_ocaml_eh.c $(FUZZ_OCAML_EH_SRCS) \
-		$(wildcard userspace/*.h) | $(BUILD)/fuzz
+		$(USERSPACE_HDRS) | $(BUILD)/fuzz
 	$(call msg,FUZZ,$@)
 	$(Q)$(CLANG) $(CPPFLAGS_ALL) $(FUZZ_CFLAGS) $(WARNINGS) -o $@ $< $(FUZZ_OCAML_EH_SRCS) -lelf
 

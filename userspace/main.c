@@ -5,13 +5,13 @@
  */
 #include <stdio.h>
 #include <string.h>
-#include "check.h"
-#include "decode.h"
-#include "log.h"
-#include "monitor.h"
-#include "options.h"
-#include "report.h"
-#include "session.h"
+#include "cli/check.h"
+#include "cli/decode.h"
+#include "base/log.h"
+#include "kernel/monitor.h"
+#include "cli/options.h"
+#include "cli/report.h"
+#include "cli/session.h"
 
 static int parse_or_usage(struct ht_options *o, int argc, char **argv, bool run, bool *help)
 {

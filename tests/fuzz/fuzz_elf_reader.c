@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
- * libFuzzer target for the ELF symbol reader (userspace/elf_symbols.c),
+ * libFuzzer target for the ELF symbol reader (userspace/symbols/elf_symbols.c),
  * through the in-memory opener the vdso uses: any input gives symbols or a
  * message, never a crash or a read out of bounds. What it accepts must
  * answer lookups consistently: each function is found at its address and
@@ -13,8 +13,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "elf_symbols.h"
-#include "log.h"
+#include "symbols/elf_symbols.h"
+#include "base/log.h"
 
 /* Enough lookups to cover a small file without making each run slow. */
 #define MAX_CHECKED 512

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
- * libFuzzer target for the /proc/PID/maps parser (userspace/proc_maps.c):
+ * libFuzzer target for the /proc/PID/maps parser (userspace/symbols/proc_maps.c):
  * any input gives mappings or a message, never a crash; what it accepts
  * is sorted, never overlaps, and every lookup agrees with a plain scan.
  */
@@ -8,8 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "log.h"
-#include "proc_maps.h"
+#include "base/log.h"
+#include "symbols/proc_maps.h"
 
 /* The mapping holding ADDR, found the slow way. */
 static const struct ht_mapping *scan(const struct ht_maps *m, uint64_t addr)

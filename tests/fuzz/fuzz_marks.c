@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
- * libFuzzer target for the user-mark reader (userspace/marks.c): the input
+ * libFuzzer target for the user-mark reader (userspace/sources/marks/marks.c): the input
  * is a target's memory, mapped at 0x10000 with the registry at its start,
  * read through the same callback the live reader uses. Any input parses
  * without a crash, reads no more than its budget, and every mark it keeps
@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "marks.h"
+#include "sources/marks/marks.h"
 
 #define BASE   0x10000ULL
 #define BUDGET (64u << 10)

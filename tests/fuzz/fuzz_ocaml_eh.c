@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
- * libFuzzer target for the OCaml trap note reader (userspace/ocaml_eh.c):
+ * libFuzzer target for the OCaml trap note reader (userspace/sources/intelpt/ocaml_eh.c):
  * an input that starts like an ELF file goes through the ELF reader, any
  * other through the note parser (its first byte picks the alignment). Any
  * input gives traps, "no note" or a message; never a crash or a read out
@@ -11,8 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "log.h"
-#include "ocaml_eh.h"
+#include "base/log.h"
+#include "sources/intelpt/ocaml_eh.h"
 
 static void check_sorted(const uint64_t *v, size_t n)
 {

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
- * libFuzzer target for option parsing (userspace/options.c) and the trigger
- * specs it accepts (userspace/trigger_spec.c). The input is a command line:
+ * libFuzzer target for option parsing (userspace/cli/options.c) and the trigger
+ * specs it accepts (userspace/triggers/trigger_spec.c). The input is a command line:
  * arguments separated by NUL bytes; the first byte picks `record` or `run`.
  * Any command line is accepted or refused with one reason, never a crash, and
  * what is accepted is consistent.
@@ -10,9 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "log.h"
-#include "options.h"
-#include "trigger_spec.h"
+#include "base/log.h"
+#include "cli/options.h"
+#include "triggers/trigger_spec.h"
 
 #define MAX_ARGS 64
 

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
- * libFuzzer target for the perf map parser (userspace/perf_map.c): any
+ * libFuzzer target for the perf map parser (userspace/symbols/perf_map.c): any
  * input parses without a crash; every entry it keeps is found again at its
  * start, and what a lookup returns holds the address asked for.
  */
@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "perf_map.h"
+#include "symbols/perf_map.h"
 
 static void check_lookup(const struct ht_perf_map *m, uint64_t addr)
 {

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
- * libFuzzer target for the raw capture reader (userspace/rawcap.c): any
+ * libFuzzer target for the raw capture reader (userspace/sources/intelpt/rawcap.c): any
  * input gives a capture or one line saying why not, never a crash, and
  * nothing is left allocated on failure. Each input is read twice: as it
  * is, and with its section checksums made right, so that mutations reach
@@ -15,7 +15,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
-#include "rawcap.h"
+#include "sources/intelpt/rawcap.h"
 
 static uint32_t get32(const uint8_t *p)
 {

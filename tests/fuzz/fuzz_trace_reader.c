@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
- * libFuzzer target for the Perfetto trace reader (userspace/perfetto_read.c):
+ * libFuzzer target for the Perfetto trace reader (userspace/trace/perfetto_read.c):
  * any input must give a timeline or an error message, never a crash, a
  * hang or unbounded memory. A timeline it accepts must also be one the
  * writer can write and the reader read back unchanged.
@@ -8,9 +8,9 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "perfetto_read.h"
-#include "perfetto_write.h"
-#include "timeline.h"
+#include "trace/perfetto_read.h"
+#include "trace/perfetto_write.h"
+#include "trace/timeline.h"
 
 /* Whether TL survives a write and a read equal to itself. */
 static int round_trips(const struct timeline *tl)

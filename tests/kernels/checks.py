@@ -416,7 +416,7 @@ def check_exit_dump_samples(r):
     """The target touches memory (on the CPU, sampled) and exits; the exit dump's window
     holds that. On 6.1 a sample taken while the exit frees the memory (user registers, no
     user stack to copy) writes its last 8 bytes over the header of the sample before it in
-    the backward ring (see overran_its_end() in userspace/sampler.c): the dump must still
+    the backward ring (see overran_its_end() in userspace/sources/sample/sampler.c): the dump must still
     hold the samples before it."""
     r.ok()
     tid = r.first("touch_start")["tid"]

@@ -27,13 +27,13 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
-#include "callstack.h"
-#include "intelpt_decode.h"
-#include "log.h"
-#include "options.h"
-#include "perfetto_write.h"
-#include "pt_resolver.h"
-#include "timeline.h"
+#include "sources/intelpt/callstack.h"
+#include "sources/intelpt/intelpt_decode.h"
+#include "base/log.h"
+#include "cli/options.h"
+#include "trace/perfetto_write.h"
+#include "sources/intelpt/pt_resolver.h"
+#include "trace/timeline.h"
 #include "pt_synth.c"
 
 #define PSB_EVERY 4096

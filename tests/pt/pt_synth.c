@@ -15,9 +15,9 @@
 #include <sys/user.h>
 #include <sys/wait.h>
 #include <unistd.h>
-#include "elf_symbols.h"
-#include "log.h"
-#include "proc_maps.h"
+#include "symbols/elf_symbols.h"
+#include "base/log.h"
+#include "symbols/proc_maps.h"
 #include "pt_synth.h"
 
 /* Instruction classification, with libipt's decoder on a one-instruction image. */

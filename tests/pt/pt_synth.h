@@ -22,7 +22,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
-#include "intelpt_decode.h"
+#include "sources/intelpt/intelpt_decode.h"
 
 struct ht_synth_insn {
 	uint64_t ip;

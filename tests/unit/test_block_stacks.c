@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /* --block-stacks in user space: records kept until their breach, the fp fixup, the hint. */
 #include <stdbool.h>
-#include "block_stacks.h"
+#include "kernel/block_stacks.h"
 #include "check.h"
-#include "options.h"
-#include "unwind_dwarf.h"
+#include "cli/options.h"
+#include "symbols/unwind_dwarf.h"
 
 /* A store without symbols or unwinding: frames are addresses. */
 static void store(struct ht_block_stacks *bs, unsigned int mode)

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /* What ran instead, on windows built by hand. */
 #include "check.h"
-#include "culprits.h"
+#include "kernel/culprits.h"
 
 #define VICTIM 100
 

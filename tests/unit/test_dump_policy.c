@@ -8,8 +8,8 @@
  */
 #include <stdio.h>
 #include "check.h"
-#include "dump_policy.h"
-#include "dumper.h"
+#include "dump/dump_policy.h"
+#include "dump/dumper.h"
 
 #define MS	1000000ULL
 #define POST_NS (2 * MS)

@@ -14,9 +14,9 @@
 #include <sys/mman.h>
 #include <unistd.h>
 #include "check.h"
-#include "elf_symbols.h"
-#include "log.h"
-#include "proc_maps.h"
+#include "symbols/elf_symbols.h"
+#include "base/log.h"
+#include "symbols/proc_maps.h"
 
 /* A function of our own to find; noinline so it has an address and a symbol. */
 __attribute__((noinline)) int ht_test_marker_function(int x)

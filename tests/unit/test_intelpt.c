@@ -16,15 +16,15 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include "callstack.h"
+#include "sources/intelpt/callstack.h"
 #include "check.h"
-#include "dump_schema.h"
-#include "intelpt_decode.h"
-#include "log.h"
-#include "ocaml_eh.h"
-#include "pt_resolver.h"
-#include "symbolizer.h"
-#include "timeline.h"
+#include "trace/dump_schema.h"
+#include "sources/intelpt/intelpt_decode.h"
+#include "base/log.h"
+#include "sources/intelpt/ocaml_eh.h"
+#include "sources/intelpt/pt_resolver.h"
+#include "symbols/symbolizer.h"
+#include "trace/timeline.h"
 #include "../pt/pt_synth.c"
 
 #include "../pt/pt_programs.c"

@@ -20,9 +20,9 @@
 #include <time.h>
 #include <unistd.h>
 #include "check.h"
-#include "intelpt_capture.h"
-#include "log.h"
-#include "proc.h"
+#include "sources/intelpt/intelpt_capture.h"
+#include "base/log.h"
+#include "base/proc.h"
 
 /* A type no PMU has: opening it fails as a PT event would on a machine without PT. */
 #define FAKE_TYPE "4242"

@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /* A flight-recorder window lowered into the timeline: slices, args, flows, edges. */
 #include "check.h"
-#include "comm_cache.h"
-#include "dump_schema.h"
-#include "kernel_timeline.h"
-#include "timeline.h"
+#include "kernel/comm_cache.h"
+#include "trace/dump_schema.h"
+#include "kernel/kernel_timeline.h"
+#include "trace/timeline.h"
 
 #define TGID 4000
 #define A 4001 /* a target thread */

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /* Kernel symbols: the text of a function, as the monitor's softirq check needs it. */
 #include "check.h"
-#include "ksyms.h"
+#include "symbols/ksyms.h"
 
 /* A function's text runs to the next address; an alias at its own address is no end. */
 TEST(a_range_ends_at_the_next_address)

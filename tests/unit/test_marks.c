@@ -22,8 +22,8 @@
 #define HYBTRACE_MARK_RING_RECORDS 64
 #include <hybtrace/mark.h>
 #include "check.h"
-#include "log.h"
-#include "marks.h"
+#include "base/log.h"
+#include "sources/marks/marks.h"
 
 static const char markprog_c[] =
 	"#define _GNU_SOURCE\n"

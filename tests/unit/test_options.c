@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 #include "check.h"
-#include "log.h"
-#include "options.h"
-#include "syscalls.h"
+#include "base/log.h"
+#include "cli/options.h"
+#include "base/syscalls.h"
 
 TEST(durations_with_units)
 {

@@ -6,8 +6,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "check.h"
-#include "log.h"
-#include "out_stream.h"
+#include "base/log.h"
+#include "base/out_stream.h"
 
 static char dir[] = "/tmp/hybtrace-test-stream-XXXXXX";
 

@@ -4,8 +4,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "check.h"
-#include "log.h"
-#include "output.h"
+#include "base/log.h"
+#include "base/output.h"
 
 static char dir[] = "/tmp/hybtrace-test-output-XXXXXX";
 

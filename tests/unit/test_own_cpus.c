@@ -5,7 +5,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "check.h"
-#include "own_cpus.h"
+#include "cli/own_cpus.h"
 
 static cpu_set_t cpus(int n, ...)
 {

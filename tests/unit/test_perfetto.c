@@ -15,12 +15,12 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "pb.h"
-#include "perfetto_read.h"
-#include "perfetto_write.h"
-#include "sampler.h"
-#include "timeline.h"
-#include "user_timeline.h"
+#include "trace/pb.h"
+#include "trace/perfetto_read.h"
+#include "trace/perfetto_write.h"
+#include "sources/sample/sampler.h"
+#include "trace/timeline.h"
+#include "sources/sample/user_timeline.h"
 
 #define PROTO_FILE "tests/perfetto/trace.proto"
 

@@ -9,7 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 #include "check.h"
-#include "privileges.h"
+#include "base/privileges.h"
 
 #define BIT(c) (1ULL << (c))
 

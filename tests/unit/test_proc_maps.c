@@ -4,9 +4,9 @@
 #include <string.h>
 #include <unistd.h>
 #include "check.h"
-#include "log.h"
-#include "perf_map.h"
-#include "proc_maps.h"
+#include "base/log.h"
+#include "symbols/perf_map.h"
+#include "symbols/proc_maps.h"
 
 static int parse(const char *text, struct ht_maps *m)
 {

@@ -15,10 +15,10 @@
 #include <unistd.h>
 #include <zlib.h>
 #include "check.h"
-#include "comm_cache.h"
-#include "log.h"
-#include "proc.h"
-#include "rawcap.h"
+#include "kernel/comm_cache.h"
+#include "base/log.h"
+#include "base/proc.h"
+#include "sources/intelpt/rawcap.h"
 
 static char dir[] = "/tmp/hybtrace-test-rawcap-XXXXXX";
 

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /* The flight-recorder reader on rings built by hand: wrapped, torn, clipped. */
 #include "check.h"
-#include "monitor.h"
-#include "recorder.h"
+#include "kernel/monitor.h"
+#include "kernel/recorder.h"
 
 #define NCPUS 2
 #define SHIFT 4 /* 16 records per CPU */

@@ -8,15 +8,15 @@
 #include <limits.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include "breach_format.h"
+#include "kernel/breach_format.h"
 #include "check.h"
-#include "comm_cache.h"
-#include "culprits.h"
-#include "dump_schema.h"
-#include "kernel_timeline.h"
-#include "perfetto_write.h"
-#include "report.h"
-#include "timeline.h"
+#include "kernel/comm_cache.h"
+#include "kernel/culprits.h"
+#include "trace/dump_schema.h"
+#include "kernel/kernel_timeline.h"
+#include "trace/perfetto_write.h"
+#include "cli/report.h"
+#include "trace/timeline.h"
 
 #define TGID 4000
 #define A    4001 /* the target thread */

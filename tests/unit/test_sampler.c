@@ -2,8 +2,8 @@
 /* Backward sampling rings built by hand: order, wrap, overwrite, bad records, losses. */
 #include <linux/perf_event.h>
 #include "check.h"
-#include "sampler.h"
-#include "unwind_dwarf.h"
+#include "sources/sample/sampler.h"
+#include "symbols/unwind_dwarf.h"
 
 #define RING 1024
 #define TGID 77

@@ -22,10 +22,10 @@
 #include <time.h>
 #include <unistd.h>
 #include "check.h"
-#include "log.h"
-#include "proc_maps.h"
-#include "symbolizer.h"
-#include "target_files.h"
+#include "base/log.h"
+#include "symbols/proc_maps.h"
+#include "symbols/symbolizer.h"
+#include "symbols/target_files.h"
 
 static const char lib_c[] = "__attribute__((noinline)) int ht_lib_function(int x)\n"
 			    "{\n"

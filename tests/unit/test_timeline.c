@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "check.h"
-#include "timeline.h"
+#include "trace/timeline.h"
 
 static int add_thread(struct timeline *tl, int32_t pid, int32_t tid, const char *name)
 {

@@ -26,14 +26,14 @@
 #include <time.h>
 #include <unistd.h>
 #include <linux/perf_event.h>
-#include "breakpoint.h"
+#include "triggers/breakpoint.h"
 #include "check.h"
-#include "log.h"
-#include "module_names.h"
-#include "proc_maps.h"
-#include "symbolizer.h"
-#include "target_files.h"
-#include "trigger_spec.h"
+#include "base/log.h"
+#include "symbols/module_names.h"
+#include "symbols/proc_maps.h"
+#include "symbols/symbolizer.h"
+#include "symbols/target_files.h"
+#include "triggers/trigger_spec.h"
 
 static const char prog_c[] =
 	"#define _GNU_SOURCE\n"

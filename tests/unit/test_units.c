@@ -3,8 +3,8 @@
 #include <errno.h>
 #include "check.h"
 #include "hybtrace/records.h"
-#include "syscalls.h"
-#include "units.h"
+#include "base/syscalls.h"
+#include "base/units.h"
 
 static const char *dur(uint64_t ns)
 {

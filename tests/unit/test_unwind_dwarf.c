@@ -24,8 +24,8 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "log.h"
-#include "unwind_dwarf.h"
+#include "base/log.h"
+#include "symbols/unwind_dwarf.h"
 
 #define CAPTURE_MAGIC	 0x68747374616b6361ULL
 #define STACK_COPY_BYTES 16384

@@ -5,13 +5,13 @@
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
-#include "breach_format.h"
+#include "kernel/breach_format.h"
 #include "check.h"
-#include "dump_policy.h"
-#include "dumper.h"
-#include "syscalls.h"
-#include "units.h"
-#include "wait_for_work.h"
+#include "dump/dump_policy.h"
+#include "dump/dumper.h"
+#include "base/syscalls.h"
+#include "base/units.h"
+#include "kernel/wait_for_work.h"
 
 #define WAITER 100
 #define JOINED 101

@@ -1,0 +1,210 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+#include "base/log.h"
+#include "base/proc.h"
+
+static int read_small_file(const char *path, char *buf, size_t len)
+{
+	ssize_t n;
+	int fd;
+
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	n = read(fd, buf, len - 1);
+	close(fd);
+	if (n < 0)
+		return -1;
+	buf[n] = '\0';
+	return 0;
+}
+
+int ht_proc_stat_state(int tid, char *state, unsigned long *flags)
+{
+	char path[64], buf[1024], *p;
+	unsigned long f = 0;
+	char s;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", tid);
+	if (read_small_file(path, buf, sizeof(buf)))
+		return -1;
+	/* comm may hold spaces and parentheses: the fields start after the last ')'. */
+	p = strrchr(buf, ')');
+	if (!p || sscanf(p + 1, " %c %*d %*d %*d %*d %*d %lu", &s, &f) != 2)
+		return -1;
+	*state = s;
+	*flags = f;
+	return 0;
+}
+
+static int read_tgid(int pid, int *tgid)
+{
+	char path[64], buf[4096], *line;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", pid);
+	if (read_small_file(path, buf, sizeof(buf)))
+		return -1;
+	line = strstr(buf, "\nTgid:");
+	if (!line || sscanf(line, "\nTgid: %d", tgid) != 1)
+		return -1;
+	return 0;
+}
+
+int ht_proc_resolve_target(int pid, int *tgid)
+{
+	unsigned long flags;
+	char state;
+
+	if (pid <= 0)
+		return ht_fail("pid %d is not a process: give a pid above 0", pid);
+	if (ht_proc_stat_state(pid, &state, &flags)) {
+		if (errno == ENOENT || errno == ESRCH)
+			return ht_fail("no process with pid %d", pid);
+		return ht_fail("cannot read /proc/%d/stat: %s", pid, strerror(errno));
+	}
+	if (flags & HT_PF_KTHREAD)
+		return ht_fail("pid %d is a kernel thread: hybtrace watches user-space processes", pid);
+	if (state == 'Z' || state == 'X')
+		return ht_fail("pid %d has exited", pid);
+	if (read_tgid(pid, tgid))
+		return ht_fail("pid %d has exited", pid);
+	return 0;
+}
+
+int ht_proc_thread_comm(int tid, char *buf, size_t len)
+{
+	char path[64], tmp[64];
+	size_t n;
+
+	snprintf(path, sizeof(path), "/proc/%d/comm", tid);
+	if (read_small_file(path, tmp, sizeof(tmp)))
+		return -1;
+	n = strcspn(tmp, "\n");
+	tmp[n] = '\0';
+	snprintf(buf, len, "%s", tmp);
+	return 0;
+}
+
+bool ht_proc_alive(int tgid)
+{
+	unsigned long flags;
+	char state;
+
+	if (ht_proc_stat_state(tgid, &state, &flags))
+		return false;
+	return state != 'Z' && state != 'X';
+}
+
+int ht_proc_real_uid(int tgid, unsigned int *uid)
+{
+	char path[64], buf[2048], *line;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", tgid);
+	if (read_small_file(path, buf, sizeof(buf)))
+		return ht_fail("cannot read %s: %s", path, strerror(errno));
+	line = strstr(buf, "\nUid:");
+	if (!line || sscanf(line + 5, "%u", uid) != 1)
+		return ht_fail("%s has no Uid line", path);
+	return 0;
+}
+
+int ht_proc_read_long(const char *path, long *out)
+{
+	FILE *f = fopen(path, "re");
+	int ok;
+
+	if (!f)
+		return -1;
+	ok = fscanf(f, "%ld", out) == 1;
+	fclose(f);
+	return ok ? 0 : -1;
+}
+
+/* Enough passes for a process that spawns threads as fast as they are listed. */
+#define COVER_PASSES 8
+
+/* One pass: how many threads were new, or -1. */
+static int cover_pass(int tgid, int (*cover)(void *ctx, int tid), void *ctx, bool gone_ok)
+{
+	char path[64];
+	struct dirent *de;
+	int added = 0;
+	DIR *d;
+
+	snprintf(path, sizeof(path), "/proc/%d/task", tgid);
+	d = opendir(path);
+	if (!d && errno == ENOENT && gone_ok)
+		return 0;
+	if (!d)
+		return ht_fail("cannot list the threads of pid %d: %s", tgid, strerror(errno));
+	while ((de = readdir(d))) {
+		int tid = atoi(de->d_name);
+		int rc = tid > 0 ? cover(ctx, tid) : 0;
+
+		if (rc < 0) {
+			closedir(d);
+			return -1;
+		}
+		added += rc;
+	}
+	closedir(d);
+	return added;
+}
+
+int ht_proc_cover_threads(int tgid, int (*cover)(void *ctx, int tid), void *ctx, bool gone_ok)
+{
+	for (int pass = 0; pass < COVER_PASSES; pass++) {
+		int added = cover_pass(tgid, cover, ctx, gone_ok);
+
+		if (added <= 0)
+			return added;
+	}
+	return 0;
+}
+
+size_t ht_count_dir_entries(const char *path)
+{
+	DIR *d = opendir(path);
+	size_t n = 0;
+
+	while (d && readdir(d))
+		n++;
+	if (d)
+		closedir(d);
+	return n;
+}
+
+size_t ht_proc_count_threads(int tgid)
+{
+	char path[64];
+
+	snprintf(path, sizeof(path), "/proc/%d/task", tgid);
+	return ht_count_dir_entries(path);
+}
+
+int ht_reserve_fds(size_t need, const char *who)
+{
+	size_t open_now = ht_count_dir_entries("/proc/self/fd");
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl))
+		return ht_fail("getrlimit: %s", strerror(errno));
+	need += open_now + 64;
+	if (rl.rlim_cur >= need)
+		return 0;
+	rl.rlim_cur = need;
+	if (rl.rlim_max < need)
+		rl.rlim_max = need;
+	if (setrlimit(RLIMIT_NOFILE, &rl))
+		return ht_fail("%s: %zu file descriptors are needed, more than RLIMIT_NOFILE allows: %s "
+			       "(raise it with ulimit -n, or run as root)",
+			       who, need, strerror(errno));
+	return 0;
+}

@@ -1,0 +1,169 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+#include <errno.h>
+#include <linux/hw_breakpoint.h>
+#include <linux/perf_event.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+#include <bpf/btf.h>
+#include <bpf/libbpf.h>
+#include "cli/check.h"
+#include "sources/intelpt/intelpt_capture.h"
+#include "kernel/kernel_btf.h"
+#include "base/log.h"
+#include "base/machine.h"
+#include "kernel/monitor.h"
+#include "base/privileges.h"
+
+#define INTEL_PT_SYSFS "/sys/bus/event_source/devices/intel_pt"
+
+static void row(const char *what, bool ok, const char *detail)
+{
+	printf("  %-24s %-4s %s\n", what, ok ? "yes" : "no", detail);
+}
+
+static int try_perf_event(struct perf_event_attr *attr)
+{
+	int fd = (int)syscall(SYS_perf_event_open, attr, 0, -1, -1, PERF_FLAG_FD_CLOEXEC);
+
+	if (fd < 0)
+		return -errno;
+	close(fd);
+	return 0;
+}
+
+/* An execute breakpoint on a function of our own, never enabled. */
+static int probe_breakpoint(void)
+{
+	struct perf_event_attr attr = {
+		.type = PERF_TYPE_BREAKPOINT,
+		.size = sizeof(attr),
+		.bp_type = HW_BREAKPOINT_X,
+		.bp_addr = (uint64_t)(uintptr_t)probe_breakpoint,
+		.bp_len = sizeof(long),
+		.sample_period = 1,
+		.disabled = 1,
+	};
+
+	return try_perf_event(&attr);
+}
+
+static int probe_cpu_clock(void)
+{
+	struct perf_event_attr attr = {
+		.type = PERF_TYPE_SOFTWARE,
+		.size = sizeof(attr),
+		.config = PERF_COUNT_SW_CPU_CLOCK,
+		.sample_freq = 1000,
+		.freq = 1,
+		.disabled = 1,
+		.exclude_kernel = 1,
+	};
+
+	return try_perf_event(&attr);
+}
+
+static int noop_breach(void *ctx, void *data, size_t size)
+{
+	(void)ctx;
+	(void)data;
+	(void)size;
+	return 0;
+}
+
+/* The real proof: load and attach the monitor, watching ourselves, then detach. */
+static int probe_monitor(bool prev_state_arg, char *detail, size_t len)
+{
+	struct ht_monitor_config cfg = {
+		.tgid = getpid(),
+		.rq_delay_ns = 1000000,
+		.history_bytes = 64 << 10,
+		.prev_state_from_arg = prev_state_arg,
+		.on_breach = noop_breach,
+	};
+	struct ht_monitor m;
+
+	if (ht_monitor_open(&m, &cfg)) {
+		snprintf(detail, len, "(%s)", ht_last_error());
+		return -1;
+	}
+	snprintf(detail, len, "(loaded and attached on %u CPUs)", m.ncpus);
+	ht_monitor_close(&m);
+	return 0;
+}
+
+int ht_check_main(int argc, char **argv)
+{
+	bool has_btf, prev_arg = false, sys_tp = false, pt, root;
+	struct ht_intelpt_info ptinfo;
+	enum ht_perf_access perf;
+	struct utsname u;
+	char detail[512], cpu[128], perf_detail[256];
+	struct btf *btf;
+	int bp, clk, mon = -1, paranoid;
+
+	(void)argv;
+	if (argc > 1) {
+		ht_error("check takes no arguments");
+		return HT_EXIT_USAGE;
+	}
+	uname(&u);
+	ht_machine_cpu_model(cpu, sizeof(cpu));
+	printf("hybtrace %s on Linux %s %s, %s, %d CPUs\n\n", HT_VERSION, u.release, u.machine, cpu,
+	       libbpf_num_possible_cpus());
+	btf = ht_btf_open(NULL);
+	has_btf = btf != NULL;
+	if (btf) {
+		prev_arg = ht_btf_switch_has_prev_state_arg(btf);
+		sys_tp = ht_btf_has_tracepoint(btf, "sys_enter") &&
+			 ht_btf_has_tracepoint(btf, "sys_exit");
+	}
+	btf__free(btf);
+	root = ht_has_capability(HT_CAP_SYS_ADMIN) ||
+	       (ht_has_capability(HT_CAP_BPF) && ht_has_capability(HT_CAP_PERFMON));
+	perf = ht_perf_access(&paranoid);
+	snprintf(perf_detail, sizeof(perf_detail), "(%s)",
+		 ht_perf_access_describe(perf, paranoid, detail, sizeof(detail)));
+	row("kernel BTF", has_btf, has_btf ? "(" HT_DEFAULT_BTF_PATH ")" : ht_last_error());
+	row("sched_switch prev_state", has_btf,
+	    prev_arg ? "(tracepoint argument, 5.18+)" : "(task_struct::__state, pre-5.18 form)");
+	row("BPF ring buffer", libbpf_probe_bpf_map_type(BPF_MAP_TYPE_RINGBUF, NULL) > 0, "");
+	row("BPF task storage", libbpf_probe_bpf_map_type(BPF_MAP_TYPE_TASK_STORAGE, NULL) > 0, "");
+	row("syscall tracepoints", sys_tp, "(sys_enter, sys_exit)");
+	bp = probe_breakpoint();
+	row("hardware breakpoints", bp == 0, bp ? strerror(-bp) : "(PERF_TYPE_BREAKPOINT, execute)");
+	clk = probe_cpu_clock();
+	row("cpu-clock sampling", clk == 0, clk ? strerror(-clk) : "(software event)");
+	ht_intelpt_probe(NULL, &ptinfo);
+	pt = ptinfo.present;
+	row("intel_pt", pt, ptinfo.why);
+	row("PT exact stop (aux_pause)", ptinfo.aux_pause == HT_AUX_PAUSE_YES, ptinfo.aux_pause_why);
+	/* The monitor loads with these; sampling and triggers need perf events too. */
+	row("privileges", root && perf != HT_PERF_NO_ADMIN,
+	    !root		       ? "(run as root to attach)"
+	    : perf == HT_PERF_NO_ADMIN ? "(CAP_BPF and CAP_PERFMON, but perf events need "
+					 "CAP_SYS_ADMIN here)"
+				       : "(CAP_BPF and CAP_PERFMON)");
+	row("perf events", perf != HT_PERF_NO_ADMIN, perf_detail);
+	if (has_btf && root) {
+		mon = probe_monitor(prev_arg, detail, sizeof(detail));
+		row("monitor programs", mon == 0, detail);
+	}
+	printf("\nhybtrace will use:\n");
+	printf("  prev_state from %s\n", prev_arg ? "the sched_switch argument" : "task_struct");
+	printf("  syscall breaches %s\n",
+	       sys_tp ? "through sys_enter/sys_exit, attached only with --syscall"
+		      : "unavailable");
+	printf("  monitor: %s\n", mon == 0 ? "ready" : "not usable here");
+	printf("  on-CPU source (--source auto): %s\n",
+	       pt ? "sampling: Intel PT is present, but this build does not capture it yet"
+		  : clk == 0 ? "sampling (cpu-clock), as there is no Intel PT"
+			     : "none: neither Intel PT nor cpu-clock sampling works here");
+	printf("  perf events (sampling, triggers): %s\n",
+	       perf == HT_PERF_NO_ADMIN	    ? "refused here without CAP_SYS_ADMIN"
+	       : perf == HT_PERF_KEEP_ADMIN ? "CAP_SYS_ADMIN, kept after attaching with --trigger"
+					    : "CAP_PERFMON");
+	return mon == 0 && perf != HT_PERF_NO_ADMIN ? 0 : HT_EXIT_FAILURE;
+}

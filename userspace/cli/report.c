@@ -1,0 +1,1350 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * A dump read back and reviewed: the breach headline, the culprits with
+ * their share of the wait, why the thread was off the CPU and the kernel
+ * stack it waited on, the chain of wakeups that led to it, losses and
+ * clipping, and the window as one time-ordered timeline. The names it looks
+ * for are those of dump_schema.h.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include "kernel/block_stacks.h"
+#include "dump/dump_policy.h"
+#include "trace/dump_schema.h"
+#include "hybtrace/records.h"
+#include "base/json.h"
+#include "base/log.h"
+#include "base/output.h"
+#include "trace/perfetto_read.h"
+#include "cli/report.h"
+#include "base/syscalls.h"
+#include "trace/timeline.h"
+#include "base/units.h"
+
+#define DEFAULT_TIMELINE_LINES 200
+#define MAX_CHAIN 8
+#define HT_MAX_REPORT_CULPRITS 16
+
+struct report_options {
+	bool json;
+	bool all;
+};
+
+/* What a dump says about its breach, found once. */
+struct dump_view {
+	const struct timeline *tl;
+	long stack_before, stack_after; /* the breached thread's user stacks around it */
+	long block_stack;		/* --block-stacks: its user stack where it blocked, or -1 */
+	long trigger;			/* a code trigger's hit on the hybtrace track, or -1 */
+	const char *path;
+	const char *kind;
+	bool has_breach;
+	bool wait_for_work; /* the breach is a thread parked waiting for new work */
+	uint32_t tid;
+	const char *comm;
+	uint64_t start_ns, end_ns, threshold_ns;
+	/* A syscall breach that slept past the off-CPU threshold too (0: not): that interval. */
+	uint64_t off_cpu_start_ns, off_cpu_ns, off_cpu_threshold_ns;
+	const char *kinds; /* "off-cpu+syscall"; the kind alone in older dumps */
+	uint64_t window_start_ns, window_end_ns;
+	long rq_slice, off_slice, syscall_slice, breach_instant;
+	struct pftr_stats stats; /* what reading the file found */
+};
+
+static const struct tl_arg *find_arg(const struct timeline *tl, const struct tl_event *e,
+				     const char *name)
+{
+	for (uint32_t i = tl_event_lists(tl, e)->args.first; i; i = tl_arg(tl, i)->next) {
+		const struct tl_arg *a = tl_arg(tl, i);
+
+		if (!strcmp(tl_str_get(tl, a->name), name))
+			return a;
+	}
+	return NULL;
+}
+
+static bool arg_u64(const struct timeline *tl, const struct tl_event *e, const char *name,
+		    uint64_t *v)
+{
+	const struct tl_arg *a = find_arg(tl, e, name);
+
+	if (!a)
+		return false;
+	switch (a->kind) {
+	case TL_ARG_UINT:
+		*v = a->u;
+		return true;
+	case TL_ARG_INT:
+		*v = (uint64_t)a->i;
+		return true;
+	default:
+		return false;
+	}
+}
+
+static const char *arg_str(const struct timeline *tl, const struct tl_event *e, const char *name)
+{
+	const struct tl_arg *a = find_arg(tl, e, name);
+
+	return a && a->kind == TL_ARG_STR ? tl_str_get(tl, a->s) : NULL;
+}
+
+/* The state an off-CPU slice slept in; dumps before "unknown" wrote "?". */
+static const char *sleep_state(const struct timeline *tl, const struct tl_event *e)
+{
+	const char *state = arg_str(tl, e, HT_ARG_STATE);
+
+	return state && strcmp(state, "?") ? state : HT_STATE_UNKNOWN;
+}
+
+static const char *event_name(const struct timeline *tl, const struct tl_event *e)
+{
+	return tl_str_get(tl, e->name);
+}
+
+static const struct tl_track *track_of(const struct timeline *tl, const struct tl_event *e)
+{
+	return tl_track(tl, e->track);
+}
+
+static uint64_t meta_u64(const struct timeline *tl, const char *key, uint64_t dflt)
+{
+	const char *v = tl_meta_get(tl, key);
+
+	return v && *v ? strtoull(v, NULL, 10) : dflt;
+}
+
+static const char *meta_str(const struct timeline *tl, const char *key)
+{
+	const char *v = tl_meta_get(tl, key);
+
+	return v ? v : "";
+}
+
+/* The kernel-track slice of the breached thread named NAME that starts or ends where asked. */
+static long find_kernel_slice(const struct dump_view *v, const char *name, const char *category,
+			      uint64_t start, uint64_t end)
+{
+	const struct timeline *tl = v->tl;
+
+	for (size_t i = 0; i < tl_event_count(tl); i++) {
+		const struct tl_event *e = tl_event(tl, i);
+		const struct tl_track *t = track_of(tl, e);
+
+		if (e->kind != TL_EVENT_SLICE || t->kind != TL_TRACK_THREAD_KERNEL ||
+		    (uint32_t)t->tid != v->tid)
+			continue;
+		if (name && strcmp(event_name(tl, e), name))
+			continue;
+		if (category && strcmp(tl_str_get(tl, e->category), category))
+			continue;
+		if ((start && e->ts_ns == start) || (end && e->ts_ns + e->dur_ns == end))
+			return (long)i;
+	}
+	return -1;
+}
+
+/* The breached thread's instant called NAME on its own track. */
+static long find_thread_instant(const struct dump_view *v, const char *name)
+{
+	const struct timeline *tl = v->tl;
+
+	for (size_t i = 0; i < tl_event_count(tl); i++) {
+		const struct tl_event *e = tl_event(tl, i);
+		const struct tl_track *t = track_of(tl, e);
+
+		if (e->kind == TL_EVENT_INSTANT && t->kind == TL_TRACK_THREAD &&
+		    (uint32_t)t->tid == v->tid && !strcmp(event_name(tl, e), name))
+			return (long)i;
+	}
+	return -1;
+}
+
+/* A trigger dump: the hit is the moment the report is built around. */
+static void view_trigger(struct dump_view *v)
+{
+	const struct timeline *tl = v->tl;
+	uint64_t tid = 0;
+
+	v->start_ns = v->end_ns = v->window_end_ns;
+	for (size_t i = 0; i < tl_event_count(tl); i++) {
+		const struct tl_event *e = tl_event(tl, i);
+
+		if (e->kind != TL_EVENT_INSTANT || strcmp(event_name(tl, e), HT_EV_TRIGGER) ||
+		    track_of(tl, e)->uuid != TL_HYBTRACE_UUID)
+			continue;
+		v->trigger = (long)i;
+		v->start_ns = v->end_ns = e->ts_ns;
+		arg_u64(tl, e, HT_ARG_TID, &tid);
+		v->tid = (uint32_t)tid;
+		break;
+	}
+	if (v->trigger < 0)
+		return;
+	v->stack_before = find_thread_instant(v, HT_EV_STACK_BEFORE);
+	v->stack_after = find_thread_instant(v, HT_EV_STACK_AFTER);
+}
+
+static void view_init(struct dump_view *v, const struct timeline *tl, const char *path,
+		      const struct pftr_stats *stats)
+{
+	memset(v, 0, sizeof(*v));
+	v->stats = *stats;
+	v->tl = tl;
+	v->path = path;
+	v->rq_slice = v->off_slice = v->syscall_slice = v->breach_instant = -1;
+	v->stack_before = v->stack_after = v->block_stack = -1;
+	v->trigger = -1;
+	v->kind = meta_str(tl, HT_META_KIND);
+	if (!*v->kind)
+		v->kind = "unknown";
+	v->window_start_ns = meta_u64(tl, HT_META_WINDOW_START, 0);
+	v->window_end_ns = meta_u64(tl, HT_META_WINDOW_END, 0);
+	for (size_t i = 0; i < tl_event_count(tl); i++) {
+		const struct tl_event *e = tl_event(tl, i);
+
+		if (e->kind != TL_EVENT_INSTANT || strcmp(event_name(tl, e), HT_EV_BREACH) ||
+		    track_of(tl, e)->uuid != TL_HYBTRACE_UUID)
+			continue;
+		v->breach_instant = (long)i;
+		v->has_breach = true;
+		v->end_ns = e->ts_ns;
+		arg_u64(tl, e, HT_ARG_THRESHOLD_NS, &v->threshold_ns);
+		uint64_t dur = 0, tid = 0, idle = 0;
+
+		arg_u64(tl, e, HT_ARG_DURATION_NS, &dur);
+		arg_u64(tl, e, HT_ARG_TID, &tid);
+		/* Dumps before it was written have no waits for work. */
+		arg_u64(tl, e, HT_ARG_WAIT_FOR_WORK, &idle);
+		v->wait_for_work = idle != 0;
+		v->start_ns = e->ts_ns - dur;
+		v->tid = (uint32_t)tid;
+		v->comm = arg_str(tl, e, HT_ARG_COMM);
+		v->kinds = arg_str(tl, e, HT_ARG_KINDS);
+		arg_u64(tl, e, HT_ARG_OFF_CPU_START_NS, &v->off_cpu_start_ns);
+		arg_u64(tl, e, HT_ARG_OFF_CPU_NS, &v->off_cpu_ns);
+		arg_u64(tl, e, HT_ARG_OFF_CPU_THRESHOLD_NS, &v->off_cpu_threshold_ns);
+		break;
+	}
+	if (!v->comm)
+		v->comm = "?";
+	if (!v->kinds)
+		v->kinds = v->kind;
+	if (!v->has_breach) {
+		view_trigger(v);
+		return;
+	}
+	v->stack_before = find_thread_instant(v, HT_EV_STACK_BEFORE);
+	v->stack_after = find_thread_instant(v, HT_EV_STACK_AFTER);
+	v->block_stack = find_thread_instant(v, HT_EV_BLOCK_STACK);
+	v->rq_slice = find_kernel_slice(v, HT_EV_RUNQUEUE, NULL, 0, v->end_ns);
+	v->off_slice = find_kernel_slice(v, HT_EV_OFF_CPU, NULL,
+					 v->off_cpu_ns ? v->off_cpu_start_ns : v->start_ns, 0);
+	v->syscall_slice = find_kernel_slice(v, NULL, HT_CAT_SYSCALL, 0, v->end_ns);
+}
+
+/* Kernel stack of the event, root first, as "func+0xoff" strings. */
+static size_t stack_of(const struct timeline *tl, long ev, const char **out, size_t max)
+{
+	const struct tl_event *e;
+	size_t depth, n = 0;
+
+	if (ev < 0)
+		return 0;
+	e = tl_event(tl, (size_t)ev);
+	if (!e->callstack)
+		return 0;
+	depth = tl_callstack_depth(tl, e->callstack);
+	for (size_t i = 0; i < depth && n < max; i++)
+		out[n++] = tl_str_get(tl, tl_callstack_frame(tl, e->callstack, i)->function);
+	return n;
+}
+
+/* The event whose kernel stack tells why the thread waited. */
+static long stack_event(const struct dump_view *v)
+{
+	/* One wait of both kinds: the sleep inside the syscall, where its stack was taken. */
+	if (v->off_cpu_ns && v->off_slice >= 0)
+		return v->off_slice;
+	if (!strcmp(v->kind, "syscall") && v->syscall_slice >= 0)
+		return v->syscall_slice;
+	if (!strcmp(v->kind, "off-cpu") && v->off_slice >= 0)
+		return v->off_slice;
+	if (v->rq_slice >= 0 && tl_event(v->tl, (size_t)v->rq_slice)->callstack)
+		return v->rq_slice;
+	return v->breach_instant;
+}
+
+/* ------------------------------------------------------------------ */
+/* The wakeup chain: who woke the thread, who woke that one, ...        */
+
+struct chain_link {
+	uint32_t tid;
+	const char *comm;
+	const char *source; /* how this one was woken: task, irq, timer, preempted ... */
+	const char *softirq; /* source softirq: which ("net_rx") */
+	uint32_t waker_tid;  /* a task; a softirq's, the task it ran in */
+	const char *waker_comm;
+	uint64_t at_ns;
+};
+
+/* The last run-queue wait of TID that ended at or before T. */
+static long last_wait_of(const struct timeline *tl, uint32_t tid, uint64_t t)
+{
+	long best = -1;
+	uint64_t best_end = 0;
+
+	for (size_t i = 0; i < tl_event_count(tl); i++) {
+		const struct tl_event *e = tl_event(tl, i);
+		const struct tl_track *tr = track_of(tl, e);
+		uint64_t end = e->ts_ns + e->dur_ns;
+
+		if (tr->kind != TL_TRACK_THREAD_KERNEL || (uint32_t)tr->tid != tid ||
+		    strcmp(event_name(tl, e), HT_EV_RUNQUEUE) || end > t)
+			continue;
+		if (best < 0 || end >= best_end) {
+			best = (long)i;
+			best_end = end;
+		}
+	}
+	return best;
+}
+
+static size_t wakeup_chain(const struct dump_view *v, struct chain_link *chain)
+{
+	const struct timeline *tl = v->tl;
+	uint32_t tid = v->tid;
+	uint64_t t = v->end_ns;
+	const char *comm = v->comm;
+	size_t n = 0;
+
+	while (n < MAX_CHAIN) {
+		long w = last_wait_of(tl, tid, t);
+		const struct tl_event *e;
+		uint64_t waker = 0;
+
+		if (w < 0)
+			break;
+		e = tl_event(tl, (size_t)w);
+		chain[n].tid = tid;
+		chain[n].comm = comm;
+		chain[n].source = arg_str(tl, e, HT_ARG_WAKE_SOURCE);
+		if (!chain[n].source)
+			chain[n].source = arg_str(tl, e, HT_ARG_CAUSE);
+		chain[n].softirq = arg_str(tl, e, HT_ARG_SOFTIRQ);
+		arg_u64(tl, e, HT_ARG_WAKER_TID, &waker);
+		chain[n].waker_tid = (uint32_t)waker;
+		chain[n].waker_comm = arg_str(tl, e, HT_ARG_WAKER_COMM);
+		chain[n].at_ns = e->ts_ns;
+		n++;
+		if (!waker || waker == tid)
+			break;
+		/* Follow the waker back: its own waits are there if it is a thread of the target. */
+		comm = chain[n - 1].waker_comm;
+		tid = (uint32_t)waker;
+		t = e->ts_ns;
+	}
+	return n;
+}
+
+/* ------------------------------------------------------------------ */
+/* The timeline of the window.                                          */
+
+/* Which CPU TID was on at T, from the CPU tracks; -1 if none says. */
+static int cpu_of(const struct timeline *tl, uint32_t tid, uint64_t t)
+{
+	for (size_t i = 0; i < tl_event_count(tl); i++) {
+		const struct tl_event *e = tl_event(tl, i);
+		const struct tl_track *tr = track_of(tl, e);
+		uint64_t v;
+
+		if (tr->kind != TL_TRACK_CPU || e->ts_ns > t || e->ts_ns + e->dur_ns < t)
+			continue;
+		if (arg_u64(tl, e, HT_ARG_TID, &v) && v == tid)
+			return tr->cpu;
+	}
+	return -1;
+}
+
+static bool is_target_thread(const struct timeline *tl, uint32_t tid)
+{
+	for (size_t i = 0; i < tl_track_count(tl); i++) {
+		const struct tl_track *t = tl_track(tl, i);
+
+		if (t->kind == TL_TRACK_THREAD && (uint32_t)t->tid == tid)
+			return true;
+	}
+	return false;
+}
+
+/* The name of target thread TID, from its track; "?" when it has none. */
+static const char *thread_name(const struct timeline *tl, uint32_t tid)
+{
+	for (size_t i = 0; i < tl_track_count(tl); i++) {
+		const struct tl_track *t = tl_track(tl, i);
+
+		if (t->kind == TL_TRACK_THREAD && (uint32_t)t->tid == tid)
+			return tl_str_get(tl, t->name);
+	}
+	return "?";
+}
+
+/* Whether event E belongs in the report's timeline. */
+static bool timeline_wants(const struct dump_view *v, const struct tl_event *e)
+{
+	const struct timeline *tl = v->tl;
+	const struct tl_track *t = track_of(tl, e);
+	uint64_t tid;
+
+	switch (t->kind) {
+	case TL_TRACK_THREAD:
+	case TL_TRACK_THREAD_KERNEL:
+		return true;
+	case TL_TRACK_CPU:
+		/* Other tasks, while the breach lasted: the ones that held the CPU. */
+		if (!v->has_breach || !arg_u64(tl, e, HT_ARG_TID, &tid) ||
+		    is_target_thread(tl, (uint32_t)tid))
+			return false;
+		return e->ts_ns < v->end_ns && e->ts_ns + e->dur_ns > v->start_ns;
+	default:
+		return !strcmp(event_name(tl, e), HT_EV_BREACH) ||
+		       !strcmp(event_name(tl, e), HT_EV_CLIPPED);
+	}
+}
+
+static void describe_runqueue(const struct timeline *tl, const struct tl_event *e, char *buf,
+			      size_t len)
+{
+	const char *source = arg_str(tl, e, HT_ARG_WAKE_SOURCE), *cause = arg_str(tl, e, HT_ARG_CAUSE);
+	const char *waker = arg_str(tl, e, HT_ARG_WAKER_COMM), *culprit;
+	const char *softirq = arg_str(tl, e, HT_ARG_SOFTIRQ);
+	uint64_t waker_tid = 0, ns;
+	char dur[32], name[64];
+	size_t used;
+
+	arg_u64(tl, e, HT_ARG_WAKER_TID, &waker_tid);
+	if (source && !strcmp(source, "task"))
+		used = (size_t)snprintf(buf, len, "woken by %s[%" PRIu64 "]", waker ? waker : "?",
+					waker_tid);
+	else if (softirq && waker_tid)
+		used = (size_t)snprintf(buf, len, "woken by softirq (%s) in %s[%" PRIu64 "]",
+					softirq, waker ? waker : "?", waker_tid);
+	else if (softirq)
+		used = (size_t)snprintf(buf, len, "woken by softirq (%s)", softirq);
+	else if (source)
+		used = (size_t)snprintf(buf, len, "woken by %s", source);
+	else
+		used = (size_t)snprintf(buf, len, "%s", cause ? cause : "waiting");
+	for (unsigned int i = 0; i < 3 && used < len; i++) {
+		snprintf(name, sizeof(name), HT_ARG_RAN_INSTEAD ".%u", i);
+		culprit = arg_str(tl, e, name);
+		snprintf(name, sizeof(name), HT_ARG_RAN_INSTEAD ".%u.ns", i);
+		if (!culprit || !arg_u64(tl, e, name, &ns))
+			break;
+		used += (size_t)snprintf(buf + used, len - used, "%s %s %s", i ? "," : "; ran instead",
+					 culprit, ht_format_duration(ns, dur, sizeof(dur)));
+	}
+}
+
+/* One line's "what happened", from the event's name and arguments. */
+static void describe(const struct timeline *tl, const struct tl_event *e, char *buf, size_t len)
+{
+	const char *name = event_name(tl, e), *cat = tl_str_get(tl, e->category);
+	const struct tl_track *t = track_of(tl, e);
+	char dur[32], detail[256] = "";
+	uint64_t v = 0;
+	const char *s;
+
+	ht_format_duration(e->dur_ns, dur, sizeof(dur));
+	if (t->kind == TL_TRACK_CPU) {
+		snprintf(buf, len, "%s runs %s", name, dur);
+		return;
+	}
+	if (!strcmp(name, HT_EV_RUNQUEUE)) {
+		describe_runqueue(tl, e, detail, sizeof(detail));
+		snprintf(buf, len, "runqueue %s: %s", dur, detail);
+	} else if (!strcmp(name, HT_EV_OFF_CPU)) {
+		s = arg_str(tl, e, HT_ARG_SYSCALL);
+		snprintf(buf, len, "off-cpu %s state %s%s%s", dur, sleep_state(tl, e),
+			 s ? " in " : "", s ? s : "");
+	} else if (!strcmp(cat, HT_CAT_SYSCALL)) {
+		if (arg_u64(tl, e, HT_ARG_SYSCALL_RET, &v))
+			snprintf(buf, len, "%s %s = %s", name, dur,
+				 ht_syscall_ret_format((int64_t)v, detail, sizeof(detail)));
+		else
+			snprintf(buf, len, "%s %s (unfinished)", name, dur);
+	} else if (!strcmp(name, HT_EV_WAKES)) {
+		arg_u64(tl, e, HT_ARG_WAKEE_TID, &v);
+		snprintf(buf, len, "wakes tid %" PRIu64, v);
+	} else if (!strcmp(cat, HT_CAT_USER) && e->kind == TL_EVENT_SLICE) {
+		arg_u64(tl, e, HT_ARG_SAMPLES, &v);
+		snprintf(buf, len, "%s %s (%" PRIu64 " samples)", name, dur, v);
+	} else if (!strcmp(name, HT_EV_BREACH)) {
+		arg_u64(tl, e, HT_ARG_DURATION_NS, &v);
+		snprintf(buf, len, "%s %s %s", e->kind == TL_EVENT_SLICE ? "BREACH begins" : "BREACH ends",
+			 arg_str(tl, e, HT_ARG_KINDS) ?: arg_str(tl, e, HT_ARG_KIND) ?: "",
+			 ht_format_duration(v, dur, sizeof(dur)));
+	} else if (e->kind == TL_EVENT_SLICE) {
+		snprintf(buf, len, "%s %s", name, dur);
+	} else {
+		snprintf(buf, len, "%s", name);
+	}
+}
+
+struct line {
+	size_t event;
+	uint64_t distance; /* from the breach, to keep the nearest when there are many */
+};
+
+static int line_by_distance(const void *a, const void *b)
+{
+	const struct line *x = a, *y = b;
+
+	return x->distance < y->distance ? -1 : x->distance > y->distance;
+}
+
+static int line_by_time(const void *a, const void *b, void *ctx)
+{
+	const struct timeline *tl = ctx;
+	const struct line *x = a, *y = b;
+	const struct tl_event *ex = tl_event(tl, x->event), *ey = tl_event(tl, y->event);
+
+	if (ex->ts_ns != ey->ts_ns)
+		return ex->ts_ns < ey->ts_ns ? -1 : 1;
+	/*
+	 * A stack outermost first: on one track longer first, then as Perfetto
+	 * nests them, in file order (where a flow's begin also comes first).
+	 */
+	if (ex->track == ey->track && ex->dur_ns != ey->dur_ns)
+		return ex->dur_ns > ey->dur_ns ? -1 : 1;
+	return x->event < y->event ? -1 : x->event > y->event;
+}
+
+static uint64_t distance(const struct dump_view *v, const struct tl_event *e)
+{
+	uint64_t end = e->ts_ns + e->dur_ns;
+
+	if (end < v->start_ns)
+		return v->start_ns - end;
+	if (e->ts_ns > v->end_ns)
+		return e->ts_ns - v->end_ns;
+	return 0;
+}
+
+/* The events to show, nearest the breach when there are too many, in time order. */
+static size_t pick_lines(const struct dump_view *v, const struct report_options *o,
+			 struct line **out, size_t *omitted)
+{
+	const struct timeline *tl = v->tl;
+	size_t n = 0, limit = o->all ? SIZE_MAX : DEFAULT_TIMELINE_LINES;
+	struct line *lines = malloc((tl_event_count(tl) + 1) * sizeof(*lines));
+
+	*omitted = 0;
+	*out = lines;
+	if (!lines)
+		return 0;
+	for (size_t i = 0; i < tl_event_count(tl); i++)
+		if (timeline_wants(v, tl_event(tl, i)))
+			lines[n++] = (struct line){ i, distance(v, tl_event(tl, i)) };
+	if (n > limit) {
+		qsort(lines, n, sizeof(*lines), line_by_distance);
+		*omitted = n - limit;
+		n = limit;
+	}
+	qsort_r(lines, n, sizeof(*lines), line_by_time, (void *)tl);
+	return n;
+}
+
+static const char *thread_label(const struct timeline *tl, const struct tl_event *e, char *buf,
+				size_t len)
+{
+	const struct tl_track *t = track_of(tl, e);
+
+	if (t->kind == TL_TRACK_THREAD || t->kind == TL_TRACK_THREAD_KERNEL) {
+		const struct tl_track *parent = t;
+		long p;
+
+		/* A kernel track's name is "comm (kernel)": the thread's track has the comm. */
+		if (t->kind == TL_TRACK_THREAD_KERNEL && (p = tl_track_find(tl, t->parent_uuid)) >= 0)
+			parent = tl_track(tl, (size_t)p);
+		snprintf(buf, len, "%s[%d]", tl_str_get(tl, parent->name), t->tid);
+	} else if (t->kind == TL_TRACK_CPU) {
+		snprintf(buf, len, "-");
+	} else {
+		snprintf(buf, len, "%s", tl_str_get(tl, t->name));
+	}
+	return buf;
+}
+
+static int line_cpu(const struct timeline *tl, const struct tl_event *e)
+{
+	const struct tl_track *t = track_of(tl, e);
+	uint64_t cpu;
+
+	if (t->kind == TL_TRACK_CPU)
+		return t->cpu;
+	if (arg_u64(tl, e, HT_ARG_CPU, &cpu))
+		return (int)cpu;
+	if (t->kind == TL_TRACK_THREAD || t->kind == TL_TRACK_THREAD_KERNEL)
+		return cpu_of(tl, (uint32_t)t->tid, e->ts_ns);
+	return -1;
+}
+
+static void print_timeline_text(const struct dump_view *v, const struct report_options *o)
+{
+	const struct timeline *tl = v->tl;
+	char who[64], what[512], cpu[16];
+	size_t omitted, n;
+	struct line *lines;
+
+	n = pick_lines(v, o, &lines, &omitted);
+	printf("\ntimeline (ms from the %s; kernel and user events):\n",
+	       v->has_breach ? "breach's start" : v->trigger >= 0 ? "trigger's hit" : "window's end");
+	for (size_t i = 0; i < n; i++) {
+		const struct tl_event *e = tl_event(tl, lines[i].event);
+		int c = line_cpu(tl, e);
+
+		snprintf(cpu, sizeof(cpu), c >= 0 ? "cpu %d" : "", c);
+		describe(tl, e, what, sizeof(what));
+		printf("  %+10.3f  %-6s %-22s %s\n", ((double)e->ts_ns - (double)v->start_ns) / 1e6,
+		       cpu, thread_label(tl, e, who, sizeof(who)), what);
+	}
+	if (omitted)
+		printf("  (%zu events further from the breach not shown; --all shows them)\n", omitted);
+	free(lines);
+}
+
+static void print_timeline_json(const struct dump_view *v, const struct report_options *o)
+{
+	const struct timeline *tl = v->tl;
+	char who[64], what[512];
+	size_t omitted, n;
+	struct line *lines;
+
+	n = pick_lines(v, o, &lines, &omitted);
+	printf(",\"timeline\":[");
+	for (size_t i = 0; i < n; i++) {
+		const struct tl_event *e = tl_event(tl, lines[i].event);
+
+		describe(tl, e, what, sizeof(what));
+		printf("%s{\"t_ns\":%" PRId64 ",\"dur_ns\":%" PRIu64 ",\"cpu\":%d,\"thread\":",
+		       i ? "," : "", (int64_t)(e->ts_ns - v->start_ns), e->dur_ns, line_cpu(tl, e));
+		ht_json_string(stdout, thread_label(tl, e, who, sizeof(who)));
+		printf(",\"name\":");
+		ht_json_string(stdout, event_name(tl, e));
+		printf(",\"what\":");
+		ht_json_string(stdout, what);
+		putchar('}');
+	}
+	printf("],\"timeline_omitted\":%zu", omitted);
+	free(lines);
+}
+
+/* ------------------------------------------------------------------ */
+/* Sections.                                                            */
+
+struct culprit_row {
+	const char *task; /* "comm[pid]", as the dump names it */
+	uint64_t ns;
+	uint64_t cpu;
+	bool has_cpu;
+};
+
+/*
+ * "comm[pid]" into its comm and pid, split at the last '[' since a comm may
+ * hold brackets of its own. Anything else is all comm, pid 0.
+ */
+static void split_task(const char *task, char *comm, size_t len, uint32_t *pid)
+{
+	const char *open = strrchr(task, '[');
+	char *end;
+	unsigned long v;
+
+	*pid = 0;
+	snprintf(comm, len, "%s", task);
+	if (!open || open[1] < '0' || open[1] > '9')
+		return;
+	errno = 0;
+	v = strtoul(open + 1, &end, 10);
+	if (errno || strcmp(end, "]") || v > UINT32_MAX)
+		return;
+	*pid = (uint32_t)v;
+	snprintf(comm, len, "%.*s", (int)(open - task), task);
+}
+
+static size_t culprits_of(const struct dump_view *v, struct culprit_row *rows, size_t max,
+			  uint64_t *wait_ns)
+{
+	const struct tl_event *e;
+	char name[64];
+	size_t n = 0;
+
+	*wait_ns = 0;
+	if (v->rq_slice < 0)
+		return 0;
+	e = tl_event(v->tl, (size_t)v->rq_slice);
+	*wait_ns = e->dur_ns;
+	for (unsigned int i = 0; n < max; i++) {
+		snprintf(name, sizeof(name), HT_ARG_RAN_INSTEAD ".%u", i);
+		rows[n].task = arg_str(v->tl, e, name);
+		snprintf(name, sizeof(name), HT_ARG_RAN_INSTEAD ".%u.ns", i);
+		if (!rows[n].task || !arg_u64(v->tl, e, name, &rows[n].ns))
+			break;
+		snprintf(name, sizeof(name), HT_ARG_RAN_INSTEAD ".%u.cpu", i);
+		rows[n].has_cpu = arg_u64(v->tl, e, name, &rows[n].cpu);
+		n++;
+	}
+	return n;
+}
+
+static const char *const loss_keys[] = { HT_META_LOSS_FR_SKIP, HT_META_LOSS_RB,
+					 HT_META_LOSS_STORAGE, HT_META_LOSS_COMM,
+					 HT_META_LOSS_RECURSION, HT_META_LOSS_UNSEEN_SWITCH_IN,
+					 HT_META_BREACHES_MISSED };
+
+static void print_headline(const struct dump_view *v)
+{
+	const struct timeline *tl = v->tl;
+	char dur[32], thr[32], win[32];
+
+	if (v->has_breach) {
+		printf("%s %s (threshold %s)", v->kind,
+		       ht_format_duration(v->end_ns - v->start_ns, dur, sizeof(dur)),
+		       ht_format_duration(v->threshold_ns, thr, sizeof(thr)));
+		if (v->off_cpu_ns)
+			printf(", off-cpu %s of it (threshold %s)",
+			       ht_format_duration(v->off_cpu_ns, dur, sizeof(dur)),
+			       ht_format_duration(v->off_cpu_threshold_ns, thr, sizeof(thr)));
+		printf(" in tid %u (%s) of pid %s (%s)%s\n", v->tid, v->comm,
+		       meta_str(tl, HT_META_TARGET_PID), meta_str(tl, HT_META_TARGET_COMM),
+		       v->wait_for_work ? ", waiting for work" : "");
+	} else if (v->trigger >= 0) {
+		const struct tl_event *e = tl_event(tl, (size_t)v->trigger);
+		uint64_t rdi = 0, rsi = 0, rdx = 0;
+
+		arg_u64(tl, e, HT_ARG_RDI, &rdi);
+		arg_u64(tl, e, HT_ARG_RSI, &rsi);
+		arg_u64(tl, e, HT_ARG_RDX, &rdx);
+		printf("trigger %s hit in tid %u of pid %s (%s) at %s: rdi=%#" PRIx64 " rsi=%#" PRIx64
+		       " rdx=%#" PRIx64 "\n",
+		       arg_str(tl, e, HT_ARG_TRIGGER) ?: "?", v->tid,
+		       meta_str(tl, HT_META_TARGET_PID), meta_str(tl, HT_META_TARGET_COMM),
+		       arg_str(tl, e, HT_ARG_FUNCTION) ?: "?", rdi, rsi, rdx);
+	} else
+		printf("%s dump of pid %s (%s)\n", v->kind, meta_str(tl, HT_META_TARGET_PID),
+		       meta_str(tl, HT_META_TARGET_COMM));
+	printf("  at %s; window %s\n", meta_str(tl, HT_META_WALL_CLOCK),
+	       ht_format_duration(v->window_end_ns - v->window_start_ns, win, sizeof(win)));
+	/* Said up front: such a dump has no user-space call stacks, and not for want of any. */
+	if (!strcmp(meta_str(tl, HT_META_SOURCE), HT_SOURCE_PT_SIDEBAND_ONLY))
+		printf("  test capture (HYBTRACE_TEST_PT_SIDEBAND_ONLY): Intel PT sideband only, "
+		       "no PT event was opened, no PT data\n");
+}
+
+static void print_user_stack_text(const struct dump_view *v, long ev, const char *title)
+{
+	const char *stack[128];
+	size_t n = stack_of(v->tl, ev, stack, 128);
+
+	if (!n)
+		return;
+	printf("\n%s (%+.3fms, innermost last):\n", title,
+	       ((double)tl_event(v->tl, (size_t)ev)->ts_ns - (double)v->start_ns) / 1e6);
+	for (size_t i = 0; i < n; i++)
+		printf("  %s\n", stack[i]);
+}
+
+/* When the breached thread went off the CPU: where it blocked, else the breach's start. */
+static uint64_t blocked_ns(const struct dump_view *v)
+{
+	return v->block_stack >= 0 ? tl_event(v->tl, (size_t)v->block_stack)->ts_ns : v->start_ns;
+}
+
+static const char *blocked_what(const struct dump_view *v)
+{
+	if (!strcmp(v->kind, "off-cpu") || v->block_stack >= 0)
+		return "it blocked";
+	if (!strcmp(v->kind, "syscall"))
+		return "the syscall began";
+	return "the wait began";
+}
+
+/* The last sample is not where it blocked: it says how long before, and is labelled so. */
+static void print_user_stacks_text(const struct dump_view *v)
+{
+	const char *stack[128];
+	char title[96];
+	uint64_t at, blocked = blocked_ns(v);
+	size_t n;
+
+	print_user_stack_text(v, v->block_stack, "user stack where it blocked");
+	n = stack_of(v->tl, v->block_stack, stack, 128);
+	if (n == 1 && !strcmp(arg_str(v->tl, tl_event(v->tl, (size_t)v->block_stack),
+				      HT_ARG_CALLGRAPH) ?: "", "fp"))
+		printf("  (one frame deep: that code has no frame pointers; try --callgraph dwarf)\n");
+	if (v->stack_before >= 0) {
+		at = tl_event(v->tl, (size_t)v->stack_before)->ts_ns;
+		ht_last_sample_label(blocked > at ? blocked - at : 0, blocked_what(v), title,
+				     sizeof(title));
+		print_user_stack_text(v, v->stack_before, title);
+		n = stack_of(v->tl, v->stack_before, stack, 128);
+		if (n == 1 && !strcmp(meta_str(v->tl, HT_META_CALLGRAPH), "fp"))
+			printf("  (one frame deep: that code has no frame pointers; try "
+			       "--callgraph dwarf)\n");
+	}
+	print_user_stack_text(v, v->stack_after, "user stack just after it came back");
+}
+
+static void print_sections_text(const struct dump_view *v)
+{
+	const struct timeline *tl = v->tl;
+	struct culprit_row rows[HT_MAX_REPORT_CULPRITS];
+	struct chain_link chain[MAX_CHAIN];
+	const char *stack[64];
+	uint64_t wait_ns, clipped, unknown = 0, idle = 0;
+	size_t n;
+	char dur[32];
+
+	n = culprits_of(v, rows, HT_MAX_REPORT_CULPRITS, &wait_ns);
+	if (v->rq_slice >= 0) {
+		arg_u64(tl, tl_event(tl, (size_t)v->rq_slice), HT_ARG_UNKNOWN_NS, &unknown);
+		arg_u64(tl, tl_event(tl, (size_t)v->rq_slice), HT_ARG_IDLE_NS, &idle);
+	}
+	if (n || unknown || idle) {
+		printf("\nran instead, during the %s run-queue wait:\n",
+		       ht_format_duration(wait_ns, dur, sizeof(dur)));
+		for (size_t i = 0; i < n; i++)
+			printf("  %-28s %10s  %5.1f%%\n", rows[i].task,
+			       ht_format_duration(rows[i].ns, dur, sizeof(dur)),
+			       wait_ns ? 100.0 * (double)rows[i].ns / (double)wait_ns : 0);
+		if (unknown)
+			printf("  %-28s %10s  %5.1f%%\n", "(before the recording)",
+			       ht_format_duration(unknown, dur, sizeof(dur)),
+			       wait_ns ? 100.0 * (double)unknown / (double)wait_ns : 0);
+		/* Not a culprit: the time its idle CPU took to pick it up. */
+		if (idle)
+			printf("  %-28s %10s  %5.1f%%\n", "(its CPU idle)",
+			       ht_format_duration(idle, dur, sizeof(dur)),
+			       wait_ns ? 100.0 * (double)idle / (double)wait_ns : 0);
+	}
+	if (v->off_slice >= 0) {
+		const struct tl_event *e = tl_event(tl, (size_t)v->off_slice);
+		const char *sc = arg_str(tl, e, HT_ARG_SYSCALL);
+
+		printf("\noff the CPU: state %s%s%s for %s\n", sleep_state(tl, e), sc ? " in " : "",
+		       sc ? sc : "", ht_format_duration(e->dur_ns, dur, sizeof(dur)));
+	}
+	n = stack_of(tl, stack_event(v), stack, 64);
+	if (n) {
+		printf("\nkernel stack where it waited (innermost last):\n");
+		for (size_t i = 0; i < n; i++)
+			printf("  %s\n", stack[i]);
+	}
+	print_user_stacks_text(v);
+	n = v->has_breach ? wakeup_chain(v, chain) : 0;
+	if (n) {
+		printf("\nwakeup chain:\n");
+		for (size_t i = 0; i < n; i++) {
+			printf("  %s[%u] ", chain[i].comm ? chain[i].comm : "?", chain[i].tid);
+			if (chain[i].softirq) {
+				printf("woken by softirq (%s)", chain[i].softirq);
+				if (chain[i].waker_tid)
+					printf(" in %s[%u]",
+					       chain[i].waker_comm ? chain[i].waker_comm : "?",
+					       chain[i].waker_tid);
+			} else if (chain[i].waker_tid)
+				printf("woken by %s[%u]", chain[i].waker_comm ? chain[i].waker_comm : "?",
+				       chain[i].waker_tid);
+			else if (chain[i].source && strcmp(chain[i].source, "preempted") &&
+				 strcmp(chain[i].source, "new task"))
+				printf("woken by %s", chain[i].source);
+			else
+				printf("%s", chain[i].source ? chain[i].source : "?");
+			printf(" at %+.3fms\n", ((double)chain[i].at_ns - (double)v->start_ns) / 1e6);
+		}
+	}
+	printf("\nlosses:");
+	for (size_t i = 0; i < sizeof(loss_keys) / sizeof(loss_keys[0]); i++)
+		printf(" %s %s%s", loss_keys[i], meta_str(tl, loss_keys[i])[0] ? meta_str(tl, loss_keys[i]) : "?",
+		       i + 1 < sizeof(loss_keys) / sizeof(loss_keys[0]) ? "," : "\n");
+	clipped = meta_u64(tl, HT_META_CLIPPED_TO, 0);
+	if (clipped && clipped == meta_u64(tl, HT_META_RECORDING_START, 0))
+		printf("clipped: recording began %s into the window\n",
+		       ht_format_duration(clipped - v->window_start_ns, dur, sizeof(dur)));
+	else if (clipped)
+		printf("clipped: the rings no longer held the window's first %s\n",
+		       ht_format_duration(clipped - v->window_start_ns, dur, sizeof(dur)));
+}
+
+static void print_frames_json(const char *key, const struct timeline *tl, long ev)
+{
+	const char *stack[128];
+	size_t n = stack_of(tl, ev, stack, 128);
+
+	printf(",\"%s\":[", key);
+	for (size_t i = 0; i < n; i++) {
+		if (i)
+			putchar(',');
+		ht_json_string(stdout, stack[i]);
+	}
+	putchar(']');
+}
+
+static void print_stack_json(const struct dump_view *v)
+{
+	const char *stack[64];
+	size_t n = stack_of(v->tl, stack_event(v), stack, 64);
+
+	print_frames_json("user_stack_blocked", v->tl, v->block_stack);
+	print_frames_json("user_stack_before", v->tl, v->stack_before);
+	if (v->stack_before >= 0) {
+		uint64_t at = tl_event(v->tl, (size_t)v->stack_before)->ts_ns;
+
+		printf(",\"user_stack_before_gap_ns\":%" PRIu64,
+		       blocked_ns(v) > at ? blocked_ns(v) - at : 0);
+	}
+	print_frames_json("user_stack_after", v->tl, v->stack_after);
+	printf(",\"kernel_stack\":[");
+	for (size_t i = 0; i < n; i++) {
+		if (i)
+			putchar(',');
+		ht_json_string(stdout, stack[i]);
+	}
+	putchar(']');
+}
+
+/*
+ * The wakeup that ended the breached thread's last wait, as the live
+ * breach's woken_by (breach_format.c): source, at_ns, softirq, and the
+ * waker's tid, pid and comm. The dump knows the pid of the target's
+ * threads only: another's is null.
+ */
+static void print_woken_by_json(const struct dump_view *v, const struct chain_link *c)
+{
+	const char *source = c ? c->source : NULL;
+	bool woken = source && (!strcmp(source, "task") || !strcmp(source, "irq") ||
+				!strcmp(source, "timer") || !strcmp(source, "softirq"));
+
+	printf(",\"woken_by\":");
+	if (!woken) {
+		printf("null");
+		return;
+	}
+	printf("{\"source\":");
+	ht_json_string(stdout, source);
+	printf(",\"at_ns\":%" PRIu64, c->at_ns);
+	if (c->softirq) {
+		printf(",\"softirq\":");
+		ht_json_string(stdout, c->softirq);
+	}
+	if (c->waker_tid) {
+		printf(",\"tid\":%u,\"pid\":", c->waker_tid);
+		if (is_target_thread(v->tl, c->waker_tid) && meta_u64(v->tl, HT_META_TARGET_PID, 0))
+			printf("%" PRIu64, meta_u64(v->tl, HT_META_TARGET_PID, 0));
+		else
+			printf("null");
+		printf(",\"comm\":");
+		ht_json_string(stdout, c->waker_comm ? c->waker_comm : "?");
+	}
+	putchar('}');
+}
+
+static void print_sections_json(const struct dump_view *v)
+{
+	const struct timeline *tl = v->tl;
+	struct culprit_row rows[HT_MAX_REPORT_CULPRITS];
+	struct chain_link chain[MAX_CHAIN];
+	uint64_t wait_ns, other_ns = 0, unknown_ns = 0, idle_ns = 0;
+	uint64_t clipped = meta_u64(tl, HT_META_CLIPPED_TO, 0);
+	size_t n = culprits_of(v, rows, HT_MAX_REPORT_CULPRITS, &wait_ns);
+	char comm[HT_COMM_LEN + 32];
+	uint32_t pid;
+
+	/* The live breach's fields (breach_format.c), so one parser reads both. */
+	printf(",\"ran_instead\":[");
+	for (size_t i = 0; i < n; i++) {
+		split_task(rows[i].task, comm, sizeof(comm), &pid);
+		printf("%s{\"pid\":%u,\"comm\":", i ? "," : "", pid);
+		ht_json_string(stdout, comm);
+		if (rows[i].has_cpu)
+			printf(",\"cpu\":%" PRIu64, rows[i].cpu);
+		else
+			printf(",\"cpu\":null");
+		printf(",\"ns\":%" PRIu64 "}", rows[i].ns);
+	}
+	if (v->rq_slice >= 0) {
+		arg_u64(tl, tl_event(tl, (size_t)v->rq_slice), HT_ARG_OTHER_NS, &other_ns);
+		arg_u64(tl, tl_event(tl, (size_t)v->rq_slice), HT_ARG_UNKNOWN_NS, &unknown_ns);
+		arg_u64(tl, tl_event(tl, (size_t)v->rq_slice), HT_ARG_IDLE_NS, &idle_ns);
+	}
+	printf("],\"ran_instead_other_ns\":%" PRIu64 ",\"ran_instead_unknown_ns\":%" PRIu64
+	       ",\"ran_instead_idle_ns\":%" PRIu64,
+	       other_ns, unknown_ns, idle_ns);
+	if (v->off_slice >= 0) {
+		const struct tl_event *e = tl_event(tl, (size_t)v->off_slice);
+
+		printf(",\"off_cpu\":{\"state\":");
+		ht_json_string(stdout, sleep_state(tl, e));
+		printf(",\"syscall\":");
+		ht_json_string(stdout, arg_str(tl, e, HT_ARG_SYSCALL) ?: "");
+		printf(",\"ns\":%" PRIu64 "}", e->dur_ns);
+	}
+	print_stack_json(v);
+	n = v->has_breach ? wakeup_chain(v, chain) : 0;
+	print_woken_by_json(v, n ? &chain[0] : NULL);
+	printf(",\"wakeup_chain\":[");
+	for (size_t i = 0; i < n; i++) {
+		printf("%s{\"tid\":%u,\"comm\":", i ? "," : "", chain[i].tid);
+		ht_json_string(stdout, chain[i].comm ? chain[i].comm : "?");
+		printf(",\"woken_by\":");
+		ht_json_string(stdout, chain[i].source ? chain[i].source : "?");
+		if (chain[i].softirq) {
+			printf(",\"softirq\":");
+			ht_json_string(stdout, chain[i].softirq);
+		}
+		printf(",\"waker_tid\":%u,\"waker_comm\":", chain[i].waker_tid);
+		ht_json_string(stdout, chain[i].waker_comm ? chain[i].waker_comm : "");
+		putchar('}');
+	}
+	printf("],\"losses\":{");
+	for (size_t i = 0; i < sizeof(loss_keys) / sizeof(loss_keys[0]); i++)
+		printf("%s\"%s\":%" PRIu64, i ? "," : "", loss_keys[i], meta_u64(tl, loss_keys[i], 0));
+	printf("},\"clipped\":%s", clipped ? "true" : "false");
+	if (clipped)
+		printf(",\"clipped_to_ns\":%" PRIu64, clipped);
+}
+
+static void print_header_json(const struct dump_view *v)
+{
+	const struct timeline *tl = v->tl;
+
+	printf("{\"file\":");
+	ht_json_string(stdout, v->path);
+	printf(",\"kind\":");
+	ht_json_string(stdout, v->kind);
+	printf(",\"breach\":%s", v->has_breach ? "true" : "false");
+	if (v->trigger >= 0) {
+		const struct tl_event *e = tl_event(tl, (size_t)v->trigger);
+		uint64_t r[3] = { 0 };
+
+		arg_u64(tl, e, HT_ARG_RDI, &r[0]);
+		arg_u64(tl, e, HT_ARG_RSI, &r[1]);
+		arg_u64(tl, e, HT_ARG_RDX, &r[2]);
+		printf(",\"trigger\":{\"spec\":");
+		ht_json_string(stdout, arg_str(tl, e, HT_ARG_TRIGGER) ?: "");
+		printf(",\"function\":");
+		ht_json_string(stdout, arg_str(tl, e, HT_ARG_FUNCTION) ?: "");
+		printf(",\"tid\":%u,\"time_ns\":%" PRIu64 ",\"args\":[%" PRIu64 ",%" PRIu64 ",%" PRIu64
+		       "]}", v->tid, e->ts_ns, r[0], r[1], r[2]);
+	}
+	if (v->has_breach) {
+		const char *k = v->kinds;
+
+		/* "kinds":["off-cpu","syscall"] from "off-cpu+syscall". */
+		printf(",\"kinds\":[");
+		for (int n = 0; *k; n++) {
+			size_t len = strcspn(k, "+");
+
+			printf("%s\"%.*s\"", n ? "," : "", (int)len, k);
+			k += len + (k[len] == '+');
+		}
+		putchar(']');
+		if (v->off_cpu_ns)
+			printf(",\"off_cpu_duration_ns\":%" PRIu64
+			       ",\"off_cpu_threshold_ns\":%" PRIu64,
+			       v->off_cpu_ns, v->off_cpu_threshold_ns);
+		printf(",\"duration_ns\":%" PRIu64 ",\"threshold_ns\":%" PRIu64 ",\"tid\":%u,\"comm\":",
+		       v->end_ns - v->start_ns, v->threshold_ns, v->tid);
+		ht_json_string(stdout, v->comm);
+		printf(",\"start_ns\":%" PRIu64 ",\"end_ns\":%" PRIu64 ",\"wait_for_work\":%s",
+		       v->start_ns, v->end_ns, v->wait_for_work ? "true" : "false");
+	}
+	printf(",\"pid\":%" PRIu64 ",\"process\":", meta_u64(tl, HT_META_TARGET_PID, 0));
+	ht_json_string(stdout, meta_str(tl, HT_META_TARGET_COMM));
+	printf(",\"wall_clock\":");
+	ht_json_string(stdout, meta_str(tl, HT_META_WALL_CLOCK));
+	printf(",\"window\":{\"start_ns\":%" PRIu64 ",\"end_ns\":%" PRIu64 "}", v->window_start_ns,
+	       v->window_end_ns);
+	printf(",\"metadata\":{");
+	for (size_t i = 0; i < tl_meta_count(tl); i++) {
+		if (i)
+			putchar(',');
+		ht_json_string(stdout, tl_meta_key(tl, i));
+		putchar(':');
+		ht_json_string(stdout, tl_meta_value(tl, i));
+	}
+	putchar('}');
+	printf(",\"flows\":{\"begun\":%" PRIu64 ",\"ends_dropped\":%" PRIu64 "}",
+	       v->stats.flows_begun, v->stats.flow_ends_dropped);
+}
+
+static struct timeline *read_dump(const char *path, struct pftr_stats *stats)
+{
+	char err[512];
+	struct timeline *tl = pftr_read_path(path, stats, err, sizeof(err));
+
+	if (!tl)
+		ht_fail("%s", err);
+	else if (!tl_meta_get(tl, HT_META_KIND)) {
+		tl_free(tl);
+		ht_fail("%s: a Perfetto trace, but not a hybtrace dump (no %s metadata)", path,
+			HT_META_KIND);
+		return NULL;
+	}
+	return tl;
+}
+
+static int report_file(const char *path, const struct report_options *o)
+{
+	struct pftr_stats stats;
+	struct timeline *tl = read_dump(path, &stats);
+	struct dump_view v;
+
+	if (!tl) {
+		ht_error("%s", ht_last_error());
+		return HT_EXIT_USAGE;
+	}
+	view_init(&v, tl, path, &stats);
+	if (o->json) {
+		print_header_json(&v);
+		print_sections_json(&v);
+		print_timeline_json(&v, o);
+		printf("}\n");
+	} else {
+		print_headline(&v);
+		print_sections_text(&v);
+		print_timeline_text(&v, o);
+		if (stats.flow_ends_dropped)
+			printf("\n%" PRIu64 " flow arrows of this file end before they begin: "
+			       "Perfetto drops them.\n",
+			       stats.flow_ends_dropped);
+	}
+	tl_free(tl);
+	return 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* A directory of dumps, worst first.                                   */
+
+struct dir_row {
+	char *path;
+	char *headline; /* NULL: unreadable, see error */
+	char *error;
+	uint64_t duration_ns, threshold_ns;
+	double ratio; /* to its threshold, as the dump policy ranks breaches; 0: no breach */
+	bool wait_for_work;
+	char kind[16];
+	char wall_clock[48];
+	bool has_thread; /* a breach's or a trigger's; manual and exit dumps have none */
+	uint32_t tid;
+	char comm[HT_COMM_LEN + 8];
+	uint64_t pid;
+	char process[HT_COMM_LEN + 8];
+};
+
+/* Breaches first, then trigger, manual and exit dumps, then waits for work. */
+static int row_group(const struct dir_row *r)
+{
+	return r->wait_for_work ? 2 : r->ratio > 0 ? 0 : 1;
+}
+
+static int row_cmp(const void *a, const void *b)
+{
+	const struct dir_row *x = a, *y = b;
+
+	if (row_group(x) != row_group(y))
+		return row_group(x) - row_group(y);
+	if (x->ratio != y->ratio)
+		return x->ratio > y->ratio ? -1 : 1;
+	if (x->duration_ns != y->duration_ns)
+		return x->duration_ns > y->duration_ns ? -1 : 1;
+	return strcmp(x->path, y->path);
+}
+
+static void fill_row(struct dir_row *r)
+{
+	struct pftr_stats stats;
+	struct timeline *tl = read_dump(r->path, &stats);
+	struct dump_view v;
+
+	if (!tl) {
+		r->error = strdup(ht_last_error());
+		return;
+	}
+	view_init(&v, tl, r->path, &stats);
+	r->duration_ns = v.has_breach ? v.end_ns - v.start_ns : 0;
+	r->threshold_ns = v.has_breach ? v.threshold_ns : 0;
+	r->wait_for_work = v.has_breach && v.wait_for_work;
+	if (v.has_breach) {
+		uint64_t dur[2] = { r->duration_ns, v.off_cpu_ns };
+		uint64_t thr[2] = { v.threshold_ns, v.off_cpu_ns ? v.off_cpu_threshold_ns : 0 };
+
+		/* As the dump policy ranked it: by the larger of its two ratios. */
+		r->ratio = ht_dump_rank_breach(r->wait_for_work ? HT_RANK_WAIT_FOR_WORK
+								: HT_RANK_BREACH,
+					       dur, thr, 2)
+				   .ratio;
+	}
+	snprintf(r->kind, sizeof(r->kind), "%s", v.kind);
+	snprintf(r->wall_clock, sizeof(r->wall_clock), "%s", meta_str(tl, HT_META_WALL_CLOCK));
+	r->has_thread = v.has_breach || v.trigger >= 0;
+	r->tid = v.tid;
+	snprintf(r->comm, sizeof(r->comm), "%s", v.has_breach ? v.comm : thread_name(tl, v.tid));
+	r->pid = meta_u64(tl, HT_META_TARGET_PID, 0);
+	snprintf(r->process, sizeof(r->process), "%s", meta_str(tl, HT_META_TARGET_COMM));
+	r->headline = strdup(r->kind);
+	tl_free(tl);
+}
+
+static bool is_dump_name(const char *name)
+{
+	size_t n = strlen(name), s = strlen(HT_DUMP_SUFFIX);
+
+	return name[0] != '.' && n > s && !strcmp(name + n - s, HT_DUMP_SUFFIX);
+}
+
+static int report_dir(const char *dir, const struct report_options *o)
+{
+	struct dir_row *rows = NULL;
+	size_t n = 0, cap = 0;
+	struct dirent *de;
+	char dur[32], who[HT_COMM_LEN + 48];
+	DIR *d = opendir(dir);
+
+	if (!d) {
+		ht_error("%s: %s", dir, strerror(errno));
+		return HT_EXIT_USAGE;
+	}
+	while ((de = readdir(d))) {
+		if (!is_dump_name(de->d_name))
+			continue;
+		if (n == cap) {
+			struct dir_row *grown = realloc(rows, (cap = cap ? cap * 2 : 16) * sizeof(*rows));
+
+			if (!grown)
+				break;
+			rows = grown;
+		}
+		memset(&rows[n], 0, sizeof(rows[n]));
+		if (asprintf(&rows[n].path, "%s/%s", dir, de->d_name) < 0)
+			break;
+		fill_row(&rows[n++]);
+	}
+	closedir(d);
+	if (n > 1)
+		qsort(rows, n, sizeof(*rows), row_cmp);
+	if (o->json)
+		printf("[");
+	else if (!n)
+		printf("no dumps (*" HT_DUMP_SUFFIX ") in %s\n", dir);
+	for (size_t i = 0; i < n; i++) {
+		struct dir_row *r = &rows[i];
+
+		if (o->json) {
+			printf("%s{\"file\":", i ? "," : "");
+			ht_json_string(stdout, r->path);
+			if (r->error) {
+				printf(",\"error\":");
+				ht_json_string(stdout, r->error);
+			} else {
+				printf(",\"kind\":\"%s\",\"duration_ns\":%" PRIu64, r->kind,
+				       r->duration_ns);
+				if (r->threshold_ns)
+					printf(",\"threshold_ns\":%" PRIu64, r->threshold_ns);
+				if (r->has_thread) {
+					printf(",\"tid\":%u,\"comm\":", r->tid);
+					ht_json_string(stdout, r->comm);
+				}
+				printf(",\"pid\":%" PRIu64 ",\"process\":", r->pid);
+				ht_json_string(stdout, r->process);
+				printf(",\"wall_clock\":");
+				ht_json_string(stdout, r->wall_clock);
+				printf(",\"wait_for_work\":%s", r->wait_for_work ? "true" : "false");
+			}
+			putchar('}');
+		} else if (r->error) {
+			printf("  %-10s %-9s %-24s %s\n", "?", "unreadable", r->error, "");
+		} else {
+			/* Whose dump: the thread that breached or hit, else the whole process. */
+			if (r->has_thread)
+				snprintf(who, sizeof(who), "tid %u (%s)%s", r->tid, r->comm,
+					 r->wait_for_work ? ", waiting for work" : "");
+			else
+				snprintf(who, sizeof(who), "pid %" PRIu64 " (%s)", r->pid,
+					 r->process);
+			printf("  %-10s %-9s %-24s %-24s  %s\n",
+			       r->duration_ns ? ht_format_duration(r->duration_ns, dur, sizeof(dur))
+					      : "-",
+			       r->kind, r->wall_clock, who, r->path);
+		}
+		free(r->path);
+		free(r->headline);
+		free(r->error);
+	}
+	if (o->json)
+		printf("]\n");
+	free(rows);
+	return 0;
+}
+
+static void usage(void)
+{
+	printf("usage: hybtrace report FILE [--json] [--all]\n"
+	       "       hybtrace report DIR [--json]\n"
+	       "\n"
+	       "Reviews a dump: the breach, what ran instead, why the thread waited and the\n"
+	       "kernel stack, the wakeup chain, losses, and the window's timeline. A\n"
+	       "directory lists its dumps, worst first.\n"
+	       "  --json   one JSON document instead of text\n"
+	       "  --all    every event of the window, not the 200 nearest the breach\n");
+}
+
+int ht_report_main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "json", no_argument, NULL, 'j' },
+		{ "all", no_argument, NULL, 'a' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct report_options o = { 0 };
+	struct stat st;
+	int opt;
+
+	optind = 1;
+	opterr = 0;
+	while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		switch (opt) {
+		case 'j':
+			o.json = true;
+			break;
+		case 'a':
+			o.all = true;
+			break;
+		case 'h':
+			usage();
+			return 0;
+		default:
+			ht_error("report: unknown option '%s' (see hybtrace report --help)",
+				 argv[optind - 1]);
+			return HT_EXIT_USAGE;
+		}
+	}
+	if (optind != argc - 1) {
+		ht_error("report needs one FILE or DIR (see hybtrace report --help)");
+		return HT_EXIT_USAGE;
+	}
+	if (stat(argv[optind], &st)) {
+		ht_error("%s: %s", argv[optind], strerror(errno));
+		return HT_EXIT_USAGE;
+	}
+	if (S_ISDIR(st.st_mode))
+		return report_dir(argv[optind], &o);
+	return report_file(argv[optind], &o);
+}

@@ -1,0 +1,1801 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/syscall.h>
+#include <sys/timerfd.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include "kernel/block_stacks.h"
+#include "kernel/breach_format.h"
+#include "triggers/code_triggers.h"
+#include "kernel/comm_cache.h"
+#include "trace/dump_schema.h"
+#include "dump/dumper.h"
+#include "base/histogram.h"
+#include "base/json.h"
+#include "kernel/kernel_btf.h"
+#include "symbols/ksyms.h"
+#include "base/log.h"
+#include "kernel/monitor.h"
+#include "base/out_stream.h"
+#include "base/output.h"
+#include "cli/own_cpus.h"
+#include "base/privileges.h"
+#include "base/proc.h"
+#include "sources/sample/sampler.h"
+#include "sources/intelpt/intelpt_capture.h"
+#include "symbols/symbolizer.h"
+#include "symbols/unwind_dwarf.h"
+#include "cli/session.h"
+#include "base/units.h"
+#include "kernel/wait_for_work.h"
+
+#include <bpf/btf.h>
+
+#define STATUS_TTY_INTERVAL_S  1
+#define STATUS_PLAIN_INTERVAL_S 10
+/* Housekeeping: what exited threads held is given back this often. */
+#define HOUSEKEEPING_NS 250000000ULL
+/*
+ * How long an exited task's name stays in the comm map at least; longer
+ * while a dump whose window it may appear in is not yet written.
+ */
+#define COMM_KEEP_NS 250000000ULL
+/* The flight recorder's rate is measured over this much: shorter is too noisy to warn on. */
+#define REACH_WINDOW_NS 1000000000ULL
+/* How long the ring is drained at exit for breaches still being sent. */
+#define DRAIN_TRIES 500
+
+enum { EV_BREACH = 1, EV_SIGNAL, EV_STATUS, EV_TARGET_EXIT, EV_DURATION, EV_DUMP, EV_TRIGGER };
+
+/* The largest of some breaches, and how many. */
+struct breach_max {
+	uint64_t count;
+	uint64_t max_ns;
+	uint32_t max_tid;
+	char max_comm[HT_COMM_LEN + 1];
+};
+
+/*
+ * The breaches of one kind: COUNT all of them, the largest among those that
+ * are not waits for work, which are counted apart with their own largest,
+ * so an idle event loop never stands for the worst wait of a session.
+ */
+struct kind_stats {
+	uint64_t count;
+	struct breach_max worst, idle;
+};
+
+struct session {
+	const struct ht_options *opt;
+	int tgid;
+	char target_comm[HT_COMM_BUF];
+	struct ht_monitor monitor;
+	struct ht_sampler sampler;
+	struct ht_intelpt pt;
+	struct ht_code_triggers triggers;
+	struct ht_marks_source marks;
+	struct ht_marks_locator marks_locator;
+	struct ht_dumper dumper;
+	/* Breach lines, or JSON lines: stdout or --json=FILE. */
+	struct ht_out_stream out;
+	bool out_gone;	    /* a write to it failed: the session ends, the summary goes to stderr */
+	uint64_t unwritten; /* breaches read after that: reported, not written */
+	/* What the flight recorder reaches back to, measured each second. */
+	uint64_t *reach_heads; /* per CPU, at reach_since_ns */
+	uint64_t reach_since_ns;
+	uint64_t shortest_reach_ns; /* 0: not measured yet */
+	uint64_t busiest_rate;	    /* records/s on the busiest CPU when it was shortest */
+	bool pre_warned;
+	uint64_t lost_reported; /* losses already said on stderr */
+	uint64_t trigger_hits;
+	/* One-shot: hits after the first (not reported); hits lost to a full ring. */
+	uint64_t trigger_in_flight, trigger_lost;
+	struct ht_comm_cache *comms;
+	struct ht_ksyms *ksyms;
+	/* --block-stacks: the stacks sent before their breaches; NULL without it. */
+	struct ht_block_stacks *blocks;
+	struct ht_block_frames block_frames; /* the breach being read's */
+	uint64_t block_stacks_shown;
+	uint64_t start_ns;
+	/* Waits that breached each kind (one of two kinds counts in both), by kind. */
+	struct kind_stats kinds[HT_BREACH_KIND_MAX];
+	uint64_t reported; /* breach records read: one per wait */
+	/* Those records by the set of kinds they breached (bits 1 << kind). */
+	uint64_t by_kinds[1U << HT_BREACH_KIND_MAX];
+	bool status_on_tty;
+	bool status_shown;
+	uint64_t last_status_ns, last_records;
+	int epfd, sigfd, statusfd, pidfd, durationfd, dumpfd;
+	/* `run`: the child we started. */
+	pid_t child;
+	/* Until then the child waited for us to attach: a wait of ours, not of its command. */
+	uint64_t child_held_until_ns;
+	uint64_t child_hold_breaches; /* read and left out: not counted as detected either */
+	int child_status;
+	bool child_reaped;
+	int stop_signals;
+	bool stop;
+	bool announced; /* monitoring began: what the output stream holds is kept */
+	/* What perf events need on this kernel (check_perf_events()). */
+	enum ht_perf_access perf_access;
+	int perf_paranoid;
+	struct ht_own_cpus own_cpus;
+	struct ht_wait_sets wait_sets;
+};
+
+static uint64_t monotonic_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+static uint64_t threshold_of(const struct ht_options *o, unsigned int kind)
+{
+	switch (kind) {
+	case HT_BREACH_RQ_DELAY:
+		return o->rq_delay_ns;
+	case HT_BREACH_OFF_CPU:
+		return o->off_cpu_ns;
+	case HT_BREACH_SYSCALL:
+		return o->syscall_ns;
+	}
+	return 0;
+}
+
+static void clear_status_line(struct session *s)
+{
+	if (s->status_on_tty && s->status_shown) {
+		fputs("\r\033[K", stderr);
+		s->status_shown = false;
+	}
+}
+
+/*
+ * hybtrace's threads moved off its target's CPUs (own_cpus.h): said the first
+ * time, where to and from when (since attach); later moves follow the
+ * target's CPUs as that line says, without a line each.
+ */
+static void say_own_cpus(struct session *s, bool moved, uint64_t now_ns)
+{
+	char where[600];
+
+	if (!moved || s->own_cpus.moves != 1)
+		return;
+	ht_own_cpus_describe(&s->own_cpus, where, sizeof(where));
+	clear_status_line(s);
+	fprintf(stderr,
+		"hybtrace: %s, from %.6f s on; they follow the CPUs the target may run on, so "
+		"as not to run instead of it\n",
+		where, (double)(int64_t)(now_ns - s->start_ns) / 1e9);
+}
+
+/*
+ * What ran instead while the breached thread waited in a run queue: over a
+ * run-queue breach, its wait; over an off-CPU or syscall breach, from the
+ * wakeup that ended its sleep (or the syscall's start, if it never slept)
+ * to the end, where it was queued again only when preempted.
+ */
+static void fill_culprits(struct session *s, struct ht_breach_info *bi)
+{
+	const struct ht_breach *b = &bi->b;
+	bool woken = b->wake_source != HT_WAKE_NONE && b->wake_ns;
+	uint64_t from = b->start_ns;
+	bool queued = true;
+	struct ht_sched_index idx;
+	struct ht_fr_window w;
+
+	if (b->kind != HT_BREACH_RQ_DELAY) {
+		if (woken)
+			from = b->wake_ns;
+		else if (b->kind == HT_BREACH_SYSCALL)
+			queued = false;
+		else
+			return;
+	}
+	/* Where it was queued at FROM may come from a record a little before. */
+	if (ht_recorder_read(&s->monitor.recorder,
+			     from > HT_CULPRITS_LOOKBACK_NS ? from - HT_CULPRITS_LOOKBACK_NS : 0,
+			     b->end_ns, &w))
+		return;
+	if (ht_sched_index_build(&w, &idx)) {
+		ht_fr_window_free(&w);
+		return;
+	}
+	ht_culprits_compute(&w, &idx, b->tid, from, b->end_ns, queued, b->wake_cpu, &bi->culprits);
+	ht_sched_index_free(&idx);
+	for (unsigned int i = 0; i < bi->culprits.count; i++)
+		ht_comm_lookup(s->comms, bi->culprits.top[i].pid, bi->culprits.top[i].cpu,
+			       bi->culprit_comm[i], sizeof(bi->culprit_comm[i]));
+	bi->have_culprits = true;
+	ht_fr_window_free(&w);
+}
+
+/*
+ * Where a task's local_bh_enable runs softirqs on the irq stack: do_softirq()
+ * (6.18 splits it into do_softirq.part.0), or __local_bh_enable_ip should it
+ * inline it, so the monitor can tell a softirq run in a task's context from
+ * one run on a hardirq's exit. None found (kallsyms hidden): no softirq names
+ * a task (but on PREEMPT_RT, where every softirq runs in one).
+ */
+static void find_do_softirq(const struct ht_ksyms *ksyms, struct ht_monitor_config *cfg)
+{
+	static const char *const names[] = { "do_softirq", "__local_bh_enable_ip" };
+	size_t n = 0;
+
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		n += ht_ksyms_function_ranges(ksyms, names[i], cfg->do_softirq_ranges + n,
+					      HT_DO_SOFTIRQ_RANGES - n);
+}
+
+static void note_kind(struct kind_stats *k, const struct ht_breach *b, uint64_t dur)
+{
+	struct breach_max *m = ht_breach_waits_for_work(b) ? &k->idle : &k->worst;
+
+	k->count++;
+	m->count++;
+	if (dur > m->max_ns) {
+		m->max_ns = dur;
+		m->max_tid = b->tid;
+		snprintf(m->max_comm, sizeof(m->max_comm), "%.*s", HT_COMM_LEN, b->comm);
+	}
+}
+
+/* One wait: counted once, and under each kind it breached with that kind's interval. */
+static void note_breach(struct session *s, const struct ht_breach *b)
+{
+	uint32_t kinds = ht_breach_kinds_of(b->kinds, b->kind);
+
+	s->reported++;
+	s->by_kinds[kinds & ((1U << HT_BREACH_KIND_MAX) - 1)]++;
+	for (unsigned int k = 1; k < HT_BREACH_KIND_MAX; k++) {
+		if (!(kinds & HT_KIND_BIT(k)))
+			continue;
+		if (k == HT_BREACH_OFF_CPU && b->kind != k && b->off_cpu_end_ns)
+			note_kind(&s->kinds[k], b, b->off_cpu_end_ns - b->off_cpu_start_ns);
+		else
+			note_kind(&s->kinds[k], b, b->end_ns - b->start_ns);
+	}
+}
+
+/*
+ * Freeze what is due already, and say when the next thing is due (0:
+ * nothing). A timer set in the past would cost another interrupt and
+ * wakeup between the breach and the freeze. A tick always moves the dumper
+ * on; the bound is only a guard.
+ */
+static uint64_t tick_due_dumps(struct session *s)
+{
+	uint64_t due = ht_dumper_deadline(&s->dumper), now = monotonic_ns();
+
+	for (int i = 0; i < 4 && due && due <= now; i++) {
+		ht_dumper_tick(&s->dumper, now);
+		due = ht_dumper_deadline(&s->dumper);
+		now = monotonic_ns();
+	}
+	return due;
+}
+
+static void offer_breach_dump(struct session *s, const struct ht_breach_info *bi)
+{
+	struct ht_dump_job job;
+
+	ht_dump_job_for_breach(&job, &bi->b, bi->threshold_ns);
+	if (bi->block_stack) {
+		job.has_block_stack = true;
+		job.block_stack = *bi->block_stack;
+	}
+	/* A window that has ended already (no --post) freezes now, before the breach is printed. */
+	if (ht_dumper_offer(&s->dumper, &job) == HT_DUMP_NOW)
+		tick_due_dumps(s);
+}
+
+static void offer_asked_dump(struct session *s, const char *kind)
+{
+	struct ht_dump_job job;
+
+	ht_dump_job_asked(&job, kind, monotonic_ns());
+	ht_dumper_offer(&s->dumper, &job);
+}
+
+/*
+ * A write to the output stream failed: its reader went away (EPIPE), or the
+ * file cannot grow. Nothing more is written there and the session ends as
+ * on SIGINT, with its summary on stderr. Under `run`, CMD gets SIGTERM, as
+ * when hybtrace itself does: no one reads what it is watched for any more.
+ */
+static void check_out(struct session *s)
+{
+	int err = ht_out_stream_error(&s->out);
+
+	if (s->out_gone || !err)
+		return;
+	s->out_gone = true;
+	s->stop = true;
+	clear_status_line(s);
+	if (err == EPIPE)
+		ht_error("the reader of %s went away: stopping", ht_out_stream_name(&s->out));
+	else
+		ht_error("cannot write %s: %s: stopping", ht_out_stream_name(&s->out),
+			 strerror(err));
+	if (s->child && !s->child_reaped)
+		kill(s->child, SIGTERM);
+}
+
+/*
+ * The user stack B's thread had as its wait began (--block-stacks), sent
+ * before B, which names it; or NULL, and *MISSING says why. Symbolized now,
+ * before the dump is offered: the dump needs its frames, and the
+ * symbolizer keeps what it read, so this is quick.
+ */
+static const struct ht_block_frames *block_stack_of(struct session *s, const struct ht_breach *b,
+						    const char **missing)
+{
+	struct ht_block_frames *fr = &s->block_frames;
+	const char *module;
+	bool taken = false;
+
+	*missing = NULL;
+	if (!s->blocks || (b->kind != HT_BREACH_OFF_CPU && b->kind != HT_BREACH_SYSCALL))
+		return NULL;
+	/* Sent on its own ring before B was: read it up to B. */
+	if (b->block_stack_seq) {
+		ht_monitor_consume_block_stacks(&s->monitor);
+		taken = !ht_block_stacks_take(s->blocks, b->tid, b->block_stack_seq, fr);
+	}
+	*missing = ht_block_stack_missing(b, taken);
+	if (!taken)
+		return NULL;
+	s->block_stacks_shown++;
+	module = ht_block_stacks_hint(s->blocks, fr);
+	if (module) {
+		clear_status_line(s);
+		ht_warn("stacks where threads blocked in %s are one frame deep: it has no frame "
+			"pointers; try --callgraph dwarf",
+			strrchr(module, '/') ? strrchr(module, '/') + 1 : module);
+	}
+	return fr;
+}
+
+static int on_breach(void *ctx, void *data, size_t size)
+{
+	struct session *s = ctx;
+	struct ht_breach_info bi = { 0 };
+	uint64_t now_ns;
+
+	if (size < sizeof(bi.b))
+		return 0;
+	memcpy(&bi.b, data, sizeof(bi.b));
+	if (bi.b.kind == 0 || bi.b.kind >= HT_BREACH_KIND_MAX)
+		return 0;
+	if (s->child && bi.b.tid == (uint32_t)s->child && bi.b.start_ns < s->child_held_until_ns) {
+		s->child_hold_breaches++;
+		return 0;
+	}
+	bi.threshold_ns = threshold_of(s->opt, bi.b.kind);
+	/* Sent at the end for a thread still in its syscall, by tid alone: its name is ours to find. */
+	if (!bi.b.comm[0]) {
+		char comm[HT_COMM_BUF];
+
+		ht_comm_lookup(s->comms, bi.b.tid, bi.b.cpu, comm, sizeof(comm));
+		snprintf(bi.b.comm, sizeof(bi.b.comm), "%.*s", HT_COMM_LEN - 1, comm);
+	}
+	bi.since_start_s = (double)(int64_t)(bi.b.end_ns - s->start_ns) / 1e9;
+	/* Before anything ranks or prints it: a wait on a latch is no wait for work. */
+	ht_wait_sets_judge(&s->wait_sets, &bi.b, monotonic_ns());
+	bi.block_stack = block_stack_of(s, &bi.b, &bi.block_stack_missing);
+	/* The dump first: its sources freeze at the window's end, whatever we do here. */
+	offer_breach_dump(s, &bi);
+	/*
+	 * Woken on the breach's CPU, maybe: the target's. Off it now, after the
+	 * freeze (reading the target's CPUs and moving threads take longer than
+	 * the freeze itself); a no-op once hybtrace keeps off it.
+	 */
+	now_ns = monotonic_ns();
+	say_own_cpus(s, ht_own_cpus_breach(&s->own_cpus, bi.b.cpu, (int)bi.b.tid, now_ns), now_ns);
+	note_breach(s, &bi.b);
+	if (s->out_gone) {
+		s->unwritten++;
+		return 0;
+	}
+	fill_culprits(s, &bi);
+	clear_status_line(s);
+	/* One line whole: the dump builder writes its lines to the same stream. */
+	flockfile(s->out.f);
+	if (s->opt->json)
+		ht_breach_print_json(s->out.f, &bi, s->ksyms);
+	else
+		ht_breach_print_text(s->out.f, &bi);
+	funlockfile(s->out.f);
+	check_out(s);
+	/* The line that met the closed pipe was not written either. */
+	s->unwritten += s->out_gone;
+	return 0;
+}
+
+static uint64_t total_lost(const struct ht_monitor_counters *c)
+{
+	return c->value[HT_CNT_RB_DROPS] + c->value[HT_CNT_STORAGE_FAILS] +
+	       c->value[HT_CNT_COMM_UPDATE_FAILS] + c->recursion_misses +
+	       c->value[HT_CNT_UNSEEN_SWITCH_INS];
+}
+
+/* Breach records, one per wait, whatever kinds it breached. */
+static uint64_t total_breaches(const struct session *s)
+{
+	return s->reported;
+}
+
+/* Breaches the kernel counted, but for the `run` child's wait for us to attach. */
+static uint64_t detected(const struct session *s, const struct ht_monitor_counters *c)
+{
+	return c->value[HT_CNT_BREACHES] - s->child_hold_breaches;
+}
+
+/* Waits that breached exactly the kinds ONLY. */
+static uint64_t waits_of(const struct session *s, uint32_t only)
+{
+	return s->by_kinds[only];
+}
+
+/* "waits: 12 breached: 7 off-cpu only, 3 syscall only, 2 both (off-cpu and syscall)" */
+static void print_waits_text(struct session *s, FILE *f)
+{
+	const uint32_t off = HT_KIND_BIT(HT_BREACH_OFF_CPU), sys = HT_KIND_BIT(HT_BREACH_SYSCALL);
+	bool both = s->opt->off_cpu_ns && s->opt->syscall_ns;
+	const char *sep = ":";
+
+	fprintf(f, "  waits: %llu breached", (unsigned long long)total_breaches(s));
+	if (s->opt->rq_delay_ns) {
+		fprintf(f, "%s %llu rq-delay", sep,
+			(unsigned long long)waits_of(s, HT_KIND_BIT(HT_BREACH_RQ_DELAY)));
+		sep = ",";
+	}
+	/* "only" where a wait could have breached the other threshold too. */
+	if (s->opt->off_cpu_ns) {
+		fprintf(f, "%s %llu off-cpu%s", sep, (unsigned long long)waits_of(s, off),
+			both ? " only" : "");
+		sep = ",";
+	}
+	if (s->opt->syscall_ns) {
+		fprintf(f, "%s %llu syscall%s", sep, (unsigned long long)waits_of(s, sys),
+			both ? " only" : "");
+		sep = ",";
+	}
+	if (both)
+		fprintf(f, "%s %llu both (off-cpu and syscall)", sep,
+			(unsigned long long)waits_of(s, off | sys));
+	fputc('\n', f);
+}
+
+static void print_status(struct session *s)
+{
+	struct ht_monitor_counters c;
+	uint64_t now = monotonic_ns();
+	double dt = (double)(now - s->last_status_ns) / 1e9;
+	char rate[32];
+
+	if (ht_monitor_read_counters(&s->monitor, &c))
+		return;
+	ht_format_count(dt > 0 ? (double)(c.records_written - s->last_records) / dt : 0, rate,
+			sizeof(rate));
+	s->last_status_ns = now;
+	s->last_records = c.records_written;
+	fprintf(stderr, "%shybtrace: %.0fs, %s events/s, %llu breaches, %llu lost%s",
+		s->status_on_tty ? "\r\033[K" : "", (double)(now - s->start_ns) / 1e9, rate,
+		(unsigned long long)total_breaches(s), (unsigned long long)total_lost(&c),
+		s->status_on_tty ? "" : "\n");
+	s->status_shown = s->status_on_tty;
+}
+
+static void print_dump_stats_text(struct session *s, FILE *f)
+{
+	struct ht_dump_stats d;
+	char size[32];
+
+	ht_dumper_stats(&s->dumper, &d);
+	fprintf(f,
+		"  dumps: %u kept (%sB) in %s, %u written, %u replaced by worse ones, %u failed; "
+		"not dumped: %llu min-interval, %llu max-dumps, %llu max-disk, %llu during another "
+		"dump (policy %s)\n",
+		d.written - d.replaced, ht_format_count((double)d.bytes, size, sizeof(size)),
+		s->opt->output_dir, d.written, d.replaced, d.failed,
+		(unsigned long long)d.skipped[HT_DUMP_SKIP_INTERVAL],
+		(unsigned long long)d.skipped[HT_DUMP_SKIP_COUNT],
+		(unsigned long long)d.skipped[HT_DUMP_SKIP_DISK],
+		(unsigned long long)d.skipped[HT_DUMP_SKIP_BUSY],
+		s->opt->dump_rule == HT_DUMP_RULE_FIRST ? "first" : "worst");
+}
+
+static uint64_t recorder_records_per_cpu(const struct session *s)
+{
+	return 1ULL << s->monitor.recorder.slot_shift;
+}
+
+static void print_recorder_text(struct session *s, FILE *f, const struct ht_monitor_counters *c)
+{
+	char dur[32], rate[32];
+
+	fprintf(f, "  events: %llu flight-recorder records (%llu per CPU in the ring",
+		(unsigned long long)c->records_written,
+		(unsigned long long)recorder_records_per_cpu(s));
+	if (s->shortest_reach_ns)
+		fprintf(f, ", which reached back %s at least: %s records/s on the busiest CPU",
+			ht_format_duration(s->shortest_reach_ns, dur, sizeof(dur)),
+			ht_format_count((double)s->busiest_rate, rate, sizeof(rate)));
+	fputs(")\n", f);
+}
+
+/* Hits, and the specs that never armed: a module name that matched nothing says so here. */
+static void print_triggers_text(struct session *s, FILE *f)
+{
+	size_t n = ht_code_triggers_count(&s->triggers);
+
+	if (!n)
+		return;
+	fprintf(f, "  triggers: %llu hit%s", (unsigned long long)s->trigger_hits,
+		s->trigger_hits == 1 ? "" : "s");
+	if (s->trigger_in_flight)
+		fprintf(f, ", %llu more after the first (one-shot: not reported)",
+			(unsigned long long)s->trigger_in_flight);
+	fprintf(f, ", %llu lost (ring full)\n", (unsigned long long)s->trigger_lost);
+	for (size_t i = 0; i < n; i++) {
+		const char *why = ht_code_trigger_unresolved(&s->triggers, i);
+
+		if (why)
+			fprintf(f, "  trigger %s never resolved%s%s\n",
+				ht_code_trigger_text(&s->triggers, (int)i), *why ? ": " : "", why);
+	}
+}
+
+static void print_triggers_json(struct session *s, FILE *f)
+{
+	size_t n = ht_code_triggers_count(&s->triggers), shown = 0;
+
+	fprintf(f,
+		",\"triggers\":{\"hits\":%llu,\"in_flight\":%llu,\"lost\":%llu,"
+		"\"never_resolved\":[",
+		(unsigned long long)s->trigger_hits, (unsigned long long)s->trigger_in_flight,
+		(unsigned long long)s->trigger_lost);
+	for (size_t i = 0; i < n; i++) {
+		const char *why = ht_code_trigger_unresolved(&s->triggers, i);
+
+		if (!why)
+			continue;
+		fprintf(f, "%s{\"trigger\":", shown++ ? "," : "");
+		ht_json_string(f, ht_code_trigger_text(&s->triggers, (int)i));
+		fprintf(f, ",\"why\":");
+		ht_json_string(f, why);
+		fputc('}', f);
+	}
+	fprintf(f, "]}");
+}
+
+/* --off-cpu-states, --off-cpu-syscalls or --ignore-syscalls: breaches the kernel leaves out. */
+static bool filters_on(const struct ht_options *o)
+{
+	return o->filters.off_cpu_states || o->filters.off_cpu_syscalls_on ||
+	       o->filters.ignore_syscalls_on;
+}
+
+static void print_summary_text(struct session *s, FILE *f, const struct ht_monitor_counters *c)
+{
+	char dur[32];
+
+	fprintf(f, "\nhybtrace: watched pid %d (%s) for %.1fs\n", s->tgid, s->target_comm,
+		(double)(monotonic_ns() - s->start_ns) / 1e9);
+	for (int k = 1; k < HT_BREACH_KIND_MAX; k++) {
+		const struct kind_stats *ks = &s->kinds[k];
+
+		if (!threshold_of(s->opt, (unsigned int)k))
+			continue;
+		fprintf(f, "  %-9s %llu breaches", ht_breach_kind_name((unsigned int)k),
+			(unsigned long long)ks->count);
+		if (ks->worst.count)
+			fprintf(f, ", largest %s (tid %u %s)",
+				ht_format_duration(ks->worst.max_ns, dur, sizeof(dur)),
+				ks->worst.max_tid, ks->worst.max_comm);
+		if (ks->idle.count)
+			fprintf(f, "; %llu of them waiting for work, largest %s (tid %u %s)",
+				(unsigned long long)ks->idle.count,
+				ht_format_duration(ks->idle.max_ns, dur, sizeof(dur)),
+				ks->idle.max_tid, ks->idle.max_comm);
+		fputc('\n', f);
+	}
+	print_waits_text(s, f);
+	/* The ring was drained after the programs stopped counting: this adds up. */
+	fprintf(f,
+		"  breaches: %llu detected in the kernel = %llu reported + %llu lost (breach "
+		"ring buffer full)",
+		(unsigned long long)detected(s, c),
+		(unsigned long long)total_breaches(s),
+		(unsigned long long)c->value[HT_CNT_RB_DROPS]);
+	if (filters_on(s->opt))
+		fprintf(f, "; %llu more left out by the filters",
+			(unsigned long long)c->value[HT_CNT_FILTERED]);
+	if (s->unwritten)
+		fprintf(f, "; %llu of the reported came after %s went away, unwritten",
+			(unsigned long long)s->unwritten, ht_out_stream_name(&s->out));
+	fputc('\n', f);
+	print_recorder_text(s, f, c);
+	print_dump_stats_text(s, f);
+	print_triggers_text(s, f);
+	fprintf(f,
+		"  lost: %llu (breach ring buffer %llu, task storage %llu, comm map %llu, "
+		"recursion %llu, unseen switch-ins %llu)\n",
+		(unsigned long long)total_lost(c), (unsigned long long)c->value[HT_CNT_RB_DROPS],
+		(unsigned long long)c->value[HT_CNT_STORAGE_FAILS],
+		(unsigned long long)c->value[HT_CNT_COMM_UPDATE_FAILS],
+		(unsigned long long)c->recursion_misses,
+		(unsigned long long)c->value[HT_CNT_UNSEEN_SWITCH_INS]);
+	if (s->blocks)
+		fprintf(f,
+			"  block stacks: %llu taken at voluntary switch-outs, %llu shown with "
+			"their breaches, %llu not kept or sent (task storage, ring full), %llu "
+			"sent for breaches not read, %llu named by a breach and not received\n",
+			(unsigned long long)c->value[HT_CNT_BLOCK_STACKS_TAKEN],
+			(unsigned long long)s->block_stacks_shown,
+			(unsigned long long)ht_monitor_block_stack_drops(&s->monitor),
+			(unsigned long long)s->blocks->replaced,
+			(unsigned long long)s->blocks->missing);
+}
+
+static void print_dump_stats_json(struct session *s, FILE *f)
+{
+	struct ht_dump_stats d;
+
+	ht_dumper_stats(&s->dumper, &d);
+	fprintf(f,
+		",\"dumps\":{\"policy\":\"%s\",\"kept\":%u,\"bytes\":%llu,\"written\":%u,"
+		"\"replaced\":%u,\"failed\":%u,\"skipped\":{\"min_interval\":%llu,"
+		"\"max_dumps\":%llu,\"max_disk\":%llu,\"busy\":%llu}}",
+		s->opt->dump_rule == HT_DUMP_RULE_FIRST ? "first" : "worst", d.written - d.replaced,
+		(unsigned long long)d.bytes, d.written, d.replaced, d.failed,
+		(unsigned long long)d.skipped[HT_DUMP_SKIP_INTERVAL],
+		(unsigned long long)d.skipped[HT_DUMP_SKIP_COUNT],
+		(unsigned long long)d.skipped[HT_DUMP_SKIP_DISK],
+		(unsigned long long)d.skipped[HT_DUMP_SKIP_BUSY]);
+}
+
+static void print_summary_json(struct session *s, FILE *f, const struct ht_monitor_counters *c)
+{
+	fprintf(f, "{\"type\":\"summary\",\"pid\":%d,\"comm\":", s->tgid);
+	ht_json_string(f, s->target_comm);
+	fprintf(f, ",\"seconds\":%.3f,\"breaches\":{",
+		(double)(monotonic_ns() - s->start_ns) / 1e9);
+	for (int k = 1; k < HT_BREACH_KIND_MAX; k++)
+		fprintf(f,
+			"%s\"%s\":{\"count\":%llu,\"max_ns\":%llu,"
+			"\"wait_for_work\":{\"count\":%llu,\"max_ns\":%llu}}",
+			k > 1 ? "," : "", ht_breach_kind_name((unsigned int)k),
+			(unsigned long long)s->kinds[k].count,
+			(unsigned long long)s->kinds[k].worst.max_ns,
+			(unsigned long long)s->kinds[k].idle.count,
+			(unsigned long long)s->kinds[k].idle.max_ns);
+	fprintf(f,
+		"},\"waits\":{\"breached\":%llu,\"rq_delay\":%llu,\"off_cpu_only\":%llu,"
+		"\"syscall_only\":%llu,\"off_cpu_and_syscall\":%llu}",
+		(unsigned long long)total_breaches(s),
+		(unsigned long long)waits_of(s, HT_KIND_BIT(HT_BREACH_RQ_DELAY)),
+		(unsigned long long)waits_of(s, HT_KIND_BIT(HT_BREACH_OFF_CPU)),
+		(unsigned long long)waits_of(s, HT_KIND_BIT(HT_BREACH_SYSCALL)),
+		(unsigned long long)waits_of(s, HT_KIND_BIT(HT_BREACH_OFF_CPU) |
+						    HT_KIND_BIT(HT_BREACH_SYSCALL)));
+	fprintf(f,
+		",\"detected\":%llu,\"reported\":%llu,\"filtered\":%llu,\"records\":%llu,"
+		"\"recorder\":{\"records_per_cpu\":%llu,\"shortest_reach_ns\":%llu},"
+		"\"lost\":{\"total\":%llu,\"ring_buffer\":%llu,\"task_storage\":%llu,"
+		"\"comm_map\":%llu,\"recursion\":%llu,\"unseen_switch_in\":%llu}",
+		(unsigned long long)detected(s, c), (unsigned long long)total_breaches(s),
+		(unsigned long long)c->value[HT_CNT_FILTERED], (unsigned long long)c->records_written,
+		(unsigned long long)recorder_records_per_cpu(s),
+		(unsigned long long)s->shortest_reach_ns, (unsigned long long)total_lost(c),
+		(unsigned long long)c->value[HT_CNT_RB_DROPS],
+		(unsigned long long)c->value[HT_CNT_STORAGE_FAILS],
+		(unsigned long long)c->value[HT_CNT_COMM_UPDATE_FAILS],
+		(unsigned long long)c->recursion_misses,
+		(unsigned long long)c->value[HT_CNT_UNSEEN_SWITCH_INS]);
+	/* Which path judged the intervals: the tests check that a fallback they force ran. */
+	fprintf(f,
+		",\"judged\":{\"rq_sched_info\":%llu,\"rq_thread_state\":%llu,"
+		"\"thread_slot\":%llu,\"task_storage\":%llu}",
+		(unsigned long long)c->value[HT_CNT_RQ_SCHED_INFO],
+		(unsigned long long)c->value[HT_CNT_RQ_THREAD_STATE],
+		(unsigned long long)c->value[HT_CNT_STATE_SLOT],
+		(unsigned long long)c->value[HT_CNT_STATE_STORAGE]);
+	/* Stacks taken: what make bench divides the sched_switch program's added time by. */
+	if (s->blocks)
+		fprintf(f,
+			",\"block_stacks\":{\"taken\":%llu,\"shown\":%llu,\"lost\":%llu,"
+			"\"unclaimed\":%llu,\"not_received\":%llu}",
+			(unsigned long long)c->value[HT_CNT_BLOCK_STACKS_TAKEN],
+			(unsigned long long)s->block_stacks_shown,
+			(unsigned long long)ht_monitor_block_stack_drops(&s->monitor),
+			(unsigned long long)s->blocks->replaced,
+			(unsigned long long)s->blocks->missing);
+	print_dump_stats_json(s, f);
+	print_triggers_json(s, f);
+}
+
+/*
+ * On the output stream; on stderr, as text for whoever watches there, once
+ * its reader went away.
+ */
+static void print_summary(struct session *s)
+{
+	static const char *const titles[HT_BREACH_KIND_MAX] = {
+		[HT_BREACH_RQ_DELAY] = "run-queue delay",
+		[HT_BREACH_OFF_CPU] = "off-CPU time",
+		[HT_BREACH_SYSCALL] = "syscall time",
+	};
+	FILE *f = s->out_gone ? stderr : s->out.f;
+	bool json = s->opt->json && !s->out_gone;
+	struct ht_monitor_counters c;
+	uint64_t slots[HT_HIST_SLOTS];
+	char title[128];
+
+	clear_status_line(s);
+	/* `run` read the name before exec; what it is called now is what counts. */
+	ht_comm_lookup(s->comms, (uint32_t)s->tgid, 0, s->target_comm, sizeof(s->target_comm));
+	if (ht_monitor_read_counters(&s->monitor, &c)) {
+		ht_warn("%s", ht_last_error());
+		return;
+	}
+	if (json)
+		print_summary_json(s, f, &c);
+	else
+		print_summary_text(s, f, &c);
+	if (json)
+		fputs(",\"histograms\":{", f);
+	for (unsigned int k = 1, n = 0; k < HT_BREACH_KIND_MAX; k++) {
+		/* Run-queue delays are always measured; the others when their breach is on. */
+		if (k != HT_BREACH_RQ_DELAY && !threshold_of(s->opt, k))
+			continue;
+		if (ht_monitor_read_hist(&s->monitor, k, slots))
+			continue;
+		if (json) {
+			fprintf(f, "%s\"%s\":", n++ ? "," : "", ht_breach_kind_name(k));
+			ht_hist_print_json(f, slots, HT_HIST_SLOTS);
+		} else {
+			snprintf(title, sizeof(title), "%s of pid %d (%s), log2 buckets:", titles[k],
+				 s->tgid, s->target_comm);
+			ht_hist_print(f, title, slots, HT_HIST_SLOTS);
+		}
+	}
+	if (json)
+		fputs("}}\n", f);
+	fflush(f);
+	/* The reader may go away during the summary too: say so, and how it ends. */
+	check_out(s);
+}
+
+static int add_fd(struct session *s, int fd, uint64_t tag)
+{
+	struct epoll_event ev = { .events = EPOLLIN, .data.u64 = tag };
+
+	if (epoll_ctl(s->epfd, EPOLL_CTL_ADD, fd, &ev))
+		return ht_fail("epoll: %s", strerror(errno));
+	return 0;
+}
+
+static int arm_timer(int fd, uint64_t first_ns, uint64_t interval_ns)
+{
+	struct itimerspec its = {
+		.it_value = { (time_t)(first_ns / 1000000000ULL), (long)(first_ns % 1000000000ULL) },
+		.it_interval = { (time_t)(interval_ns / 1000000000ULL),
+				 (long)(interval_ns % 1000000000ULL) },
+	};
+
+	return timerfd_settime(fd, 0, &its, NULL);
+}
+
+static int add_trigger_fds(struct session *s)
+{
+	int fds[256];
+	size_t n = ht_code_triggers_fds(&s->triggers, fds, 256);
+
+	for (size_t i = 0; i < n; i++)
+		if (add_fd(s, fds[i], EV_TRIGGER))
+			return -1;
+	return 0;
+}
+
+static int open_loop_fds(struct session *s)
+{
+	sigset_t mask;
+	uint64_t interval;
+
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGINT);
+	sigaddset(&mask, SIGTERM);
+	sigaddset(&mask, SIGUSR2);
+	s->epfd = epoll_create1(EPOLL_CLOEXEC);
+	s->sigfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+	s->statusfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+	s->durationfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+	s->dumpfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+	if (s->epfd < 0 || s->sigfd < 0 || s->statusfd < 0 || s->durationfd < 0 || s->dumpfd < 0)
+		return ht_fail("cannot set up the event loop: %s", strerror(errno));
+	interval = HOUSEKEEPING_NS;
+	if (arm_timer(s->statusfd, interval, interval))
+		return ht_fail("timerfd: %s", strerror(errno));
+	if (s->opt->duration_ns && arm_timer(s->durationfd, s->opt->duration_ns, 0))
+		return ht_fail("timerfd: %s", strerror(errno));
+	if (add_fd(s, ht_monitor_breach_fd(&s->monitor), EV_BREACH) ||
+	    add_fd(s, s->sigfd, EV_SIGNAL) || add_fd(s, s->statusfd, EV_STATUS) ||
+	    add_fd(s, s->pidfd, EV_TARGET_EXIT) || add_fd(s, s->durationfd, EV_DURATION) ||
+	    add_fd(s, s->dumpfd, EV_DUMP) || add_fd(s, ht_dumper_fd(&s->dumper), EV_DUMP))
+		return -1;
+	return add_trigger_fds(s);
+}
+
+static void print_trigger_hit(struct session *s, const struct ht_dump_job *job,
+			      const struct ht_bp_hit *hit)
+{
+	FILE *f = s->out.f;
+
+	if (s->out_gone)
+		return;
+	clear_status_line(s);
+	/* One line whole: the dump builder writes its lines to the same stream. */
+	flockfile(f);
+	if (s->opt->json) {
+		fprintf(f, "{\"type\":\"trigger\",\"time_s\":%.6f,\"trigger\":",
+			(double)(int64_t)(hit->time_ns - s->start_ns) / 1e9);
+		ht_json_string(f, job->trigger);
+		fprintf(f, ",\"function\":");
+		ht_json_string(f, job->function);
+		fprintf(f,
+			",\"tid\":%u,\"cpu\":%u,\"ip\":%llu,\"args\":[%llu,%llu,%llu],"
+			"\"time_ns\":%llu}\n",
+			hit->tid, hit->cpu, (unsigned long long)hit->ip,
+			(unsigned long long)hit->arg[0], (unsigned long long)hit->arg[1],
+			(unsigned long long)hit->arg[2], (unsigned long long)hit->time_ns);
+	} else {
+		fprintf(f,
+			"%.6f trigger %s hit in tid %u cpu %u at %s: rdi=%#llx rsi=%#llx rdx=%#llx\n",
+			(double)(int64_t)(hit->time_ns - s->start_ns) / 1e9, job->trigger, hit->tid,
+			hit->cpu, job->function, (unsigned long long)hit->arg[0],
+			(unsigned long long)hit->arg[1], (unsigned long long)hit->arg[2]);
+	}
+	funlockfile(f);
+}
+
+/* A code trigger's hit: a dump of kind "trigger" around it. */
+static void offer_trigger_dump(struct session *s, const struct ht_bp_hit *hit)
+{
+	struct ht_dump_job job;
+	struct ht_symbol sym;
+
+	memset(&job, 0, sizeof(job));
+	snprintf(job.kind, sizeof(job.kind), "trigger");
+	job.start_ns = hit->time_ns;
+	job.end_ns = hit->time_ns;
+	job.has_hit = true;
+	job.hit = *hit;
+	snprintf(job.trigger, sizeof(job.trigger), "%s",
+		 ht_code_trigger_text(&s->triggers, hit->trigger));
+	if (s->triggers.symbolizer && !ht_symbolize(s->triggers.symbolizer, hit->ip, &sym))
+		ht_symbol_format(&sym, hit->ip, job.function, sizeof(job.function));
+	else
+		snprintf(job.function, sizeof(job.function), "0x%llx", (unsigned long long)hit->ip);
+	print_trigger_hit(s, &job, hit);
+	check_out(s);
+	s->trigger_hits++;
+	ht_dumper_offer(&s->dumper, &job);
+}
+
+static void report_trigger_hits(struct session *s, struct ht_bp_hits *hits)
+{
+	for (size_t i = 0; i < hits->count; i++)
+		offer_trigger_dump(s, &hits->v[i]);
+	s->trigger_in_flight += hits->in_flight;
+	s->trigger_lost += hits->lost;
+	if (hits->lost) {
+		clear_status_line(s);
+		ht_warn("triggers: %llu hits lost: the kernel found their ring full",
+			(unsigned long long)hits->lost);
+	}
+	ht_bp_hits_free(hits);
+}
+
+static void handle_trigger_hits(struct session *s)
+{
+	struct ht_bp_hits hits;
+
+	if (ht_code_triggers_drain(&s->triggers, &hits)) {
+		ht_warn("triggers: %s", ht_last_error());
+		return;
+	}
+	report_trigger_hits(s, &hits);
+}
+
+/*
+ * The end: the breakpoints stop and what the rings still hold is reported,
+ * hits of a target that has exited included, before the summary counts them.
+ */
+static void finish_triggers(struct session *s)
+{
+	struct ht_bp_hits hits;
+
+	if (ht_code_triggers_finish(&s->triggers, &hits)) {
+		ht_warn("triggers: %s", ht_last_error());
+		return;
+	}
+	report_trigger_hits(s, &hits);
+}
+
+static void handle_signal(struct session *s)
+{
+	struct signalfd_siginfo si;
+
+	while (read(s->sigfd, &si, sizeof(si)) == sizeof(si)) {
+		if (si.ssi_signo == SIGUSR2) {
+			clear_status_line(s);
+			fprintf(stderr, "hybtrace: SIGUSR2: manual dump requested\n");
+			offer_asked_dump(s, "manual");
+			continue;
+		}
+		/* `run`: a terminal's signal reached the child too; a kill(1) did not. */
+		if (s->child && !s->child_reaped && s->stop_signals++ == 0) {
+			if (si.ssi_signo == SIGTERM)
+				kill(s->child, SIGTERM);
+			continue;
+		}
+		s->stop = true;
+	}
+}
+
+/* Losses are said as they happen, not only in the status line and the summary. */
+static void report_new_losses(struct session *s)
+{
+	struct ht_monitor_counters c;
+	uint64_t lost;
+
+	if (ht_monitor_read_counters(&s->monitor, &c))
+		return;
+	lost = total_lost(&c);
+	if (lost <= s->lost_reported)
+		return;
+	clear_status_line(s);
+	fprintf(stderr, "hybtrace: %llu more events lost (breach ring buffer %llu, task storage "
+			"%llu, comm map %llu, recursion %llu, unseen switch-ins %llu in all)\n",
+		(unsigned long long)(lost - s->lost_reported),
+		(unsigned long long)c.value[HT_CNT_RB_DROPS],
+		(unsigned long long)c.value[HT_CNT_STORAGE_FAILS],
+		(unsigned long long)c.value[HT_CNT_COMM_UPDATE_FAILS],
+		(unsigned long long)c.recursion_misses,
+		(unsigned long long)c.value[HT_CNT_UNSEEN_SWITCH_INS]);
+	if (s->opt->json && !s->out_gone)
+		fprintf(s->out.f, "{\"type\":\"lost\",\"total\":%llu,\"ring_buffer\":%llu}\n",
+			(unsigned long long)lost, (unsigned long long)c.value[HT_CNT_RB_DROPS]);
+	s->lost_reported = lost;
+}
+
+/* A size as --history takes it: "64k", "16M", "1G". */
+static const char *format_size(uint64_t bytes, char *buf, size_t len)
+{
+	if (bytes >= (1ULL << 30) && !(bytes & ((1ULL << 30) - 1)))
+		snprintf(buf, len, "%lluG", (unsigned long long)(bytes >> 30));
+	else if (bytes >= (1ULL << 20))
+		snprintf(buf, len, "%lluM", (unsigned long long)((bytes + (1ULL << 20) - 1) >> 20));
+	else
+		snprintf(buf, len, "%lluk", (unsigned long long)((bytes + 1023) >> 10));
+	return buf;
+}
+
+/* The --history that holds --pre at RATE records/s: a power of two, as the ring is. */
+static uint64_t history_for(uint64_t pre_ns, uint64_t rate)
+{
+	double need = (double)pre_ns / 1e9 * (double)rate * sizeof(struct ht_flight_record);
+	uint64_t bytes = HT_MIN_HISTORY_BYTES;
+
+	while (bytes < HT_MAX_HISTORY_BYTES * 2 && (double)bytes < need)
+		bytes <<= 1;
+	return bytes;
+}
+
+/*
+ * How far back the flight recorder reaches: its records per CPU over the
+ * busiest CPU's rate in the last second or so. A --pre beyond that is said
+ * once: those dumps are clipped to what the ring still holds (and say so).
+ */
+static void check_recorder_reach(struct session *s, uint64_t now)
+{
+	uint64_t window = now - s->reach_since_ns, busiest = 0, reach, need;
+	unsigned int busiest_cpu = 0;
+	char pre[32], held[32], rate[32], size[32], hint[96];
+
+	if (!s->reach_heads || window < REACH_WINDOW_NS)
+		return;
+	for (unsigned int cpu = 0; cpu < s->monitor.ncpus; cpu++) {
+		uint64_t head = ht_recorder_written(&s->monitor.recorder, cpu);
+		uint64_t r = (head - s->reach_heads[cpu]) * 1000000000ULL / window;
+
+		if (r > busiest) {
+			busiest = r;
+			busiest_cpu = cpu;
+		}
+		s->reach_heads[cpu] = head;
+	}
+	s->reach_since_ns = now;
+	if (!busiest)
+		return;
+	reach = recorder_records_per_cpu(s) * 1000000000ULL / busiest;
+	if (!s->shortest_reach_ns || reach < s->shortest_reach_ns) {
+		s->shortest_reach_ns = reach;
+		s->busiest_rate = busiest;
+	}
+	if (s->pre_warned || s->opt->pre_ns <= reach)
+		return;
+	s->pre_warned = true;
+	need = history_for(s->opt->pre_ns, busiest);
+	if (need <= HT_MAX_HISTORY_BYTES)
+		snprintf(hint, sizeof(hint), "--history %s would hold it",
+			 format_size(need, size, sizeof(size)));
+	else
+		snprintf(hint, sizeof(hint), "not even --history 1G holds it at that rate");
+	clear_status_line(s);
+	ht_warn("--pre %s reaches back further than the flight recorder: its %llu records per "
+		"CPU hold about %s at the %s records/s of CPU %u, and dumps are clipped to that "
+		"(%s)",
+		ht_format_duration(s->opt->pre_ns, pre, sizeof(pre)),
+		(unsigned long long)recorder_records_per_cpu(s),
+		ht_format_duration(reach, held, sizeof(held)),
+		ht_format_count((double)busiest, rate, sizeof(rate)), busiest_cpu, hint);
+}
+
+/*
+ * Four times a second: what exited threads held (breakpoints, names) is
+ * given back, losses are said; the status line when it is due.
+ */
+static void housekeeping(struct session *s)
+{
+	uint64_t interval = (s->status_on_tty ? STATUS_TTY_INTERVAL_S : STATUS_PLAIN_INTERVAL_S) *
+			    1000000000ULL;
+	uint64_t now = monotonic_ns(), forget_before;
+
+	ht_code_triggers_reap(&s->triggers);
+	if (s->pt.open)
+		ht_intelpt_reap(&s->pt);
+	/* A name goes once no dump still to be written can show its task. */
+	forget_before = now - COMM_KEEP_NS;
+	if (s->dumper.started) {
+		uint64_t oldest = ht_dumper_oldest_window(&s->dumper);
+
+		if (oldest < forget_before)
+			forget_before = oldest;
+	}
+	ht_monitor_forget_exited(&s->monitor, forget_before);
+	say_own_cpus(s, ht_own_cpus_refresh(&s->own_cpus, now), now);
+	report_new_losses(s);
+	check_recorder_reach(s, now);
+	/* The dump builder writes to the stream too: its failures are seen here. */
+	check_out(s);
+	if (!s->opt->quiet && now - s->last_status_ns >= interval - HOUSEKEEPING_NS / 2)
+		print_status(s);
+}
+
+static void drain_timer(int fd)
+{
+	uint64_t expirations;
+
+	while (read(fd, &expirations, sizeof(expirations)) == sizeof(expirations))
+		;
+}
+
+/* The dump timer follows the dumper: the next window end or deferred dump. */
+static void arm_dump_timer(struct session *s)
+{
+	uint64_t due = tick_due_dumps(s);
+	struct itimerspec its = { 0 };
+
+	if (due) {
+		its.it_value.tv_sec = (time_t)(due / 1000000000ULL);
+		its.it_value.tv_nsec = (long)(due % 1000000000ULL);
+	}
+	timerfd_settime(s->dumpfd, TFD_TIMER_ABSTIME, &its, NULL);
+}
+
+/*
+ * The end: the programs stop counting breaches, then the ring is read until
+ * each breach they counted was read here or counted dropped, so that the
+ * summary's detected = reported + lost holds, as it says.
+ */
+static void drain_breaches(struct session *s)
+{
+	struct timespec pause = { 0, 1000000 };
+	struct ht_monitor_counters c;
+
+	ht_monitor_stop_breaches(&s->monitor);
+	for (int i = 0;; i++) {
+		ht_monitor_consume(&s->monitor);
+		if (ht_monitor_read_counters(&s->monitor, &c))
+			return;
+		if (total_breaches(s) + c.value[HT_CNT_RB_DROPS] >= detected(s, &c))
+			return;
+		if (i == DRAIN_TRIES) {
+			ht_warn("%llu breaches counted in the kernel never reached the ring buffer",
+				(unsigned long long)(detected(s, &c) - total_breaches(s) -
+						     c.value[HT_CNT_RB_DROPS]));
+			return;
+		}
+		nanosleep(&pause, NULL);
+	}
+}
+
+static int run_loop(struct session *s)
+{
+	struct epoll_event events[8];
+
+	/*
+	 * Hits written before the rings were added to epoll are not reported
+	 * readable: a perf event's poll hands out its readiness once, and the
+	 * add and the first wait each poll. Read them now; later ones wake us.
+	 */
+	handle_trigger_hits(s);
+	while (!s->stop) {
+		int n;
+
+		arm_dump_timer(s);
+		n = epoll_wait(s->epfd, events, 8, -1);
+
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return ht_fail("epoll_wait: %s", strerror(errno));
+		}
+		for (int i = 0; i < n; i++) {
+			switch (events[i].data.u64) {
+			case EV_BREACH:
+				ht_monitor_consume(&s->monitor);
+				break;
+			case EV_SIGNAL:
+				handle_signal(s);
+				break;
+			case EV_STATUS:
+				drain_timer(s->statusfd);
+				housekeeping(s);
+				break;
+			case EV_DUMP:
+				drain_timer(s->dumpfd);
+				ht_dumper_tick(&s->dumper, monotonic_ns());
+				break;
+			case EV_TRIGGER:
+				handle_trigger_hits(s);
+				break;
+			case EV_DURATION:
+			case EV_TARGET_EXIT:
+				s->stop = true;
+				break;
+			}
+		}
+	}
+	drain_breaches(s);
+	finish_triggers(s);
+	return 0;
+}
+
+/* The dump in progress (and an exit dump, if asked for) finish before we detach. */
+static void finish_dumps(struct session *s)
+{
+	if (s->opt->dump_on_exit)
+		offer_asked_dump(s, "exit");
+	ht_dumper_wait_idle(&s->dumper);
+	ht_dumper_stop(&s->dumper);
+}
+
+static void close_session(struct session *s)
+{
+	ht_dumper_stop(&s->dumper);
+	ht_marks_locator_free(&s->marks_locator);
+	ht_code_triggers_close(&s->triggers);
+	ht_sampler_close(&s->sampler);
+	if (s->pt.open)
+		ht_intelpt_close(&s->pt);
+	ht_monitor_close(&s->monitor);
+	if (s->blocks)
+		ht_block_stacks_free(s->blocks);
+	free(s->blocks);
+	ht_ksyms_free(s->ksyms);
+	free(s->comms);
+	free(s->reach_heads);
+	for (int *fd = &s->epfd; fd <= &s->dumpfd; fd++)
+		if (*fd >= 0)
+			close(*fd);
+	/* A session that never began leaves no JSON file behind. */
+	ht_out_stream_close(&s->out, !s->announced);
+}
+
+static void block_loop_signals(void)
+{
+	sigset_t mask;
+
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGINT);
+	sigaddset(&mask, SIGTERM);
+	sigaddset(&mask, SIGUSR2);
+	sigprocmask(SIG_BLOCK, &mask, NULL);
+}
+
+/*
+ * Intel PT for every thread of the target. With `auto`, a PT that cannot be
+ * had (another tool holds it on a CPU, the memory budget) falls back to
+ * sampling, said in one line; with `--source pt` it is an error.
+ */
+static int start_intelpt(struct session *s, enum ht_source *source)
+{
+	const struct ht_options *o = s->opt;
+	struct ht_intelpt_config cfg = {
+		.tgid = s->tgid,
+		.aux_bytes = o->pt_size_bytes,
+		/* check_sources made sure the flight recorder leaves this much. */
+		.memory_budget_bytes = o->max_memory_bytes -
+				       o->history_bytes * (uint64_t)libbpf_num_possible_cpus(),
+		/* Tests on machines without PT: the sideband, maps and raw captures, no PT bytes. */
+		.sideband_only = getenv("HYBTRACE_TEST_PT_SIDEBAND_ONLY") != NULL,
+	};
+
+	ht_intelpt_request_default(&cfg.request);
+	cfg.request.fine_timing = o->pt_fine_timing;
+	if (!ht_intelpt_open(&s->pt, &cfg))
+		return 0;
+	if (o->source == HT_SOURCE_PT)
+		return -1;
+	ht_warn("Intel PT not used, sampling instead: %s", ht_last_error());
+	*source = HT_SOURCE_SAMPLE;
+	return 0;
+}
+
+/* The on-CPU source: Intel PT, or sampling of every thread of the target. */
+static int start_on_cpu_source(struct session *s)
+{
+	const struct ht_options *o = s->opt;
+	enum ht_source source = o->source;
+	struct ht_sampler_config cfg = {
+		.tgid = s->tgid,
+		.freq_hz = o->sample_freq_hz,
+		.ring_bytes = o->sample_history_bytes,
+		.callgraph = o->callgraph == HT_CALLGRAPH_MODE_DWARF ? HT_CALLGRAPH_DWARF
+								 : HT_CALLGRAPH_FP,
+		.regs_mask = HT_DWARF_SAMPLE_REGS_MASK,
+		.stack_bytes = HT_SAMPLE_STACK_BYTES,
+	};
+
+	if (source == HT_SOURCE_PT && start_intelpt(s, &source))
+		return -1;
+	if (source != HT_SOURCE_SAMPLE)
+		return 0;
+	return ht_sampler_open(&s->sampler, &cfg);
+}
+
+/* The event loop at a real-time priority: breaches are taken as soon as they end. */
+static int set_realtime(unsigned int priority)
+{
+	struct sched_param sp = { .sched_priority = (int)priority };
+
+	if (sched_setscheduler(0, SCHED_FIFO, &sp))
+		return ht_fail("--rt-priority %u: %s (needs CAP_SYS_NICE)", priority,
+			       strerror(errno));
+	return 0;
+}
+
+static int start_dumper(struct session *s)
+{
+	s->marks.tgid = s->tgid;
+	ht_tsc_pair_take(&s->marks.attach_pair);
+	ht_marks_locator_init(&s->marks_locator, s->tgid);
+	s->marks.locator = &s->marks_locator;
+	const struct ht_options *o = s->opt;
+	struct ht_dumper_config cfg = {
+		.output_dir = o->output_dir,
+		.pre_ns = o->pre_ns,
+		.post_ns = o->post_ns,
+		.policy = { o->min_interval_ns, o->max_dumps, o->max_disk_bytes, o->dump_rule },
+		.tgid = s->tgid,
+		.target_comm = s->target_comm,
+		.cmdline = o->cmdline,
+		.json = o->json,
+		.json_out = s->out.f,
+		.monitor = &s->monitor,
+		.ksyms = s->ksyms,
+		.sampler = s->sampler.open ? &s->sampler : NULL,
+		.intelpt = s->pt.open ? &s->pt : NULL,
+		.keep_raw = o->keep_raw,
+		.rt_priority = o->rt_priority,
+		.marks = &s->marks,
+	};
+
+	return ht_dumper_start(&s->dumper, &cfg);
+}
+
+/* HYBTRACE_TEST_THREAD_SLOTS: a power of two from 1 to 32768, else 0 (sized to pid_max). */
+static unsigned int test_thread_slots(void)
+{
+	const char *v = getenv("HYBTRACE_TEST_THREAD_SLOTS");
+	unsigned long n = v ? strtoul(v, NULL, 10) : 0;
+
+	return n && n <= HT_THREAD_SLOTS_MAX && !(n & (n - 1)) ? (unsigned int)n : 0;
+}
+
+/* HYBTRACE_TEST_SKIP_SWITCH_IN: N from 2 to 1000 ignores every Nth target switch-in, else 0. */
+static unsigned int test_skip_switch_in(void)
+{
+	const char *v = getenv("HYBTRACE_TEST_SKIP_SWITCH_IN");
+	unsigned long n = v ? strtoul(v, NULL, 10) : 0;
+
+	return n >= 2 && n <= 1000 ? (unsigned int)n : 0;
+}
+
+static bool resolve_prev_state_arg(const struct ht_options *o)
+{
+	struct btf *btf;
+	bool has_arg;
+
+	if (o->prev_state_mode != HT_PREV_STATE_AUTO)
+		return o->prev_state_mode == HT_PREV_STATE_ARG;
+	btf = ht_btf_open(o->btf_path);
+	if (!btf)
+		return false;
+	has_arg = ht_btf_switch_has_prev_state_arg(btf);
+	btf__free(btf);
+	return has_arg;
+}
+
+/* One map operation, as the loop and the dumper will do them. */
+static int probe_bpf_maps(void *ctx)
+{
+	struct session *s = ctx;
+	struct ht_monitor_counters c;
+
+	return ht_monitor_read_counters(&s->monitor, &c);
+}
+
+/*
+ * Everything between "we know the target" and "the loop runs". Returns 0, or
+ * the exit status to fail with (the reason in ht_last_error()).
+ */
+static int start_session(struct session *s, const struct ht_options *o, int tgid)
+{
+	struct ht_monitor_config cfg = {
+		.tgid = tgid,
+		.rq_delay_ns = o->rq_delay_ns,
+		.off_cpu_ns = o->off_cpu_ns,
+		.syscall_ns = o->syscall_ns,
+		.syscall_filter_on = o->syscall_filter_on,
+		.filters = o->filters,
+		.history_bytes = o->history_bytes,
+		.btf_path = o->btf_path,
+		.on_breach = on_breach,
+		.on_breach_ctx = s,
+	};
+	uint64_t also_keep = 0;
+	struct btf *btf;
+
+	s->opt = o;
+	s->tgid = tgid;
+	s->status_on_tty = isatty(STDERR_FILENO);
+	if (ht_proc_thread_comm(tgid, s->target_comm, sizeof(s->target_comm)))
+		snprintf(s->target_comm, sizeof(s->target_comm), "?");
+	/* A missing or bad BTF file is the user's to fix: say so before anything loads. */
+	btf = ht_btf_open(o->btf_path);
+	if (!btf)
+		return HT_EXIT_USAGE;
+	btf__free(btf);
+	cfg.prev_state_from_arg = resolve_prev_state_arg(o);
+	/* For tests: the path kernels without CONFIG_SCHED_INFO take. */
+	cfg.rq_from_thread_state = getenv("HYBTRACE_RQ_FROM_STORAGE") != NULL;
+	/* For tests: so few thread slots that threads share them and fall back to task storage. */
+	cfg.thread_slots = test_thread_slots();
+	/* For tests: the switch-ins the kernel sometimes skips, on demand. */
+	cfg.test_skip_switch_in_every = test_skip_switch_in();
+	memcpy(cfg.syscall_filter, o->syscall_filter, sizeof(cfg.syscall_filter));
+	s->comms = malloc(sizeof(*s->comms));
+	if (!s->comms) {
+		ht_fail("out of memory");
+		return HT_EXIT_FAILURE;
+	}
+	/*
+	 * The attach begins: the triggers are armed first, the monitor next. Every
+	 * time hybtrace prints (hits, breaches, the summary's) counts from here,
+	 * so that a hit made while the monitor loads is not before the zero.
+	 */
+	s->start_ns = monotonic_ns();
+	/*
+	 * Specs are checked before anything else attaches: a typo is exit 2,
+	 * nothing left. `run`'s child has not exec'd yet: everything waits for
+	 * it; a running target may still load the library a spec names.
+	 */
+	if (o->ntriggers &&
+	    ht_code_triggers_open(&s->triggers, s->tgid, o->triggers, o->ntriggers, o->multi,
+				  s->child ? HT_TRIGGERS_WAIT : HT_TRIGGERS_WAIT_MODULES))
+		return HT_EXIT_USAGE;
+	/* Kernel addresses are readable now, while we are privileged. */
+	s->ksyms = ht_ksyms_load(NULL);
+	if (o->block_stacks) {
+		s->blocks = malloc(sizeof(*s->blocks));
+		if (!s->blocks) {
+			ht_fail("out of memory");
+			return HT_EXIT_FAILURE;
+		}
+		cfg.block_stack_mode = o->callgraph == HT_CALLGRAPH_MODE_DWARF ? HT_BLOCK_STACK_DWARF
+									: HT_BLOCK_STACK_FP;
+		ht_block_stacks_init(s->blocks, tgid, cfg.block_stack_mode);
+		cfg.on_block_stack = ht_block_stacks_on_record;
+		cfg.on_block_stack_ctx = s->blocks;
+	}
+	find_do_softirq(s->ksyms, &cfg);
+	if (ht_monitor_open(&s->monitor, &cfg))
+		return HT_EXIT_FAILURE;
+	ht_comm_cache_init(s->comms, &s->monitor);
+	/* Rates count the monitor's records, from its attach on. */
+	s->last_status_ns = s->monitor.attached_ns;
+	s->reach_since_ns = s->monitor.attached_ns;
+	s->reach_heads = calloc(s->monitor.ncpus, sizeof(*s->reach_heads));
+	if (start_on_cpu_source(s))
+		return HT_EXIT_FAILURE;
+	/*
+	 * Attached: from here on only what perf events, dumps and /proc need.
+	 * Triggers open events after this (new images, libraries): where only
+	 * CAP_SYS_ADMIN opens them, it stays.
+	 */
+	if (o->ntriggers && s->perf_access == HT_PERF_KEEP_ADMIN) {
+		also_keep |= 1ULL << HT_CAP_SYS_ADMIN;
+		fprintf(stderr,
+			"hybtrace: kernel.perf_event_paranoid is %d and this kernel opens perf "
+			"events only for CAP_SYS_ADMIN: hybtrace keeps it after attaching, for the "
+			"triggers' breakpoints in images and libraries to come\n",
+			s->perf_paranoid);
+	}
+	if (ht_drop_capabilities(probe_bpf_maps, s, also_keep, NULL) || start_dumper(s))
+		return HT_EXIT_FAILURE;
+	if (o->rt_priority && set_realtime(o->rt_priority))
+		return HT_EXIT_FAILURE;
+	/* The dump builder runs by now: both threads keep off the target's CPUs. */
+	say_own_cpus(s, ht_own_cpus_init(&s->own_cpus, tgid, monotonic_ns()), monotonic_ns());
+	return open_loop_fds(s) ? HT_EXIT_FAILURE : 0;
+}
+
+static void init_session(struct session *s)
+{
+	memset(s, 0, sizeof(*s));
+	s->epfd = s->sigfd = s->statusfd = s->pidfd = s->durationfd = s->dumpfd = -1;
+}
+
+/*
+ * A reader of the output that goes away is a write error (EPIPE) that ends
+ * the session with its summary, not a signal that kills hybtrace with the
+ * dump in progress unfinished (exit 141).
+ */
+static void ignore_sigpipe(void)
+{
+	signal(SIGPIPE, SIG_IGN);
+}
+
+/*
+ * What the rings will hold, checked before anything is attached: the flight
+ * recorder and the sampling rings, per CPU, against --max-memory. Also says
+ * which on-CPU source `auto` means here.
+ */
+static int check_sources(struct ht_options *o)
+{
+	int ncpus = libbpf_num_possible_cpus();
+	uint64_t need;
+
+	if (o->source == HT_SOURCE_PT || o->source == HT_SOURCE_AUTO) {
+		bool has_pt = access("/sys/bus/event_source/devices/intel_pt", F_OK) == 0 ||
+			      getenv("HYBTRACE_TEST_PT_SIDEBAND_ONLY");
+
+		if (o->source == HT_SOURCE_PT && !has_pt)
+			return ht_fail("--source pt: this machine has no Intel PT (no "
+				       "/sys/bus/event_source/devices/intel_pt); use --source sample");
+		o->source = has_pt ? HT_SOURCE_PT : HT_SOURCE_SAMPLE;
+	}
+	if (o->keep_raw && o->source != HT_SOURCE_PT)
+		return ht_fail("--keep-raw saves Intel PT snapshots: it needs --source pt (or auto "
+			       "on a machine with Intel PT)");
+	if (ncpus <= 0)
+		return ht_fail("cannot count CPUs");
+	need = (uint64_t)ncpus * o->history_bytes;
+	if (o->source == HT_SOURCE_SAMPLE)
+		need += (uint64_t)ncpus * o->sample_history_bytes;
+	if (o->source == HT_SOURCE_PT)
+		need += ht_intelpt_memory_needed(o->pt_size_bytes, HT_INTELPT_SIDEBAND_BYTES,
+						 (unsigned int)ncpus, false);
+	if (need > o->max_memory_bytes)
+		return ht_fail("the rings need %lluM on %d CPUs, more than --max-memory %lluM: "
+			       "lower --history, --sample-history or --pt-size, or raise "
+			       "--max-memory",
+			       (unsigned long long)(need >> 20), ncpus,
+			       (unsigned long long)(o->max_memory_bytes >> 20));
+	return 0;
+}
+
+/*
+ * Perf events (the on-CPU source, triggers) where the kernel opens them
+ * only for CAP_SYS_ADMIN: found out before anything attaches, so that a
+ * hybtrace without it says so at once (exit 2) instead of triggers that
+ * never fire, and one with it knows to keep it.
+ */
+static int check_perf_events(struct session *s, const struct ht_options *o)
+{
+	const char *what = o->ntriggers		       ? "--trigger"
+			   : o->source == HT_SOURCE_PT ? "Intel PT"
+						       : "sampling";
+	char why[256];
+
+	if (!o->ntriggers && o->source == HT_SOURCE_NONE)
+		return 0;
+	s->perf_access = ht_perf_access(&s->perf_paranoid);
+	if (s->perf_access != HT_PERF_NO_ADMIN)
+		return 0;
+	return ht_fail("%s needs perf events: %s%s", what,
+		       ht_perf_access_describe(s->perf_access, s->perf_paranoid, why, sizeof(why)),
+		       o->ntriggers ? "" : " (or --source none)");
+}
+
+static int pidfd_open_target(int pid)
+{
+	int fd = (int)syscall(SYS_pidfd_open, pid, 0);
+
+	if (fd < 0)
+		ht_fail(errno == ESRCH ? "pid %d exited" : "cannot watch pid %d: %s", pid,
+			strerror(errno));
+	return fd;
+}
+
+static const char *on_cpu_source_name(const struct session *s)
+{
+	if (s->pt.open)
+		return s->pt.cfg.sideband_only ? HT_SOURCE_PT_SIDEBAND_ONLY : "pt";
+	return s->sampler.open ? "sample" : "none";
+}
+
+static void announce(struct session *s)
+{
+	char buf[64], reach[32];
+
+	s->announced = true;
+	if (s->opt->json) {
+		/* Whoever reads the stream learns when monitoring has begun. */
+		fprintf(s->out.f, "{\"type\":\"attached\",\"pid\":%d,\"comm\":", s->tgid);
+		ht_json_string(s->out.f, s->target_comm);
+		fprintf(s->out.f, ",\"source\":\"%s\"}\n", on_cpu_source_name(s));
+		check_out(s);
+		return;
+	}
+	if (s->opt->quiet)
+		return;
+	fprintf(stderr, "hybtrace: watching pid %d (%s): rq-delay %s", s->tgid, s->target_comm,
+		s->opt->rq_delay_ns ? ht_format_duration(s->opt->rq_delay_ns, buf, sizeof(buf))
+				    : "off");
+	fprintf(stderr, ", off-cpu %s",
+		s->opt->off_cpu_ns ? ht_format_duration(s->opt->off_cpu_ns, buf, sizeof(buf))
+				   : "off");
+	fprintf(stderr, ", syscall %s; Ctrl-C to stop\n",
+		s->opt->syscall_ns ? ht_format_duration(s->opt->syscall_ns, buf, sizeof(buf))
+				   : "off");
+	if (s->pt.open && s->pt.cfg.sideband_only)
+		fprintf(stderr, "hybtrace: on-CPU source: Intel PT's sideband only (test mode "
+				"HYBTRACE_TEST_PT_SIDEBAND_ONLY: no PT event, no PT data)\n");
+	else if (s->pt.open)
+		fprintf(stderr, "hybtrace: on-CPU source: Intel PT, %lluk per CPU, %s timing\n",
+			(unsigned long long)(s->opt->pt_size_bytes >> 10),
+			s->opt->pt_fine_timing ? "fine (CYC)" : "coarse (TSC, MTC)");
+	else if (s->sampler.open)
+		fprintf(stderr, "hybtrace: on-CPU source: sampling at %u Hz with %s call stacks%s\n",
+			s->opt->sample_freq_hz,
+			s->opt->callgraph == HT_CALLGRAPH_MODE_DWARF ? "DWARF" : "frame-pointer",
+			access("/sys/bus/event_source/devices/intel_pt", F_OK)
+				? " (no Intel PT on this machine)" : "");
+	else
+		fprintf(stderr, "hybtrace: on-CPU source: none\n");
+	/* What --pre can have; measured as it runs, and said if it falls short. */
+	fprintf(stderr,
+		"hybtrace: flight recorder: %llu records per CPU, %s at 100k records/s; "
+		"--pre %s\n",
+		(unsigned long long)recorder_records_per_cpu(s),
+		ht_format_duration(recorder_records_per_cpu(s) * 10000ULL, reach, sizeof(reach)),
+		ht_format_duration(s->opt->pre_ns, buf, sizeof(buf)));
+}
+
+int ht_session_record(struct ht_options *o)
+{
+	struct session s;
+	int tgid, status;
+
+	init_session(&s);
+	ignore_sigpipe();
+	status = HT_EXIT_USAGE;
+	if (ht_proc_resolve_target(o->pid, &tgid) || ht_check_monitor_privileges() ||
+	    ht_check_target_privileges(tgid) || ht_output_dir_check(o->output_dir) ||
+	    check_sources(o) || check_perf_events(&s, o) ||
+	    ht_out_stream_open(&s.out, o->json_path))
+		goto fail;
+	s.pidfd = pidfd_open_target(tgid);
+	if (s.pidfd < 0)
+		goto fail;
+	block_loop_signals();
+	status = start_session(&s, o, tgid);
+	if (status)
+		goto fail;
+	announce(&s);
+	status = HT_EXIT_FAILURE;
+	if (run_loop(&s))
+		goto fail;
+	finish_dumps(&s);
+	print_summary(&s);
+	/* A reader that went away ends the session as Ctrl-C does; a full disk does not. */
+	status = s.out_gone && ht_out_stream_error(&s.out) != EPIPE ? HT_EXIT_FAILURE : 0;
+	goto out;
+fail:
+	ht_error("%s", ht_last_error());
+out:
+	close_session(&s);
+	return status;
+}
+
+/*
+ * HYBTRACE_TEST_HOLD_AFTER_ATTACH_MS: 1 to 1000 ms that the held child still
+ * waits, asleep, after the monitor is attached (its wait is then seen whole),
+ * else 0.
+ */
+static unsigned int test_hold_after_attach_ms(void)
+{
+	const char *v = getenv("HYBTRACE_TEST_HOLD_AFTER_ATTACH_MS");
+	unsigned long n = v ? strtoul(v, NULL, 10) : 0;
+
+	return n <= 1000 ? (unsigned int)n : 0;
+}
+
+/*
+ * Fork a child that waits on GO_FD before exec, so the monitor is attached
+ * before CMD's first instruction. exec errors come back on a close-on-exec
+ * pipe. STDOUT_TO_STDERR: the JSON stream has stdout, CMD's output goes to
+ * stderr so that stdout stays JSON lines only.
+ */
+static pid_t spawn_held(char **argv, bool stdout_to_stderr, int *go_fd, int *err_fd)
+{
+	const char *base = strrchr(argv[0], '/');
+	char own_name[16] = "", cmd_name[16];
+	int go[2], err[2];
+	pid_t pid;
+
+	if (pipe2(go, O_CLOEXEC) || pipe2(err, O_CLOEXEC))
+		return ht_fail("pipe: %s", strerror(errno));
+	/*
+	 * The child is named as the kernel will name it at exec (the file's base
+	 * name), not "hybtrace": set here before fork, it has that name from its
+	 * first event on, in the comm map, /proc, live lines and dumps alike.
+	 */
+	snprintf(cmd_name, sizeof(cmd_name), "%s", base && base[1] ? base + 1 : argv[0]);
+	prctl(PR_GET_NAME, own_name);
+	prctl(PR_SET_NAME, cmd_name);
+	pid = fork();
+	if (pid != 0)
+		prctl(PR_SET_NAME, own_name);
+	if (pid < 0)
+		return ht_fail("fork: %s", strerror(errno));
+	if (pid == 0) {
+		char byte;
+		int e;
+
+		close(go[1]);
+		close(err[0]);
+		/* hybtrace ignores SIGPIPE; an ignored signal would stay so across exec. */
+		signal(SIGPIPE, SIG_DFL);
+		if (stdout_to_stderr && dup2(STDERR_FILENO, STDOUT_FILENO) < 0)
+			_exit(127);
+		/* With the test hold, a first byte says "attached", the second "go". */
+		for (int i = test_hold_after_attach_ms() ? 2 : 1; i > 0; i--)
+			if (read(go[0], &byte, 1) != 1)
+				_exit(127);
+		execvp(argv[0], argv);
+		e = errno;
+		if (write(err[1], &e, sizeof(e)) < 0)
+			_exit(127);
+		_exit(127);
+	}
+	close(go[0]);
+	close(err[1]);
+	*go_fd = go[1];
+	*err_fd = err[0];
+	return pid;
+}
+
+static int child_exit_status(int wstatus)
+{
+	if (WIFEXITED(wstatus))
+		return WEXITSTATUS(wstatus);
+	if (WIFSIGNALED(wstatus))
+		return 128 + WTERMSIG(wstatus);
+	return HT_EXIT_FAILURE;
+}
+
+/* Release the held child; returns 0, or -1 if its exec failed. */
+static int release_child(struct session *s, char **argv, int go_fd, int err_fd)
+{
+	unsigned int hold_ms = test_hold_after_attach_ms();
+	int exec_errno;
+	ssize_t n;
+
+	if (hold_ms) {
+		if (write(go_fd, "a", 1) != 1)
+			return ht_fail("cannot start '%s': %s", argv[0], strerror(errno));
+		usleep(hold_ms * 1000);
+	}
+	s->child_held_until_ns = monotonic_ns();
+	if (write(go_fd, "g", 1) != 1)
+		return ht_fail("cannot start '%s': %s", argv[0], strerror(errno));
+	close(go_fd);
+	n = read(err_fd, &exec_errno, sizeof(exec_errno));
+	close(err_fd);
+	if (n == sizeof(exec_errno))
+		return ht_fail("cannot run '%s': %s", argv[0], strerror(exec_errno));
+	return 0;
+}
+
+int ht_session_run(struct ht_options *o)
+{
+	int go_fd = -1, err_fd = -1, status, rc;
+	struct session s;
+
+	init_session(&s);
+	ignore_sigpipe();
+	status = HT_EXIT_USAGE;
+	if (ht_check_monitor_privileges() || ht_output_dir_check(o->output_dir) ||
+	    check_sources(o) || check_perf_events(&s, o) ||
+	    ht_out_stream_open(&s.out, o->json_path))
+		goto fail;
+	status = HT_EXIT_FAILURE;
+	s.child = spawn_held(o->run_argv, o->json && !o->json_path, &go_fd, &err_fd);
+	if (s.child < 0) {
+		s.child = 0;
+		goto fail;
+	}
+	s.pidfd = pidfd_open_target(s.child);
+	if (s.pidfd < 0)
+		goto fail;
+	block_loop_signals();
+	status = start_session(&s, o, s.child);
+	if (status)
+		goto fail;
+	status = 127; /* as a shell says "command not found" */
+	rc = release_child(&s, o->run_argv, go_fd, err_fd);
+	go_fd = err_fd = -1;
+	if (rc)
+		goto fail;
+	announce(&s);
+	status = HT_EXIT_FAILURE;
+	if (run_loop(&s))
+		goto fail;
+	finish_dumps(&s);
+	print_summary(&s);
+	if (waitpid(s.child, &s.child_status, 0) == s.child) {
+		s.child_reaped = true;
+		status = child_exit_status(s.child_status);
+	}
+	goto out;
+fail:
+	ht_error("%s", ht_last_error());
+out:
+	if (go_fd >= 0)
+		close(go_fd); /* a child still held reads EOF and exits */
+	if (err_fd >= 0)
+		close(err_fd);
+	if (s.child && !s.child_reaped)
+		waitpid(s.child, NULL, 0);
+	close_session(&s);
+	return status;
+}

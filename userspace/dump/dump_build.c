@@ -1,0 +1,602 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/utsname.h>
+#include <signal.h>
+#include <time.h>
+#include <unistd.h>
+#include "kernel/comm_cache.h"
+#include "dump/dump_build.h"
+#include "trace/dump_schema.h"
+#include "kernel/kernel_timeline.h"
+#include "symbols/ksyms.h"
+#include "base/log.h"
+#include "base/machine.h"
+#include "sources/intelpt/intelpt_capture.h"
+#include "kernel/monitor.h"
+#include "base/output.h"
+#include "trace/perfetto_write.h"
+#include "sources/intelpt/pt_dump.h"
+#include "kernel/sched_index.h"
+#include "symbols/symbolizer.h"
+#include "trace/timeline.h"
+#include "symbols/unwind_dwarf.h"
+#include "sources/sample/user_timeline.h"
+#include "kernel/wait_for_work.h"
+
+static uint64_t clock_ns(clockid_t clock)
+{
+	struct timespec ts;
+
+	clock_gettime(clock, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+uint64_t ht_monotonic_to_realtime(uint64_t monotonic_ns)
+{
+	uint64_t mono = clock_ns(CLOCK_MONOTONIC), real = clock_ns(CLOCK_REALTIME);
+
+	return real - (mono - monotonic_ns);
+}
+
+static void format_wall_clock(uint64_t realtime_ns, char *buf, size_t len)
+{
+	time_t secs = (time_t)(realtime_ns / 1000000000ULL);
+	struct tm tm;
+	char date[32], zone[8];
+
+	localtime_r(&secs, &tm);
+	strftime(date, sizeof(date), "%Y-%m-%dT%H:%M:%S", &tm);
+	strftime(zone, sizeof(zone), "%z", &tm);
+	snprintf(buf, len, "%s.%03u%s", date, (unsigned int)(realtime_ns / 1000000ULL % 1000), zone);
+}
+
+/* CLOCK_MONOTONIC T as wall-clock time: through the capture's moment on both clocks if any. */
+static uint64_t realtime_of(const struct ht_dump_capture *c, uint64_t t)
+{
+	if (c->have_raw && c->raw.snap_mono_ns && c->raw.snap_real_ns)
+		return c->raw.snap_real_ns - (c->raw.snap_mono_ns - t);
+	return ht_monotonic_to_realtime(t);
+}
+
+static void meta_u64(struct timeline *tl, const char *key, uint64_t v)
+{
+	char buf[32];
+
+	snprintf(buf, sizeof(buf), "%llu", (unsigned long long)v);
+	tl_meta_set(tl, key, buf);
+}
+
+/*
+ * Where and when the dump was made: this machine and now live; what the raw
+ * capture recorded when one is decoded (RAW has the machine then).
+ */
+static void set_metadata(const struct ht_dumper_config *cfg, struct timeline *tl,
+			 const struct ht_dump_job *job, const struct ht_dump_capture *c,
+			 uint64_t not_dumped)
+{
+	const struct ht_rawcap *raw = c->have_raw && c->raw.kernel[0] ? &c->raw : NULL;
+	const struct ht_fr_window *w = &c->w;
+	struct ht_monitor_counters mc;
+	struct utsname u;
+	char buf[256];
+
+	tl_meta_set(tl, HT_META_VERSION, HT_VERSION);
+	uname(&u);
+	tl_meta_set(tl, HT_META_KERNEL, raw ? raw->kernel : u.release);
+	tl_meta_set(tl, HT_META_CPU_MODEL,
+		    raw ? raw->cpu_model : ht_machine_cpu_model(buf, sizeof(buf)));
+	tl_meta_set(tl, HT_META_CMDLINE, raw ? raw->cmdline : cfg->cmdline);
+	meta_u64(tl, HT_META_TARGET_PID, (uint64_t)cfg->tgid);
+	tl_meta_set(tl, HT_META_TARGET_COMM, cfg->target_comm);
+	tl_meta_set(tl, HT_META_KIND, job->kind);
+	format_wall_clock(realtime_of(c, job->end_ns), buf, sizeof(buf));
+	tl_meta_set(tl, HT_META_WALL_CLOCK, buf);
+	if (job->has_breach) {
+		meta_u64(tl, HT_META_BREACH_TID, job->breach.tid);
+		snprintf(buf, sizeof(buf), "%.*s", HT_COMM_LEN, job->breach.comm);
+		tl_meta_set(tl, HT_META_BREACH_COMM, buf);
+		meta_u64(tl, HT_META_BREACH_START, job->breach.start_ns);
+		meta_u64(tl, HT_META_BREACH_END, job->breach.end_ns);
+		meta_u64(tl, HT_META_THRESHOLD, job->threshold_ns);
+		meta_u64(tl, HT_META_WAIT_FOR_WORK, ht_breach_waits_for_work(&job->breach));
+	}
+	meta_u64(tl, HT_META_WINDOW_START, c->t0);
+	meta_u64(tl, HT_META_WINDOW_END, c->t1);
+	if (w->clipped)
+		meta_u64(tl, HT_META_CLIPPED_TO, w->covered_from_ns);
+	meta_u64(tl, HT_META_LOSS_FR_SKIP, w->skipped_records);
+	/* Offline, the live counters are not at hand (the window's own losses are). */
+	if (cfg->monitor)
+		meta_u64(tl, HT_META_RECORDING_START, cfg->monitor->attached_ns);
+	if (cfg->monitor && !ht_monitor_read_counters(cfg->monitor, &mc)) {
+		meta_u64(tl, HT_META_LOSS_RB, mc.value[HT_CNT_RB_DROPS]);
+		meta_u64(tl, HT_META_LOSS_STORAGE, mc.value[HT_CNT_STORAGE_FAILS]);
+		meta_u64(tl, HT_META_LOSS_COMM, mc.value[HT_CNT_COMM_UPDATE_FAILS]);
+		meta_u64(tl, HT_META_LOSS_RECURSION, mc.recursion_misses);
+		meta_u64(tl, HT_META_LOSS_UNSEEN_SWITCH_IN, mc.value[HT_CNT_UNSEEN_SWITCH_INS]);
+	}
+	/* What the live session saw around the dump is not in the capture. */
+	if (cfg->decoded_from)
+		tl_meta_set(tl, HT_META_DECODED_FROM, cfg->decoded_from);
+	else
+		meta_u64(tl, HT_META_BREACHES_MISSED, not_dumped);
+	meta_u64(tl, HT_META_DEFERRED, job->deferred);
+}
+
+void ht_dump_builder_refresh(struct ht_dump_builder *b)
+{
+	if (b->symbolizer)
+		ht_symbolizer_refresh(b->symbolizer);
+	if (b->unwinder)
+		ht_dwarf_unwinder_refresh(b->unwinder);
+}
+
+void ht_dump_window(const struct ht_dumper_config *cfg, const struct ht_dump_job *job,
+		    uint64_t *t0, uint64_t *t1)
+{
+	*t0 = job->start_ns > cfg->pre_ns ? job->start_ns - cfg->pre_ns : 0;
+	*t1 = job->end_ns + cfg->post_ns;
+}
+
+/* The target's user marks in the window, read from its memory now (after the freeze). */
+static void capture_marks(const struct ht_dumper_config *cfg, struct ht_dump_capture *c)
+{
+	struct ht_marks_window w = { .t0_ns = c->t0, .t1_ns = c->t1 };
+	uint64_t addrs[4];
+	size_t found = 0;
+
+	if (!cfg->marks)
+		return;
+	w.a = cfg->marks->attach_pair;
+	ht_tsc_pair_take(&w.b);
+	/* A program without the mark header has no registry: nothing to say. */
+	if ((cfg->marks->locator ? ht_marks_locator_find(cfg->marks->locator, addrs, 4, &found)
+				 : ht_marks_locate(cfg->marks->tgid, addrs, 4, &found)) ||
+	    !found)
+		return;
+	c->have_marks = !ht_marks_read(cfg->marks->tgid, addrs, found < 4 ? found : 4, &w,
+				       &c->marks);
+}
+
+/* What a raw capture needs besides the rings to be decoded into the same dump later. */
+static void describe_raw(const struct ht_dumper_config *cfg, const struct ht_dump_job *job,
+			 struct ht_rawcap *raw)
+{
+	snprintf(raw->kind, sizeof(raw->kind), "%s", job->kind);
+	snprintf(raw->version, sizeof(raw->version), "%s", HT_VERSION);
+	raw->threshold_ns = job->threshold_ns;
+	raw->start_ns = job->start_ns;
+	raw->end_ns = job->end_ns;
+	raw->pre_ns = cfg->pre_ns;
+	raw->post_ns = cfg->post_ns;
+	raw->has_breach = job->has_breach;
+	if (job->has_breach)
+		raw->breach = job->breach;
+}
+
+int ht_dump_capture_take(const struct ht_dumper_config *cfg, const struct ht_dump_job *job,
+			 struct ht_dump_capture *c)
+{
+	const struct ht_monitor *m = cfg->monitor;
+
+	memset(c, 0, sizeof(*c));
+	ht_dump_window(cfg, job, &c->t0, &c->t1);
+	c->frozen_ns = clock_ns(CLOCK_MONOTONIC);
+	if (cfg->intelpt) {
+		c->have_raw = !ht_intelpt_freeze(cfg->intelpt, c->frozen_ns, &c->raw);
+		if (!c->have_raw)
+			ht_warn("dump without Intel PT: %s", ht_last_error());
+	}
+	if (cfg->sampler) {
+		c->have_samples = !ht_sampler_freeze(cfg->sampler, &c->frozen);
+		if (!c->have_samples)
+			ht_warn("dump without user-space stacks: %s", ht_last_error());
+	}
+	if (ht_recorder_read(&m->recorder, c->t0, c->t1, &c->w)) {
+		if (c->have_samples)
+			ht_sampler_frozen_free(&c->frozen);
+		if (c->have_raw)
+			ht_rawcap_free(&c->raw);
+		return -1;
+	}
+	capture_marks(cfg, c);
+	if (c->have_raw)
+		describe_raw(cfg, job, &c->raw);
+	/* Nothing was recorded before attach: that part of the window is clipped too. */
+	if (c->t0 < m->attached_ns) {
+		c->w.clipped = true;
+		if (c->w.covered_from_ns < m->attached_ns)
+			c->w.covered_from_ns = m->attached_ns;
+	}
+	return 0;
+}
+
+void ht_dump_capture_free(struct ht_dump_capture *c)
+{
+	ht_fr_window_free(&c->w);
+	if (c->have_samples)
+		ht_sampler_frozen_free(&c->frozen);
+	if (c->have_marks)
+		ht_mark_set_free(&c->marks);
+	if (c->have_raw)
+		ht_rawcap_free(&c->raw);
+}
+
+static bool cfg_has_pt(const struct ht_dumper_config *cfg)
+{
+	return cfg->intelpt != NULL;
+}
+
+/* The test mode opened no PT event: its dumps must not pass for Intel PT ones. */
+static const char *pt_source_name(bool sideband_only)
+{
+	return sideband_only ? HT_SOURCE_PT_SIDEBAND_ONLY : "pt";
+}
+
+/* Intel PT: every call and return of the target's threads, decoded from the frozen rings. */
+static void add_pt_timeline(struct ht_dump_builder *b, struct timeline *tl,
+			    const struct ht_dump_capture *c)
+{
+	const struct ht_rawcap *raw = &c->raw;
+	struct ht_pt_dump_stats st;
+	char root[64], config[128];
+	struct ht_pt_dump_input in = { .cap = raw, .tgid = b->cfg->tgid, .t0 = c->t0 };
+
+	tl_meta_set(tl, HT_META_SOURCE, pt_source_name(ht_rawcap_sideband_only(raw)));
+	tl_meta_set(tl, HT_META_PT_CONFIG, ht_pt_fields_format(&raw->pt.fields, config,
+								sizeof(config)));
+	meta_u64(tl, HT_META_PT_FREEZE_FIRST, raw->freeze_first_ns);
+	meta_u64(tl, HT_META_PT_FREEZE_LAST, raw->freeze_last_ns);
+	/* Live, the target's files are read in its own mount namespace. */
+	if (b->cfg->monitor) {
+		snprintf(root, sizeof(root), "/proc/%d/root", b->cfg->tgid);
+		if (!access(root, R_OK))
+			in.file_root = root;
+	}
+	if (ht_pt_dump_build(tl, &in, &st)) {
+		ht_warn("dump without Intel PT call stacks: %s", ht_last_error());
+		return;
+	}
+	meta_u64(tl, HT_META_PT_BYTES, st.bytes);
+	meta_u64(tl, HT_META_PT_INSNS, st.insns);
+	meta_u64(tl, HT_META_PT_THREADS, st.threads);
+	meta_u64(tl, HT_META_PT_FROM, st.first_ns);
+	meta_u64(tl, HT_META_LOSS_PT_ERRORS, st.errors);
+	meta_u64(tl, HT_META_LOSS_PT_OVF, st.overflows);
+	meta_u64(tl, HT_META_LOSS_PT_ITEMS, st.items_dropped);
+	meta_u64(tl, HT_META_LOSS_PT_IMAGE, st.image_skipped);
+}
+
+/* The on-CPU source's part of the window: sampled stacks on the thread tracks. */
+static void add_user_timeline(struct ht_dump_builder *b, struct timeline *tl,
+			      const struct ht_dump_job *job, const struct ht_dump_capture *c)
+{
+	struct ht_sampler *sampler = b->cfg->sampler;
+	struct ht_sample_set set;
+	struct ht_user_window uw;
+	char count[32];
+
+	if (c->have_raw) {
+		add_pt_timeline(b, tl, c);
+		return;
+	}
+	if (!sampler) {
+		tl_meta_set(tl, HT_META_SOURCE,
+			    cfg_has_pt(b->cfg) ? pt_source_name(b->cfg->intelpt->cfg.sideband_only)
+					       : "none");
+		return;
+	}
+	tl_meta_set(tl, HT_META_SOURCE, "sample");
+	snprintf(count, sizeof(count), "%u", sampler->cfg.freq_hz);
+	tl_meta_set(tl, HT_META_SAMPLE_FREQ, count);
+	tl_meta_set(tl, HT_META_CALLGRAPH,
+		    sampler->cfg.callgraph == HT_CALLGRAPH_DWARF ? "dwarf" : "fp");
+	meta_u64(tl, HT_META_FREEZE_LATE, c->frozen_ns - c->t1);
+	if (!c->have_samples || ht_sampler_frozen_samples(&c->frozen, c->t0, c->t1, &set))
+		return;
+	/* Libraries load late: the maps are read again for every dump. */
+	ht_dump_builder_refresh(b);
+	uw = (struct ht_user_window){
+		.tgid = b->cfg->tgid,
+		.t0 = c->t0,
+		.t1 = c->t1,
+		.period_ns = sampler->period_ns,
+		.samples = &set,
+		.symbolizer = b->symbolizer,
+		.ksyms = b->cfg->ksyms,
+		.unwinder = b->unwinder,
+		.breach = job->has_breach ? &job->breach : NULL,
+	};
+	if (ht_user_timeline_build(tl, &uw))
+		ht_warn("dump without user-space stacks: %s", ht_last_error());
+	meta_u64(tl, HT_META_SAMPLES, set.count);
+	meta_u64(tl, HT_META_SAMPLES_FOREIGN, set.foreign);
+	meta_u64(tl, HT_META_LOSS_SAMPLES, set.lost);
+	meta_u64(tl, HT_META_LOSS_THROTTLE, set.throttled);
+	meta_u64(tl, HT_META_LOSS_SAMPLES_BAD, set.malformed);
+	meta_u64(tl, HT_META_SAMPLES_REBUILT, set.rebuilt);
+	ht_sample_set_free(&set);
+}
+
+static void add_hit_args(struct timeline *tl, long ev, const struct ht_dump_job *job)
+{
+	tl_event_arg_str(tl, ev, HT_ARG_TRIGGER, job->trigger);
+	tl_event_arg_str(tl, ev, HT_ARG_FUNCTION, job->function);
+	tl_event_arg_uint(tl, ev, HT_ARG_TID, job->hit.tid);
+	tl_event_arg_uint(tl, ev, HT_ARG_CPU, job->hit.cpu);
+	tl_event_arg_uint(tl, ev, HT_ARG_IP, job->hit.ip);
+	if (!job->hit.regs_valid)
+		return;
+	tl_event_arg_uint(tl, ev, HT_ARG_RDI, job->hit.arg[0]);
+	tl_event_arg_uint(tl, ev, HT_ARG_RSI, job->hit.arg[1]);
+	tl_event_arg_uint(tl, ev, HT_ARG_RDX, job->hit.arg[2]);
+}
+
+/* A trigger's hit: on the hybtrace track, and on the track of the thread that hit it. */
+static void add_trigger_hit(struct timeline *tl, const struct ht_dump_job *job)
+{
+	long hybtrace = tl_track_find(tl, TL_HYBTRACE_UUID);
+	int thread;
+
+	if (!job->has_hit)
+		return;
+	tl_meta_set(tl, HT_META_TRIGGER, job->trigger);
+	if (hybtrace >= 0)
+		add_hit_args(tl, tl_add_instant(tl, (int)hybtrace, job->hit.time_ns, HT_EV_TRIGGER,
+						HT_CAT_BREACH), job);
+	thread = tl_thread_track(tl, (int)job->hit.pid, (int)job->hit.tid);
+	if (thread >= 0)
+		add_hit_args(tl, tl_add_instant(tl, thread, job->hit.time_ns, HT_EV_TRIGGER,
+						HT_CAT_USER), job);
+}
+
+/* User marks as instants on their threads' tracks, named as the program named them. */
+static void add_marks(struct timeline *tl, const struct ht_dump_capture *c, int tgid)
+{
+	char name[32];
+
+	if (!c->have_marks)
+		return;
+	for (size_t i = 0; i < c->marks.count; i++) {
+		const struct ht_mark *mk = &c->marks.v[i];
+		int track = tl_thread_track(tl, tgid, (int)mk->tid);
+		long ev;
+
+		if (track < 0)
+			continue;
+		snprintf(name, sizeof(name), HT_EV_MARK " %u", mk->id);
+		ev = tl_add_instant(tl, track, mk->time_ns, mk->name ? mk->name : name, HT_CAT_USER);
+		tl_event_arg_uint(tl, ev, HT_ARG_MARK_ID, mk->id);
+		tl_event_arg_uint(tl, ev, HT_ARG_MARK_A, mk->a);
+		tl_event_arg_uint(tl, ev, HT_ARG_MARK_B, mk->b);
+	}
+	meta_u64(tl, HT_META_LOSS_MARKS, c->marks.torn + c->marks.overwritten + c->marks.unreadable);
+}
+
+/* Lower the captured window into TL. */
+static int build_timeline(struct ht_dump_builder *b, struct timeline *tl,
+			  const struct ht_dump_job *job, const struct ht_dump_capture *c,
+			  uint64_t not_dumped)
+{
+	char target_comm[HT_COMM_LEN + 8];
+	struct tl_clock_snapshot snap;
+	struct ht_kernel_window kw;
+	struct ht_sched_index idx;
+	int rc;
+
+	/* `run` named the target before its exec: what it is called now is what counts. */
+	ht_comm_lookup(b->comms, (uint32_t)b->cfg->tgid, 0, target_comm, sizeof(target_comm));
+	if (ht_sched_index_build(&c->w, &idx))
+		return -1;
+	kw = (struct ht_kernel_window){
+		.tgid = b->cfg->tgid,
+		.target_comm = target_comm,
+		.t0 = c->t0,
+		.t1 = c->t1,
+		.w = &c->w,
+		.idx = &idx,
+		.comms = b->comms,
+		.ksyms = b->cfg->ksyms,
+		.breach = job->has_breach ? &job->breach : NULL,
+		.threshold_ns = job->threshold_ns,
+	};
+	/* A raw capture's moment on the three clocks, so a decode elsewhere lines up the same. */
+	if (c->have_raw && c->raw.snap_mono_ns) {
+		snap = (struct tl_clock_snapshot){ .monotonic_ns = c->raw.snap_mono_ns,
+						   .boottime_ns = c->raw.snap_boot_ns,
+						   .realtime_ns = c->raw.snap_real_ns };
+		tl_set_clock_snapshot(tl, &snap);
+	} else if (!tl_clock_snapshot_now(&snap)) {
+		tl_set_clock_snapshot(tl, &snap);
+	}
+	set_metadata(b->cfg, tl, job, c, not_dumped);
+	tl_meta_set(tl, HT_META_TARGET_COMM, target_comm);
+	rc = ht_kernel_timeline_build(tl, &kw);
+	ht_sched_index_free(&idx);
+	if (!rc) {
+		add_user_timeline(b, tl, job, c);
+		if (job->has_block_stack &&
+		    ht_block_frames_to_timeline(tl, b->cfg->tgid, &job->block_stack))
+			ht_warn("dump without the stack where it blocked: %s", ht_last_error());
+		add_trigger_hit(tl, job);
+		add_marks(tl, c, b->cfg->tgid);
+		meta_u64(tl, HT_META_UNTANGLED, tl_untangle(tl));
+	}
+	return rc;
+}
+
+static void save_comm(struct ht_comm_cache *comms, struct ht_rawcap *raw, uint32_t pid,
+		      unsigned int cpu)
+{
+	char name[HT_COMM_LEN + 8];
+
+	if (!pid)
+		return;
+	ht_comm_lookup(comms, pid, cpu, name, sizeof(name));
+	if (strcmp(name, "[exited]"))
+		ht_rawcap_add_comm(raw, pid, name);
+}
+
+/* The names the dump gave every task of the window, so a decode elsewhere gives the same. */
+static void save_comms(struct ht_dump_builder *b, const struct ht_fr_window *w,
+		       struct ht_rawcap *raw)
+{
+	save_comm(b->comms, raw, (uint32_t)b->cfg->tgid, 0);
+	for (size_t i = 0; i < w->count; i++) {
+		save_comm(b->comms, raw, w->events[i].rec.tid_a, w->events[i].cpu);
+		save_comm(b->comms, raw, w->events[i].rec.tid_b, w->events[i].cpu);
+	}
+	for (unsigned int cpu = 0; cpu < w->ncpus; cpu++) {
+		if (!w->entry_valid || !w->entry_valid[cpu])
+			continue;
+		save_comm(b->comms, raw, w->entry_switch[cpu].rec.tid_a, cpu);
+		save_comm(b->comms, raw, w->entry_switch[cpu].rec.tid_b, cpu);
+	}
+	if (raw->has_breach)
+		save_comm(b->comms, raw, raw->breach.waker_tid, raw->breach.wake_cpu);
+}
+
+/* The names of the breach's kernel stack: the capture may be decoded under another kernel. */
+static void save_ksyms(const struct ht_ksyms *ksyms, struct ht_rawcap *raw)
+{
+	int depth = raw->breach.kstack_bytes > 0 ? raw->breach.kstack_bytes / 8 : 0;
+
+	if (!raw->has_breach || !ksyms)
+		return;
+	for (int i = 0; i < depth && i < HT_MAX_KSTACK_DEPTH; i++) {
+		uint64_t start;
+		const char *name = ht_ksyms_find(ksyms, raw->breach.kstack[i], &start);
+
+		if (name && ht_rawcap_add_ksym(raw, start, name))
+			return;
+	}
+}
+
+/*
+ * --keep-raw: the snapshot next to its dump, under the dump's own name. A
+ * failure costs the raw file only: the dump is written already.
+ */
+static void save_raw(struct ht_dump_builder *b, const struct ht_dump_capture *c,
+		     const char *dump_path)
+{
+	struct ht_rawcap raw = c->raw; /* a view: it owns nothing the capture does not */
+	const char *name = strrchr(dump_path, '/');
+	char base[256], final[PATH_MAX + 64];
+	struct utsname u;
+	size_t n;
+
+	name = name ? name + 1 : dump_path;
+	n = strlen(name);
+	if (n > strlen(HT_DUMP_SUFFIX) && !strcmp(name + n - strlen(HT_DUMP_SUFFIX), HT_DUMP_SUFFIX))
+		n -= strlen(HT_DUMP_SUFFIX);
+	snprintf(base, sizeof(base), "%.*s", (int)n, name);
+	raw.has_window = true;
+	raw.window = c->w;
+	raw.comms = NULL;
+	raw.ncomms = raw.comms_cap = 0;
+	raw.ksyms = NULL;
+	raw.nksyms = 0;
+	save_comms(b, &c->w, &raw);
+	save_ksyms(b->cfg->ksyms, &raw);
+	/* Where and how it was made, read here rather than in the event loop's freeze. */
+	uname(&u);
+	snprintf(raw.kernel, sizeof(raw.kernel), "%s", u.release);
+	ht_machine_cpu_model(raw.cpu_model, sizeof(raw.cpu_model));
+	snprintf(raw.cmdline, sizeof(raw.cmdline), "%s", b->cfg->cmdline ? b->cfg->cmdline : "");
+	if (ht_rawcap_save(b->cfg->output_dir, base, &raw, final, sizeof(final))) {
+		ht_warn("raw capture not kept: %s", ht_last_error());
+	} else {
+		snprintf(b->raw_path, sizeof(b->raw_path), "%s", final);
+		if (!b->cfg->json)
+			fprintf(stderr, "hybtrace: raw capture kept: %s\n", final);
+	}
+	free(raw.comms);
+	for (size_t i = 0; i < raw.nksyms; i++)
+		free(raw.ksyms[i].name);
+	free(raw.ksyms);
+}
+
+int ht_dump_builder_write(struct ht_dump_builder *b, const struct ht_dump_job *job,
+			  const struct ht_dump_capture *c, uint64_t not_dumped, char *path,
+			  size_t len, uint64_t *bytes, size_t *events)
+{
+	struct timeline *tl = tl_new();
+	struct ht_output_file f;
+	char base[256], err[256];
+	struct stat st;
+	int rc = -1;
+
+	b->raw_path[0] = '\0';
+	if (!tl)
+		return ht_fail("out of memory");
+	if (build_timeline(b, tl, job, c, not_dumped))
+		goto out;
+	*events = tl_event_count(tl);
+	if (b->cfg->base_name)
+		snprintf(base, sizeof(base), "%s", b->cfg->base_name);
+	else
+		ht_dump_base_name(b->cfg->tgid, ht_monotonic_to_realtime(job->end_ns), job->kind,
+				  base, sizeof(base));
+	if (ht_output_begin(b->cfg->output_dir, &f))
+		goto out;
+	if (pftw_write_fd(tl, f.fd, err, sizeof(err))) {
+		ht_output_abort(&f);
+		ht_fail("cannot write the dump in %s: %s", b->cfg->output_dir, err);
+		goto out;
+	}
+	if (fstat(f.fd, &st))
+		memset(&st, 0, sizeof(st));
+	*bytes = (uint64_t)st.st_size;
+	b->written_dev = (uint64_t)st.st_dev;
+	b->written_ino = (uint64_t)st.st_ino;
+	rc = ht_output_commit(&f, b->cfg->output_dir, base, path, len);
+	if (!rc && c->have_raw && b->cfg->keep_raw)
+		save_raw(b, c, path);
+out:
+	tl_free(tl);
+	return rc;
+}
+
+/*
+ * Symbols (and DWARF unwinding) for the target, kept across dumps. Without
+ * them dumps still come, with addresses for names; a target that is already
+ * gone needs no word about it.
+ */
+static void start_symbolizing(struct ht_dump_builder *b)
+{
+	bool dwarf = b->cfg->sampler->cfg.callgraph == HT_CALLGRAPH_DWARF;
+
+	b->symbolizer = ht_symbolizer_new(b->cfg->tgid);
+	if (b->symbolizer && dwarf)
+		b->unwinder = ht_dwarf_unwinder_new(b->cfg->tgid);
+	if ((!b->symbolizer || (dwarf && !b->unwinder)) && kill(b->cfg->tgid, 0) == 0)
+		ht_warn("user-space stacks will show addresses only: %s", ht_last_error());
+}
+
+int ht_dump_builder_init(struct ht_dump_builder *b, const struct ht_dumper_config *cfg)
+{
+	memset(b, 0, sizeof(*b));
+	b->cfg = cfg;
+	b->comms = malloc(sizeof(*b->comms));
+	if (!b->comms)
+		return ht_fail("out of memory");
+	ht_comm_cache_init(b->comms, cfg->monitor);
+	if (cfg->sampler)
+		start_symbolizing(b);
+	return 0;
+}
+
+void ht_dump_builder_free(struct ht_dump_builder *b)
+{
+	ht_symbolizer_free(b->symbolizer);
+	if (b->unwinder)
+		ht_dwarf_unwinder_free(b->unwinder);
+	if (b->comms)
+		ht_comm_cache_free(b->comms);
+	free(b->comms);
+	memset(b, 0, sizeof(*b));
+}

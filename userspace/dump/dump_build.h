@@ -1,0 +1,128 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * Building one dump: what the sources held at the end of the window (the
+ * capture, taken promptly by the event loop), lowered into the timeline and
+ * written to a file (by the builder thread, at leisure).
+ */
+#ifndef HT_DUMP_BUILD_H
+#define HT_DUMP_BUILD_H
+
+#include <limits.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include "kernel/block_stacks.h"
+#include "dump/dump_policy.h"
+#include "hybtrace/records.h"
+#include "kernel/recorder.h"
+#include "triggers/breakpoint.h"
+#include "sources/marks/marks.h"
+#include "sources/intelpt/rawcap.h"
+#include "sources/sample/sampler.h"
+
+struct ht_monitor;
+struct ht_ksyms;
+struct ht_comm_cache;
+struct ht_symbolizer;
+struct ht_dwarf_unwinder;
+struct ht_intelpt;
+
+struct ht_dumper_config {
+	const char *output_dir;
+	uint64_t pre_ns, post_ns;
+	struct ht_dump_policy policy;
+	int tgid;
+	const char *target_comm;
+	const char *cmdline;
+	bool json; /* report written dumps as JSON lines on json_out */
+	FILE *json_out;
+	const struct ht_monitor *monitor; /* NULL: offline (`hybtrace decode`) */
+	const struct ht_ksyms *ksyms;
+	struct ht_sampler *sampler; /* NULL: no sampling */
+	struct ht_intelpt *intelpt; /* NULL: no Intel PT */
+	bool keep_raw;		    /* save each PT snapshot next to its dump */
+	const char *base_name;	    /* the file's name without suffix; NULL: from the dump */
+	const char *decoded_from;   /* `hybtrace decode`: the raw capture's path */
+	unsigned int rt_priority;   /* the builder thread's, while urgent; 0: off */
+	const struct ht_marks_source *marks; /* NULL: no user marks are read */
+};
+
+struct ht_dump_job {
+	char kind[16];	      /* rq-delay, off-cpu, syscall, off-cpu+syscall, manual, exit */
+	bool has_breach;
+	struct ht_breach breach;
+	uint64_t threshold_ns;
+	uint64_t start_ns, end_ns; /* the interval the window is built around */
+	bool asked;		   /* manual or exit: not held to the minimum interval */
+	bool deferred;		   /* it waited for another dump: its sources froze late */
+	/* A code trigger's hit: the breakpoint, the spec, the function it stopped in. */
+	bool has_hit;
+	struct ht_bp_hit hit;
+	char trigger[128];
+	char function[256];
+	/* --block-stacks: the breached thread's user stack where its wait began. */
+	bool has_block_stack;
+	struct ht_block_frames block_stack;
+};
+
+/* User marks: where the target's registries are, and a (rdtsc, clock) pair from attach. */
+struct ht_marks_source {
+	int tgid;
+	struct ht_tsc_pair attach_pair;
+	/* Where the registries were at the last freeze (NULL: none kept); one thread freezes. */
+	struct ht_marks_locator *locator;
+};
+
+/* What the sources held at the end of a dump's window. */
+struct ht_dump_capture {
+	uint64_t t0, t1;
+	uint64_t frozen_ns; /* CLOCK_MONOTONIC when the sources were frozen */
+	struct ht_fr_window w;
+	bool have_samples;
+	struct ht_sampler_frozen frozen;
+	bool have_marks;
+	struct ht_mark_set marks;
+	/* Intel PT: the frozen rings and all a decode needs (kept as a raw capture). */
+	bool have_raw;
+	struct ht_rawcap raw;
+};
+
+/* The builder's own symbol state, kept across dumps (one thread uses it). */
+struct ht_dump_builder {
+	const struct ht_dumper_config *cfg;
+	struct ht_comm_cache *comms;
+	struct ht_symbolizer *symbolizer;   /* with an on-CPU source */
+	struct ht_dwarf_unwinder *unwinder; /* with --callgraph dwarf */
+	/* The last dump written: its file (so that only it is ever removed) and its raw capture. */
+	uint64_t written_dev, written_ino;
+	char raw_path[PATH_MAX + 64]; /* "" when none was kept */
+};
+
+/* The window [t0, t1] of JOB. */
+void ht_dump_window(const struct ht_dumper_config *cfg, const struct ht_dump_job *job,
+		    uint64_t *t0, uint64_t *t1);
+
+/* Freeze the sources and read the window now. Returns 0, or -1 with ht_last_error(). */
+int ht_dump_capture_take(const struct ht_dumper_config *cfg, const struct ht_dump_job *job,
+			 struct ht_dump_capture *c);
+void ht_dump_capture_free(struct ht_dump_capture *c);
+
+int ht_dump_builder_init(struct ht_dump_builder *b, const struct ht_dumper_config *cfg);
+void ht_dump_builder_free(struct ht_dump_builder *b);
+
+/* Re-read the target's mappings; a target that is gone keeps what was known. */
+void ht_dump_builder_refresh(struct ht_dump_builder *b);
+
+/*
+ * Build the dump of JOB from C and write it into the output directory.
+ * FINAL gets the file's path. NOT_DUMPED is recorded in its metadata.
+ */
+int ht_dump_builder_write(struct ht_dump_builder *b, const struct ht_dump_job *job,
+			  const struct ht_dump_capture *c, uint64_t not_dumped, char *final,
+			  size_t len, uint64_t *bytes, size_t *events);
+
+/* CLOCK_MONOTONIC time as wall-clock nanoseconds, through a reading of both now. */
+uint64_t ht_monotonic_to_realtime(uint64_t monotonic_ns);
+
+#endif /* HT_DUMP_BUILD_H */

@@ -1,0 +1,41 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/* One breach, as a line of text or a JSON object, for the live output. */
+#ifndef HT_BREACH_FORMAT_H
+#define HT_BREACH_FORMAT_H
+
+#include <stdbool.h>
+#include <stdio.h>
+#include "kernel/block_stacks.h"
+#include "kernel/culprits.h"
+#include "hybtrace/records.h"
+
+struct ht_ksyms;
+
+#define HT_COMM_BUF (HT_COMM_LEN + 8)
+
+/* A breach with what user space added: names, culprits, time since start. */
+struct ht_breach_info {
+	struct ht_breach b;
+	uint64_t threshold_ns;
+	double since_start_s;
+	bool have_culprits;
+	struct ht_culprits culprits;
+	char culprit_comm[HT_MAX_CULPRITS][HT_COMM_BUF];
+	const struct ht_block_frames *block_stack; /* --block-stacks: where it blocked; NULL */
+	/* --block-stacks, an off-CPU or syscall breach without it: why (ht_block_stack_missing()) */
+	const char *block_stack_missing;
+};
+
+/* "task", "irq", "timer", "softirq" or "none" (enum ht_wake_source). */
+const char *ht_wake_source_name(uint32_t source);
+
+/* "net_rx", "timer"...: the kernel's softirq_to_name, lower case; "unknown" past them. */
+const char *ht_softirq_name(uint32_t vec);
+
+/* "12.345678 rq-delay 4.21ms tid 123 (worker) cpu 0: ran instead ...; woken by ..." */
+void ht_breach_print_text(FILE *f, const struct ht_breach_info *bi);
+
+/* One JSON object on one line, kernel stack symbolized with KSYMS (may be NULL). */
+void ht_breach_print_json(FILE *f, const struct ht_breach_info *bi, const struct ht_ksyms *ksyms);
+
+#endif /* HT_BREACH_FORMAT_H */

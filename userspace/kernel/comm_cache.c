@@ -1,0 +1,73 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "kernel/comm_cache.h"
+#include "base/log.h"
+#include "kernel/monitor.h"
+#include "base/proc.h"
+
+void ht_comm_cache_init(struct ht_comm_cache *c, const struct ht_monitor *m)
+{
+	memset(c, 0, sizeof(*c));
+	c->monitor = m;
+}
+
+void ht_comm_cache_free(struct ht_comm_cache *c)
+{
+	const struct ht_monitor *m = c->monitor;
+
+	free(c->seeded);
+	ht_comm_cache_init(c, m);
+}
+
+int ht_comm_cache_seed(struct ht_comm_cache *c, uint32_t pid, const char *comm)
+{
+	return ht_pid_name_set(&c->seeded, &c->nseeded, &c->seeded_cap, pid, comm, true);
+}
+
+const char *ht_comm_lookup(struct ht_comm_cache *c, uint32_t pid, unsigned int cpu, char *buf,
+			   size_t len)
+{
+	struct ht_comm_entry entry;
+	unsigned int slot = pid % HT_COMM_CACHE_SLOTS;
+	bool found;
+	size_t i;
+
+	if (pid == 0) {
+		snprintf(buf, len, "swapper/%u", cpu);
+		return buf;
+	}
+	/* The map knows every rename and exit since attach: it wins over the cache. */
+	if (c->monitor && !ht_monitor_lookup_comm(c->monitor, pid, &entry)) {
+		snprintf(buf, len, "%.*s", HT_COMM_LEN, entry.comm);
+		return buf;
+	}
+	i = ht_pid_name_index(c->seeded, c->nseeded, pid, &found);
+	if (found) {
+		snprintf(buf, len, "%s", c->seeded[i].comm);
+		return buf;
+	}
+	if (c->offline) {
+		snprintf(buf, len, "[exited]");
+		return buf;
+	}
+	if (c->slots[slot].pid == pid) {
+		snprintf(buf, len, "%s", c->slots[slot].comm);
+		return buf;
+	}
+	if (ht_proc_thread_comm((int)pid, buf, len)) {
+		snprintf(buf, len, "[exited]");
+		return buf;
+	}
+	/*
+	 * The task's comm as the kernel keeps it (and as the comm map, the raw
+	 * capture and ftrace name it): /proc adds a workqueue worker's queue
+	 * ("kworker/u8:5-writeback"), which would name one task two ways.
+	 */
+	if (len >= HT_COMM_LEN)
+		buf[HT_COMM_LEN - 1] = '\0';
+	c->slots[slot].pid = pid;
+	snprintf(c->slots[slot].comm, sizeof(c->slots[slot].comm), "%s", buf);
+	return buf;
+}
