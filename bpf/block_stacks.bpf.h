@@ -16,8 +16,7 @@
 #define HT_BLOCK_STACKS_BPF_H
 
 #include "hybtrace/block_stack.h"
-
-const volatile __u32 block_stack_mode = HT_BLOCK_STACK_OFF;
+#include "settings.bpf.h"
 
 /* Stacks not sent because their ring was full, or not kept for want of task storage. */
 __u64 block_stack_drops = 0;
