@@ -8,6 +8,10 @@
  * sched_switch runs for every task on the machine, so it stays a handful of
  * plain stores before the target check; everything else filters by tgid
  * first.
+ *
+ * The knobs user space sets are in settings.bpf.h; the clock, the flight
+ * recorder's write, the kernel compatibility reads and --block-stacks in
+ * their own headers, which another program can include.
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
