@@ -16,8 +16,7 @@
 #define HT_BLOCK_STACKS_BPF_H
 
 #include "hybtrace/block_stack.h"
-
-const volatile __u32 block_stack_mode = HT_BLOCK_STACK_OFF;
+#include "settings.bpf.h"
 
 /* Stacks not sent because their ring was full, or not kept for want of task storage. */
 __u64 block_stack_drops = 0;
@@ -72,6 +71,21 @@ static __always_inline __u32 next_block_stack_seq(__u32 seq)
 	return seq + 1 ?: 1;
 }
 
+static __always_inline void count_block_stack_drop(void)
+{
+	__sync_fetch_and_add(&block_stack_drops, 1);
+}
+
+/* The head of PREV's next stack, either mode's, as PREV leaves the CPU at NOW. */
+static __always_inline void begin_block_stack(struct ht_block_stack_head *head,
+					      struct task_struct *prev, __u64 now, __u32 mode)
+{
+	head->seq = next_block_stack_seq(head->seq);
+	head->switch_ns = now;
+	head->tid = prev->pid;
+	head->mode = mode;
+}
+
 static __always_inline __u32 keep_dwarf_stack(struct task_struct *prev, __u64 now)
 {
 	struct ht_block_stack_dwarf *v;
@@ -80,13 +94,10 @@ static __always_inline __u32 keep_dwarf_stack(struct task_struct *prev, __u64 no
 
 	v = bpf_task_storage_get(&block_stacks_dwarf, prev, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
 	if (!v) {
-		__sync_fetch_and_add(&block_stack_drops, 1);
+		count_block_stack_drop();
 		return 0;
 	}
-	v->head.seq = next_block_stack_seq(v->head.seq);
-	v->head.switch_ns = now;
-	v->head.tid = prev->pid;
-	v->head.mode = HT_BLOCK_STACK_DWARF;
+	begin_block_stack(&v->head, prev, now, HT_BLOCK_STACK_DWARF);
 	copy_user_regs(v->regs, prev);
 	/* Whole pages at constant offsets: the verifier sees each copy's bounds. */
 	base = v->regs[7] & ~(__u64)(HT_BLOCK_STACK_PAGE_BYTES - 1);
@@ -116,13 +127,10 @@ static __always_inline __u32 keep_block_stack(void *ctx, struct task_struct *pre
 		return keep_dwarf_stack(prev, now);
 	v = bpf_task_storage_get(&block_stacks_fp, prev, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
 	if (!v) {
-		__sync_fetch_and_add(&block_stack_drops, 1);
+		count_block_stack_drop();
 		return 0;
 	}
-	v->head.seq = next_block_stack_seq(v->head.seq);
-	v->head.switch_ns = now;
-	v->head.tid = prev->pid;
-	v->head.mode = HT_BLOCK_STACK_FP;
+	begin_block_stack(&v->head, prev, now, HT_BLOCK_STACK_FP);
 	v->head.bytes = bpf_get_stack(ctx, v->ips, sizeof(v->ips), BPF_F_USER_STACK);
 	copy_user_regs(v->regs, prev);
 	v->leaf_bytes = bpf_probe_read_user(v->leaf, sizeof(v->leaf), (void *)v->regs[7])
@@ -159,7 +167,7 @@ static __always_inline __u32 send_block_stack(struct task_struct *p, __u32 seq)
 	}
 	if (!err)
 		return seq;
-	__sync_fetch_and_add(&block_stack_drops, 1);
+	count_block_stack_drop();
 	return 0;
 }
 

@@ -8,6 +8,10 @@
  * sched_switch runs for every task on the machine, so it stays a handful of
  * plain stores before the target check; everything else filters by tgid
  * first.
+ *
+ * The knobs user space sets are in settings.bpf.h; the clock, the flight
+ * recorder's write, the kernel compatibility reads and --block-stacks in
+ * their own headers, which another program can include.
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -17,39 +21,14 @@
 
 char LICENSE[] SEC("license") = "GPL";
 
+#include "settings.bpf.h"
+#include "kernel_compat.bpf.h"
+#include "clock.bpf.h"
+#include "flight_recorder.bpf.h"
 #include "block_stacks.bpf.h"
 
-/* Knobs, set by user space before load. */
-const volatile __u32 target_tgid = 0;
-const volatile bool prev_state_from_arg = true; /* false: read task_struct (pre-5.18) */
-const volatile __u64 rq_delay_thresh_ns = 0;	/* 0: off */
-const volatile __u64 off_cpu_thresh_ns = 0;
-const volatile __u64 syscall_thresh_ns = 0;
-const volatile bool syscall_filter_on = false;
-const volatile __u64 syscall_filter[HT_MAX_SYSCALLS / 64] = {};
-/* --off-cpu-states: the states an off-CPU breach may be in, 1 << ht_task_state_index(); 0: any */
-const volatile __u32 off_cpu_states = 0;
-/* --off-cpu-syscalls: off-CPU breaches only in these syscalls */
-const volatile bool off_cpu_syscalls_on = false;
-const volatile __u64 off_cpu_syscalls[HT_MAX_SYSCALLS / 64] = {};
-/* --ignore-syscalls: no off-CPU or syscall breach in these */
-const volatile bool ignore_syscalls_on = false;
-const volatile __u64 ignore_syscalls[HT_MAX_SYSCALLS / 64] = {};
-const volatile __u32 fr_slot_shift = 0; /* log2 of records per CPU */
-/* Take run-queue waits from task_struct::sched_info (CONFIG_SCHED_INFO); false: the thread's state. */
-const volatile bool rq_from_sched_info = true;
-/* For tests: ignore every Nth switch-in of a target thread, as the kernel sometimes skips one. */
-const volatile __u32 test_skip_switch_in_every = 0;
+/* test_skip_switch_in_every's count. */
 __u32 test_switch_ins = 0;
-/*
- * The text of do_softirq() and of what may have inlined it
- * (__local_bh_enable_ip), with their compiler-made parts (.part.N):
- * [start, end) from kallsyms. On x86-64 they alone switch to the irq stack
- * to run softirqs in a task's context (see softirq_in_task()). All zero:
- * unknown, and no softirq names a task (but on PREEMPT_RT).
- */
-#define DO_SOFTIRQ_RANGES 4
-const volatile __u64 do_softirq_ranges[DO_SOFTIRQ_RANGES][2] = {};
 
 /*
  * Set by user space when the session ends: from then on no breach is
@@ -58,30 +37,10 @@ const volatile __u64 do_softirq_ranges[DO_SOFTIRQ_RANGES][2] = {};
  */
 __u32 breaches_stopped = 0;
 
-#define TASK_RUNNING 0
-#define TASK_DEAD    0x80
-#define PF_EXITING   0x00000004
-#define ENOSYS	     38
-#define TASK_ON_RQ_MIGRATING 2 /* task_struct::on_rq */
+#define ENOSYS 38
 /* x86-64 */
 #define NR_IO_URING_ENTER      426
 #define IORING_ENTER_GETEVENTS 1
-
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(map_flags, BPF_F_MMAPABLE);
-	__type(key, __u32);
-	__type(value, struct ht_flight_record);
-	__uint(max_entries, 1); /* set by user space: CPUs << fr_slot_shift */
-} fr_records SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(map_flags, BPF_F_MMAPABLE);
-	__type(key, __u32);
-	__type(value, struct ht_fr_head);
-	__uint(max_entries, 1); /* set by user space: possible CPUs */
-} fr_heads SEC(".maps");
 
 /*
  * An off-CPU breach inside a watched syscall, held until the syscall ends:
@@ -145,8 +104,6 @@ struct thread_slot {
 	__u64 owner; /* slot_owner(); 0: free */
 	struct task_state st;
 };
-
-const volatile __u32 thread_slot_mask = 0; /* set by user space: slots - 1 */
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -229,50 +186,6 @@ struct {
 } cpu_contexts SEC(".maps");
 
 /*
- * bpf_ktime_get_ns() costs about 90 ns in a KVM guest, most of a context
- * switch's budget. The scheduler has just read its clock into rq->clock
- * when sched_wakeup{,_new} run, and usually when sched_switch runs; their
- * time is that plus the rq's offset to CLOCK_MONOTONIC, which each CPU's
- * sched_switch measures again once a millisecond. An offset older than
- * CLOCK_STALE_NS (an idle CPU) is not trusted: bpf_ktime_get_ns() then.
- *
- * But a wakeup that preempts the running task asks the next __schedule to
- * skip its clock update (rq_clock_skip_update), so at that switch rq->clock
- * is as old as the wakeup: tens of microseconds, up to a tick where the
- * kernel does not preempt. Every wakeup therefore notes the clock it left
- * on its rq; a switch of a target thread that finds rq->clock still at
- * that value reads the clock itself (about half of them where threads
- * preempt each other, none where they sleep), and every other switch takes
- * rq->clock, kept from going back before the last time written on the CPU.
- */
-#define CLOCK_SYNC_NS  1000000ULL
-#define CLOCK_STALE_NS 10000000ULL
-/*
- * A measurement is the true offset plus the little, varying time __schedule
- * spends between reading its clock and the tracepoint (or much more, when
- * the update was skipped). The offset follows the smallest measurements at
- * once and larger ones (the clocks drift apart as NTP slews
- * CLOCK_MONOTONIC) by at most CLOCK_CREEP_NS per sync: timestamps stay
- * steady, and intervals measured across a sync stay exact to a few hundred ns.
- */
-#define CLOCK_CREEP_NS 50
-
-struct clock_sync {
-	__u64 rq_clock; /* when the offset was last measured; 0: never */
-	__s64 offset;	/* CLOCK_MONOTONIC - rq->clock */
-	__u64 last_ns;	/* the latest switch time written on this CPU */
-	__u64 wake_clock; /* rq->clock as the latest wakeup on this rq left it */
-	__u64 pad[4];	/* one cache line per CPU */
-};
-
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__type(key, __u32);
-	__type(value, struct clock_sync);
-	__uint(max_entries, 1); /* set by user space: possible CPUs */
-} clock_syncs SEC(".maps");
-
-/*
  * A target thread's last preemption, by tid modulo PREEMPT_NOTES: the
  * stale rq->clock that sched_info.last_queued got then, and the true time.
  * When the thread runs again and last_queued still holds that clock, its
@@ -299,11 +212,6 @@ struct {
 	__type(value, struct preempt_note);
 	__uint(max_entries, PREEMPT_NOTES);
 } preempt_notes SEC(".maps");
-
-/* Kernels before 5.14 name the state field "state". */
-struct task_struct___pre514 {
-	long state;
-} __attribute__((preserve_access_index));
 
 static __always_inline void count(__u32 counter)
 {
@@ -367,12 +275,6 @@ static __always_inline bool in_do_softirq(__u64 ip)
 	return false;
 }
 
-/* PREEMPT_RT counts a task's disabled bottom halves in the task. */
-struct task_struct___rt {
-	int softirq_disable_cnt;
-} __attribute__((preserve_access_index));
-
-#define PF_KTHREAD 0x00200000
 #define PAGE_BYTES 4096
 
 /*
@@ -457,209 +359,10 @@ static __always_inline __u32 wake_context(__u32 *vec, bool *in_task)
 	return HT_WAKE_TASK;
 }
 
-/* Direct reads through the BTF pointer: no probe_read helper call on the hot path. */
-static __always_inline __u32 task_cpu(struct task_struct *p)
-{
-	if (bpf_core_field_exists(p->thread_info.cpu))
-		return p->thread_info.cpu;
-	return p->wake_cpu;
-}
-
-/* The run queue T is on (or being enqueued on), or NULL without group scheduling. */
-static __always_inline struct rq *rq_of(struct task_struct *t)
-{
-	struct cfs_rq *cfs;
-
-	if (!bpf_core_field_exists(t->se.cfs_rq))
-		return NULL;
-	cfs = t->se.cfs_rq;
-	return cfs ? cfs->rq : NULL;
-}
-
-/* The time of a context switch: the rq's clock and CLOCK_MONOTONIC. */
-struct switch_time {
-	__u64 clock;  /* rq->clock; 0 when the kernel has no such thing to read */
-	__s64 offset; /* CLOCK_MONOTONIC - rq->clock on this CPU */
-	__u64 now;    /* CLOCK_MONOTONIC */
-};
-
-/*
- * CLOCK_MONOTONIC at sched_switch, PREV leaving this CPU: see clock_sync.
- * EXACT (a target thread switches) reads the clock itself when rq->clock
- * may not have been updated for this switch.
- */
-static __always_inline void switch_now(struct task_struct *prev, struct switch_time *t, bool exact)
-{
-	__u32 cpu = bpf_get_smp_processor_id();
-	struct rq *rq = rq_of(prev);
-	struct clock_sync *sync;
-	__u64 fresh = 0;
-	__s64 measured;
-
-	sync = bpf_map_lookup_elem(&clock_syncs, &cpu);
-	if (!rq || !sync) {
-		t->clock = 0;
-		t->offset = 0;
-		t->now = bpf_ktime_get_ns();
-		return;
-	}
-	t->clock = rq->clock;
-	if (exact && t->clock == sync->wake_clock)
-		fresh = bpf_ktime_get_ns();
-	if (!sync->rq_clock || t->clock < sync->rq_clock ||
-	    t->clock - sync->rq_clock >= CLOCK_SYNC_NS) {
-		measured = (__s64)((fresh ?: bpf_ktime_get_ns()) - t->clock);
-		if (!sync->rq_clock || measured < sync->offset)
-			sync->offset = measured;
-		else
-			sync->offset += measured - sync->offset < CLOCK_CREEP_NS
-						? measured - sync->offset
-						: CLOCK_CREEP_NS;
-		sync->rq_clock = t->clock;
-	}
-	t->offset = sync->offset;
-	t->now = fresh ?: t->clock + sync->offset;
-	/* A skipped clock update must not put this switch before the one it follows. */
-	if (t->now < sync->last_ns)
-		t->now = sync->last_ns;
-	sync->last_ns = t->now;
-}
-
-/* P is being woken: note the clock its rq is left at (see clock_sync). */
-static __always_inline void note_wake_clock(struct task_struct *p)
-{
-	struct rq *rq = rq_of(p);
-	struct clock_sync *sync;
-	__u32 cpu;
-
-	if (!rq)
-		return;
-	cpu = rq->cpu;
-	sync = bpf_map_lookup_elem(&clock_syncs, &cpu);
-	if (sync)
-		sync->wake_clock = rq->clock;
-}
-
-/* CLOCK_MONOTONIC as P is enqueued: its rq's clock was just updated. */
-static __always_inline __u64 enqueue_now(struct task_struct *p)
-{
-	struct rq *rq = rq_of(p);
-	struct clock_sync *sync;
-	__u64 clock;
-	__u32 cpu;
-
-	if (!rq)
-		return bpf_ktime_get_ns();
-	cpu = rq->cpu;
-	sync = bpf_map_lookup_elem(&clock_syncs, &cpu);
-	if (!sync || !sync->rq_clock)
-		return bpf_ktime_get_ns();
-	clock = rq->clock;
-	if (clock < sync->rq_clock || clock - sync->rq_clock > CLOCK_STALE_NS)
-		return bpf_ktime_get_ns();
-	return clock + sync->offset;
-}
-
 /* target_tgid is never 0 (user space refuses it), so idle tasks never match. */
-/* Two 8-byte loads through the BTF pointer instead of a helper call. */
-static __always_inline void copy_comm(char *dst, struct task_struct *p)
-{
-	__u64 *d = (__u64 *)dst;
-
-	d[0] = *(__u64 *)&p->comm[0];
-	d[1] = *(__u64 *)&p->comm[8];
-}
-
 static __always_inline bool is_target(struct task_struct *p)
 {
 	return p->tgid == target_tgid;
-}
-
-static __always_inline __u32 switch_prev_state(unsigned long long *ctx, struct task_struct *prev)
-{
-	if (prev_state_from_arg)
-		return (__u32)ctx[3];
-	if (bpf_core_field_exists(prev->__state))
-		return prev->__state;
-	return BPF_CORE_READ((struct task_struct___pre514 *)prev, state);
-}
-
-/*
- * Reserve the next record of this CPU's ring; clears its seq so a reader
- * never takes a half-written record for a whole one.
- *
- * IRQS_OFF: the caller runs with interrupts off (the scheduler's
- * tracepoints, under the rq lock), so nothing else on this CPU can take a
- * record between its read of the head and its write: a plain increment.
- * Other callers (syscalls, fork, exec, exit) can be interrupted or
- * preempted by those, and take theirs atomically. A locked add also waits
- * for every store before it, here the previous record's, still missing in
- * the cache: it was most of a context switch's cost.
- */
-static __always_inline struct ht_flight_record *fr_reserve(__u32 *seq, bool irqs_off)
-{
-	__u32 cpu = bpf_get_smp_processor_id();
-	struct ht_flight_record *r;
-	struct ht_fr_head *head;
-	__u64 index;
-	__u32 slot;
-
-	head = bpf_map_lookup_elem(&fr_heads, &cpu);
-	if (!head)
-		return NULL;
-	if (irqs_off) {
-		index = head->next_index;
-		head->next_index = index + 1;
-	} else {
-		index = __sync_fetch_and_add(&head->next_index, 1);
-	}
-	slot = (cpu << fr_slot_shift) | (index & ((1ULL << fr_slot_shift) - 1));
-	r = bpf_map_lookup_elem(&fr_records, &slot);
-	if (!r)
-		return NULL;
-	r->seq = 0;
-	barrier();
-	*seq = (__u32)(index + 1);
-	return r;
-}
-
-static __always_inline void fr_commit(struct ht_flight_record *r, __u32 seq)
-{
-	barrier();
-	*(volatile __u32 *)&r->seq = seq;
-}
-
-static __always_inline void fr_write_any(bool irqs_off, __u64 now, __u8 kind, __u8 flags,
-					 __u16 aux, __u32 tid_a, __u32 tid_b, __u64 arg)
-{
-	struct ht_flight_record *r;
-	__u32 seq;
-
-	r = fr_reserve(&seq, irqs_off);
-	if (!r)
-		return;
-	r->ts_ns = now;
-	r->kind = kind;
-	r->flags = flags;
-	r->aux = aux;
-	r->tid_a = tid_a;
-	r->tid_b = tid_b;
-	r->arg = arg;
-	fr_commit(r, seq);
-}
-
-/* From the scheduler's tracepoints, interrupts off. */
-static __always_inline void fr_write_sched(__u64 now, __u8 kind, __u8 flags, __u16 aux,
-					   __u32 tid_a, __u32 tid_b, __u64 arg)
-{
-	fr_write_any(true, now, kind, flags, aux, tid_a, tid_b, arg);
-}
-
-/* From anywhere else. */
-static __always_inline void fr_write(__u64 now, __u8 kind, __u8 flags, __u16 aux, __u32 tid_a,
-				     __u32 tid_b, __u64 arg)
-{
-	fr_write_any(false, now, kind, flags, aux, tid_a, tid_b, arg);
 }
 
 /* Who owns a slot: the thread's pid and its start time, never 0 (pid 0 is no target). */

@@ -141,13 +141,10 @@ static int attach_context_exits(struct monitor_bpf *skel)
 	return 0;
 }
 
-static int configure(struct monitor_bpf *skel, const struct ht_monitor_config *cfg,
-		     unsigned int ncpus, const struct btf *btf)
+/* Every knob of bpf/settings.bpf.h, in its order. */
+static void set_settings(struct monitor_bpf *skel, const struct ht_monitor_config *cfg,
+			 unsigned int slot_shift, unsigned int thread_slots)
 {
-	unsigned int shift = ht_monitor_slot_shift(cfg->history_bytes);
-	unsigned int thread_slots = cfg->thread_slots ?: ht_monitor_thread_slots(read_pid_max());
-	int err;
-
 	skel->rodata->target_tgid = (__u32)cfg->tgid;
 	skel->rodata->prev_state_from_arg = cfg->prev_state_from_arg;
 	skel->rodata->rq_delay_thresh_ns = cfg->rq_delay_ns;
@@ -163,15 +160,25 @@ static int configure(struct monitor_bpf *skel, const struct ht_monitor_config *c
 	skel->rodata->ignore_syscalls_on = cfg->filters.ignore_syscalls_on;
 	memcpy((void *)skel->rodata->ignore_syscalls, cfg->filters.ignore_syscalls,
 	       sizeof(cfg->filters.ignore_syscalls));
-	skel->rodata->fr_slot_shift = shift;
-	skel->rodata->rq_from_sched_info = !cfg->rq_from_thread_state;
+	skel->rodata->fr_slot_shift = slot_shift;
 	skel->rodata->thread_slot_mask = thread_slots - 1;
+	skel->rodata->rq_from_sched_info = !cfg->rq_from_thread_state;
 	skel->rodata->block_stack_mode = cfg->block_stack_mode;
-	skel->rodata->test_skip_switch_in_every = cfg->test_skip_switch_in_every;
 	_Static_assert(sizeof(skel->rodata->do_softirq_ranges) == sizeof(cfg->do_softirq_ranges),
 		       "HT_DO_SOFTIRQ_RANGES is DO_SOFTIRQ_RANGES");
 	memcpy((void *)skel->rodata->do_softirq_ranges, cfg->do_softirq_ranges,
 	       sizeof(skel->rodata->do_softirq_ranges));
+	skel->rodata->test_skip_switch_in_every = cfg->test_skip_switch_in_every;
+}
+
+static int configure(struct monitor_bpf *skel, const struct ht_monitor_config *cfg,
+		     unsigned int ncpus, const struct btf *btf)
+{
+	unsigned int shift = ht_monitor_slot_shift(cfg->history_bytes);
+	unsigned int thread_slots = cfg->thread_slots ?: ht_monitor_thread_slots(read_pid_max());
+	int err;
+
+	set_settings(skel, cfg, shift, thread_slots);
 
 	err = bpf_map__set_max_entries(skel->maps.fr_records, ncpus << shift);
 	if (!err)

@@ -16,7 +16,7 @@
 
 struct monitor_bpf;
 
-#define HT_DO_SOFTIRQ_RANGES 4 /* DO_SOFTIRQ_RANGES in monitor.bpf.c */
+#define HT_DO_SOFTIRQ_RANGES 4 /* DO_SOFTIRQ_RANGES in bpf/settings.bpf.h */
 
 struct ht_monitor_config {
 	int tgid;

@@ -1,0 +1,60 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * The monitor's settings: every knob user space sets before load
+ * (userspace/kernel/monitor.c, set_settings(), one line per knob, in this
+ * order). They are read-only once loaded, so the verifier sees their
+ * values and drops the code a setting turns off. The headers that read one
+ * include this; what changes while the programs run (breaches_stopped,
+ * counters) is no setting and lives with its program.
+ */
+#ifndef HT_SETTINGS_BPF_H
+#define HT_SETTINGS_BPF_H
+
+#include "hybtrace/records.h"
+#include "hybtrace/block_stack.h"
+
+/* The process traced; never 0 (user space refuses it), so idle tasks never match. */
+const volatile __u32 target_tgid = 0;
+const volatile bool prev_state_from_arg = true; /* false: read task_struct (pre-5.18) */
+
+/* Breach thresholds, 0: off. */
+const volatile __u64 rq_delay_thresh_ns = 0;
+const volatile __u64 off_cpu_thresh_ns = 0;
+const volatile __u64 syscall_thresh_ns = 0;
+
+/* --syscalls: only these syscalls breach */
+const volatile bool syscall_filter_on = false;
+const volatile __u64 syscall_filter[HT_MAX_SYSCALLS / 64] = {};
+/* --off-cpu-states: the states an off-CPU breach may be in, 1 << ht_task_state_index(); 0: any */
+const volatile __u32 off_cpu_states = 0;
+/* --off-cpu-syscalls: off-CPU breaches only in these syscalls */
+const volatile bool off_cpu_syscalls_on = false;
+const volatile __u64 off_cpu_syscalls[HT_MAX_SYSCALLS / 64] = {};
+/* --ignore-syscalls: no off-CPU or syscall breach in these */
+const volatile bool ignore_syscalls_on = false;
+const volatile __u64 ignore_syscalls[HT_MAX_SYSCALLS / 64] = {};
+
+/* Sizes of maps user space sizes. */
+const volatile __u32 fr_slot_shift = 0;	   /* log2 of flight records per CPU */
+const volatile __u32 thread_slot_mask = 0; /* thread_slots - 1: a power of two less one */
+
+/* Run-queue waits from task_struct::sched_info (CONFIG_SCHED_INFO); false: the thread's state. */
+const volatile bool rq_from_sched_info = true;
+
+/* --block-stacks: enum ht_block_stack_mode. */
+const volatile __u32 block_stack_mode = HT_BLOCK_STACK_OFF;
+
+/*
+ * The text of do_softirq() and of what may have inlined it
+ * (__local_bh_enable_ip), with their compiler-made parts (.part.N):
+ * [start, end) from kallsyms. On x86-64 they alone switch to the irq stack
+ * to run softirqs in a task's context (see softirq_in_task()). All zero:
+ * unknown, and no softirq names a task (but on PREEMPT_RT).
+ */
+#define DO_SOFTIRQ_RANGES 4
+const volatile __u64 do_softirq_ranges[DO_SOFTIRQ_RANGES][2] = {};
+
+/* For tests: ignore every Nth switch-in of a target thread, as the kernel sometimes skips one. */
+const volatile __u32 test_skip_switch_in_every = 0;
+
+#endif /* HT_SETTINGS_BPF_H */
