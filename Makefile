@@ -37,8 +37,9 @@ SKELS := $(patsubst bpf/%.bpf.c,$(BUILD)/%.skel.h,$(BPF_SRCS))
 
 # Every user-space file but main.c goes into a library the unit tests link too.
 # The folders are the layers (README "Architecture"); tests/layers.sh checks their includes.
-USERSPACE_DIRS := base trace symbols kernel sources/sample sources/intelpt sources/marks \
-	triggers dump cli
+# Every folder under sources/ is one source (sources/source.h is their interface).
+USERSPACE_DIRS := base trace symbols kernel sources \
+	$(patsubst userspace/%/,%,$(sort $(wildcard userspace/sources/*/))) triggers dump cli
 LIB_SRCS := $(foreach d,$(USERSPACE_DIRS),$(wildcard userspace/$(d)/*.c))
 USERSPACE_HDRS := $(foreach d,$(USERSPACE_DIRS),$(wildcard userspace/$(d)/*.h))
 LIB_OBJS := $(patsubst userspace/%.c,$(BUILD)/obj/%.o,$(LIB_SRCS))
