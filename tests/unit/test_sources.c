@@ -79,6 +79,15 @@ TEST(keep_raw_needs_pt)
 	unsetenv("HYBTRACE_TEST_PT_SIDEBAND_ONLY");
 }
 
+TEST(the_options_that_size_the_rings)
+{
+	char buf[128];
+
+	/* Said by the --max-memory error: "lower --history, %s, or raise --max-memory". */
+	CHECK_STR(ht_sources_size_options(buf, sizeof(buf)), "--sample-history or --pt-size");
+	CHECK_STR(ht_sources_size_options(buf, 20), "--sample-history");
+}
+
 TEST(none_is_no_source)
 {
 	struct ht_options o;

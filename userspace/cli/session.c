@@ -1450,6 +1450,7 @@ static void ignore_sigpipe(void)
 static int check_sources(struct ht_options *o)
 {
 	int ncpus = libbpf_num_possible_cpus();
+	char sizes[128];
 	uint64_t need;
 
 	if (ht_sources_choose(o))
@@ -1460,10 +1461,10 @@ static int check_sources(struct ht_options *o)
 	need += ht_sources_memory_bytes(o, (unsigned int)ncpus);
 	if (need > o->max_memory_bytes)
 		return ht_fail("the rings need %lluM on %d CPUs, more than --max-memory %lluM: "
-			       "lower --history, --sample-history or --pt-size, or raise "
-			       "--max-memory",
+			       "lower --history, %s, or raise --max-memory",
 			       (unsigned long long)(need >> 20), ncpus,
-			       (unsigned long long)(o->max_memory_bytes >> 20));
+			       (unsigned long long)(o->max_memory_bytes >> 20),
+			       ht_sources_size_options(sizes, sizeof(sizes)));
 	return 0;
 }
 

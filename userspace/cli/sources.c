@@ -22,7 +22,8 @@ union source_config {
 
 struct source_entry {
 	const struct ht_source_ops *ops;
-	enum ht_source option; /* its --source value */
+	enum ht_source option;	 /* its --source value */
+	const char *size_option; /* the option that sizes its rings */
 	/* Its configuration for TGID, with BUDGET_BYTES of --max-memory left. */
 	void (*configure)(const struct ht_options *o, int tgid, uint64_t budget_bytes,
 			  union source_config *cfg);
@@ -71,8 +72,8 @@ static int pt_options_check(const struct ht_options *o, bool chosen)
 
 /* From the simplest to the richest: `auto` picks the last one usable here. */
 static const struct source_entry sources[] = {
-	{ &ht_sample_source, HT_SOURCE_SAMPLE, configure_sample, NULL },
-	{ &ht_intelpt_source, HT_SOURCE_PT, configure_pt, pt_options_check },
+	{ &ht_sample_source, HT_SOURCE_SAMPLE, "--sample-history", configure_sample, NULL },
+	{ &ht_intelpt_source, HT_SOURCE_PT, "--pt-size", configure_pt, pt_options_check },
 };
 
 #define NSOURCES (sizeof(sources) / sizeof(sources[0]))
@@ -118,6 +119,24 @@ uint64_t ht_sources_memory_bytes(const struct ht_options *o, unsigned int ncpus)
 		return 0;
 	e->configure(o, 0, 0, &cfg);
 	return e->ops->memory_bytes(&cfg, ncpus);
+}
+
+const char *ht_sources_size_options(char *buf, size_t len)
+{
+	size_t used = 0;
+
+	buf[0] = '\0';
+	for (size_t i = 0; i < NSOURCES; i++) {
+		const char *sep = !i ? "" : i + 1 < NSOURCES ? ", " : " or ";
+		int n = snprintf(buf + used, len - used, "%s%s", sep, sources[i].size_option);
+
+		if (n < 0 || (size_t)n >= len - used) {
+			buf[used] = '\0'; /* whole names only */
+			break;
+		}
+		used += (size_t)n;
+	}
+	return buf;
 }
 
 const char *ht_sources_title(const struct ht_options *o)

@@ -8,6 +8,7 @@
 #define HT_SOURCES_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include "cli/options.h"
 #include "sources/source.h"
@@ -20,6 +21,9 @@ int ht_sources_choose(struct ht_options *o);
 
 /* The chosen source's share of --max-memory on NCPUS CPUs. */
 uint64_t ht_sources_memory_bytes(const struct ht_options *o, unsigned int ncpus);
+
+/* The options that size the sources' rings, "--sample-history or --pt-size", into BUF. */
+const char *ht_sources_size_options(char *buf, size_t len);
 
 /* The chosen source in messages ("Intel PT", "sampling"); NULL: none. */
 const char *ht_sources_title(const struct ht_options *o);
