@@ -90,13 +90,13 @@ struct ht_source_ops {
 	uint64_t (*memory_bytes)(const void *config, unsigned int ncpus);
 	/* Open for the target CONFIG names; STATE is state_bytes of zeros. 0, or -1. */
 	int (*open)(void *state, const void *config);
-	/* The threads that exited give back what was opened for them (event loop, 4 Hz). */
+	/* Exited threads give back what was opened for them (event loop, 4 Hz); may be NULL. */
 	void (*reap)(void *state);
 	/* The name dumps and the "attached" line give it: "pt", "pt-sideband-only", "sample". */
 	const char *(*dump_name)(const void *state);
 	/* The "hybtrace: on-CPU source: ..." line of a session. */
 	void (*announce)(const void *state, FILE *f);
-	/* HT_SOURCE_SYMBOLS, HT_SOURCE_DWARF: what lowering needs of the builder. */
+	/* HT_SOURCE_SYMBOLS, HT_SOURCE_DWARF: what lowering needs of the builder; may be NULL. */
 	unsigned int (*symbols)(const void *state);
 	/*
 	 * At a window's end, on the event loop: copy what the window needs into
@@ -104,10 +104,12 @@ struct ht_source_ops {
 	 * than the copies. -1 when nothing was frozen (it warns itself).
 	 */
 	int (*freeze)(void *state, const struct ht_source_freeze *f, void *frozen);
-	/* Into the timeline (builder thread). FROZEN NULL: the freeze failed; STATE NULL: offline.
+	/*
+	 * Into the timeline, on the builder thread. FROZEN NULL: its freeze
+	 * failed; STATE NULL: offline (`hybtrace decode`).
 	 */
 	void (*lower)(const void *state, const void *frozen, const struct ht_source_lowering *l);
-	/* The capture's own time and machine, if it recorded them; false if not. */
+	/* The capture's own time and machine, if it recorded them; false if not. May be NULL. */
 	bool (*origin)(const void *frozen, struct ht_source_origin *o);
 	/* After the dump is written (builder thread); may be NULL. */
 	void (*written)(const void *state, const void *frozen, struct ht_source_written *w);
