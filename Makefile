@@ -37,8 +37,9 @@ SKELS := $(patsubst bpf/%.bpf.c,$(BUILD)/%.skel.h,$(BPF_SRCS))
 
 # Every user-space file but main.c goes into a library the unit tests link too.
 # The folders are the layers (README "Architecture"); tests/layers.sh checks their includes.
-USERSPACE_DIRS := base trace symbols kernel sources/sample sources/intelpt sources/marks \
-	triggers dump cli
+# Every folder under sources/ is one source (sources/source.h is their interface).
+USERSPACE_DIRS := base trace symbols kernel sources \
+	$(patsubst userspace/%/,%,$(sort $(wildcard userspace/sources/*/))) triggers dump cli
 LIB_SRCS := $(foreach d,$(USERSPACE_DIRS),$(wildcard userspace/$(d)/*.c))
 USERSPACE_HDRS := $(foreach d,$(USERSPACE_DIRS),$(wildcard userspace/$(d)/*.h))
 LIB_OBJS := $(patsubst userspace/%.c,$(BUILD)/obj/%.o,$(LIB_SRCS))
@@ -280,7 +281,7 @@ FUZZ_MAPS_PARSER_SRCS := userspace/symbols/proc_maps.c userspace/base/log.c
 FUZZ_PERF_MAP_SRCS := userspace/symbols/perf_map.c userspace/base/log.c
 FUZZ_ELF_READER_SRCS := userspace/symbols/elf_symbols.c userspace/base/log.c
 # The raw capture file (--keep-raw) and what it holds: sideband records, TSC pairs.
-FUZZ_RAWCAP_READER_SRCS := userspace/sources/intelpt/rawcap.c userspace/kernel/pid_names.c userspace/base/output.c userspace/base/log.c
+FUZZ_RAWCAP_READER_SRCS := $(wildcard userspace/sources/intelpt/rawcap_*.c) userspace/kernel/pid_names.c userspace/base/output.c userspace/base/log.c
 # User marks read out of a target's memory (include/hybtrace/mark.h's registry and rings).
 FUZZ_MARKS_SRCS := userspace/sources/marks/marks.c userspace/symbols/proc_maps.c userspace/symbols/target_files.c userspace/base/log.c
 # Command lines: options and the trigger specs they carry.

@@ -10,14 +10,12 @@
 #include <bpf/btf.h>
 #include <bpf/libbpf.h>
 #include "cli/check.h"
-#include "sources/intelpt/intelpt_capture.h"
+#include "cli/sources.h"
 #include "kernel/kernel_btf.h"
 #include "base/log.h"
 #include "base/machine.h"
 #include "kernel/monitor.h"
 #include "base/privileges.h"
-
-#define INTEL_PT_SYSFS "/sys/bus/event_source/devices/intel_pt"
 
 static void row(const char *what, bool ok, const char *detail)
 {
@@ -45,21 +43,6 @@ static int probe_breakpoint(void)
 		.bp_len = sizeof(long),
 		.sample_period = 1,
 		.disabled = 1,
-	};
-
-	return try_perf_event(&attr);
-}
-
-static int probe_cpu_clock(void)
-{
-	struct perf_event_attr attr = {
-		.type = PERF_TYPE_SOFTWARE,
-		.size = sizeof(attr),
-		.config = PERF_COUNT_SW_CPU_CLOCK,
-		.sample_freq = 1000,
-		.freq = 1,
-		.disabled = 1,
-		.exclude_kernel = 1,
 	};
 
 	return try_perf_event(&attr);
@@ -96,13 +79,13 @@ static int probe_monitor(bool prev_state_arg, char *detail, size_t len)
 
 int ht_check_main(int argc, char **argv)
 {
-	bool has_btf, prev_arg = false, sys_tp = false, pt, root;
-	struct ht_intelpt_info ptinfo;
+	bool has_btf, prev_arg = false, sys_tp = false, root;
+	const char *on_cpu;
 	enum ht_perf_access perf;
 	struct utsname u;
 	char detail[512], cpu[128], perf_detail[256];
 	struct btf *btf;
-	int bp, clk, mon = -1, paranoid;
+	int bp, mon = -1, paranoid;
 
 	(void)argv;
 	if (argc > 1) {
@@ -134,12 +117,7 @@ int ht_check_main(int argc, char **argv)
 	row("syscall tracepoints", sys_tp, "(sys_enter, sys_exit)");
 	bp = probe_breakpoint();
 	row("hardware breakpoints", bp == 0, bp ? strerror(-bp) : "(PERF_TYPE_BREAKPOINT, execute)");
-	clk = probe_cpu_clock();
-	row("cpu-clock sampling", clk == 0, clk ? strerror(-clk) : "(software event)");
-	ht_intelpt_probe(NULL, &ptinfo);
-	pt = ptinfo.present;
-	row("intel_pt", pt, ptinfo.why);
-	row("PT exact stop (aux_pause)", ptinfo.aux_pause == HT_AUX_PAUSE_YES, ptinfo.aux_pause_why);
+	on_cpu = ht_sources_check(row);
 	/* The monitor loads with these; sampling and triggers need perf events too. */
 	row("privileges", root && perf != HT_PERF_NO_ADMIN,
 	    !root		       ? "(run as root to attach)"
@@ -157,10 +135,7 @@ int ht_check_main(int argc, char **argv)
 	       sys_tp ? "through sys_enter/sys_exit, attached only with --syscall"
 		      : "unavailable");
 	printf("  monitor: %s\n", mon == 0 ? "ready" : "not usable here");
-	printf("  on-CPU source (--source auto): %s\n",
-	       pt ? "sampling: Intel PT is present, but this build does not capture it yet"
-		  : clk == 0 ? "sampling (cpu-clock), as there is no Intel PT"
-			     : "none: neither Intel PT nor cpu-clock sampling works here");
+	printf("  on-CPU source (--source auto): %s\n", on_cpu);
 	printf("  perf events (sampling, triggers): %s\n",
 	       perf == HT_PERF_NO_ADMIN	    ? "refused here without CAP_SYS_ADMIN"
 	       : perf == HT_PERF_KEEP_ADMIN ? "CAP_SYS_ADMIN, kept after attaching with --trigger"

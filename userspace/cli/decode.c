@@ -17,7 +17,7 @@
 #include "symbols/ksyms.h"
 #include "base/log.h"
 #include "base/output.h"
-#include "sources/intelpt/rawcap.h"
+#include "sources/intelpt/intelpt_source.h"
 
 static void usage(void)
 {
@@ -88,6 +88,7 @@ static int decode_file(const char *path, const char *output_dir)
 	struct ht_dumper_config cfg = { 0 };
 	struct ht_dump_builder builder;
 	struct ht_dump_capture c = { 0 };
+	struct ht_rawcap *raw = ht_intelpt_frozen_offline(&c.frozen[0]);
 	struct ht_dump_job job;
 	struct ht_ksyms *ksyms;
 	char err[512], base[256], cmdline[PATH_MAX + 32], out[PATH_MAX + 64];
@@ -95,42 +96,42 @@ static int decode_file(const char *path, const char *output_dir)
 	size_t events = 0;
 	int rc = HT_EXIT_FAILURE;
 
-	if (ht_rawcap_read(path, &c.raw, err, sizeof(err))) {
+	if (ht_rawcap_read(path, raw, err, sizeof(err))) {
 		ht_error("%s", err);
 		return HT_EXIT_USAGE;
 	}
-	c.have_raw = true;
-	if (!c.raw.has_window) {
+	c.nfrozen = 1;
+	if (!raw->has_window) {
 		ht_error("%s: the capture has no kernel window to decode around", path);
 		goto out;
 	}
 	/* The window moves into the capture, as the live path reads it. */
-	c.w = c.raw.window;
-	memset(&c.raw.window, 0, sizeof(c.raw.window));
-	c.raw.has_window = false;
+	c.w = raw->window;
+	memset(&raw->window, 0, sizeof(raw->window));
+	raw->has_window = false;
 	base_of(path, base, sizeof(base));
 	snprintf(cmdline, sizeof(cmdline), "hybtrace decode %s", path);
-	ksyms = capture_ksyms(&c.raw);
+	ksyms = capture_ksyms(raw);
 	cfg = (struct ht_dumper_config){
 		.output_dir = output_dir,
-		.pre_ns = c.raw.pre_ns,
-		.post_ns = c.raw.post_ns,
-		.tgid = c.raw.pid,
-		.target_comm = c.raw.comm,
+		.pre_ns = raw->pre_ns,
+		.post_ns = raw->post_ns,
+		.tgid = raw->pid,
+		.target_comm = raw->comm,
 		.cmdline = cmdline,
 		.ksyms = ksyms,
 		.base_name = base,
 		.decoded_from = path,
 	};
-	job_of(&c.raw, &job);
+	job_of(raw, &job);
 	ht_dump_window(&cfg, &job, &c.t0, &c.t1);
-	c.frozen_ns = c.raw.trigger_ns;
+	c.frozen_ns = raw->trigger_ns;
 	if (ht_dump_builder_init(&builder, &cfg))
 		goto free_ksyms;
 	/* Names come from the capture, never from this machine's processes. */
 	builder.comms->offline = true;
-	for (size_t i = 0; i < c.raw.ncomms; i++)
-		if (ht_comm_cache_seed(builder.comms, c.raw.comms[i].pid, c.raw.comms[i].comm))
+	for (size_t i = 0; i < raw->ncomms; i++)
+		if (ht_comm_cache_seed(builder.comms, raw->comms[i].pid, raw->comms[i].comm))
 			break;
 	if (ht_dump_builder_write(&builder, &job, &c, 0, out, sizeof(out), &bytes, &events))
 		ht_error("%s", ht_last_error());

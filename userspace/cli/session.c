@@ -31,8 +31,7 @@
 #include "cli/own_cpus.h"
 #include "base/privileges.h"
 #include "base/proc.h"
-#include "sources/sample/sampler.h"
-#include "sources/intelpt/intelpt_capture.h"
+#include "cli/sources.h"
 #include "symbols/symbolizer.h"
 #include "symbols/unwind_dwarf.h"
 #include "cli/session.h"
@@ -80,8 +79,9 @@ struct session {
 	int tgid;
 	char target_comm[HT_COMM_BUF];
 	struct ht_monitor monitor;
-	struct ht_sampler sampler;
-	struct ht_intelpt pt;
+	/* The on-CPU source (--source), if any. */
+	struct ht_open_source sources[HT_SOURCES_OPEN_MAX];
+	unsigned int nsources;
 	struct ht_code_triggers triggers;
 	struct ht_marks_source marks;
 	struct ht_marks_locator marks_locator;
@@ -1067,8 +1067,9 @@ static void housekeeping(struct session *s)
 	uint64_t now = monotonic_ns(), forget_before;
 
 	ht_code_triggers_reap(&s->triggers);
-	if (s->pt.open)
-		ht_intelpt_reap(&s->pt);
+	for (unsigned int i = 0; i < s->nsources; i++)
+		if (s->sources[i].ops->reap)
+			s->sources[i].ops->reap(s->sources[i].state);
 	/* A name goes once no dump still to be written can show its task. */
 	forget_before = now - COMM_KEEP_NS;
 	if (s->dumper.started) {
@@ -1201,9 +1202,8 @@ static void close_session(struct session *s)
 	ht_dumper_stop(&s->dumper);
 	ht_marks_locator_free(&s->marks_locator);
 	ht_code_triggers_close(&s->triggers);
-	ht_sampler_close(&s->sampler);
-	if (s->pt.open)
-		ht_intelpt_close(&s->pt);
+	ht_sources_close(s->sources, s->nsources);
+	s->nsources = 0;
 	ht_monitor_close(&s->monitor);
 	if (s->blocks)
 		ht_block_stacks_free(s->blocks);
@@ -1229,55 +1229,15 @@ static void block_loop_signals(void)
 	sigprocmask(SIG_BLOCK, &mask, NULL);
 }
 
-/*
- * Intel PT for every thread of the target. With `auto`, a PT that cannot be
- * had (another tool holds it on a CPU, the memory budget) falls back to
- * sampling, said in one line; with `--source pt` it is an error.
- */
-static int start_intelpt(struct session *s, enum ht_source *source)
-{
-	const struct ht_options *o = s->opt;
-	struct ht_intelpt_config cfg = {
-		.tgid = s->tgid,
-		.aux_bytes = o->pt_size_bytes,
-		/* check_sources made sure the flight recorder leaves this much. */
-		.memory_budget_bytes = o->max_memory_bytes -
-				       o->history_bytes * (uint64_t)libbpf_num_possible_cpus(),
-		/* Tests on machines without PT: the sideband, maps and raw captures, no PT bytes. */
-		.sideband_only = getenv("HYBTRACE_TEST_PT_SIDEBAND_ONLY") != NULL,
-	};
-
-	ht_intelpt_request_default(&cfg.request);
-	cfg.request.fine_timing = o->pt_fine_timing;
-	if (!ht_intelpt_open(&s->pt, &cfg))
-		return 0;
-	if (o->source == HT_SOURCE_PT)
-		return -1;
-	ht_warn("Intel PT not used, sampling instead: %s", ht_last_error());
-	*source = HT_SOURCE_SAMPLE;
-	return 0;
-}
-
-/* The on-CPU source: Intel PT, or sampling of every thread of the target. */
+/* The on-CPU source --source chose, for every thread of the target. */
 static int start_on_cpu_source(struct session *s)
 {
 	const struct ht_options *o = s->opt;
-	enum ht_source source = o->source;
-	struct ht_sampler_config cfg = {
-		.tgid = s->tgid,
-		.freq_hz = o->sample_freq_hz,
-		.ring_bytes = o->sample_history_bytes,
-		.callgraph = o->callgraph == HT_CALLGRAPH_MODE_DWARF ? HT_CALLGRAPH_DWARF
-								 : HT_CALLGRAPH_FP,
-		.regs_mask = HT_DWARF_SAMPLE_REGS_MASK,
-		.stack_bytes = HT_SAMPLE_STACK_BYTES,
-	};
+	/* check_sources made sure the flight recorder leaves this much. */
+	uint64_t budget = o->max_memory_bytes -
+			  o->history_bytes * (uint64_t)libbpf_num_possible_cpus();
 
-	if (source == HT_SOURCE_PT && start_intelpt(s, &source))
-		return -1;
-	if (source != HT_SOURCE_SAMPLE)
-		return 0;
-	return ht_sampler_open(&s->sampler, &cfg);
+	return ht_sources_open(o, s->tgid, budget, s->sources, &s->nsources);
 }
 
 /* The event loop at a real-time priority: breaches are taken as soon as they end. */
@@ -1310,9 +1270,8 @@ static int start_dumper(struct session *s)
 		.json_out = s->out.f,
 		.monitor = &s->monitor,
 		.ksyms = s->ksyms,
-		.sampler = s->sampler.open ? &s->sampler : NULL,
-		.intelpt = s->pt.open ? &s->pt : NULL,
-		.keep_raw = o->keep_raw,
+		.sources = s->sources,
+		.nsources = s->nsources,
 		.rt_priority = o->rt_priority,
 		.marks = &s->marks,
 	};
@@ -1491,34 +1450,21 @@ static void ignore_sigpipe(void)
 static int check_sources(struct ht_options *o)
 {
 	int ncpus = libbpf_num_possible_cpus();
+	char sizes[128];
 	uint64_t need;
 
-	if (o->source == HT_SOURCE_PT || o->source == HT_SOURCE_AUTO) {
-		bool has_pt = access("/sys/bus/event_source/devices/intel_pt", F_OK) == 0 ||
-			      getenv("HYBTRACE_TEST_PT_SIDEBAND_ONLY");
-
-		if (o->source == HT_SOURCE_PT && !has_pt)
-			return ht_fail("--source pt: this machine has no Intel PT (no "
-				       "/sys/bus/event_source/devices/intel_pt); use --source sample");
-		o->source = has_pt ? HT_SOURCE_PT : HT_SOURCE_SAMPLE;
-	}
-	if (o->keep_raw && o->source != HT_SOURCE_PT)
-		return ht_fail("--keep-raw saves Intel PT snapshots: it needs --source pt (or auto "
-			       "on a machine with Intel PT)");
+	if (ht_sources_choose(o))
+		return -1;
 	if (ncpus <= 0)
 		return ht_fail("cannot count CPUs");
 	need = (uint64_t)ncpus * o->history_bytes;
-	if (o->source == HT_SOURCE_SAMPLE)
-		need += (uint64_t)ncpus * o->sample_history_bytes;
-	if (o->source == HT_SOURCE_PT)
-		need += ht_intelpt_memory_needed(o->pt_size_bytes, HT_INTELPT_SIDEBAND_BYTES,
-						 (unsigned int)ncpus, false);
+	need += ht_sources_memory_bytes(o, (unsigned int)ncpus);
 	if (need > o->max_memory_bytes)
 		return ht_fail("the rings need %lluM on %d CPUs, more than --max-memory %lluM: "
-			       "lower --history, --sample-history or --pt-size, or raise "
-			       "--max-memory",
+			       "lower --history, %s, or raise --max-memory",
 			       (unsigned long long)(need >> 20), ncpus,
-			       (unsigned long long)(o->max_memory_bytes >> 20));
+			       (unsigned long long)(o->max_memory_bytes >> 20),
+			       ht_sources_size_options(sizes, sizeof(sizes)));
 	return 0;
 }
 
@@ -1530,9 +1476,7 @@ static int check_sources(struct ht_options *o)
  */
 static int check_perf_events(struct session *s, const struct ht_options *o)
 {
-	const char *what = o->ntriggers		       ? "--trigger"
-			   : o->source == HT_SOURCE_PT ? "Intel PT"
-						       : "sampling";
+	const char *what = o->ntriggers ? "--trigger" : ht_sources_title(o);
 	char why[256];
 
 	if (!o->ntriggers && o->source == HT_SOURCE_NONE)
@@ -1557,9 +1501,9 @@ static int pidfd_open_target(int pid)
 
 static const char *on_cpu_source_name(const struct session *s)
 {
-	if (s->pt.open)
-		return s->pt.cfg.sideband_only ? HT_SOURCE_PT_SIDEBAND_ONLY : "pt";
-	return s->sampler.open ? "sample" : "none";
+	if (s->nsources)
+		return s->sources[0].ops->dump_name(s->sources[0].state);
+	return "none";
 }
 
 static void announce(struct session *s)
@@ -1586,20 +1530,9 @@ static void announce(struct session *s)
 	fprintf(stderr, ", syscall %s; Ctrl-C to stop\n",
 		s->opt->syscall_ns ? ht_format_duration(s->opt->syscall_ns, buf, sizeof(buf))
 				   : "off");
-	if (s->pt.open && s->pt.cfg.sideband_only)
-		fprintf(stderr, "hybtrace: on-CPU source: Intel PT's sideband only (test mode "
-				"HYBTRACE_TEST_PT_SIDEBAND_ONLY: no PT event, no PT data)\n");
-	else if (s->pt.open)
-		fprintf(stderr, "hybtrace: on-CPU source: Intel PT, %lluk per CPU, %s timing\n",
-			(unsigned long long)(s->opt->pt_size_bytes >> 10),
-			s->opt->pt_fine_timing ? "fine (CYC)" : "coarse (TSC, MTC)");
-	else if (s->sampler.open)
-		fprintf(stderr, "hybtrace: on-CPU source: sampling at %u Hz with %s call stacks%s\n",
-			s->opt->sample_freq_hz,
-			s->opt->callgraph == HT_CALLGRAPH_MODE_DWARF ? "DWARF" : "frame-pointer",
-			access("/sys/bus/event_source/devices/intel_pt", F_OK)
-				? " (no Intel PT on this machine)" : "");
-	else
+	for (unsigned int i = 0; i < s->nsources; i++)
+		s->sources[i].ops->announce(s->sources[i].state, stderr);
+	if (!s->nsources)
 		fprintf(stderr, "hybtrace: on-CPU source: none\n");
 	/* What --pre can have; measured as it runs, and said if it falls short. */
 	fprintf(stderr,

@@ -15,16 +15,13 @@
 #include "symbols/ksyms.h"
 #include "base/log.h"
 #include "base/machine.h"
-#include "sources/intelpt/intelpt_capture.h"
 #include "kernel/monitor.h"
 #include "base/output.h"
 #include "trace/perfetto_write.h"
-#include "sources/intelpt/pt_dump.h"
 #include "kernel/sched_index.h"
 #include "symbols/symbolizer.h"
 #include "trace/timeline.h"
 #include "symbols/unwind_dwarf.h"
-#include "sources/sample/user_timeline.h"
 #include "kernel/wait_for_work.h"
 
 static uint64_t clock_ns(clockid_t clock)
@@ -54,11 +51,25 @@ static void format_wall_clock(uint64_t realtime_ns, char *buf, size_t len)
 	snprintf(buf, len, "%s.%03u%s", date, (unsigned int)(realtime_ns / 1000000ULL % 1000), zone);
 }
 
+/* Where and when the capture says it was made (a kept raw capture does); false: here, now. */
+static bool capture_origin(const struct ht_dump_capture *c, struct ht_source_origin *o)
+{
+	for (unsigned int i = 0; i < c->nfrozen; i++) {
+		const struct ht_source_frozen *f = &c->frozen[i];
+
+		if (f->frozen && f->ops->origin && f->ops->origin(f->u.bytes, o))
+			return true;
+	}
+	return false;
+}
+
 /* CLOCK_MONOTONIC T as wall-clock time: through the capture's moment on both clocks if any. */
 static uint64_t realtime_of(const struct ht_dump_capture *c, uint64_t t)
 {
-	if (c->have_raw && c->raw.snap_mono_ns && c->raw.snap_real_ns)
-		return c->raw.snap_real_ns - (c->raw.snap_mono_ns - t);
+	struct ht_source_origin o;
+
+	if (capture_origin(c, &o) && o.mono_ns && o.real_ns)
+		return o.real_ns - (o.mono_ns - t);
 	return ht_monotonic_to_realtime(t);
 }
 
@@ -72,13 +83,15 @@ static void meta_u64(struct timeline *tl, const char *key, uint64_t v)
 
 /*
  * Where and when the dump was made: this machine and now live; what the raw
- * capture recorded when one is decoded (RAW has the machine then).
+ * capture recorded when one is decoded (MADE has the machine then).
  */
 static void set_metadata(const struct ht_dumper_config *cfg, struct timeline *tl,
 			 const struct ht_dump_job *job, const struct ht_dump_capture *c,
 			 uint64_t not_dumped)
 {
-	const struct ht_rawcap *raw = c->have_raw && c->raw.kernel[0] ? &c->raw : NULL;
+	struct ht_source_origin origin;
+	const struct ht_source_origin *made =
+		capture_origin(c, &origin) && origin.kernel ? &origin : NULL;
 	const struct ht_fr_window *w = &c->w;
 	struct ht_monitor_counters mc;
 	struct utsname u;
@@ -86,10 +99,10 @@ static void set_metadata(const struct ht_dumper_config *cfg, struct timeline *tl
 
 	tl_meta_set(tl, HT_META_VERSION, HT_VERSION);
 	uname(&u);
-	tl_meta_set(tl, HT_META_KERNEL, raw ? raw->kernel : u.release);
+	tl_meta_set(tl, HT_META_KERNEL, made ? made->kernel : u.release);
 	tl_meta_set(tl, HT_META_CPU_MODEL,
-		    raw ? raw->cpu_model : ht_machine_cpu_model(buf, sizeof(buf)));
-	tl_meta_set(tl, HT_META_CMDLINE, raw ? raw->cmdline : cfg->cmdline);
+		    made ? made->cpu_model : ht_machine_cpu_model(buf, sizeof(buf)));
+	tl_meta_set(tl, HT_META_CMDLINE, made ? made->cmdline : cfg->cmdline);
 	meta_u64(tl, HT_META_TARGET_PID, (uint64_t)cfg->tgid);
 	tl_meta_set(tl, HT_META_TARGET_COMM, cfg->target_comm);
 	tl_meta_set(tl, HT_META_KIND, job->kind);
@@ -162,50 +175,48 @@ static void capture_marks(const struct ht_dumper_config *cfg, struct ht_dump_cap
 				       &c->marks);
 }
 
-/* What a raw capture needs besides the rings to be decoded into the same dump later. */
-static void describe_raw(const struct ht_dumper_config *cfg, const struct ht_dump_job *job,
-			 struct ht_rawcap *raw)
+static void free_frozen(struct ht_dump_capture *c)
 {
-	snprintf(raw->kind, sizeof(raw->kind), "%s", job->kind);
-	snprintf(raw->version, sizeof(raw->version), "%s", HT_VERSION);
-	raw->threshold_ns = job->threshold_ns;
-	raw->start_ns = job->start_ns;
-	raw->end_ns = job->end_ns;
-	raw->pre_ns = cfg->pre_ns;
-	raw->post_ns = cfg->post_ns;
-	raw->has_breach = job->has_breach;
-	if (job->has_breach)
-		raw->breach = job->breach;
+	for (unsigned int i = 0; i < c->nfrozen; i++) {
+		if (c->frozen[i].frozen)
+			c->frozen[i].ops->frozen_free(c->frozen[i].u.bytes);
+		c->frozen[i].frozen = false;
+	}
+	c->nfrozen = 0;
 }
 
 int ht_dump_capture_take(const struct ht_dumper_config *cfg, const struct ht_dump_job *job,
 			 struct ht_dump_capture *c)
 {
 	const struct ht_monitor *m = cfg->monitor;
+	struct ht_source_freeze f;
 
 	memset(c, 0, sizeof(*c));
 	ht_dump_window(cfg, job, &c->t0, &c->t1);
 	c->frozen_ns = clock_ns(CLOCK_MONOTONIC);
-	if (cfg->intelpt) {
-		c->have_raw = !ht_intelpt_freeze(cfg->intelpt, c->frozen_ns, &c->raw);
-		if (!c->have_raw)
-			ht_warn("dump without Intel PT: %s", ht_last_error());
-	}
-	if (cfg->sampler) {
-		c->have_samples = !ht_sampler_freeze(cfg->sampler, &c->frozen);
-		if (!c->have_samples)
-			ht_warn("dump without user-space stacks: %s", ht_last_error());
+	f = (struct ht_source_freeze){
+		.frozen_ns = c->frozen_ns,
+		.kind = job->kind,
+		.threshold_ns = job->threshold_ns,
+		.start_ns = job->start_ns,
+		.end_ns = job->end_ns,
+		.pre_ns = cfg->pre_ns,
+		.post_ns = cfg->post_ns,
+		.breach = job->has_breach ? &job->breach : NULL,
+	};
+	for (unsigned int i = 0; i < cfg->nsources && i < HT_SOURCES_OPEN_MAX; i++) {
+		struct ht_source_frozen *slot = &c->frozen[c->nfrozen++];
+		const struct ht_open_source *src = &cfg->sources[i];
+
+		slot->ops = src->ops;
+		slot->state = src->state;
+		slot->frozen = !src->ops->freeze(src->state, &f, slot->u.bytes);
 	}
 	if (ht_recorder_read(&m->recorder, c->t0, c->t1, &c->w)) {
-		if (c->have_samples)
-			ht_sampler_frozen_free(&c->frozen);
-		if (c->have_raw)
-			ht_rawcap_free(&c->raw);
+		free_frozen(c);
 		return -1;
 	}
 	capture_marks(cfg, c);
-	if (c->have_raw)
-		describe_raw(cfg, job, &c->raw);
 	/* Nothing was recorded before attach: that part of the window is clipped too. */
 	if (c->t0 < m->attached_ns) {
 		c->w.clipped = true;
@@ -218,108 +229,35 @@ int ht_dump_capture_take(const struct ht_dumper_config *cfg, const struct ht_dum
 void ht_dump_capture_free(struct ht_dump_capture *c)
 {
 	ht_fr_window_free(&c->w);
-	if (c->have_samples)
-		ht_sampler_frozen_free(&c->frozen);
 	if (c->have_marks)
 		ht_mark_set_free(&c->marks);
-	if (c->have_raw)
-		ht_rawcap_free(&c->raw);
+	free_frozen(c);
 }
 
-static bool cfg_has_pt(const struct ht_dumper_config *cfg)
+/* The on-CPU sources' part of the window: their stacks on the thread tracks. */
+static void add_sources(struct ht_dump_builder *b, struct timeline *tl,
+			const struct ht_dump_job *job, const struct ht_dump_capture *c)
 {
-	return cfg->intelpt != NULL;
-}
-
-/* The test mode opened no PT event: its dumps must not pass for Intel PT ones. */
-static const char *pt_source_name(bool sideband_only)
-{
-	return sideband_only ? HT_SOURCE_PT_SIDEBAND_ONLY : "pt";
-}
-
-/* Intel PT: every call and return of the target's threads, decoded from the frozen rings. */
-static void add_pt_timeline(struct ht_dump_builder *b, struct timeline *tl,
-			    const struct ht_dump_capture *c)
-{
-	const struct ht_rawcap *raw = &c->raw;
-	struct ht_pt_dump_stats st;
-	char root[64], config[128];
-	struct ht_pt_dump_input in = { .cap = raw, .tgid = b->cfg->tgid, .t0 = c->t0 };
-
-	tl_meta_set(tl, HT_META_SOURCE, pt_source_name(ht_rawcap_sideband_only(raw)));
-	tl_meta_set(tl, HT_META_PT_CONFIG, ht_pt_fields_format(&raw->pt.fields, config,
-								sizeof(config)));
-	meta_u64(tl, HT_META_PT_FREEZE_FIRST, raw->freeze_first_ns);
-	meta_u64(tl, HT_META_PT_FREEZE_LAST, raw->freeze_last_ns);
-	/* Live, the target's files are read in its own mount namespace. */
-	if (b->cfg->monitor) {
-		snprintf(root, sizeof(root), "/proc/%d/root", b->cfg->tgid);
-		if (!access(root, R_OK))
-			in.file_root = root;
-	}
-	if (ht_pt_dump_build(tl, &in, &st)) {
-		ht_warn("dump without Intel PT call stacks: %s", ht_last_error());
-		return;
-	}
-	meta_u64(tl, HT_META_PT_BYTES, st.bytes);
-	meta_u64(tl, HT_META_PT_INSNS, st.insns);
-	meta_u64(tl, HT_META_PT_THREADS, st.threads);
-	meta_u64(tl, HT_META_PT_FROM, st.first_ns);
-	meta_u64(tl, HT_META_LOSS_PT_ERRORS, st.errors);
-	meta_u64(tl, HT_META_LOSS_PT_OVF, st.overflows);
-	meta_u64(tl, HT_META_LOSS_PT_ITEMS, st.items_dropped);
-	meta_u64(tl, HT_META_LOSS_PT_IMAGE, st.image_skipped);
-}
-
-/* The on-CPU source's part of the window: sampled stacks on the thread tracks. */
-static void add_user_timeline(struct ht_dump_builder *b, struct timeline *tl,
-			      const struct ht_dump_job *job, const struct ht_dump_capture *c)
-{
-	struct ht_sampler *sampler = b->cfg->sampler;
-	struct ht_sample_set set;
-	struct ht_user_window uw;
-	char count[32];
-
-	if (c->have_raw) {
-		add_pt_timeline(b, tl, c);
-		return;
-	}
-	if (!sampler) {
-		tl_meta_set(tl, HT_META_SOURCE,
-			    cfg_has_pt(b->cfg) ? pt_source_name(b->cfg->intelpt->cfg.sideband_only)
-					       : "none");
-		return;
-	}
-	tl_meta_set(tl, HT_META_SOURCE, "sample");
-	snprintf(count, sizeof(count), "%u", sampler->cfg.freq_hz);
-	tl_meta_set(tl, HT_META_SAMPLE_FREQ, count);
-	tl_meta_set(tl, HT_META_CALLGRAPH,
-		    sampler->cfg.callgraph == HT_CALLGRAPH_DWARF ? "dwarf" : "fp");
-	meta_u64(tl, HT_META_FREEZE_LATE, c->frozen_ns - c->t1);
-	if (!c->have_samples || ht_sampler_frozen_samples(&c->frozen, c->t0, c->t1, &set))
-		return;
-	/* Libraries load late: the maps are read again for every dump. */
-	ht_dump_builder_refresh(b);
-	uw = (struct ht_user_window){
+	const struct ht_source_lowering l = {
+		.tl = tl,
 		.tgid = b->cfg->tgid,
 		.t0 = c->t0,
 		.t1 = c->t1,
-		.period_ns = sampler->period_ns,
-		.samples = &set,
-		.symbolizer = b->symbolizer,
-		.ksyms = b->cfg->ksyms,
-		.unwinder = b->unwinder,
+		.frozen_ns = c->frozen_ns,
+		.live = b->cfg->monitor != NULL,
 		.breach = job->has_breach ? &job->breach : NULL,
+		.ksyms = b->cfg->ksyms,
+		.symbolizer = b->symbolizer,
+		.unwinder = b->unwinder,
 	};
-	if (ht_user_timeline_build(tl, &uw))
-		ht_warn("dump without user-space stacks: %s", ht_last_error());
-	meta_u64(tl, HT_META_SAMPLES, set.count);
-	meta_u64(tl, HT_META_SAMPLES_FOREIGN, set.foreign);
-	meta_u64(tl, HT_META_LOSS_SAMPLES, set.lost);
-	meta_u64(tl, HT_META_LOSS_THROTTLE, set.throttled);
-	meta_u64(tl, HT_META_LOSS_SAMPLES_BAD, set.malformed);
-	meta_u64(tl, HT_META_SAMPLES_REBUILT, set.rebuilt);
-	ht_sample_set_free(&set);
+
+	if (!c->nfrozen)
+		tl_meta_set(tl, HT_META_SOURCE, "none");
+	for (unsigned int i = 0; i < c->nfrozen; i++) {
+		const struct ht_source_frozen *f = &c->frozen[i];
+
+		f->ops->lower(f->state, f->frozen ? f->u.bytes : NULL, &l);
+	}
 }
 
 static void add_hit_args(struct timeline *tl, long ev, const struct ht_dump_job *job)
@@ -384,6 +322,7 @@ static int build_timeline(struct ht_dump_builder *b, struct timeline *tl,
 {
 	char target_comm[HT_COMM_LEN + 8];
 	struct tl_clock_snapshot snap;
+	struct ht_source_origin origin;
 	struct ht_kernel_window kw;
 	struct ht_sched_index idx;
 	int rc;
@@ -405,10 +344,10 @@ static int build_timeline(struct ht_dump_builder *b, struct timeline *tl,
 		.threshold_ns = job->threshold_ns,
 	};
 	/* A raw capture's moment on the three clocks, so a decode elsewhere lines up the same. */
-	if (c->have_raw && c->raw.snap_mono_ns) {
-		snap = (struct tl_clock_snapshot){ .monotonic_ns = c->raw.snap_mono_ns,
-						   .boottime_ns = c->raw.snap_boot_ns,
-						   .realtime_ns = c->raw.snap_real_ns };
+	if (capture_origin(c, &origin) && origin.mono_ns) {
+		snap = (struct tl_clock_snapshot){ .monotonic_ns = origin.mono_ns,
+						   .boottime_ns = origin.boot_ns,
+						   .realtime_ns = origin.real_ns };
 		tl_set_clock_snapshot(tl, &snap);
 	} else if (!tl_clock_snapshot_now(&snap)) {
 		tl_set_clock_snapshot(tl, &snap);
@@ -418,7 +357,7 @@ static int build_timeline(struct ht_dump_builder *b, struct timeline *tl,
 	rc = ht_kernel_timeline_build(tl, &kw);
 	ht_sched_index_free(&idx);
 	if (!rc) {
-		add_user_timeline(b, tl, job, c);
+		add_sources(b, tl, job, c);
 		if (job->has_block_stack &&
 		    ht_block_frames_to_timeline(tl, b->cfg->tgid, &job->block_stack))
 			ht_warn("dump without the stack where it blocked: %s", ht_last_error());
@@ -429,95 +368,29 @@ static int build_timeline(struct ht_dump_builder *b, struct timeline *tl,
 	return rc;
 }
 
-static void save_comm(struct ht_comm_cache *comms, struct ht_rawcap *raw, uint32_t pid,
-		      unsigned int cpu)
+/* What the sources keep beside the dump just written (--keep-raw: Intel PT's raw capture). */
+static void sources_written(struct ht_dump_builder *b, const struct ht_dump_capture *c,
+			    const char *dump_path)
 {
-	char name[HT_COMM_LEN + 8];
+	struct ht_source_written wr = {
+		.dump_path = dump_path,
+		.output_dir = b->cfg->output_dir,
+		.cmdline = b->cfg->cmdline,
+		.json = b->cfg->json,
+		.tgid = b->cfg->tgid,
+		.w = &c->w,
+		.comms = b->comms,
+		.ksyms = b->cfg->ksyms,
+		.kept_path = b->raw_path,
+		.kept_len = sizeof(b->raw_path),
+	};
 
-	if (!pid)
-		return;
-	ht_comm_lookup(comms, pid, cpu, name, sizeof(name));
-	if (strcmp(name, "[exited]"))
-		ht_rawcap_add_comm(raw, pid, name);
-}
+	for (unsigned int i = 0; i < c->nfrozen; i++) {
+		const struct ht_source_frozen *f = &c->frozen[i];
 
-/* The names the dump gave every task of the window, so a decode elsewhere gives the same. */
-static void save_comms(struct ht_dump_builder *b, const struct ht_fr_window *w,
-		       struct ht_rawcap *raw)
-{
-	save_comm(b->comms, raw, (uint32_t)b->cfg->tgid, 0);
-	for (size_t i = 0; i < w->count; i++) {
-		save_comm(b->comms, raw, w->events[i].rec.tid_a, w->events[i].cpu);
-		save_comm(b->comms, raw, w->events[i].rec.tid_b, w->events[i].cpu);
+		if (f->frozen && f->ops->written)
+			f->ops->written(f->state, f->u.bytes, &wr);
 	}
-	for (unsigned int cpu = 0; cpu < w->ncpus; cpu++) {
-		if (!w->entry_valid || !w->entry_valid[cpu])
-			continue;
-		save_comm(b->comms, raw, w->entry_switch[cpu].rec.tid_a, cpu);
-		save_comm(b->comms, raw, w->entry_switch[cpu].rec.tid_b, cpu);
-	}
-	if (raw->has_breach)
-		save_comm(b->comms, raw, raw->breach.waker_tid, raw->breach.wake_cpu);
-}
-
-/* The names of the breach's kernel stack: the capture may be decoded under another kernel. */
-static void save_ksyms(const struct ht_ksyms *ksyms, struct ht_rawcap *raw)
-{
-	int depth = raw->breach.kstack_bytes > 0 ? raw->breach.kstack_bytes / 8 : 0;
-
-	if (!raw->has_breach || !ksyms)
-		return;
-	for (int i = 0; i < depth && i < HT_MAX_KSTACK_DEPTH; i++) {
-		uint64_t start;
-		const char *name = ht_ksyms_find(ksyms, raw->breach.kstack[i], &start);
-
-		if (name && ht_rawcap_add_ksym(raw, start, name))
-			return;
-	}
-}
-
-/*
- * --keep-raw: the snapshot next to its dump, under the dump's own name. A
- * failure costs the raw file only: the dump is written already.
- */
-static void save_raw(struct ht_dump_builder *b, const struct ht_dump_capture *c,
-		     const char *dump_path)
-{
-	struct ht_rawcap raw = c->raw; /* a view: it owns nothing the capture does not */
-	const char *name = strrchr(dump_path, '/');
-	char base[256], final[PATH_MAX + 64];
-	struct utsname u;
-	size_t n;
-
-	name = name ? name + 1 : dump_path;
-	n = strlen(name);
-	if (n > strlen(HT_DUMP_SUFFIX) && !strcmp(name + n - strlen(HT_DUMP_SUFFIX), HT_DUMP_SUFFIX))
-		n -= strlen(HT_DUMP_SUFFIX);
-	snprintf(base, sizeof(base), "%.*s", (int)n, name);
-	raw.has_window = true;
-	raw.window = c->w;
-	raw.comms = NULL;
-	raw.ncomms = raw.comms_cap = 0;
-	raw.ksyms = NULL;
-	raw.nksyms = 0;
-	save_comms(b, &c->w, &raw);
-	save_ksyms(b->cfg->ksyms, &raw);
-	/* Where and how it was made, read here rather than in the event loop's freeze. */
-	uname(&u);
-	snprintf(raw.kernel, sizeof(raw.kernel), "%s", u.release);
-	ht_machine_cpu_model(raw.cpu_model, sizeof(raw.cpu_model));
-	snprintf(raw.cmdline, sizeof(raw.cmdline), "%s", b->cfg->cmdline ? b->cfg->cmdline : "");
-	if (ht_rawcap_save(b->cfg->output_dir, base, &raw, final, sizeof(final))) {
-		ht_warn("raw capture not kept: %s", ht_last_error());
-	} else {
-		snprintf(b->raw_path, sizeof(b->raw_path), "%s", final);
-		if (!b->cfg->json)
-			fprintf(stderr, "hybtrace: raw capture kept: %s\n", final);
-	}
-	free(raw.comms);
-	for (size_t i = 0; i < raw.nksyms; i++)
-		free(raw.ksyms[i].name);
-	free(raw.ksyms);
 }
 
 int ht_dump_builder_write(struct ht_dump_builder *b, const struct ht_dump_job *job,
@@ -554,8 +427,8 @@ int ht_dump_builder_write(struct ht_dump_builder *b, const struct ht_dump_job *j
 	b->written_dev = (uint64_t)st.st_dev;
 	b->written_ino = (uint64_t)st.st_ino;
 	rc = ht_output_commit(&f, b->cfg->output_dir, base, path, len);
-	if (!rc && c->have_raw && b->cfg->keep_raw)
-		save_raw(b, c, path);
+	if (!rc)
+		sources_written(b, c, path);
 out:
 	tl_free(tl);
 	return rc;
@@ -566,10 +439,8 @@ out:
  * them dumps still come, with addresses for names; a target that is already
  * gone needs no word about it.
  */
-static void start_symbolizing(struct ht_dump_builder *b)
+static void start_symbolizing(struct ht_dump_builder *b, bool dwarf)
 {
-	bool dwarf = b->cfg->sampler->cfg.callgraph == HT_CALLGRAPH_DWARF;
-
 	b->symbolizer = ht_symbolizer_new(b->cfg->tgid);
 	if (b->symbolizer && dwarf)
 		b->unwinder = ht_dwarf_unwinder_new(b->cfg->tgid);
@@ -579,14 +450,19 @@ static void start_symbolizing(struct ht_dump_builder *b)
 
 int ht_dump_builder_init(struct ht_dump_builder *b, const struct ht_dumper_config *cfg)
 {
+	unsigned int symbols = 0;
+
 	memset(b, 0, sizeof(*b));
 	b->cfg = cfg;
 	b->comms = malloc(sizeof(*b->comms));
 	if (!b->comms)
 		return ht_fail("out of memory");
 	ht_comm_cache_init(b->comms, cfg->monitor);
-	if (cfg->sampler)
-		start_symbolizing(b);
+	for (unsigned int i = 0; i < cfg->nsources; i++)
+		if (cfg->sources[i].ops->symbols)
+			symbols |= cfg->sources[i].ops->symbols(cfg->sources[i].state);
+	if (symbols & HT_SOURCE_SYMBOLS)
+		start_symbolizing(b, symbols & HT_SOURCE_DWARF);
 	return 0;
 }
 

@@ -18,15 +18,13 @@
 #include "kernel/recorder.h"
 #include "triggers/breakpoint.h"
 #include "sources/marks/marks.h"
-#include "sources/intelpt/rawcap.h"
-#include "sources/sample/sampler.h"
+#include "sources/source.h"
 
 struct ht_monitor;
 struct ht_ksyms;
 struct ht_comm_cache;
 struct ht_symbolizer;
 struct ht_dwarf_unwinder;
-struct ht_intelpt;
 
 struct ht_dumper_config {
 	const char *output_dir;
@@ -39,12 +37,11 @@ struct ht_dumper_config {
 	FILE *json_out;
 	const struct ht_monitor *monitor; /* NULL: offline (`hybtrace decode`) */
 	const struct ht_ksyms *ksyms;
-	struct ht_sampler *sampler; /* NULL: no sampling */
-	struct ht_intelpt *intelpt; /* NULL: no Intel PT */
-	bool keep_raw;		    /* save each PT snapshot next to its dump */
-	const char *base_name;	    /* the file's name without suffix; NULL: from the dump */
-	const char *decoded_from;   /* `hybtrace decode`: the raw capture's path */
-	unsigned int rt_priority;   /* the builder thread's, while urgent; 0: off */
+	const struct ht_open_source *sources; /* the on-CPU sources open, frozen for each dump */
+	unsigned int nsources;
+	const char *base_name;	  /* the file's name without suffix; NULL: from the dump */
+	const char *decoded_from; /* `hybtrace decode`: the raw capture's path */
+	unsigned int rt_priority; /* the builder thread's, while urgent; 0: off */
 	const struct ht_marks_source *marks; /* NULL: no user marks are read */
 };
 
@@ -79,20 +76,18 @@ struct ht_dump_capture {
 	uint64_t t0, t1;
 	uint64_t frozen_ns; /* CLOCK_MONOTONIC when the sources were frozen */
 	struct ht_fr_window w;
-	bool have_samples;
-	struct ht_sampler_frozen frozen;
 	bool have_marks;
 	struct ht_mark_set marks;
-	/* Intel PT: the frozen rings and all a decode needs (kept as a raw capture). */
-	bool have_raw;
-	struct ht_rawcap raw;
+	/* What each on-CPU source froze (Intel PT's: the rings and all a decode needs). */
+	unsigned int nfrozen;
+	struct ht_source_frozen frozen[HT_SOURCES_OPEN_MAX];
 };
 
 /* The builder's own symbol state, kept across dumps (one thread uses it). */
 struct ht_dump_builder {
 	const struct ht_dumper_config *cfg;
 	struct ht_comm_cache *comms;
-	struct ht_symbolizer *symbolizer;   /* with an on-CPU source */
+	struct ht_symbolizer *symbolizer;   /* for a source that asks (HT_SOURCE_SYMBOLS) */
 	struct ht_dwarf_unwinder *unwinder; /* with --callgraph dwarf */
 	/* The last dump written: its file (so that only it is ever removed) and its raw capture. */
 	uint64_t written_dev, written_ino;

@@ -164,6 +164,7 @@ struct ht_intelpt_config {
 	uint64_t memory_budget_bytes; /* all areas and rings together; 0: no limit */
 	/* Only the sideband events (no PT hardware needed): tests, and sideband alone. */
 	bool sideband_only;
+	bool keep_raw; /* --keep-raw: each snapshot is saved next to its dump */
 };
 
 /* Memory the areas and rings take for NCPUS CPUs, as mapped. */

@@ -20,6 +20,25 @@ static int perf_open(struct perf_event_attr *attr, int pid, int cpu)
 	return (int)syscall(SYS_perf_event_open, attr, pid, cpu, -1, PERF_FLAG_FD_CLOEXEC);
 }
 
+int ht_sampler_probe(void)
+{
+	struct perf_event_attr attr = {
+		.type = PERF_TYPE_SOFTWARE,
+		.size = sizeof(attr),
+		.config = PERF_COUNT_SW_CPU_CLOCK,
+		.sample_freq = 1000,
+		.freq = 1,
+		.disabled = 1,
+		.exclude_kernel = 1,
+	};
+	int fd = perf_open(&attr, 0, -1);
+
+	if (fd < 0)
+		return -errno;
+	close(fd);
+	return 0;
+}
+
 static void build_attr(const struct ht_sampler *s, struct perf_event_attr *a)
 {
 	memset(a, 0, sizeof(*a));

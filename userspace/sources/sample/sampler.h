@@ -88,6 +88,9 @@ struct ht_sampler {
  * Returns 0, or -1 with ht_last_error().
  */
 int ht_sampler_open(struct ht_sampler *s, const struct ht_sampler_config *cfg);
+
+/* Whether a cpu-clock sampling event opens here (never enabled): 0, or -errno. */
+int ht_sampler_probe(void);
 void ht_sampler_close(struct ht_sampler *s);
 
 /* Copies of every ring, taken at one moment, to be parsed at leisure. */

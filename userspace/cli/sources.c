@@ -1,0 +1,189 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * The registry of on-CPU sources: each row is a source's operations, its
+ * --source value and how the options configure it. A new source is a row.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "base/log.h"
+#include "cli/sources.h"
+#include "sources/intelpt/intelpt_capture.h"
+#include "sources/intelpt/intelpt_source.h"
+#include "sources/sample/sample_source.h"
+#include "sources/sample/sampler.h"
+#include "symbols/unwind_dwarf.h"
+
+/* Each source's own configuration, filled from the options. */
+union source_config {
+	struct ht_sampler_config sample;
+	struct ht_intelpt_config pt;
+};
+
+struct source_entry {
+	const struct ht_source_ops *ops;
+	enum ht_source option;	 /* its --source value */
+	const char *size_option; /* the option that sizes its rings */
+	/* Its configuration for TGID, with BUDGET_BYTES of --max-memory left. */
+	void (*configure)(const struct ht_options *o, int tgid, uint64_t budget_bytes,
+			  union source_config *cfg);
+	/* Options that only it serves, given whether it was chosen; 0, or -1. */
+	int (*options_check)(const struct ht_options *o, bool chosen);
+};
+
+static void configure_sample(const struct ht_options *o, int tgid, uint64_t budget_bytes,
+			     union source_config *cfg)
+{
+	(void)budget_bytes;
+	cfg->sample = (struct ht_sampler_config){
+		.tgid = tgid,
+		.freq_hz = o->sample_freq_hz,
+		.ring_bytes = o->sample_history_bytes,
+		.callgraph = o->callgraph == HT_CALLGRAPH_MODE_DWARF ? HT_CALLGRAPH_DWARF
+								     : HT_CALLGRAPH_FP,
+		.regs_mask = HT_DWARF_SAMPLE_REGS_MASK,
+		.stack_bytes = HT_SAMPLE_STACK_BYTES,
+	};
+}
+
+static void configure_pt(const struct ht_options *o, int tgid, uint64_t budget_bytes,
+			 union source_config *cfg)
+{
+	cfg->pt = (struct ht_intelpt_config){
+		.tgid = tgid,
+		.aux_bytes = o->pt_size_bytes,
+		.memory_budget_bytes = budget_bytes,
+		/* Tests on machines without PT: the sideband, maps and raw captures, no PT bytes.
+		 */
+		.sideband_only = getenv("HYBTRACE_TEST_PT_SIDEBAND_ONLY") != NULL,
+		.keep_raw = o->keep_raw,
+	};
+	ht_intelpt_request_default(&cfg->pt.request);
+	cfg->pt.request.fine_timing = o->pt_fine_timing;
+}
+
+static int pt_options_check(const struct ht_options *o, bool chosen)
+{
+	if (o->keep_raw && !chosen)
+		return ht_fail("--keep-raw saves Intel PT snapshots: it needs --source pt (or auto "
+			       "on a machine with Intel PT)");
+	return 0;
+}
+
+/* From the simplest to the richest: `auto` picks the last one usable here. */
+static const struct source_entry sources[] = {
+	{ &ht_sample_source, HT_SOURCE_SAMPLE, "--sample-history", configure_sample, NULL },
+	{ &ht_intelpt_source, HT_SOURCE_PT, "--pt-size", configure_pt, pt_options_check },
+};
+
+#define NSOURCES (sizeof(sources) / sizeof(sources[0]))
+
+static const struct source_entry *chosen(const struct ht_options *o)
+{
+	for (size_t i = 0; i < NSOURCES; i++)
+		if (sources[i].option == o->source)
+			return &sources[i];
+	return NULL;
+}
+
+int ht_sources_choose(struct ht_options *o)
+{
+	const struct source_entry *e;
+
+	if (o->source == HT_SOURCE_AUTO) {
+		for (size_t i = NSOURCES; i-- > 0;) {
+			if (!sources[i].ops->usable()) {
+				o->source = sources[i].option;
+				break;
+			}
+		}
+	} else if ((e = chosen(o)) && e->ops->usable()) {
+		char why[256];
+
+		snprintf(why, sizeof(why), "%s", ht_last_error());
+		return ht_fail("--source %s: %s", e->ops->name, why);
+	}
+	for (size_t i = 0; i < NSOURCES; i++)
+		if (sources[i].options_check &&
+		    sources[i].options_check(o, &sources[i] == chosen(o)))
+			return -1;
+	return 0;
+}
+
+uint64_t ht_sources_memory_bytes(const struct ht_options *o, unsigned int ncpus)
+{
+	const struct source_entry *e = chosen(o);
+	union source_config cfg;
+
+	if (!e)
+		return 0;
+	e->configure(o, 0, 0, &cfg);
+	return e->ops->memory_bytes(&cfg, ncpus);
+}
+
+const char *ht_sources_size_options(char *buf, size_t len)
+{
+	size_t used = 0;
+
+	buf[0] = '\0';
+	for (size_t i = 0; i < NSOURCES; i++) {
+		const char *sep = !i ? "" : i + 1 < NSOURCES ? ", " : " or ";
+		int n = snprintf(buf + used, len - used, "%s%s", sep, sources[i].size_option);
+
+		if (n < 0 || (size_t)n >= len - used) {
+			buf[used] = '\0'; /* whole names only */
+			break;
+		}
+		used += (size_t)n;
+	}
+	return buf;
+}
+
+const char *ht_sources_title(const struct ht_options *o)
+{
+	const struct source_entry *e = chosen(o);
+
+	return e ? e->ops->title : NULL;
+}
+
+int ht_sources_open(const struct ht_options *o, int tgid, uint64_t budget_bytes,
+		    struct ht_open_source *v, unsigned int *n)
+{
+	const struct source_entry *e = chosen(o);
+	union source_config cfg;
+	void *state;
+
+	*n = 0;
+	if (!e)
+		return 0;
+	e->configure(o, tgid, budget_bytes, &cfg);
+	state = calloc(1, e->ops->state_bytes);
+	if (!state)
+		return ht_fail("out of memory");
+	if (e->ops->open(state, &cfg)) {
+		free(state);
+		return -1;
+	}
+	v[0] = (struct ht_open_source){.ops = e->ops, .state = state};
+	*n = 1;
+	return 0;
+}
+
+void ht_sources_close(struct ht_open_source *v, unsigned int n)
+{
+	for (unsigned int i = 0; i < n; i++) {
+		v[i].ops->close(v[i].state);
+		free(v[i].state);
+		v[i] = (struct ht_open_source){ 0 };
+	}
+}
+
+const char *ht_sources_check(void (*row)(const char *what, bool ok, const char *detail))
+{
+	const char *auto_line = "none: neither Intel PT nor cpu-clock sampling works here";
+
+	for (size_t i = 0; i < NSOURCES; i++)
+		if (sources[i].ops->check(row))
+			auto_line = sources[i].ops->check_auto;
+	return auto_line;
+}

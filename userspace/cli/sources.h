@@ -1,0 +1,42 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * The on-CPU sources hybtrace has (sources/source.h), and how the command
+ * line picks, sizes and opens one. The only file besides the options that
+ * names a source.
+ */
+#ifndef HT_SOURCES_H
+#define HT_SOURCES_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "cli/options.h"
+#include "sources/source.h"
+
+/*
+ * Resolve --source auto to the richest source usable here and check the one
+ * asked for, and the options that need a source. 0, or -1 with ht_last_error().
+ */
+int ht_sources_choose(struct ht_options *o);
+
+/* The chosen source's share of --max-memory on NCPUS CPUs. */
+uint64_t ht_sources_memory_bytes(const struct ht_options *o, unsigned int ncpus);
+
+/* The options that size the sources' rings, "--sample-history or --pt-size", into BUF. */
+const char *ht_sources_size_options(char *buf, size_t len);
+
+/* The chosen source in messages ("Intel PT", "sampling"); NULL: none. */
+const char *ht_sources_title(const struct ht_options *o);
+
+/*
+ * Open the chosen source for TGID, with BUDGET_BYTES of --max-memory left,
+ * into V (HT_SOURCES_OPEN_MAX of them); *N gets how many. 0, or -1.
+ */
+int ht_sources_open(const struct ht_options *o, int tgid, uint64_t budget_bytes,
+		    struct ht_open_source *v, unsigned int *n);
+void ht_sources_close(struct ht_open_source *v, unsigned int n);
+
+/* `hybtrace check`: every source's rows through ROW; returns what --source auto means here. */
+const char *ht_sources_check(void (*row)(const char *what, bool ok, const char *detail));
+
+#endif /* HT_SOURCES_H */
