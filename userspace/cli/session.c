@@ -16,6 +16,7 @@
 #include <unistd.h>
 #include "kernel/block_stacks.h"
 #include "kernel/breach_format.h"
+#include "base/breach_kinds.h"
 #include "triggers/code_triggers.h"
 #include "kernel/comm_cache.h"
 #include "trace/dump_schema.h"

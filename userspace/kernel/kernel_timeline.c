@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "kernel/breach_format.h"
+#include "base/breach_kinds.h"
 #include "kernel/comm_cache.h"
 #include "kernel/culprits.h"
 #include "trace/dump_schema.h"
