@@ -46,7 +46,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 		if (run ? (!o.run_argv || !o.run_argv[0] || o.pid) : o.pid <= 0)
 			abort();
-		if (o.ntriggers > HT_MAX_TRIGGERS || (o.syscall_filter_on && !o.syscall_ns))
+		if (o.ntriggers > HT_MAX_TRIGGERS ||
+		    (o.syscall_filter_on && !o.threshold_ns[HT_BREACH_SYSCALL]))
 			abort();
 		if (o.history_bytes < HT_MIN_HISTORY_BYTES || o.history_bytes > HT_MAX_HISTORY_BYTES)
 			abort();

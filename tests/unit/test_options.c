@@ -130,9 +130,9 @@ TEST(record_options)
 
 	CHECK(!parse(args, 12, false, &o));
 	CHECK(o.pid == 42);
-	CHECK_EQ_U64(o.rq_delay_ns, 2000000);
-	CHECK_EQ_U64(o.off_cpu_ns, 10000000);
-	CHECK_EQ_U64(o.syscall_ns, 5000000);
+	CHECK_EQ_U64(o.threshold_ns[HT_BREACH_RQ_DELAY], 2000000);
+	CHECK_EQ_U64(o.threshold_ns[HT_BREACH_OFF_CPU], 10000000);
+	CHECK_EQ_U64(o.threshold_ns[HT_BREACH_SYSCALL], 5000000);
 	CHECK(o.syscall_filter_on);
 	CHECK(o.json);
 	CHECK_EQ_U64(o.history_bytes, HT_DEFAULT_HISTORY_BYTES);
@@ -144,9 +144,9 @@ TEST(defaults)
 	struct ht_options o;
 
 	CHECK(!parse(args, 3, false, &o));
-	CHECK_EQ_U64(o.rq_delay_ns, 1000000);
-	CHECK_EQ_U64(o.off_cpu_ns, 0);
-	CHECK_EQ_U64(o.syscall_ns, 0);
+	CHECK_EQ_U64(o.threshold_ns[HT_BREACH_RQ_DELAY], 1000000);
+	CHECK_EQ_U64(o.threshold_ns[HT_BREACH_OFF_CPU], 0);
+	CHECK_EQ_U64(o.threshold_ns[HT_BREACH_SYSCALL], 0);
 	/* At least 1 s at 100k switches/s of 32-byte records. */
 	CHECK(o.history_bytes >= 100000ULL * sizeof(struct ht_flight_record));
 }
@@ -181,7 +181,7 @@ TEST(off_disables_a_threshold)
 	struct ht_options o;
 
 	CHECK(!parse(args, 5, false, &o));
-	CHECK_EQ_U64(o.rq_delay_ns, 0);
+	CHECK_EQ_U64(o.threshold_ns[HT_BREACH_RQ_DELAY], 0);
 }
 
 TEST(dump_policy_option)

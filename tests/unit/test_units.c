@@ -102,23 +102,3 @@ TEST(kernel_internal_errnos_are_named_and_explained)
 	CHECK(!strncmp(ret(-512), "-512 (ERESTARTSYS: interrupted by a signal", 42));
 	CHECK(strstr(ret(-516), "restart_syscall") != NULL);
 }
-
-/* One wait of two kinds is named by both, in kind order; a record without kinds by its kind. */
-TEST(breach_kinds_and_their_names)
-{
-	const uint32_t off = 1U << HT_BREACH_OFF_CPU, sys = 1U << HT_BREACH_SYSCALL;
-	char buf[64], small[8];
-
-	CHECK_EQ_U64(ht_breach_kinds_of(0, HT_BREACH_SYSCALL), sys);
-	CHECK_EQ_U64(ht_breach_kinds_of(off | sys, HT_BREACH_SYSCALL), off | sys);
-	CHECK_EQ_U64(ht_breach_kinds_of(0, 0), 0);
-	CHECK_EQ_U64(ht_breach_kinds_of(0, HT_BREACH_KIND_MAX), 0);
-	CHECK_STR(ht_breach_kinds_name(off | sys, buf, sizeof(buf)), "off-cpu+syscall");
-	CHECK_STR(ht_breach_kinds_name(sys | off, buf, sizeof(buf)), "off-cpu+syscall");
-	CHECK_STR(ht_breach_kinds_name(1U << HT_BREACH_RQ_DELAY, buf, sizeof(buf)), "rq-delay");
-	CHECK_STR(ht_breach_kinds_name(0, buf, sizeof(buf)), "");
-	/* The dump job's kind holds 16 bytes: both names fit it. */
-	CHECK(strlen(ht_breach_kinds_name(off | sys, buf, sizeof(buf))) < 16);
-	/* Cut short, never past the buffer. */
-	CHECK_STR(ht_breach_kinds_name(off | sys, small, sizeof(small)), "off-cpu");
-}

@@ -6,6 +6,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 #include "kernel/breach_format.h"
+#include "base/breach_kinds.h"
 #include "check.h"
 #include "dump/dump_policy.h"
 #include "dump/dumper.h"

@@ -39,35 +39,3 @@ char ht_task_state_letter(uint32_t state)
 {
 	return HT_STATE_LETTERS[ht_task_state_index(state)];
 }
-
-const char *ht_breach_kind_name(unsigned int kind)
-{
-	switch (kind) {
-	case HT_BREACH_RQ_DELAY:
-		return "rq-delay";
-	case HT_BREACH_OFF_CPU:
-		return "off-cpu";
-	case HT_BREACH_SYSCALL:
-		return "syscall";
-	}
-	return "unknown";
-}
-
-uint32_t ht_breach_kinds_of(uint32_t kinds, uint32_t kind)
-{
-	if (kinds)
-		return kinds;
-	return kind > 0 && kind < HT_BREACH_KIND_MAX ? 1U << kind : 0;
-}
-
-const char *ht_breach_kinds_name(uint32_t kinds, char *buf, size_t len)
-{
-	size_t n = 0;
-
-	buf[0] = 0;
-	for (unsigned int k = 1; k < HT_BREACH_KIND_MAX && n < len; k++)
-		if (kinds & (1U << k))
-			n += (size_t)snprintf(buf + n, len - n, "%s%s", n ? "+" : "",
-					      ht_breach_kind_name(k));
-	return buf;
-}

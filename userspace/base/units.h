@@ -15,13 +15,4 @@ const char *ht_format_count(double n, char *buf, size_t len);
 /* The ps(1) letter of a raw task state: R S D T t X Z P I. */
 char ht_task_state_letter(uint32_t state);
 
-/* Name of enum ht_breach_kind: "rq-delay", "off-cpu", "syscall". */
-const char *ht_breach_kind_name(unsigned int kind);
-
-/* A breach's kinds as bits 1 << kind; a record without them (KINDS 0) has its KIND alone. */
-uint32_t ht_breach_kinds_of(uint32_t kinds, uint32_t kind);
-
-/* "off-cpu+syscall": the names of KINDS in kind order, joined by '+'. Returns buf. */
-const char *ht_breach_kinds_name(uint32_t kinds, char *buf, size_t len);
-
 #endif /* HT_UNITS_H */

@@ -61,7 +61,7 @@ static int probe_monitor(bool prev_state_arg, char *detail, size_t len)
 {
 	struct ht_monitor_config cfg = {
 		.tgid = getpid(),
-		.rq_delay_ns = 1000000,
+		.threshold_ns[HT_BREACH_RQ_DELAY] = 1000000,
 		.history_bytes = 64 << 10,
 		.prev_state_from_arg = prev_state_arg,
 		.on_breach = noop_breach,

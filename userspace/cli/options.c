@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "base/breach_kinds.h"
 #include "base/log.h"
 #include "cli/options.h"
 #include "base/syscalls.h"
@@ -13,7 +14,8 @@
 void ht_options_init(struct ht_options *o)
 {
 	memset(o, 0, sizeof(*o));
-	o->rq_delay_ns = HT_DEFAULT_RQ_DELAY_NS;
+	for (unsigned int k = 1; k < HT_BREACH_KIND_MAX; k++)
+		o->threshold_ns[k] = ht_breach_kinds[k].default_threshold_ns;
 	o->history_bytes = HT_DEFAULT_HISTORY_BYTES;
 	o->output_dir = ".";
 	o->pre_ns = HT_DEFAULT_PRE_NS;
@@ -200,10 +202,8 @@ int ht_parse_state_list(const char *s, uint32_t *states)
 }
 
 enum {
-	OPT_RQ_DELAY = 256,
-	OPT_OFF_CPU,
-	OPT_SYSCALL,
-	OPT_SYSCALLS,
+	OPT_THRESHOLD = 256, /* + enum ht_breach_kind: that kind's threshold (--rq-delay...) */
+	OPT_SYSCALLS = OPT_THRESHOLD + HT_BREACH_KIND_MAX,
 	OPT_OFF_CPU_STATES,
 	OPT_OFF_CPU_SYSCALLS,
 	OPT_IGNORE_SYSCALLS,
@@ -236,11 +236,8 @@ enum {
 	OPT_END, /* not an option: the size of tables indexed by option */
 };
 
-static const struct option long_options[] = {
-	{ "pid", required_argument, NULL, 'p' },
-	{ "rq-delay", required_argument, NULL, OPT_RQ_DELAY },
-	{ "off-cpu", required_argument, NULL, OPT_OFF_CPU },
-	{ "syscall", required_argument, NULL, OPT_SYSCALL },
+/* After --pid and a threshold per breach kind (long_options, made by make_long_options). */
+static const struct option other_options[] = {
 	{ "syscalls", required_argument, NULL, OPT_SYSCALLS },
 	{ "off-cpu-states", required_argument, NULL, OPT_OFF_CPU_STATES },
 	{ "off-cpu-syscalls", required_argument, NULL, OPT_OFF_CPU_SYSCALLS },
@@ -275,6 +272,22 @@ static const struct option long_options[] = {
 	{ "help", no_argument, NULL, 'h' },
 	{ NULL, 0, NULL, 0 },
 };
+
+#define N_OTHER_OPTIONS (sizeof(other_options) / sizeof(other_options[0]))
+
+static struct option long_options[1 + HT_BREACH_KIND_MAX - 1 + N_OTHER_OPTIONS];
+
+/* --pid, each breach kind's threshold as its row names it, then the others. */
+static void make_long_options(void)
+{
+	size_t n = 0;
+
+	long_options[n++] = (struct option){ "pid", required_argument, NULL, 'p' };
+	for (unsigned int k = 1; k < HT_BREACH_KIND_MAX; k++)
+		long_options[n++] = (struct option){ ht_breach_kinds[k].option, required_argument,
+						     NULL, OPT_THRESHOLD + (int)k };
+	memcpy(long_options + n, other_options, sizeof(other_options));
+}
 
 /* A threshold: a positive duration, or "off". */
 static int parse_threshold(const char *opt, const char *arg, uint64_t *ns)
@@ -455,15 +468,14 @@ static int parse_dump_option(struct ht_options *o, int opt, const char *arg)
 
 static int parse_one(struct ht_options *o, int opt, const char *arg)
 {
+	if (opt > OPT_THRESHOLD && opt < OPT_THRESHOLD + HT_BREACH_KIND_MAX) {
+		unsigned int k = (unsigned int)(opt - OPT_THRESHOLD);
+
+		return parse_threshold(ht_breach_kinds[k].option, arg, &o->threshold_ns[k]);
+	}
 	switch (opt) {
 	case 'p':
 		return ht_parse_pid(arg, &o->pid);
-	case OPT_RQ_DELAY:
-		return parse_threshold("rq-delay", arg, &o->rq_delay_ns);
-	case OPT_OFF_CPU:
-		return parse_threshold("off-cpu", arg, &o->off_cpu_ns);
-	case OPT_SYSCALL:
-		return parse_threshold("syscall", arg, &o->syscall_ns);
 	case OPT_SYSCALLS:
 		o->syscall_filter_on = true;
 		return ht_parse_syscall_list("syscalls", arg, o->syscall_filter);
@@ -573,9 +585,11 @@ static bool json_file_without_equals(int argc, char **argv, bool run)
 int ht_options_parse(struct ht_options *o, int argc, char **argv, bool run, bool *want_help)
 {
 	const char *seen[OPT_END] = { 0 };
+	uint64_t off_cpu_ns, syscall_ns;
 	int opt;
 
 	*want_help = false;
+	make_long_options();
 	record_cmdline(o, argc, argv);
 	/* 0, not 1: glibc then forgets a previous scan (subcommands, tests, the fuzzer). */
 	optind = 0;
@@ -597,16 +611,18 @@ int ht_options_parse(struct ht_options *o, int argc, char **argv, bool run, bool
 		if (check_repeat(seen, opt, optarg) || parse_one(o, opt, optarg))
 			return -1;
 	}
-	if (o->syscall_filter_on && !o->syscall_ns)
+	off_cpu_ns = o->threshold_ns[HT_BREACH_OFF_CPU];
+	syscall_ns = o->threshold_ns[HT_BREACH_SYSCALL];
+	if (o->syscall_filter_on && !syscall_ns)
 		return ht_fail("--syscalls needs --syscall DUR, the threshold");
-	if (o->block_stacks && !o->off_cpu_ns && !o->syscall_ns)
+	if (o->block_stacks && !off_cpu_ns && !syscall_ns)
 		return ht_fail("--block-stacks shows where a thread went to sleep: it needs "
 			       "--off-cpu DUR or --syscall DUR");
-	if (o->filters.off_cpu_states && !o->off_cpu_ns)
+	if (o->filters.off_cpu_states && !off_cpu_ns)
 		return ht_fail("--off-cpu-states needs --off-cpu DUR, the threshold");
-	if (o->filters.off_cpu_syscalls_on && !o->off_cpu_ns)
+	if (o->filters.off_cpu_syscalls_on && !off_cpu_ns)
 		return ht_fail("--off-cpu-syscalls needs --off-cpu DUR, the threshold");
-	if (o->filters.ignore_syscalls_on && !o->off_cpu_ns && !o->syscall_ns)
+	if (o->filters.ignore_syscalls_on && !off_cpu_ns && !syscall_ns)
 		return ht_fail("--ignore-syscalls filters off-CPU and syscall breaches: give "
 			       "--off-cpu DUR or --syscall DUR");
 	if (!o->sample_history_bytes)
@@ -642,11 +658,14 @@ void ht_options_usage(void)
 	       "\n"
 	       "Watches every thread of one process and reports latency breaches.\n"
 	       "\n"
-	       "  -p, --pid N          the process to watch\n"
-	       "  --rq-delay DUR       run-queue delay threshold (default 1ms; 'off' disables)\n"
-	       "  --off-cpu DUR        off-CPU (sleep) threshold (default off)\n"
-	       "  --syscall DUR        syscall duration threshold (default off)\n"
-	       "  --syscalls LIST      only these syscalls breach, e.g. read,futex\n"
+	       "  -p, --pid N          the process to watch\n");
+	for (unsigned int k = 1; k < HT_BREACH_KIND_MAX; k++) {
+		char flag[64];
+
+		snprintf(flag, sizeof(flag), "--%s DUR", ht_breach_kinds[k].option);
+		printf("  %-19s  %s\n", flag, ht_breach_kinds[k].option_help);
+	}
+	printf("  --syscalls LIST      only these syscalls breach, e.g. read,futex\n"
 	       "  --off-cpu-states LIST  only off-CPU waits in these states breach (S, D, T, t,\n"
 	       "                       Z, P, I as the live line prints them), e.g. D or S,D\n"
 	       "  --off-cpu-syscalls LIST  only off-CPU waits in these syscalls breach, e.g. futex\n"

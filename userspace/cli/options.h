@@ -28,10 +28,9 @@ enum ht_callgraph_mode { HT_CALLGRAPH_MODE_FP = 0, HT_CALLGRAPH_MODE_DWARF };
 #define HT_MAX_TRIGGERS 4
 
 struct ht_options {
-	int pid;	      /* target process; 0 until known */
-	uint64_t rq_delay_ns; /* 0: off */
-	uint64_t off_cpu_ns;  /* 0: off */
-	uint64_t syscall_ns;  /* 0: off */
+	int pid; /* target process; 0 until known */
+	/* By enum ht_breach_kind: --rq-delay, --off-cpu, ... (base/breach_kinds.h); 0: off */
+	uint64_t threshold_ns[HT_BREACH_KIND_MAX];
 	bool syscall_filter_on;
 	uint64_t syscall_filter[HT_MAX_SYSCALLS / 64];
 	struct ht_breach_filters filters;
@@ -69,8 +68,7 @@ struct ht_options {
 	char cmdline[1024]; /* how hybtrace was started, for the dumps' metadata */
 };
 
-/* Defaults: see README.md's option table. */
-#define HT_DEFAULT_RQ_DELAY_NS 1000000ULL
+/* Defaults: see README.md's option table; thresholds' in base/breach_kinds.c. */
 /* At least 1 s at 100k switches/s on one CPU, rounded up to a power of two. */
 #define HT_DEFAULT_HISTORY_BYTES   (4ULL << 20)
 #define HT_DEFAULT_PRE_NS	   20000000ULL

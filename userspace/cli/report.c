@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include "base/breach_kinds.h"
 #include "kernel/block_stacks.h"
 #include "dump/dump_policy.h"
 #include "trace/dump_schema.h"
@@ -266,17 +267,46 @@ static size_t stack_of(const struct timeline *tl, long ev, const char **out, siz
 	return n;
 }
 
+/* The breach kind of the dump, by its name; NULL for a wait of two kinds or no breach. */
+static const struct ht_breach_kind_info *kind_of(const struct dump_view *v)
+{
+	return ht_breach_kind(ht_breach_kind_by_name(v->kind));
+}
+
+/* The slice found for what a kind measures (base/breach_kinds.h), or -1. */
+static long interval_slice(const struct dump_view *v, const struct ht_breach_kind_info *ki)
+{
+	if (!ki)
+		return -1;
+	switch (ki->interval) {
+	case HT_INTERVAL_RUNQUEUE:
+		return v->rq_slice;
+	case HT_INTERVAL_OFF_CPU:
+		return v->off_slice;
+	case HT_INTERVAL_SYSCALL:
+		return v->syscall_slice;
+	}
+	return -1;
+}
+
+static bool has_callstack(const struct dump_view *v, long ev)
+{
+	return ev >= 0 && tl_event(v->tl, (size_t)ev)->callstack;
+}
+
 /* The event whose kernel stack tells why the thread waited. */
 static long stack_event(const struct dump_view *v)
 {
+	const struct ht_breach_kind_info *ki = kind_of(v);
+	long ev = interval_slice(v, ki);
+
 	/* One wait of both kinds: the sleep inside the syscall, where its stack was taken. */
 	if (v->off_cpu_ns && v->off_slice >= 0)
 		return v->off_slice;
-	if (!strcmp(v->kind, "syscall") && v->syscall_slice >= 0)
-		return v->syscall_slice;
-	if (!strcmp(v->kind, "off-cpu") && v->off_slice >= 0)
-		return v->off_slice;
-	if (v->rq_slice >= 0 && tl_event(v->tl, (size_t)v->rq_slice)->callstack)
+	/* The last run-queue slice found is the breach's only when it has the stack. */
+	if (ev >= 0 && (ki->interval != HT_INTERVAL_RUNQUEUE || has_callstack(v, ev)))
+		return ev;
+	if (has_callstack(v, v->rq_slice))
 		return v->rq_slice;
 	return v->breach_instant;
 }
@@ -768,11 +798,11 @@ static uint64_t blocked_ns(const struct dump_view *v)
 
 static const char *blocked_what(const struct dump_view *v)
 {
-	if (!strcmp(v->kind, "off-cpu") || v->block_stack >= 0)
+	const struct ht_breach_kind_info *ki = kind_of(v);
+
+	if (v->block_stack >= 0)
 		return "it blocked";
-	if (!strcmp(v->kind, "syscall"))
-		return "the syscall began";
-	return "the wait began";
+	return ki ? ki->began : "the wait began";
 }
 
 /* The last sample is not where it blocked: it says how long before, and is labelled so. */

@@ -16,6 +16,7 @@
 #include <unistd.h>
 #include "kernel/block_stacks.h"
 #include "kernel/breach_format.h"
+#include "base/breach_kinds.h"
 #include "triggers/code_triggers.h"
 #include "kernel/comm_cache.h"
 #include "trace/dump_schema.h"
@@ -143,15 +144,7 @@ static uint64_t monotonic_ns(void)
 
 static uint64_t threshold_of(const struct ht_options *o, unsigned int kind)
 {
-	switch (kind) {
-	case HT_BREACH_RQ_DELAY:
-		return o->rq_delay_ns;
-	case HT_BREACH_OFF_CPU:
-		return o->off_cpu_ns;
-	case HT_BREACH_SYSCALL:
-		return o->syscall_ns;
-	}
-	return 0;
+	return kind < HT_BREACH_KIND_MAX ? o->threshold_ns[kind] : 0;
 }
 
 static void clear_status_line(struct session *s)
@@ -449,33 +442,46 @@ static uint64_t waits_of(const struct session *s, uint32_t only)
 	return s->by_kinds[only];
 }
 
+/* Whether one of KINDS (bits 1 << kind) has its threshold on. */
+static bool any_threshold(const struct ht_options *o, uint32_t kinds)
+{
+	for (unsigned int k = 1; k < HT_BREACH_KIND_MAX; k++)
+		if ((kinds & HT_KIND_BIT(k)) && threshold_of(o, k))
+			return true;
+	return false;
+}
+
+/* Whether one wait may breach kinds K and J > K both (their rows say so): a pair to count. */
+static bool kinds_pair(unsigned int k, unsigned int j)
+{
+	return j > k && (ht_breach_kinds[k].breached_with & HT_KIND_BIT(j));
+}
+
 /* "waits: 12 breached: 7 off-cpu only, 3 syscall only, 2 both (off-cpu and syscall)" */
 static void print_waits_text(struct session *s, FILE *f)
 {
-	const uint32_t off = HT_KIND_BIT(HT_BREACH_OFF_CPU), sys = HT_KIND_BIT(HT_BREACH_SYSCALL);
-	bool both = s->opt->off_cpu_ns && s->opt->syscall_ns;
 	const char *sep = ":";
 
 	fprintf(f, "  waits: %llu breached", (unsigned long long)total_breaches(s));
-	if (s->opt->rq_delay_ns) {
-		fprintf(f, "%s %llu rq-delay", sep,
-			(unsigned long long)waits_of(s, HT_KIND_BIT(HT_BREACH_RQ_DELAY)));
+	for (unsigned int k = 1; k < HT_BREACH_KIND_MAX; k++) {
+		if (!threshold_of(s->opt, k))
+			continue;
+		/* "only" where a wait could have breached another threshold too. */
+		fprintf(f, "%s %llu %s%s", sep, (unsigned long long)waits_of(s, HT_KIND_BIT(k)),
+			ht_breach_kinds[k].name,
+			any_threshold(s->opt, ht_breach_kinds[k].breached_with) ? " only" : "");
 		sep = ",";
 	}
-	/* "only" where a wait could have breached the other threshold too. */
-	if (s->opt->off_cpu_ns) {
-		fprintf(f, "%s %llu off-cpu%s", sep, (unsigned long long)waits_of(s, off),
-			both ? " only" : "");
-		sep = ",";
-	}
-	if (s->opt->syscall_ns) {
-		fprintf(f, "%s %llu syscall%s", sep, (unsigned long long)waits_of(s, sys),
-			both ? " only" : "");
-		sep = ",";
-	}
-	if (both)
-		fprintf(f, "%s %llu both (off-cpu and syscall)", sep,
-			(unsigned long long)waits_of(s, off | sys));
+	for (unsigned int k = 1; k < HT_BREACH_KIND_MAX; k++)
+		for (unsigned int j = 1; j < HT_BREACH_KIND_MAX; j++) {
+			if (!kinds_pair(k, j) || !threshold_of(s->opt, k) ||
+			    !threshold_of(s->opt, j))
+				continue;
+			fprintf(f, "%s %llu both (%s and %s)", sep,
+				(unsigned long long)waits_of(s, HT_KIND_BIT(k) | HT_KIND_BIT(j)),
+				ht_breach_kinds[k].name, ht_breach_kinds[j].name);
+			sep = ",";
+		}
 	fputc('\n', f);
 }
 
@@ -683,15 +689,20 @@ static void print_summary_json(struct session *s, FILE *f, const struct ht_monit
 			(unsigned long long)s->kinds[k].worst.max_ns,
 			(unsigned long long)s->kinds[k].idle.count,
 			(unsigned long long)s->kinds[k].idle.max_ns);
-	fprintf(f,
-		"},\"waits\":{\"breached\":%llu,\"rq_delay\":%llu,\"off_cpu_only\":%llu,"
-		"\"syscall_only\":%llu,\"off_cpu_and_syscall\":%llu}",
-		(unsigned long long)total_breaches(s),
-		(unsigned long long)waits_of(s, HT_KIND_BIT(HT_BREACH_RQ_DELAY)),
-		(unsigned long long)waits_of(s, HT_KIND_BIT(HT_BREACH_OFF_CPU)),
-		(unsigned long long)waits_of(s, HT_KIND_BIT(HT_BREACH_SYSCALL)),
-		(unsigned long long)waits_of(s, HT_KIND_BIT(HT_BREACH_OFF_CPU) |
-						    HT_KIND_BIT(HT_BREACH_SYSCALL)));
+	/* "rq_delay", "off_cpu_only" (of a kind that may share a wait), "off_cpu_and_syscall". */
+	fprintf(f, "},\"waits\":{\"breached\":%llu", (unsigned long long)total_breaches(s));
+	for (unsigned int k = 1; k < HT_BREACH_KIND_MAX; k++)
+		fprintf(f, ",\"%s%s\":%llu", ht_breach_kinds[k].json_key,
+			ht_breach_kinds[k].breached_with ? "_only" : "",
+			(unsigned long long)waits_of(s, HT_KIND_BIT(k)));
+	for (unsigned int k = 1; k < HT_BREACH_KIND_MAX; k++)
+		for (unsigned int j = 1; j < HT_BREACH_KIND_MAX; j++)
+			if (kinds_pair(k, j))
+				fprintf(f, ",\"%s_and_%s\":%llu", ht_breach_kinds[k].json_key,
+					ht_breach_kinds[j].json_key,
+					(unsigned long long)waits_of(s, HT_KIND_BIT(k) |
+										HT_KIND_BIT(j)));
+	fputc('}', f);
 	fprintf(f,
 		",\"detected\":%llu,\"reported\":%llu,\"filtered\":%llu,\"records\":%llu,"
 		"\"recorder\":{\"records_per_cpu\":%llu,\"shortest_reach_ns\":%llu},"
@@ -734,11 +745,6 @@ static void print_summary_json(struct session *s, FILE *f, const struct ht_monit
  */
 static void print_summary(struct session *s)
 {
-	static const char *const titles[HT_BREACH_KIND_MAX] = {
-		[HT_BREACH_RQ_DELAY] = "run-queue delay",
-		[HT_BREACH_OFF_CPU] = "off-CPU time",
-		[HT_BREACH_SYSCALL] = "syscall time",
-	};
 	FILE *f = s->out_gone ? stderr : s->out.f;
 	bool json = s->opt->json && !s->out_gone;
 	struct ht_monitor_counters c;
@@ -760,7 +766,7 @@ static void print_summary(struct session *s)
 		fputs(",\"histograms\":{", f);
 	for (unsigned int k = 1, n = 0; k < HT_BREACH_KIND_MAX; k++) {
 		/* Run-queue delays are always measured; the others when their breach is on. */
-		if (k != HT_BREACH_RQ_DELAY && !threshold_of(s->opt, k))
+		if (!ht_breach_kinds[k].always_measured && !threshold_of(s->opt, k))
 			continue;
 		if (ht_monitor_read_hist(&s->monitor, k, slots))
 			continue;
@@ -768,7 +774,8 @@ static void print_summary(struct session *s)
 			fprintf(f, "%s\"%s\":", n++ ? "," : "", ht_breach_kind_name(k));
 			ht_hist_print_json(f, slots, HT_HIST_SLOTS);
 		} else {
-			snprintf(title, sizeof(title), "%s of pid %d (%s), log2 buckets:", titles[k],
+			snprintf(title, sizeof(title),
+				 "%s of pid %d (%s), log2 buckets:", ht_breach_kinds[k].title,
 				 s->tgid, s->target_comm);
 			ht_hist_print(f, title, slots, HT_HIST_SLOTS);
 		}
@@ -1329,9 +1336,6 @@ static int start_session(struct session *s, const struct ht_options *o, int tgid
 {
 	struct ht_monitor_config cfg = {
 		.tgid = tgid,
-		.rq_delay_ns = o->rq_delay_ns,
-		.off_cpu_ns = o->off_cpu_ns,
-		.syscall_ns = o->syscall_ns,
 		.syscall_filter_on = o->syscall_filter_on,
 		.filters = o->filters,
 		.history_bytes = o->history_bytes,
@@ -1359,6 +1363,7 @@ static int start_session(struct session *s, const struct ht_options *o, int tgid
 	cfg.thread_slots = test_thread_slots();
 	/* For tests: the switch-ins the kernel sometimes skips, on demand. */
 	cfg.test_skip_switch_in_every = test_skip_switch_in();
+	memcpy(cfg.threshold_ns, o->threshold_ns, sizeof(cfg.threshold_ns));
 	memcpy(cfg.syscall_filter, o->syscall_filter, sizeof(cfg.syscall_filter));
 	s->comms = malloc(sizeof(*s->comms));
 	if (!s->comms) {
@@ -1521,15 +1526,13 @@ static void announce(struct session *s)
 	}
 	if (s->opt->quiet)
 		return;
-	fprintf(stderr, "hybtrace: watching pid %d (%s): rq-delay %s", s->tgid, s->target_comm,
-		s->opt->rq_delay_ns ? ht_format_duration(s->opt->rq_delay_ns, buf, sizeof(buf))
-				    : "off");
-	fprintf(stderr, ", off-cpu %s",
-		s->opt->off_cpu_ns ? ht_format_duration(s->opt->off_cpu_ns, buf, sizeof(buf))
-				   : "off");
-	fprintf(stderr, ", syscall %s; Ctrl-C to stop\n",
-		s->opt->syscall_ns ? ht_format_duration(s->opt->syscall_ns, buf, sizeof(buf))
-				   : "off");
+	fprintf(stderr, "hybtrace: watching pid %d (%s)", s->tgid, s->target_comm);
+	for (unsigned int k = 1; k < HT_BREACH_KIND_MAX; k++)
+		fprintf(stderr, "%s %s %s", k > 1 ? "," : ":", ht_breach_kinds[k].name,
+			threshold_of(s->opt, k)
+				? ht_format_duration(threshold_of(s->opt, k), buf, sizeof(buf))
+				: "off");
+	fputs("; Ctrl-C to stop\n", stderr);
 	for (unsigned int i = 0; i < s->nsources; i++)
 		s->sources[i].ops->announce(s->sources[i].state, stderr);
 	if (!s->nsources)

@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "dump/dumper.h"
+#include "base/breach_kinds.h"
 #include "base/json.h"
 #include "base/log.h"
 #include "base/output.h"

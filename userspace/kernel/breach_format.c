@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 #include <inttypes.h>
 #include "kernel/breach_format.h"
+#include "base/breach_kinds.h"
 #include "base/json.h"
 #include "symbols/ksyms.h"
 #include "base/syscalls.h"

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "kernel/breach_format.h"
+#include "base/breach_kinds.h"
 #include "kernel/comm_cache.h"
 #include "kernel/culprits.h"
 #include "trace/dump_schema.h"
@@ -191,16 +192,27 @@ static uint64_t breach_off_cpu_end(const struct ht_breach *br)
 								    : br->off_cpu_end_ns;
 }
 
+/* Whether one of the kinds BR breached measures INTERVAL (their rows say what each measures). */
+static bool breach_measures(const struct ht_breach *br, enum ht_breach_interval interval)
+{
+	uint32_t kinds = ht_breach_kinds_of(br->kinds, br->kind);
+
+	for (unsigned int k = 1; k < HT_BREACH_KIND_MAX; k++)
+		if ((kinds & HT_KIND_BIT(k)) && ht_breach_kinds[k].interval == interval)
+			return true;
+	return false;
+}
+
+/* Whether T's slice [START, END), of what INTERVAL says, is the breach's: it gets its stack. */
 static bool is_breach_slice(const struct builder *b, const struct thread_build *t,
-			    unsigned int kind, uint64_t start, uint64_t end)
+			    enum ht_breach_interval interval, uint64_t start, uint64_t end)
 {
 	const struct ht_breach *br = b->kw->breach;
 
-	if (!br || br->tid != t->tid ||
-	    !(ht_breach_kinds_of(br->kinds, br->kind) & HT_KIND_BIT(kind)))
+	if (!br || br->tid != t->tid || !breach_measures(br, interval))
 		return false;
-	switch (kind) {
-	case HT_BREACH_OFF_CPU:
+	switch (interval) {
+	case HT_INTERVAL_OFF_CPU:
 		return start == breach_off_cpu_start(br);
 	default:
 		return end == br->end_ns;
@@ -219,7 +231,7 @@ static void attach_breach_stack(struct builder *b, long ev)
 /* Sleeping [since, end): an off-CPU slice with the state it slept in. */
 static void close_sleep(struct builder *b, struct thread_build *t, uint64_t end)
 {
-	bool breach = is_breach_slice(b, t, HT_BREACH_OFF_CPU, t->since_ns, end);
+	bool breach = is_breach_slice(b, t, HT_INTERVAL_OFF_CPU, t->since_ns, end);
 	int syscall_nr = t->in_syscall ? t->syscall_nr : -1;
 	char state[8];
 	long ev;
@@ -316,7 +328,7 @@ static void close_runnable(struct builder *b, struct thread_build *t, uint64_t e
 		tl_event_flow_in(b->tl, ev, t->flow_in);
 	if (t->since_before_window)
 		tl_event_arg_uint(b->tl, ev, HT_ARG_BEFORE_WINDOW, 1);
-	if (is_breach_slice(b, t, HT_BREACH_RQ_DELAY, t->since_ns, end))
+	if (is_breach_slice(b, t, HT_INTERVAL_RUNQUEUE, t->since_ns, end))
 		attach_breach_stack(b, ev);
 }
 
@@ -468,7 +480,7 @@ static void close_syscall(struct builder *b, struct thread_build *t, uint64_t en
 		tl_event_arg_uint(b->tl, ev, HT_ARG_SYSCALL_ARG0, t->syscall_arg0);
 	else
 		tl_event_arg_uint(b->tl, ev, HT_ARG_BEFORE_WINDOW, 1);
-	if (exited && is_breach_slice(b, t, HT_BREACH_SYSCALL, t->syscall_since_ns, end))
+	if (exited && is_breach_slice(b, t, HT_INTERVAL_SYSCALL, t->syscall_since_ns, end))
 		attach_breach_stack(b, ev);
 	t->in_syscall = false;
 }

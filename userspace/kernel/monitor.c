@@ -147,9 +147,10 @@ static void set_settings(struct monitor_bpf *skel, const struct ht_monitor_confi
 {
 	skel->rodata->target_tgid = (__u32)cfg->tgid;
 	skel->rodata->prev_state_from_arg = cfg->prev_state_from_arg;
-	skel->rodata->rq_delay_thresh_ns = cfg->rq_delay_ns;
-	skel->rodata->off_cpu_thresh_ns = cfg->off_cpu_ns;
-	skel->rodata->syscall_thresh_ns = cfg->syscall_ns;
+	/* Each breach kind's threshold knob (base/breach_kinds.h). */
+	skel->rodata->rq_delay_thresh_ns = cfg->threshold_ns[HT_BREACH_RQ_DELAY];
+	skel->rodata->off_cpu_thresh_ns = cfg->threshold_ns[HT_BREACH_OFF_CPU];
+	skel->rodata->syscall_thresh_ns = cfg->threshold_ns[HT_BREACH_SYSCALL];
 	skel->rodata->syscall_filter_on = cfg->syscall_filter_on;
 	memcpy((void *)skel->rodata->syscall_filter, cfg->syscall_filter,
 	       sizeof(cfg->syscall_filter));
@@ -194,7 +195,7 @@ static int configure(struct monitor_bpf *skel, const struct ht_monitor_config *c
 		return ht_fail("cannot size the flight recorder: %s", strerror(-err));
 
 	/* Syscall tracepoints slow every task on the machine: attach only when asked. */
-	if (!cfg->syscall_ns) {
+	if (!cfg->threshold_ns[HT_BREACH_SYSCALL]) {
 		bpf_program__set_autoload(skel->progs.handle_sys_enter, false);
 		bpf_program__set_autoload(skel->progs.handle_sys_exit, false);
 	}
@@ -203,7 +204,7 @@ static int configure(struct monitor_bpf *skel, const struct ht_monitor_config *c
 	 * is held at the end is flushed by a loop over the slots (bpf_loop,
 	 * Linux 5.17): without it, held in a syscall that never returned is lost.
 	 */
-	if (!cfg->syscall_ns || !cfg->off_cpu_ns ||
+	if (!cfg->threshold_ns[HT_BREACH_SYSCALL] || !cfg->threshold_ns[HT_BREACH_OFF_CPU] ||
 	    libbpf_probe_bpf_helper(BPF_PROG_TYPE_RAW_TRACEPOINT, BPF_FUNC_loop, NULL) <= 0)
 		bpf_program__set_autoload(skel->progs.flush_held, false);
 	disable_missing_tracepoints(skel, btf);
@@ -305,7 +306,7 @@ int ht_monitor_open(struct ht_monitor *m, const struct ht_monitor_config *cfg)
 		load_failure("cannot attach the BPF programs", err);
 		goto fail;
 	}
-	m->syscalls_on = cfg->syscall_ns != 0;
+	m->syscalls_on = cfg->threshold_ns[HT_BREACH_SYSCALL] != 0;
 	m->attached_ns = monotonic_ns();
 	return 0;
 fail:

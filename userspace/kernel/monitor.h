@@ -20,7 +20,7 @@ struct monitor_bpf;
 
 struct ht_monitor_config {
 	int tgid;
-	uint64_t rq_delay_ns, off_cpu_ns, syscall_ns;
+	uint64_t threshold_ns[HT_BREACH_KIND_MAX]; /* by enum ht_breach_kind; 0: off */
 	bool syscall_filter_on;
 	uint64_t syscall_filter[HT_MAX_SYSCALLS / 64];
 	struct ht_breach_filters filters;

@@ -7,6 +7,9 @@
 #ifndef HT_DUMP_SCHEMA_H
 #define HT_DUMP_SCHEMA_H
 
+/* The breach kinds: their names, and the slice each one's interval is (enum ht_breach_interval). */
+#include "base/breach_kinds.h"
+
 /* Tracks. Thread tracks are named "comm"; their kernel tracks "comm (kernel)". */
 #define HT_TRACK_HYBTRACE     "hybtrace"   /* the breach, the window, metadata */
 #define HT_TRACK_CPU_FMT      "CPU %u"	   /* what ran there, slices "comm[pid]" */
@@ -20,6 +23,10 @@
 #define HT_CAT_USER	"user"	  /* user-space slices (on-CPU sources) */
 
 /* Slices and instants on a thread's kernel track. */
+/*
+ * The one that is a breach's interval (HT_INTERVAL_OFF_CPU, HT_INTERVAL_RUNQUEUE
+ * or HT_INTERVAL_SYSCALL in its kind's row) has the breach's kernel stack.
+ */
 #define HT_EV_OFF_CPU	 "off-cpu"   /* args: state, syscall; callstack: kernel stack */
 #define HT_EV_RUNQUEUE	 "runqueue"  /* args: cause, cpu, ran_instead.N.*, flow in from waker */
 #define HT_EV_WAKES	 "wakes"     /* instant where a wakeup was raised: args wakee_tid, source */
@@ -36,7 +43,8 @@
 #define HT_EV_TRIGGER	 "trigger"   /* a code trigger's hit, here and on its thread's track */
 
 /* Argument names. */
-#define HT_ARG_KIND	     "kind"	      /* breach kind, "manual", "exit" */
+/* A breach kind's name (ht_breach_kinds[].name), "manual", "exit". */
+#define HT_ARG_KIND	     "kind"
 #define HT_ARG_KINDS	     "kinds"	      /* every kind the wait breached: "off-cpu+syscall" */
 /* A syscall breach that slept past the off-CPU threshold too: that interval and threshold. */
 #define HT_ARG_OFF_CPU_START_NS	    "off_cpu_start_ns"
@@ -87,7 +95,10 @@
 #define HT_META_CMDLINE	       "cmdline"
 #define HT_META_TARGET_PID     "target_pid"
 #define HT_META_TARGET_COMM    "target_comm"
-/* rq-delay, off-cpu, syscall, off-cpu+syscall (one wait of both), manual, exit */
+/*
+ * The breach's kinds' names (ht_breach_kinds[].name: rq-delay, off-cpu, syscall),
+ * joined by '+' for one wait of several (off-cpu+syscall); manual, exit.
+ */
 #define HT_META_KIND	       "dump_kind"
 #define HT_META_WALL_CLOCK     "wall_clock"	   /* ISO 8601 with ms and zone, breach end */
 #define HT_META_TRIGGER	       "trigger"	/* trigger dumps: the spec */
