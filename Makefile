@@ -107,18 +107,20 @@ $(BUILD)/hybtrace: $(BUILD)/obj/main.o $(BUILD)/libhybtrace.a
 	$(Q)$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 
 # The tests' own library: the PT synthesizer and the PT test programs' build (tests/pt),
-# linked by the unit tests that single-step programs and by the decode benchmark.
-TEST_LIB_SRCS := tests/pt/pt_synth.c tests/pt/pt_programs.c
-TEST_LIB_HDRS := tests/pt/pt_synth.h tests/pt/pt_programs.h
+# linked by the unit tests that single-step programs and by the decode benchmark, and
+# the timelines and files the tests of the Perfetto writer and reader share.
+TEST_LIB_SRCS := tests/pt/pt_synth.c tests/pt/pt_programs.c tests/unit/trace_fixtures.c
+TEST_LIB_HDRS := tests/pt/pt_synth.h tests/pt/pt_programs.h tests/unit/trace_fixtures.h
+TEST_LIB_OBJS = $(patsubst tests/%.c,$(1)/tests/obj/%.o,$(TEST_LIB_SRCS))
 UNIT_DEPS := tests/unit/check.h $(TEST_LIB_HDRS)
 UNIT_CPPFLAGS := $(CPPFLAGS_ALL) -Itests/unit -Itests/pt
 
-$(BUILD)/tests/obj/%.o: tests/pt/%.c $(TEST_LIB_HDRS) $(USERSPACE_HDRS) $(GENERATED)
+$(BUILD)/tests/obj/%.o: tests/%.c $(TEST_LIB_HDRS) $(USERSPACE_HDRS) $(GENERATED)
 	$(call msg,CC,$@)
 	$(Q)mkdir -p $(@D)
 	$(Q)$(CC) $(CPPFLAGS_ALL) $(CFLAGS) $(WARNINGS) -c $< -o $@
 
-$(BUILD)/tests/libhttest.a: $(patsubst tests/pt/%.c,$(BUILD)/tests/obj/%.o,$(TEST_LIB_SRCS))
+$(BUILD)/tests/libhttest.a: $(call TEST_LIB_OBJS,$(BUILD))
 	$(call msg,AR,$@)
 	$(Q)rm -f $@ && ar rcs $@ $^
 
@@ -142,12 +144,12 @@ $(ASAN)/hybtrace: $(ASAN)/obj/main.o $(ASAN)/libhybtrace.a
 	$(call msg,LINK-ASAN,$@)
 	$(Q)$(CC) $(ASAN_CFLAGS) -o $@ $^ $(LDLIBS)
 
-$(ASAN)/tests/obj/%.o: tests/pt/%.c $(TEST_LIB_HDRS) $(USERSPACE_HDRS) $(GENERATED)
+$(ASAN)/tests/obj/%.o: tests/%.c $(TEST_LIB_HDRS) $(USERSPACE_HDRS) $(GENERATED)
 	$(call msg,CC-ASAN,$@)
 	$(Q)mkdir -p $(@D)
 	$(Q)$(CC) $(CPPFLAGS_ALL) $(ASAN_CFLAGS) $(WARNINGS) -c $< -o $@
 
-$(ASAN)/tests/libhttest.a: $(patsubst tests/pt/%.c,$(ASAN)/tests/obj/%.o,$(TEST_LIB_SRCS))
+$(ASAN)/tests/libhttest.a: $(call TEST_LIB_OBJS,$(ASAN))
 	$(call msg,AR,$@)
 	$(Q)rm -f $@ && ar rcs $@ $^
 

@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
- * Protobuf wire helpers, the Perfetto writer and the reader: round trips
+ * The Perfetto writer, and the reader on what it writes: round trips
  * through memory, files and streams; what the file holds, checked at the
- * wire level and by protoc against tests/perfetto/trace.proto; and the
- * reader on input that is broken, foreign or hostile.
+ * wire level and by protoc against tests/perfetto/trace.proto.
+ * (test_perfetto_read.c: the reader on other input; test_pb.c: the wire.)
  */
 #include <errno.h>
 #include <math.h>
@@ -21,114 +21,11 @@
 #include "sources/sample/sampler.h"
 #include "trace/timeline.h"
 #include "sources/sample/user_timeline.h"
+#include "trace_fixtures.h"
 
 #define PROTO_FILE "tests/perfetto/trace.proto"
 
 /* Helpers. */
-
-static int add_track(struct timeline *tl, enum tl_track_kind kind, const char *name,
-		     uint64_t parent, int32_t pid, int32_t tid, int32_t cpu)
-{
-	return tl_add_track(tl, &(struct tl_track_desc){
-					.kind = kind,
-					.name = name,
-					.parent_uuid = parent,
-					.pid = pid,
-					.tid = tid,
-					.cpu = cpu,
-				});
-}
-
-static uint64_t uuid_of(const struct timeline *tl, int track)
-{
-	return tl_track(tl, track)->uuid;
-}
-
-/* A timeline with every kind of track, argument, flow and call stack the model has. */
-static struct timeline *make_rich(void)
-{
-	struct timeline *tl = tl_new();
-	int proc = add_track(tl, TL_TRACK_PROCESS, "demo", 0, 100, 0, 0);
-	int main_thr = add_track(tl, TL_TRACK_THREAD, "main", uuid_of(tl, proc), 100, 100, 0);
-	int worker = add_track(tl, TL_TRACK_THREAD, "worker", uuid_of(tl, proc), 100, 102, 0);
-	int main_k = add_track(tl, TL_TRACK_THREAD_KERNEL, "main (kernel)", uuid_of(tl, main_thr),
-			       0, 0, 0);
-	int worker_k = add_track(tl, TL_TRACK_THREAD_KERNEL, "worker (kernel)", uuid_of(tl, worker),
-				 0, 0, 0);
-	int cpu0 = add_track(tl, TL_TRACK_CPU, "CPU 0", 0, 0, 0, 0);
-	int cpu3 = add_track(tl, TL_TRACK_CPU, "CPU 3", uuid_of(tl, proc), 0, 0, 3);
-	int glob = add_track(tl, TL_TRACK_GLOBAL, "triggers", 0, 0, 0, 0);
-	struct tl_frame_desc frames[64];
-	long ev;
-
-	tl_meta_set(tl, "hybtrace_version", "0.1.0");
-	tl_meta_set(tl, "kernel", "Linux 6.1.0-18-amd64");
-	tl_meta_set(tl, "cpu_model", "AMD EPYC 7B13");
-	tl_meta_set(tl, "cmdline", "hybtrace --pid 100 -o \"out file\"");
-	tl_meta_set(tl, "wall_clock", "2024-05-01T12:00:00Z");
-	tl_meta_set(tl, "loss.flight_recorder_overwritten", "0");
-	tl_set_clock_snapshot(tl, &(struct tl_clock_snapshot){
-					  .boottime_ns = 5000000123ull,
-					  .monotonic_ns = 4000000456ull,
-					  .realtime_ns = 1714564800000000789ull,
-				  });
-
-	/* 64 levels, each with the call stack that got there (root first). */
-	for (int i = 0; i < 64; i++) {
-		char name[16], fn[16];
-
-		snprintf(name, sizeof(name), "f%d", i);
-		snprintf(fn, sizeof(fn), "fn_%d", i);
-		frames[i] = (struct tl_frame_desc){NULL, i % 3 ? "/usr/bin/demo" : NULL,
-						   0x401000 + 16 * (uint64_t)i};
-		frames[i].function = i % 5 == 4 ? NULL : strdup(fn);
-		ev = tl_add_slice(tl, main_thr, 1000 + 10 * (uint64_t)i, 10000 - 20 * (uint64_t)i,
-				  name, i % 2 ? "user" : NULL);
-		tl_event_arg_uint(tl, ev, "depth", (uint64_t)i);
-		tl_event_callstack(tl, ev, frames, (size_t)i + 1);
-	}
-	for (int i = 0; i < 64; i++)
-		free((char *)frames[i].function);
-
-	/* Siblings that touch, a zero-length slice, instants on the edges. */
-	tl_add_slice(tl, worker, 2000, 500, "a", "user");
-	tl_add_slice(tl, worker, 2500, 500, "b", "user");
-	tl_add_slice(tl, worker, 2600, 400, "b.tail", "user");
-	tl_add_slice(tl, worker, 3000, 0, "zero", NULL);
-	tl_add_instant(tl, worker, 2500, "edge", NULL);
-	tl_add_instant(tl, worker, 3000, "end edge", NULL);
-	tl_add_slice(tl, worker, 4000, 10, NULL, NULL);
-
-	/* Every argument kind, extreme values included. */
-	ev = tl_add_instant(tl, glob, 1500, "breach", "trigger");
-	tl_event_arg_int(tl, ev, "negative", -42);
-	tl_event_arg_int(tl, ev, "min", INT64_MIN);
-	tl_event_arg_uint(tl, ev, "max", UINT64_MAX);
-	tl_event_arg_double(tl, ev, "nan", NAN);
-	tl_event_arg_double(tl, ev, "minus_inf", -INFINITY);
-	tl_event_arg_double(tl, ev, "tenth", 0.1);
-	tl_event_arg_str(tl, ev, "text", "na\xc3\xafve \"quoted\" \\ tab\t");
-	tl_event_arg_str(tl, ev, "empty", "");
-	tl_event_arg_int(tl, ev, NULL, 7);
-
-	/* A wakeup: the waker's flow ends at the wakee's run-queue wait; one flow passes through.
-	 */
-	ev = tl_add_slice(tl, worker_k, 5000, 100, "write", "syscall");
-	tl_event_flow_out(tl, ev, 0xfeedfacecafebeefull);
-	tl_event_flow_out(tl, ev, 77);
-	ev = tl_add_slice(tl, main_k, 5050, 200, "runnable", "sched");
-	tl_event_flow_in(tl, ev, 0xfeedfacecafebeefull);
-	tl_event_arg_str(tl, ev, "culprit", "kworker/0:1");
-	ev = tl_add_instant(tl, main_k, 5300, "switch in", "sched");
-	tl_event_flow_out(tl, ev, 77);
-	tl_event_flow_in(tl, ev, 78);
-
-	/* It begins a flow that ends on the instant: flows cross tracks both ways. */
-	ev = tl_add_slice(tl, cpu0, 5050, 200, "kworker/0:1", NULL);
-	tl_event_flow_out(tl, ev, 78);
-	tl_add_slice(tl, cpu3, 5000, 100, "worker", NULL);
-	return tl;
-}
 
 static struct timeline *round_trip(const struct timeline *tl, struct pftr_stats *stats)
 {
@@ -148,260 +45,17 @@ static struct timeline *round_trip(const struct timeline *tl, struct pftr_stats 
 	return back;
 }
 
-static bool same(const struct timeline *a, const struct timeline *b)
-{
-	char why[512];
-
-	if (b && tl_equal(a, b, why, sizeof(why)))
-		return true;
-	if (b)
-		printf("     differ: %s\n", why);
-	return false;
-}
-
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-/* Read LEN bytes and expect an error whose message contains WANT. */
-static bool read_fails(const void *data, size_t len, const char *want)
-{
-	char err[256] = "";
-	struct timeline *tl = pftr_read_mem(data, len, NULL, err, sizeof(err));
-
-	if (tl) {
-		tl_free(tl);
-		printf("     read succeeded, wanted an error with \"%s\"\n", want);
-		return false;
-	}
-	if (!strstr(err, want)) {
-		printf("     error \"%s\" lacks \"%s\"\n", err, want);
-		return false;
-	}
-	return true;
-}
-
-static char tmp_dir[64];
-
-__attribute__((destructor)) static void remove_tmp_dir(void)
-{
-	if (tmp_dir[0])
-		rmdir(tmp_dir);
-}
-
-/* PATH in a directory of this run's own, removed at exit (tests unlink their files). */
-static char *tmp_path(const char *name)
-{
-	char *dir = tmp_dir;
-	char *path;
-
-	if (!dir[0]) {
-		snprintf(dir, sizeof(tmp_dir), "/tmp/ht-test-perfetto-XXXXXX");
-		if (!mkdtemp(dir))
-			return NULL;
-	}
-	if (asprintf(&path, "%s/%s", dir, name) < 0)
-		return NULL;
-	return path;
-}
-
-static int write_file(const char *path, const void *data, size_t len)
-{
-	FILE *f = fopen(path, "wb");
-
-	if (!f)
-		return -1;
-	if (len && fwrite(data, 1, len, f) != len) {
-		fclose(f);
-		return -1;
-	}
-	return fclose(f);
-}
-
-/* Hand-made packets, for input the writer never produces. */
-
-static size_t packet_begin(struct pb_buf *b, uint32_t seq, uint64_t flags)
-{
-	size_t p = pb_begin(b, PFT_TRACE_PACKET);
-
-	pb_varint(b, PFT_PACKET_SEQUENCE_ID, seq);
-	if (flags)
-		pb_varint(b, PFT_PACKET_SEQUENCE_FLAGS, flags);
-	return p;
-}
-
-static void track_packet(struct pb_buf *b, uint64_t uuid, const char *name)
-{
-	size_t p = packet_begin(b, 1, 0);
-	size_t d = pb_begin(b, PFT_PACKET_TRACK_DESCRIPTOR);
-
-	pb_varint(b, PFT_TRACK_UUID, uuid);
-	pb_string(b, PFT_TRACK_NAME, name);
-	pb_end(b, d);
-	pb_end(b, p);
-}
-
-/* An event with an inline name (no interning), on track UUID. */
-static void event_packet(struct pb_buf *b, uint32_t seq, uint64_t flags, uint64_t ts, uint64_t type,
-			 uint64_t uuid, const char *name)
-{
-	size_t p = packet_begin(b, seq, flags);
-	size_t e;
-
-	pb_varint(b, PFT_PACKET_TIMESTAMP, ts);
-	e = pb_begin(b, PFT_PACKET_TRACK_EVENT);
-	pb_varint(b, PFT_EVENT_TYPE, type);
-	if (uuid)
-		pb_varint(b, PFT_EVENT_TRACK_UUID, uuid);
-	if (name)
-		pb_string(b, PFT_EVENT_NAME, name);
-	pb_end(b, e);
-	pb_end(b, p);
-}
-
-/* pb: the wire helpers. */
-
-TEST(pb_varints_round_trip)
-{
-	static const uint64_t values[] = {0,	 1,	127,	    128,	300,
-					  16383, 16384, UINT32_MAX, 1ull << 63, UINT64_MAX};
-	struct pb_buf b;
-	struct pb_reader r;
-	struct pb_field f;
-
-	pb_buf_init(&b);
-	for (size_t i = 0; i < sizeof(values) / sizeof(values[0]); i++)
-		pb_varint(&b, (uint32_t)i + 1, values[i]);
-	pb_int(&b, 20, -1);
-	pb_fixed64(&b, 21, 0x0102030405060708ull);
-	pb_double(&b, 22, -2.5);
-	pb_string(&b, PB_MAX_FIELD, "x");
-	CHECK(!b.err);
-	pb_reader_init(&r, b.data, b.len);
-	for (size_t i = 0; i < sizeof(values) / sizeof(values[0]); i++) {
-		CHECK(pb_next(&r, &f) == 1);
-		CHECK(f.number == i + 1 && f.wire == PB_WIRE_VARINT);
-		CHECK_EQ_U64(f.value, values[i]);
-	}
-	CHECK(pb_next(&r, &f) == 1 && f.value == UINT64_MAX); /* -1 takes ten bytes */
-	CHECK(pb_next(&r, &f) == 1 && f.wire == PB_WIRE_FIXED64);
-	CHECK_EQ_U64(f.value, 0x0102030405060708ull);
-	CHECK(pb_next(&r, &f) == 1 && pb_field_double(&f) == -2.5);
-	CHECK(pb_next(&r, &f) == 1 && f.number == PB_MAX_FIELD && f.len == 1);
-	CHECK(pb_next(&r, &f) == 0);
-	pb_buf_free(&b);
-}
-
-TEST(pb_nested_lengths_are_patched)
-{
-	static const size_t sizes[] = {0, 1, 127, 128, 16383, 16384, 70000};
-	struct pb_buf b;
-	struct pb_reader r, sub, inner;
-	struct pb_field f, g;
-	char *body = calloc(1, 70000);
-
-	pb_buf_init(&b);
-	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
-		size_t outer = pb_begin(&b, 1);
-		size_t mid = pb_begin(&b, 2);
-
-		pb_bytes(&b, 3, body, sizes[i]);
-		pb_end(&b, mid);
-		pb_varint(&b, 4, i);
-		pb_end(&b, outer);
-	}
-	CHECK(!b.err);
-	pb_reader_init(&r, b.data, b.len);
-	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
-		CHECK(pb_next(&r, &f) == 1 && !pb_enter(&r, &f, &sub));
-		CHECK(pb_next(&sub, &g) == 1 && g.number == 2 && !pb_enter(&sub, &g, &inner));
-		CHECK(pb_next(&inner, &g) == 1 && g.number == 3);
-		CHECK_EQ_U64(g.len, sizes[i]);
-		CHECK(pb_next(&sub, &g) == 1 && g.number == 4 && g.value == i);
-		CHECK(pb_next(&sub, &g) == 0);
-	}
-	CHECK(pb_next(&r, &f) == 0);
-	free(body);
-	pb_buf_free(&b);
-}
-
-static int pb_first_error(const void *data, size_t len)
-{
-	struct pb_reader r;
-	struct pb_field f;
-	int ret;
-
-	pb_reader_init(&r, data, len);
-	while ((ret = pb_next(&r, &f)) > 0)
-		;
-	return ret;
-}
-
-TEST(pb_reader_rejects_malformed_input)
-{
-	CHECK(pb_first_error("\x08", 1) == PB_ERR_TRUNCATED);
-	CHECK(pb_first_error("\x08\x80\x80", 3) == PB_ERR_TRUNCATED);
-	/* Eleven bytes, and ten whose last carries more than bit 63. */
-	CHECK(pb_first_error("\x08\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01", 12) ==
-	      PB_ERR_VARINT_LONG);
-	CHECK(pb_first_error("\x08\xff\xff\xff\xff\xff\xff\xff\xff\xff\x02", 11) ==
-	      PB_ERR_VARINT_LONG);
-	CHECK(pb_first_error("\x08\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01", 11) == 0);
-	CHECK(pb_first_error("\x0a\x05"
-			     "abc",
-			     5) == PB_ERR_LENGTH);
-	CHECK(pb_first_error("\x0a\xff\xff\xff\xff\xff\xff\xff\xff\x7f", 10) == PB_ERR_LENGTH);
-	CHECK(pb_first_error("\x09\x01\x02", 3) == PB_ERR_TRUNCATED);
-	CHECK(pb_first_error("\x0d\x01\x02\x03\x04", 5) == 0);
-	CHECK(pb_first_error("\x0b", 1) == PB_ERR_WIRE_TYPE); /* start group */
-	CHECK(pb_first_error("\x0c", 1) == PB_ERR_WIRE_TYPE); /* end group */
-	CHECK(pb_first_error("\x0e\x00", 2) == PB_ERR_WIRE_TYPE);
-	CHECK(pb_first_error("\x0f\x00", 2) == PB_ERR_WIRE_TYPE);
-	CHECK(pb_first_error("\x00\x00", 2) == PB_ERR_FIELD_NUMBER);
-	CHECK(pb_first_error("\x80\x80\x80\x80\x10\x00", 6) == PB_ERR_FIELD_NUMBER);
-	CHECK(strlen(pb_strerror(PB_ERR_DEPTH)) > 0);
-}
-
-TEST(pb_reader_limits_depth)
-{
-	struct pb_buf b;
-	struct pb_reader r[PB_MAX_DEPTH + 2];
-	struct pb_field f;
-	size_t tokens[PB_MAX_DEPTH + 1];
-	int depth = 0, err = 0;
-
-	pb_buf_init(&b);
-	for (int i = 0; i <= PB_MAX_DEPTH; i++)
-		tokens[i] = pb_begin(&b, 1);
-	pb_varint(&b, 2, 1);
-	for (int i = PB_MAX_DEPTH; i >= 0; i--)
-		pb_end(&b, tokens[i]);
-	pb_reader_init(&r[0], b.data, b.len);
-	while (!err && pb_next(&r[depth], &f) == 1 && f.wire == PB_WIRE_LEN) {
-		err = pb_enter(&r[depth], &f, &r[depth + 1]);
-		if (!err)
-			depth++;
-	}
-	CHECK(err == PB_ERR_DEPTH);
-	CHECK(depth == PB_MAX_DEPTH);
-	pb_buf_free(&b);
-}
-
 /* Round trips. */
 
 TEST(round_trip_rich_timeline)
 {
-	struct timeline *tl = make_rich();
+	struct timeline *tl = fx_make_rich();
 	struct pftr_stats stats;
 	struct timeline *back;
 
 	CHECK(!tl_error(tl));
 	back = round_trip(tl, &stats);
-	CHECK(same(tl, back));
+	CHECK(fx_same(tl, back));
 	CHECK_EQ_U64(stats.events, tl_event_count(tl));
 	CHECK_EQ_U64(stats.skipped_packets + stats.skipped_events + stats.skipped_details, 0);
 	tl_free(back);
@@ -413,7 +67,7 @@ TEST(round_trip_empty_timeline)
 	struct timeline *tl = tl_new();
 	struct timeline *back = round_trip(tl, NULL);
 
-	CHECK(same(tl, back));
+	CHECK(fx_same(tl, back));
 	CHECK(tl_clock_snapshot(back) == NULL);
 	tl_free(back);
 	tl_free(tl);
@@ -422,7 +76,7 @@ TEST(round_trip_empty_timeline)
 TEST(round_trip_deep_nesting_every_level_ends_together)
 {
 	struct timeline *tl = tl_new();
-	int t = add_track(tl, TL_TRACK_THREAD, "t", 0, 1, 1, 0);
+	int t = fx_add_track(tl, TL_TRACK_THREAD, "t", 0, 1, 1, 0);
 	struct timeline *back;
 
 	/* 64 levels that all start and end at the same two instants. */
@@ -433,7 +87,7 @@ TEST(round_trip_deep_nesting_every_level_ends_together)
 		tl_add_slice(tl, t, 100, 100, name, NULL);
 	}
 	back = round_trip(tl, NULL);
-	CHECK(same(tl, back));
+	CHECK(fx_same(tl, back));
 	tl_free(back);
 	tl_free(tl);
 }
@@ -476,7 +130,7 @@ TEST(round_trip_hybtrace_track_of_the_timeline)
 	CHECK(!pftw_write_mem(tl, &data, &len, err, sizeof(err)));
 	CHECK_EQ_U64(descriptors_of(data, len, TL_HYBTRACE_UUID), 1);
 	back = pftr_read_mem(data, len, NULL, err, sizeof(err));
-	CHECK(same(tl, back));
+	CHECK(fx_same(tl, back));
 	free(data);
 	tl_free(back);
 	tl_free(tl);
@@ -494,7 +148,7 @@ TEST(round_trip_metadata_without_hybtrace_track)
 	/* The writer gives the metadata a track; reading it back does not add one. */
 	CHECK_EQ_U64(descriptors_of(data, len, TL_HYBTRACE_UUID), 1);
 	back = pftr_read_mem(data, len, NULL, err, sizeof(err));
-	CHECK(same(tl, back));
+	CHECK(fx_same(tl, back));
 	CHECK_EQ_U64(tl_track_count(back), 0);
 	free(data);
 	tl_free(back);
@@ -503,8 +157,8 @@ TEST(round_trip_metadata_without_hybtrace_track)
 
 TEST(round_trip_through_files_and_streams)
 {
-	struct timeline *tl = make_rich(), *back;
-	char *path = tmp_path("rich.perfetto-trace");
+	struct timeline *tl = fx_make_rich(), *back;
+	char *path = fx_tmp_path("rich.perfetto-trace");
 	char err[256] = "";
 	FILE *stream = tmpfile();
 	char *data = malloc(1 << 20);
@@ -512,7 +166,7 @@ TEST(round_trip_through_files_and_streams)
 
 	CHECK(!pftw_write_path(tl, path, err, sizeof(err)));
 	back = pftr_read_path(path, NULL, err, sizeof(err));
-	CHECK(same(tl, back));
+	CHECK(fx_same(tl, back));
 	tl_free(back);
 	/* Writing again replaces the file whole. */
 	CHECK(!pftw_write_path(tl, path, err, sizeof(err)));
@@ -520,7 +174,7 @@ TEST(round_trip_through_files_and_streams)
 	rewind(stream);
 	len = fread(data, 1, 1 << 20, stream);
 	back = pftr_read_mem(data, len, NULL, err, sizeof(err));
-	CHECK(same(tl, back));
+	CHECK(fx_same(tl, back));
 	tl_free(back);
 	fclose(stream);
 	CHECK(pftw_write_path(tl, "/nonexistent-dir/x.perfetto-trace", err, sizeof(err)) < 0);
@@ -533,8 +187,8 @@ TEST(round_trip_through_files_and_streams)
 
 TEST(round_trip_fd_output_equals_memory_output)
 {
-	struct timeline *tl = make_rich();
-	char *path = tmp_path("fd.perfetto-trace");
+	struct timeline *tl = fx_make_rich();
+	char *path = fx_tmp_path("fd.perfetto-trace");
 	char err[256] = "";
 	void *mem = NULL, *file = NULL;
 	size_t mem_len = 0, file_len = 0;
@@ -559,13 +213,14 @@ TEST(round_trip_fd_output_equals_memory_output)
 static struct timeline *make_big(size_t nevents)
 {
 	struct timeline *tl = tl_new();
-	int proc = add_track(tl, TL_TRACK_PROCESS, "big", 0, 1, 0, 0);
+	int proc = fx_add_track(tl, TL_TRACK_PROCESS, "big", 0, 1, 0, 0);
 	int threads[4];
 	struct tl_frame_desc frames[8];
 	char name[32], fn[8][16];
 
 	for (int i = 0; i < 4; i++)
-		threads[i] = add_track(tl, TL_TRACK_THREAD, "w", uuid_of(tl, proc), 1, 10 + i, 0);
+		threads[i] =
+			fx_add_track(tl, TL_TRACK_THREAD, "w", fx_uuid_of(tl, proc), 1, 10 + i, 0);
 	for (int i = 0; i < 8; i++) {
 		snprintf(fn[i], sizeof(fn[i]), "fn%d", i);
 		frames[i] = (struct tl_frame_desc){fn[i], "/bin/big", (uint64_t)i * 64};
@@ -597,12 +252,12 @@ TEST(round_trip_over_100k_events_fast)
 	double t0, t1, t2;
 
 	CHECK(!tl_error(tl));
-	t0 = now_s();
+	t0 = fx_now_s();
 	CHECK(!pftw_write_mem(tl, &data, &len, err, sizeof(err)));
-	t1 = now_s();
+	t1 = fx_now_s();
 	back = pftr_read_mem(data, len, NULL, err, sizeof(err));
-	t2 = now_s();
-	CHECK(same(tl, back));
+	t2 = fx_now_s();
+	CHECK(fx_same(tl, back));
 	if (t1 - t0 > 1.0 || t2 - t1 > 1.0)
 		printf("     slow: %zu events, %zu bytes: write %.2f s, read %.2f s\n",
 		       tl_event_count(tl), len, t1 - t0, t2 - t1);
@@ -616,9 +271,9 @@ TEST(round_trip_over_100k_events_fast)
 struct packet_summary {
 	size_t packets;
 	size_t first_flags, later_flags_wrong, missing_seq;
-	uint64_t event_seq;	    /* the sequence of the first packet */
-	size_t descriptors;	    /* track descriptors, all on another sequence ... */
-	size_t descriptors_wrong;   /* ... or on the events', or with incremental state flags */
+	uint64_t event_seq;	  /* the sequence of the first packet */
+	size_t descriptors;	  /* track descriptors, all on another sequence ... */
+	size_t descriptors_wrong; /* ... or on the events', or with incremental state flags */
 	bool defaults_monotonic;
 	size_t flow_fixed64, flow_other_wire;
 	size_t interned_twice;
@@ -729,7 +384,7 @@ static void summarize(const void *data, size_t len, struct packet_summary *s)
 
 TEST(writer_packets_follow_perfetto_rules)
 {
-	struct timeline *tl = make_rich();
+	struct timeline *tl = fx_make_rich();
 	struct packet_summary s;
 	char err[256] = "";
 	void *data = NULL;
@@ -812,7 +467,7 @@ TEST(round_trip_random_nesting_and_ties)
 
 		rnd_state = seed;
 		for (int i = 0; i < ntracks; i++)
-			tracks[i] = add_track(tl, TL_TRACK_GLOBAL, "t", 0, 0, 0, 0);
+			tracks[i] = fx_add_track(tl, TL_TRACK_GLOBAL, "t", 0, 0, 0, 0);
 		for (int i = 0; i < ntracks; i++)
 			for (uint64_t t = 1000, r = 0; r < 1 + seed % 4; r++) {
 				uint64_t s0 = t + rnd(3), e0 = s0 + rnd(60);
@@ -837,7 +492,7 @@ TEST(round_trip_random_nesting_and_ties)
 		summarize(data, len, &sum);
 		CHECK_EQ_U64(sum.time_order_errors, 0);
 		back = pftr_read_mem(data, len, NULL, err, sizeof(err));
-		CHECK(same(tl, back));
+		CHECK(fx_same(tl, back));
 		free(data);
 		tl_free(back);
 		tl_free(tl);
@@ -952,7 +607,8 @@ static size_t flows_ended_before_begun(const struct walked_point *v, size_t n)
 
 			if (i < n && i > j) {
 				if (bad < 3)
-					printf("     flow %llu ends at point %zu before it begins at "
+					printf("     flow %llu ends at point %zu before it begins "
+					       "at "
 					       "%zu\n",
 					       (unsigned long long)v[j].in[k], j, i);
 				bad++;
@@ -1027,7 +683,7 @@ TEST(writer_begins_flows_before_ending_them_at_equal_times)
 	      point_of(v, n, tl_intern(tl, "Z"), PFT_TYPE_INSTANT));
 	/* The reader, which applies Perfetto's rule, keeps every flow. */
 	back = pftr_read_mem(data, len, &st, err, sizeof(err));
-	CHECK(same(tl, back));
+	CHECK(fx_same(tl, back));
 	CHECK_EQ_U64(st.flows_begun, 5);
 	CHECK_EQ_U64(st.flow_ends_dropped, 0);
 	free(data);
@@ -1045,7 +701,7 @@ TEST(writer_nests_equal_time_begins_outermost_first)
 	static const char *const equal[] = {"start_thread", "worker", "clock_gettime"};
 	static const char *const longer[] = {"a", "b", "c"};
 	struct timeline *tl = tl_new();
-	int t = add_track(tl, TL_TRACK_THREAD, "worker", 0, 1, 2, 0);
+	int t = fx_add_track(tl, TL_TRACK_THREAD, "worker", 0, 1, 2, 0);
 	struct walked_point v[64];
 	char err[256] = "";
 	void *data = NULL;
@@ -1068,7 +724,8 @@ TEST(writer_nests_equal_time_begins_outermost_first)
 		if (c < n)
 			CHECK_EQ_U64(v[c].depth, i);
 		/* The ends at 1100: innermost first. */
-		CHECK(b < n && b + 3 + (2 - i) < n && v[b + 3 + (2 - i)].type == PFT_TYPE_SLICE_END);
+		CHECK(b < n && b + 3 + (2 - i) < n &&
+		      v[b + 3 + (2 - i)].type == PFT_TYPE_SLICE_END);
 	}
 	free(data);
 	tl_free(tl);
@@ -1079,8 +736,8 @@ TEST(sample_frames_nest_root_first_in_the_file)
 {
 	struct ht_sample_set set = {0};
 	struct ht_sample smp = {.time_ns = 1000, .pid = 7, .tid = 7, .nr_user = 4};
-	struct ht_user_window uw = {.tgid = 7, .t0 = 0, .t1 = 5000, .period_ns = 1000,
-				    .samples = &set};
+	struct ht_user_window uw = {
+		.tgid = 7, .t0 = 0, .t1 = 5000, .period_ns = 1000, .samples = &set};
 	/* Leaf first, as perf gives a callchain; no symbolizer: named by address. */
 	static const uint64_t chain[] = {0x4000, 0x3000, 0x2000, 0x1000};
 	struct timeline *tl = tl_new();
@@ -1135,7 +792,8 @@ TEST(writer_orders_random_flows_at_equal_times)
 			tracks[i] = add_track_uuid(tl, TL_TRACK_GLOBAL, "t",
 						   100 + rnd(1000) * 8 + (uint64_t)i);
 		for (int i = 0; i < ntracks; i++)
-			rnd_tree(v, &n, (size_t)(i + 1) * CAP / 5, tracks[i], 1000 + 10 * rnd(3), 1040, 0);
+			rnd_tree(v, &n, (size_t)(i + 1) * CAP / 5, tracks[i], 1000 + 10 * rnd(3),
+				 1040, 0);
 		for (size_t i = 0; i < n; i++)
 			if (v[i].instant)
 				tl_add_instant(tl, v[i].track, v[i].ts, v[i].name, "c");
@@ -1188,7 +846,7 @@ TEST(writer_orders_random_flows_at_equal_times)
 		nw = walk_points(data, len, w, 4 * CAP);
 		CHECK_EQ_U64(flows_ended_before_begun(w, nw), 0);
 		back = pftr_read_mem(data, len, &st, err, sizeof(err));
-		CHECK(same(tl, back));
+		CHECK(fx_same(tl, back));
 		CHECK_EQ_U64(st.flows_begun, nflows);
 		CHECK_EQ_U64(st.flow_ends_dropped, 0);
 		free(data);
@@ -1204,7 +862,7 @@ TEST(writer_orders_random_flows_at_equal_times)
 TEST(writer_refuses_bad_nesting_and_incomplete_timelines)
 {
 	struct timeline *tl = tl_new();
-	int t = add_track(tl, TL_TRACK_THREAD, "worker", 0, 1, 2, 0);
+	int t = fx_add_track(tl, TL_TRACK_THREAD, "worker", 0, 1, 2, 0);
 	char err[256] = "";
 	void *data = NULL;
 	size_t len = 0;
@@ -1217,7 +875,7 @@ TEST(writer_refuses_bad_nesting_and_incomplete_timelines)
 	tl_free(tl);
 
 	tl = tl_new();
-	t = add_track(tl, TL_TRACK_THREAD, "worker", 0, 1, 2, 0);
+	t = fx_add_track(tl, TL_TRACK_THREAD, "worker", 0, 1, 2, 0);
 	tl_add_slice(tl, t + 1, 0, 1, "nowhere", NULL);
 	CHECK(pftw_write_mem(tl, &data, &len, err, sizeof(err)) == -EINVAL);
 	CHECK(strstr(err, "incomplete") != NULL);
@@ -1227,8 +885,8 @@ TEST(writer_refuses_bad_nesting_and_incomplete_timelines)
 /* protoc, when it is installed, decodes the file with our .proto and finds no unknown field. */
 TEST(protoc_decodes_written_file)
 {
-	struct timeline *tl = make_rich();
-	char *path = tmp_path("protoc.perfetto-trace");
+	struct timeline *tl = fx_make_rich();
+	char *path = fx_tmp_path("protoc.perfetto-trace");
 	char err[256] = "", line[512], cmd[1024];
 	size_t unknown = 0, flows = 0, callstacks = 0, lines = 0;
 	FILE *out;
@@ -1268,602 +926,4 @@ TEST(protoc_decodes_written_file)
 	unlink(path);
 	free(path);
 	tl_free(tl);
-}
-
-/* The reader and bad input. */
-
-TEST(reader_missing_empty_and_directory)
-{
-	char *path = tmp_path("empty.perfetto-trace");
-	char err[256] = "";
-
-	CHECK(pftr_read_path("/nonexistent-dir/none.perfetto-trace", NULL, err, sizeof(err)) ==
-	      NULL);
-	CHECK(strstr(err, "cannot open /nonexistent-dir/none.perfetto-trace") != NULL);
-	CHECK(pftr_read_path("/", NULL, err, sizeof(err)) == NULL);
-	CHECK(strstr(err, "directory") != NULL);
-	CHECK(!write_file(path, "", 0));
-	CHECK(pftr_read_path(path, NULL, err, sizeof(err)) == NULL);
-	CHECK(strstr(err, path) && strstr(err, "empty"));
-	unlink(path);
-	free(path);
-}
-
-TEST(reader_other_formats)
-{
-	char err[256] = "";
-
-	CHECK(pftr_read_path("/proc/self/exe", NULL, err, sizeof(err)) == NULL);
-	CHECK(strstr(err, "ELF") != NULL);
-	CHECK(read_fails("hello, world\n", 13, "text"));
-	CHECK(read_fails("{\"traceEvents\": []}", 19, "JSON"));
-	CHECK(read_fails("\x1f\x8b\x08\x00\x00\x00", 6, "gzip"));
-	CHECK(read_fails("PERFILE2\x00\x01", 10, "perf.data"));
-	CHECK(read_fails("\x02\x03\x04\x80", 4, "does not start with a TracePacket"));
-	/* A packet, then something that is not one. */
-	CHECK(read_fails("\x0a\x00\x10\x01", 4, "where a TracePacket should be"));
-}
-
-TEST(reader_truncated_files_fail_cleanly)
-{
-	struct timeline *tl = tl_new();
-	int t = add_track(tl, TL_TRACK_THREAD, "t", 0, 1, 2, 0);
-	char err[256] = "";
-	void *data = NULL;
-	size_t len = 0, failed = 0;
-	long ev = tl_add_slice(tl, t, 10, 100, "outer", "cat");
-
-	tl_event_arg_str(tl, ev, "k", "value");
-	tl_event_callstack(tl, ev, &(struct tl_frame_desc){"main", "/bin/x", 16}, 1);
-	tl_add_slice(tl, t, 20, 10, "inner", "cat");
-	tl_meta_set(tl, "kernel", "6.1");
-	CHECK(!pftw_write_mem(tl, &data, &len, err, sizeof(err)));
-	/* Every prefix: an error or (cut between packets) a shorter trace, never a crash. */
-	for (size_t cut = 1; cut < len; cut++) {
-		struct timeline *part = pftr_read_mem(data, cut, NULL, err, sizeof(err));
-
-		failed += !part;
-		if (!part && !err[0])
-			CHECK(!"an error without a message");
-		tl_free(part);
-	}
-	CHECK(failed > len / 2);
-	CHECK(read_fails(data, len - 1, "truncated"));
-	free(data);
-	tl_free(tl);
-}
-
-TEST(reader_length_larger_than_file)
-{
-	/* A packet that claims 60000 bytes, in a 7-byte file. */
-	CHECK(read_fails("\x0a\xe0\xd4\x03\x08\x01\x00", 7, "length larger than"));
-	/* The same inside a packet: a track event that claims more than its packet has. */
-	CHECK(read_fails("\x0a\x04\x5a\x7f\x48\x01", 6, "length larger than"));
-}
-
-TEST(reader_random_bytes_never_crash)
-{
-	uint64_t x = 0x2545f4914f6cdd1dull;
-	uint8_t buf[2048];
-	char err[256];
-	size_t accepted = 0;
-
-	for (int round = 0; round < 3000; round++) {
-		size_t len = 1 + (size_t)(x % sizeof(buf));
-
-		for (size_t i = 0; i < len; i++) {
-			x ^= x << 13;
-			x ^= x >> 7;
-			x ^= x << 17;
-			buf[i] = (uint8_t)x;
-		}
-		/* Half of them start like a trace, to get past the first check. */
-		if (round % 2)
-			buf[0] = 0x0a;
-		struct timeline *tl = pftr_read_mem(buf, len, NULL, err, sizeof(err));
-
-		accepted += tl != NULL;
-		tl_free(tl);
-	}
-	CHECK(accepted < 30);
-}
-
-TEST(reader_skips_unknown_fields_and_deep_unknown_nesting)
-{
-	struct pb_buf b;
-	struct timeline *tl;
-	struct pftr_stats stats;
-	char err[256] = "";
-	size_t p, e, deep[200];
-
-	pb_buf_init(&b);
-	track_packet(&b, 5, "t");
-	p = packet_begin(&b, 1, 0);
-	pb_varint(&b, 999, 1);			   /* unknown varint */
-	pb_fixed64(&b, 1000, 2);		   /* unknown fixed64 */
-	pb_raw(&b, "\xc5\x3e\x01\x02\x03\x04", 6); /* field 1000, fixed32 */
-	for (int i = 0; i < 200; i++)		   /* an unknown message 200 deep */
-		deep[i] = pb_begin(&b, 77);
-	pb_varint(&b, 1, 1);
-	for (int i = 199; i >= 0; i--)
-		pb_end(&b, deep[i]);
-	pb_varint(&b, PFT_PACKET_TIMESTAMP, 10);
-	e = pb_begin(&b, PFT_PACKET_TRACK_EVENT);
-	pb_varint(&b, PFT_EVENT_TYPE, PFT_TYPE_INSTANT);
-	pb_varint(&b, PFT_EVENT_TRACK_UUID, 5);
-	pb_string(&b, PFT_EVENT_NAME, "mark");
-	pb_string(&b, 9000, "an extension field");
-	pb_end(&b, e);
-	pb_end(&b, p);
-	tl = pftr_read_mem(b.data, b.len, &stats, err, sizeof(err));
-	CHECK(tl != NULL);
-	if (tl) {
-		CHECK_EQ_U64(tl_event_count(tl), 1);
-		CHECK_STR(tl_str_get(tl, tl_event(tl, 0)->name), "mark");
-	}
-	tl_free(tl);
-	pb_buf_free(&b);
-}
-
-TEST(reader_reads_traces_with_other_packet_types)
-{
-	struct timeline *rich = make_rich(), *tl;
-	struct pftr_stats stats;
-	struct pb_buf b;
-	char err[256] = "";
-	void *data = NULL;
-	size_t len = 0, p, q;
-
-	/* Packets of kinds the model has no place for, around a trace of ours. */
-	pb_buf_init(&b);
-	p = pb_begin(&b, PFT_TRACE_PACKET);
-	q = pb_begin(&b, 1); /* ftrace_events */
-	pb_varint(&b, 1, 3);
-	pb_end(&b, q);
-	pb_varint(&b, PFT_PACKET_SEQUENCE_ID, 9);
-	pb_end(&b, p);
-	CHECK(!pftw_write_mem(rich, &data, &len, err, sizeof(err)));
-	pb_raw(&b, data, len);
-	p = pb_begin(&b, PFT_TRACE_PACKET);
-	q = pb_begin(&b, 35); /* trace_stats */
-	pb_end(&b, q);
-	pb_end(&b, p);
-	p = pb_begin(&b, PFT_TRACE_PACKET);
-	q = pb_begin(&b, 2); /* process_tree */
-	pb_varint(&b, 1, 1);
-	pb_end(&b, q);
-	pb_end(&b, p);
-	tl = pftr_read_mem(b.data, b.len, &stats, err, sizeof(err));
-	CHECK(same(rich, tl));
-	CHECK_EQ_U64(stats.skipped_packets, 3);
-	free(data);
-	pb_buf_free(&b);
-	tl_free(tl);
-	tl_free(rich);
-}
-
-TEST(reader_rejects_unmatched_and_unended_slices)
-{
-	struct pb_buf b;
-
-	pb_buf_init(&b);
-	track_packet(&b, 5, "t");
-	event_packet(&b, 1, 0, 10, PFT_TYPE_SLICE_END, 5, NULL);
-	CHECK(read_fails(b.data, b.len, "no slice open"));
-	pb_buf_reset(&b);
-	track_packet(&b, 5, "t");
-	event_packet(&b, 1, 0, 10, PFT_TYPE_SLICE_BEGIN, 5, "forever");
-	CHECK(read_fails(b.data, b.len, "'forever' on track 't' begins at 10 ns and never ends"));
-	pb_buf_reset(&b);
-	track_packet(&b, 5, "t");
-	event_packet(&b, 1, 0, 10, PFT_TYPE_SLICE_BEGIN, 5, "backwards");
-	event_packet(&b, 1, 0, 5, PFT_TYPE_SLICE_END, 5, NULL);
-	CHECK(read_fails(b.data, b.len, "before it begins"));
-	pb_buf_free(&b);
-}
-
-TEST(reader_rejects_iids_never_interned)
-{
-	struct pb_buf b;
-	size_t p, e;
-
-	pb_buf_init(&b);
-	track_packet(&b, 5, "t");
-	p = packet_begin(&b, 1, PFT_SEQ_INCREMENTAL_STATE_CLEARED);
-	e = pb_begin(&b, PFT_PACKET_TRACK_EVENT);
-	pb_varint(&b, PFT_EVENT_TYPE, PFT_TYPE_INSTANT);
-	pb_varint(&b, PFT_EVENT_TRACK_UUID, 5);
-	pb_varint(&b, PFT_EVENT_NAME_IID, 3);
-	pb_end(&b, e);
-	pb_end(&b, p);
-	CHECK(read_fails(b.data, b.len, "event name iid 3 was never interned"));
-	pb_buf_free(&b);
-}
-
-TEST(reader_rejects_wrong_wire_types)
-{
-	/* TracePacket.timestamp as a string. */
-	CHECK(read_fails("\x0a\x03\x42\x01\x00", 5, "wire type"));
-	/* TrackEvent as a varint. */
-	CHECK(read_fails("\x0a\x02\x58\x01", 4, "wire type"));
-	/* A varint of eleven bytes inside a packet. */
-	CHECK(read_fails("\x0a\x0c\x40\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01", 14, "varint"));
-}
-
-/* A thread descriptor as another system writes it: tid is int64 in Perfetto's .proto. */
-static void thread_packet(struct pb_buf *b, uint64_t uuid, int64_t tid)
-{
-	size_t p = packet_begin(b, 1, 0);
-	size_t d = pb_begin(b, PFT_PACKET_TRACK_DESCRIPTOR);
-	size_t t;
-
-	pb_varint(b, PFT_TRACK_UUID, uuid);
-	t = pb_begin(b, PFT_TRACK_THREAD);
-	pb_int(b, PFT_THREAD_PID, 7);
-	pb_int(b, PFT_THREAD_TID, tid);
-	pb_string(b, PFT_THREAD_NAME, "t");
-	pb_end(b, t);
-	pb_end(b, d);
-	pb_end(b, p);
-}
-
-TEST(reader_refuses_tids_wider_than_32_bits)
-{
-	struct pb_buf b;
-	struct timeline *tl;
-	char err[256] = "";
-
-	pb_buf_init(&b);
-	thread_packet(&b, 5, -42);
-	tl = pftr_read_mem(b.data, b.len, NULL, err, sizeof(err));
-	CHECK(tl != NULL);
-	if (tl) {
-		CHECK_EQ_U64(tl_track_count(tl), 1);
-		CHECK_EQ_U64((uint64_t)(int64_t)tl_track(tl, 0)->tid, (uint64_t)-42);
-	}
-	tl_free(tl);
-
-	/* 2^32 + 5 would wrap onto thread 5. */
-	pb_buf_reset(&b);
-	thread_packet(&b, 5, ((int64_t)1 << 32) + 5);
-	CHECK(read_fails(b.data, b.len, "thread id 4294967301 does not fit in 32 bits"));
-	pb_buf_reset(&b);
-	thread_packet(&b, 5, (int64_t)INT32_MIN - 1);
-	CHECK(read_fails(b.data, b.len, "does not fit in 32 bits"));
-	pb_buf_free(&b);
-}
-
-/* Incremental state: lost state skips packets until the sequence is cleared again. */
-TEST(reader_follows_incremental_state_per_sequence)
-{
-	struct pb_buf b;
-	struct timeline *tl;
-	struct pftr_stats stats;
-	char err[256] = "";
-
-	pb_buf_init(&b);
-	track_packet(&b, 5, "t");
-	/* Sequence 7 never cleared: its packet needing state is skipped. */
-	event_packet(&b, 7, PFT_SEQ_NEEDS_INCREMENTAL_STATE, 10, PFT_TYPE_INSTANT, 5, "lost");
-	/* Sequence 8: cleared, used, dropped packets, skipped, cleared again. */
-	event_packet(&b, 8, PFT_SEQ_INCREMENTAL_STATE_CLEARED, 20, PFT_TYPE_INSTANT, 5, "one");
-	event_packet(&b, 8, PFT_SEQ_NEEDS_INCREMENTAL_STATE, 30, PFT_TYPE_INSTANT, 5, "two");
-	{
-		size_t p = packet_begin(&b, 8, PFT_SEQ_NEEDS_INCREMENTAL_STATE);
-
-		pb_varint(&b, PFT_PACKET_PREVIOUS_PACKET_DROPPED, 1);
-		pb_end(&b, p);
-	}
-	event_packet(&b, 8, PFT_SEQ_NEEDS_INCREMENTAL_STATE, 40, PFT_TYPE_INSTANT, 5, "gone");
-	event_packet(&b, 8, PFT_SEQ_INCREMENTAL_STATE_CLEARED, 50, PFT_TYPE_INSTANT, 5, "three");
-	tl = pftr_read_mem(b.data, b.len, &stats, err, sizeof(err));
-	CHECK(tl != NULL);
-	if (tl) {
-		CHECK_EQ_U64(tl_event_count(tl), 3);
-		CHECK_STR(tl_str_get(tl, tl_event(tl, 2)->name), "three");
-	}
-	CHECK_EQ_U64(stats.skipped_events, 2);
-	tl_free(tl);
-	pb_buf_free(&b);
-}
-
-/* An instant on sequence 8 that begins flow OUT and terminates flow IN (0: none). */
-static void flow_instant(struct pb_buf *b, uint64_t ts, uint64_t uuid, const char *name,
-			 uint64_t out, uint64_t in)
-{
-	size_t p = packet_begin(b, 8, PFT_SEQ_NEEDS_INCREMENTAL_STATE);
-	size_t e;
-
-	pb_varint(b, PFT_PACKET_TIMESTAMP, ts);
-	e = pb_begin(b, PFT_PACKET_TRACK_EVENT);
-	pb_varint(b, PFT_EVENT_TYPE, PFT_TYPE_INSTANT);
-	pb_varint(b, PFT_EVENT_TRACK_UUID, uuid);
-	pb_string(b, PFT_EVENT_NAME, name);
-	if (out)
-		pb_fixed64(b, PFT_EVENT_FLOW_IDS, out);
-	if (in)
-		pb_fixed64(b, PFT_EVENT_TERMINATING_FLOW_IDS, in);
-	pb_end(b, e);
-	pb_end(b, p);
-}
-
-/* The flows of the event named NAME: begun (or passed) and terminated there. */
-static void flows_of(const struct timeline *tl, const char *name, size_t *out, size_t *in)
-{
-	*out = *in = SIZE_MAX;
-	for (size_t i = 0; i < tl_event_count(tl); i++) {
-		const struct tl_event *e = tl_event(tl, i);
-
-		if (!strcmp(tl_str_get(tl, e->name), name)) {
-			*out = tl_event_lists(tl, e)->flows_out.count;
-			*in = tl_event_lists(tl, e)->flows_in.count;
-		}
-	}
-}
-
-/*
- * Perfetto's importer takes events by time, then file order; a terminating
- * flow id whose flow is not active then is skipped (track_event_event_importer.h,
- * `if (!IsActive(flow_id)) continue;`), and an ended flow is no longer active.
- * The reader drops and counts those ids, so report sees the arrows the UI shows.
- */
-TEST(reader_drops_flow_ends_perfetto_drops)
-{
-	static const struct {
-		const char *name;
-		size_t out, in;
-	} want[] = {{"a", 0, 0}, {"b", 1, 0}, {"c", 0, 1}, {"d", 1, 0}, {"e", 1, 0},
-		    {"f", 0, 1}, {"g", 0, 0}, {"h", 1, 0}, {"i", 1, 0}, {"j", 0, 1}};
-	struct pftr_stats st;
-	struct timeline *tl;
-	char err[256] = "";
-	struct pb_buf b;
-
-	pb_buf_init(&b);
-	track_packet(&b, 5, "t5");
-	track_packet(&b, 6, "t6");
-	event_packet(&b, 8, PFT_SEQ_INCREMENTAL_STATE_CLEARED, 1, PFT_TYPE_INSTANT, 5, "start");
-	flow_instant(&b, 100, 5, "a", 0, 1); /* ends flow 1 before it begins: dropped */
-	flow_instant(&b, 100, 6, "b", 1, 0); /* ... which then stays open */
-	flow_instant(&b, 200, 5, "c", 0, 2); /* earlier in the file, later in time: kept */
-	flow_instant(&b, 150, 6, "d", 2, 0);
-	flow_instant(&b, 300, 6, "e", 3, 0);
-	flow_instant(&b, 300, 5, "f", 0, 3);
-	flow_instant(&b, 400, 5, "g", 0, 3); /* flow 3 has ended: dropped */
-	flow_instant(&b, 500, 6, "h", 4, 0);
-	flow_instant(&b, 600, 5, "i", 4, 0); /* passes flow 4 on */
-	flow_instant(&b, 700, 6, "j", 0, 4);
-	tl = pftr_read_mem(b.data, b.len, &st, err, sizeof(err));
-	CHECK(tl != NULL);
-	for (size_t i = 0; tl && i < sizeof(want) / sizeof(want[0]); i++) {
-		size_t out, in;
-
-		flows_of(tl, want[i].name, &out, &in);
-		if (out != want[i].out || in != want[i].in)
-			printf("     %s: %zu out, %zu in\n", want[i].name, out, in);
-		CHECK(out == want[i].out && in == want[i].in);
-	}
-	CHECK_EQ_U64(st.flows_begun, 4);
-	CHECK_EQ_U64(st.flow_ends_dropped, 2);
-	tl_free(tl);
-	pb_buf_free(&b);
-}
-
-/* Other writers pack repeated fields and use defaults; the reader follows. */
-TEST(reader_accepts_packed_fields_and_defaults)
-{
-	struct pb_buf b, packed;
-	struct timeline *tl;
-	char err[256] = "";
-	size_t p, i, e, entry;
-	const struct tl_event *ev;
-
-	pb_buf_init(&b);
-	pb_buf_init(&packed);
-	track_packet(&b, 5, "t");
-	p = packet_begin(&b, 3, PFT_SEQ_INCREMENTAL_STATE_CLEARED);
-	e = pb_begin(&b, PFT_PACKET_DEFAULTS);
-	entry = pb_begin(&b, PFT_DEFAULTS_TRACK_EVENT_DEFAULTS);
-	pb_varint(&b, PFT_TRACK_EVENT_DEFAULTS_TRACK_UUID, 5);
-	pb_end(&b, entry);
-	pb_end(&b, e);
-	pb_varint(&b, PFT_PACKET_TIMESTAMP, 100);
-	i = pb_begin(&b, PFT_PACKET_INTERNED_DATA);
-	entry = pb_begin(&b, PFT_INTERNED_FUNCTION_NAMES);
-	pb_varint(&b, PFT_INTERNED_IID, 1);
-	pb_string(&b, PFT_INTERNED_STRING, "leaf");
-	pb_end(&b, entry);
-	entry = pb_begin(&b, PFT_INTERNED_FRAMES);
-	pb_varint(&b, PFT_FRAME_IID, 4);
-	pb_varint(&b, PFT_FRAME_FUNCTION_NAME_ID, 1);
-	pb_varint(&b, PFT_FRAME_REL_PC, 0x99);
-	pb_end(&b, entry);
-	entry = pb_begin(&b, PFT_INTERNED_CALLSTACKS);
-	pb_varint(&b, PFT_CALLSTACK_IID, 2);
-	pb_raw(&packed, "\x04\x04", 2);
-	pb_bytes(&b, PFT_CALLSTACK_FRAME_IDS, packed.data, packed.len);
-	pb_end(&b, entry);
-	entry = pb_begin(&b, PFT_INTERNED_EVENT_CATEGORIES);
-	pb_varint(&b, PFT_INTERNED_IID, 1);
-	pb_string(&b, PFT_INTERNED_STRING, "cat");
-	pb_end(&b, entry);
-	pb_end(&b, i);
-	e = pb_begin(&b, PFT_PACKET_TRACK_EVENT);
-	pb_varint(&b, PFT_EVENT_TYPE, PFT_TYPE_INSTANT);
-	pb_string(&b, PFT_EVENT_NAME, "packed");
-	pb_bytes(&b, PFT_EVENT_CATEGORY_IIDS, "\x01\x01", 2);
-	pb_bytes(&b, PFT_EVENT_FLOW_IDS, "\x01\0\0\0\0\0\0\0\x02\0\0\0\0\0\0\0", 16);
-	/* Ends flow 2, which the same event began: Perfetto reads its flow ids first. */
-	pb_bytes(&b, PFT_EVENT_TERMINATING_FLOW_IDS_OLD, "\x02", 1);
-	pb_varint(&b, PFT_EVENT_CALLSTACK_IID, 2);
-	pb_end(&b, e);
-	pb_end(&b, p);
-	tl = pftr_read_mem(b.data, b.len, NULL, err, sizeof(err));
-	CHECK(tl != NULL);
-	if (!tl)
-		printf("     %s\n", err);
-	ev = tl ? tl_event(tl, 0) : NULL;
-	CHECK(ev != NULL);
-	if (ev) {
-		CHECK_STR(tl_str_get(tl, ev->category), "cat");
-		CHECK_EQ_U64(tl_event_lists(tl, ev)->flows_out.count, 2);
-		CHECK_EQ_U64(tl_event_lists(tl, ev)->flows_in.count, 1);
-		if (tl_event_lists(tl, ev)->flows_in.count)
-			CHECK_EQ_U64(tl_flow(tl, tl_event_lists(tl, ev)->flows_in.first)->id, 2);
-		CHECK_EQ_U64(tl_callstack_depth(tl, ev->callstack), 2);
-		CHECK_STR(tl_str_get(tl, tl_callstack_frame(tl, ev->callstack, 1)->function),
-			  "leaf");
-		CHECK_EQ_U64(tl_callstack_frame(tl, ev->callstack, 1)->address, 0x99);
-	}
-	tl_free(tl);
-	pb_buf_free(&b);
-	pb_buf_free(&packed);
-}
-
-/* Work grows with the input, not its square: many metadata keys, a long chain of parents. */
-TEST(reader_large_crafted_input_is_linear)
-{
-	enum { KEYS = 100000, TRACKS = 20000 };
-	struct pb_buf b;
-	struct timeline *tl;
-	char err[256] = "", key[32];
-	size_t p, e, ann, d;
-	double t0;
-
-	pb_buf_init(&b);
-	/* Each track's parent comes after it in the file: the worst order for a reader. */
-	for (uint64_t i = 1; i <= TRACKS; i++) {
-		p = packet_begin(&b, 1, 0);
-		d = pb_begin(&b, PFT_PACKET_TRACK_DESCRIPTOR);
-		pb_varint(&b, PFT_TRACK_UUID, i);
-		if (i < TRACKS)
-			pb_varint(&b, PFT_TRACK_PARENT_UUID, i + 1);
-		pb_end(&b, d);
-		pb_end(&b, p);
-	}
-	p = packet_begin(&b, 1, 0);
-	e = pb_begin(&b, PFT_PACKET_TRACK_EVENT);
-	pb_varint(&b, PFT_EVENT_TYPE, PFT_TYPE_INSTANT);
-	pb_varint(&b, PFT_EVENT_TRACK_UUID, TL_HYBTRACE_UUID);
-	pb_string(&b, PFT_EVENT_NAME, PFTW_META_EVENT);
-	for (int i = 0; i < KEYS; i++) {
-		snprintf(key, sizeof(key), "key.%d", i);
-		ann = pb_begin(&b, PFT_EVENT_DEBUG_ANNOTATIONS);
-		pb_string(&b, PFT_ANNOTATION_NAME, key);
-		pb_string(&b, PFT_ANNOTATION_STRING, "v");
-		pb_end(&b, ann);
-	}
-	pb_end(&b, e);
-	pb_end(&b, p);
-	t0 = now_s();
-	tl = pftr_read_mem(b.data, b.len, NULL, err, sizeof(err));
-	CHECK(tl != NULL);
-	if (tl) {
-		CHECK_EQ_U64(tl_meta_count(tl), KEYS);
-		CHECK_EQ_U64(tl_track_count(tl), TRACKS);
-		CHECK_STR(tl_meta_get(tl, "key.99999"), "v");
-	}
-	CHECK(now_s() - t0 < 10.0);
-	if (now_s() - t0 > 1.0)
-		printf("     slow: %zu bytes read in %.2f s\n", b.len, now_s() - t0);
-	tl_free(tl);
-	pb_buf_free(&b);
-}
-
-/* More than the model holds is skipped and counted; a mapping path too long is an error. */
-TEST(reader_keeps_within_model_limits)
-{
-	struct pb_buf b;
-	struct timeline *tl;
-	struct pftr_stats stats;
-	char err[256] = "";
-	size_t p, i, e, entry;
-	const struct tl_event *ev;
-
-	pb_buf_init(&b);
-	track_packet(&b, 5, "t");
-	p = packet_begin(&b, 1, PFT_SEQ_INCREMENTAL_STATE_CLEARED);
-	i = pb_begin(&b, PFT_PACKET_INTERNED_DATA);
-	entry = pb_begin(&b, PFT_INTERNED_FRAMES);
-	pb_varint(&b, PFT_FRAME_IID, 1);
-	pb_end(&b, entry);
-	entry = pb_begin(&b, PFT_INTERNED_CALLSTACKS);
-	pb_varint(&b, PFT_CALLSTACK_IID, 1);
-	for (int n = 0; n <= TL_MAX_FRAMES; n++)
-		pb_varint(&b, PFT_CALLSTACK_FRAME_IDS, 1);
-	pb_end(&b, entry);
-	pb_end(&b, i);
-	e = pb_begin(&b, PFT_PACKET_TRACK_EVENT);
-	pb_varint(&b, PFT_EVENT_TYPE, PFT_TYPE_INSTANT);
-	pb_varint(&b, PFT_EVENT_TRACK_UUID, 5);
-	pb_string(&b, PFT_EVENT_CATEGORIES, "inline category");
-	pb_varint(&b, PFT_EVENT_CALLSTACK_IID, 1);
-	for (int n = 0; n < TL_MAX_ARGS + 3; n++) {
-		size_t ann = pb_begin(&b, PFT_EVENT_DEBUG_ANNOTATIONS);
-
-		pb_string(&b, PFT_ANNOTATION_NAME, "a");
-		pb_varint(&b, PFT_ANNOTATION_UINT, (uint64_t)n);
-		pb_end(&b, ann);
-	}
-	for (int n = 0; n < TL_MAX_FLOWS + 2; n++)
-		pb_varint(&b, PFT_EVENT_FLOW_IDS_OLD, (uint64_t)n + 1);
-	pb_end(&b, e);
-	pb_end(&b, p);
-	tl = pftr_read_mem(b.data, b.len, &stats, err, sizeof(err));
-	ev = tl ? tl_event(tl, 0) : NULL;
-	CHECK(ev != NULL);
-	if (ev) {
-		CHECK_STR(tl_str_get(tl, ev->category), "inline category");
-		CHECK_EQ_U64(tl_event_lists(tl, ev)->args.count, TL_MAX_ARGS);
-		CHECK_EQ_U64(tl_event_lists(tl, ev)->flows_out.count, TL_MAX_FLOWS);
-		CHECK_EQ_U64(ev->callstack, 0);
-	}
-	CHECK_EQ_U64(stats.skipped_details, 3 + 2 + 1);
-	tl_free(tl);
-
-	/* A mapping whose path parts add up to more than a path can be. */
-	pb_buf_reset(&b);
-	track_packet(&b, 5, "t");
-	p = packet_begin(&b, 1, PFT_SEQ_INCREMENTAL_STATE_CLEARED);
-	i = pb_begin(&b, PFT_PACKET_INTERNED_DATA);
-	entry = pb_begin(&b, PFT_INTERNED_MAPPING_PATHS);
-	pb_varint(&b, PFT_INTERNED_IID, 1);
-	pb_string(&b, PFT_INTERNED_STRING, "a-directory-name-of-forty-bytes-or-so--");
-	pb_end(&b, entry);
-	entry = pb_begin(&b, PFT_INTERNED_MAPPINGS);
-	pb_varint(&b, PFT_MAPPING_IID, 1);
-	for (int n = 0; n < 200; n++)
-		pb_varint(&b, PFT_MAPPING_PATH_STRING_IDS, 1);
-	pb_end(&b, entry);
-	entry = pb_begin(&b, PFT_INTERNED_FRAMES);
-	pb_varint(&b, PFT_FRAME_IID, 1);
-	pb_varint(&b, PFT_FRAME_MAPPING_ID, 1);
-	pb_end(&b, entry);
-	entry = pb_begin(&b, PFT_INTERNED_CALLSTACKS);
-	pb_varint(&b, PFT_CALLSTACK_IID, 1);
-	pb_varint(&b, PFT_CALLSTACK_FRAME_IDS, 1);
-	pb_end(&b, entry);
-	pb_end(&b, i);
-	e = pb_begin(&b, PFT_PACKET_TRACK_EVENT);
-	pb_varint(&b, PFT_EVENT_TYPE, PFT_TYPE_INSTANT);
-	pb_varint(&b, PFT_EVENT_TRACK_UUID, 5);
-	pb_varint(&b, PFT_EVENT_CALLSTACK_IID, 1);
-	pb_end(&b, e);
-	pb_end(&b, p);
-	CHECK(read_fails(b.data, b.len, "mapping path is longer"));
-	pb_buf_free(&b);
-}
-
-TEST(reader_limits_packet_sequences)
-{
-	struct pb_buf b;
-
-	pb_buf_init(&b);
-	for (uint32_t seq = 1; seq <= PFTR_MAX_SEQUENCES + 1; seq++) {
-		size_t p = packet_begin(&b, seq, 0);
-
-		pb_end(&b, p);
-	}
-	CHECK(read_fails(b.data, b.len, "packet sequences"));
-	pb_buf_free(&b);
 }
