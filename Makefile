@@ -109,8 +109,10 @@ $(BUILD)/hybtrace: $(BUILD)/obj/main.o $(BUILD)/libhybtrace.a
 # The tests' own library: the PT synthesizer and the PT test programs' build (tests/pt),
 # linked by the unit tests that single-step programs and by the decode benchmark, and
 # the timelines and files the tests of the Perfetto writer and reader share.
-TEST_LIB_SRCS := tests/pt/pt_synth.c tests/pt/pt_programs.c tests/unit/trace_fixtures.c
-TEST_LIB_HDRS := tests/pt/pt_synth.h tests/pt/pt_programs.h tests/unit/trace_fixtures.h
+TEST_LIB_SRCS := tests/unit/sh.c tests/pt/pt_synth.c tests/pt/pt_programs.c \
+	tests/unit/trace_fixtures.c
+TEST_LIB_HDRS := tests/unit/sh.h tests/pt/pt_synth.h tests/pt/pt_programs.h \
+	tests/unit/trace_fixtures.h
 TEST_LIB_OBJS = $(patsubst tests/%.c,$(1)/tests/obj/%.o,$(TEST_LIB_SRCS))
 UNIT_DEPS := tests/unit/check.h $(TEST_LIB_HDRS)
 UNIT_CPPFLAGS := $(CPPFLAGS_ALL) -Itests/unit -Itests/pt
@@ -118,7 +120,7 @@ UNIT_CPPFLAGS := $(CPPFLAGS_ALL) -Itests/unit -Itests/pt
 $(BUILD)/tests/obj/%.o: tests/%.c $(TEST_LIB_HDRS) $(USERSPACE_HDRS) $(GENERATED)
 	$(call msg,CC,$@)
 	$(Q)mkdir -p $(@D)
-	$(Q)$(CC) $(CPPFLAGS_ALL) $(CFLAGS) $(WARNINGS) -c $< -o $@
+	$(Q)$(CC) $(UNIT_CPPFLAGS) $(CFLAGS) $(WARNINGS) -c $< -o $@
 
 $(BUILD)/tests/libhttest.a: $(call TEST_LIB_OBJS,$(BUILD))
 	$(call msg,AR,$@)
@@ -147,7 +149,7 @@ $(ASAN)/hybtrace: $(ASAN)/obj/main.o $(ASAN)/libhybtrace.a
 $(ASAN)/tests/obj/%.o: tests/%.c $(TEST_LIB_HDRS) $(USERSPACE_HDRS) $(GENERATED)
 	$(call msg,CC-ASAN,$@)
 	$(Q)mkdir -p $(@D)
-	$(Q)$(CC) $(CPPFLAGS_ALL) $(ASAN_CFLAGS) $(WARNINGS) -c $< -o $@
+	$(Q)$(CC) $(UNIT_CPPFLAGS) $(ASAN_CFLAGS) $(WARNINGS) -c $< -o $@
 
 $(ASAN)/tests/libhttest.a: $(call TEST_LIB_OBJS,$(ASAN))
 	$(call msg,AR,$@)

@@ -11,28 +11,11 @@
 #include <string.h>
 #include <unistd.h>
 #include "pt_programs.h"
+#include "sh.h"
 
 char ht_pt_programs_dir[PATH_MAX];
 static char src[PATH_MAX];
 static int built;
-
-/* A shell command made like printf, run; a failure is printed with it (check.h's sh()). */
-static int sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-
-static int sh(const char *fmt, ...)
-{
-	char cmd[8192];
-	va_list ap;
-	int rc;
-
-	va_start(ap, fmt);
-	vsnprintf(cmd, sizeof(cmd), fmt, ap);
-	va_end(ap);
-	rc = system(cmd);
-	if (rc)
-		printf("     command failed (%d): %s\n", rc, cmd);
-	return rc;
-}
 
 static void remove_dir(void)
 {
