@@ -107,12 +107,32 @@ $(BUILD)/hybtrace: $(BUILD)/obj/main.o $(BUILD)/libhybtrace.a
 	$(call msg,LINK,$@)
 	$(Q)$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 
-# Tests include the PT synthesizer and test programs from tests/pt.
-UNIT_DEPS := tests/unit/check.h $(wildcard tests/pt/*.c tests/pt/*.h)
+# The tests' own library: the PT synthesizer and the PT test programs' build (tests/pt),
+# linked by the unit tests that single-step programs and by the decode benchmark; sh(); the
+# timelines and files the tests of the Perfetto writer and reader share; the programs the
+# trigger tests run.
+TEST_LIB_SRCS := tests/unit/sh.c tests/pt/pt_synth.c tests/pt/pt_programs.c \
+	tests/unit/trace_fixtures.c tests/unit/trigger_programs.c
+TEST_LIB_HDRS := tests/unit/sh.h tests/pt/pt_synth.h tests/pt/pt_programs.h \
+	tests/unit/trace_fixtures.h tests/unit/trigger_programs.h
+TEST_LIB_OBJS = $(patsubst tests/%.c,$(1)/tests/obj/%.o,$(TEST_LIB_SRCS))
+UNIT_DEPS := tests/unit/check.h $(TEST_LIB_HDRS)
+UNIT_CPPFLAGS := $(CPPFLAGS_ALL) -Itests/unit -Itests/pt
 
-$(BUILD)/tests/%: tests/unit/%.c $(UNIT_DEPS) $(BUILD)/libhybtrace.a | $(BUILD)/tests
+$(BUILD)/tests/obj/%.o: tests/%.c $(TEST_LIB_HDRS) $(USERSPACE_HDRS) $(GENERATED)
+	$(call msg,CC,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) $(UNIT_CPPFLAGS) $(CFLAGS) $(WARNINGS) -c $< -o $@
+
+$(BUILD)/tests/libhttest.a: $(call TEST_LIB_OBJS,$(BUILD))
+	$(call msg,AR,$@)
+	$(Q)rm -f $@ && ar rcs $@ $^
+
+$(BUILD)/tests/%: tests/unit/%.c $(UNIT_DEPS) $(BUILD)/tests/libhttest.a $(BUILD)/libhybtrace.a \
+		| $(BUILD)/tests
 	$(call msg,TEST,$@)
-	$(Q)$(CC) $(CPPFLAGS_ALL) -Itests/unit $(CFLAGS) $(WARNINGS) -o $@ $< $(BUILD)/libhybtrace.a $(LDLIBS)
+	$(Q)$(CC) $(UNIT_CPPFLAGS) $(CFLAGS) $(WARNINGS) -o $@ $< $(BUILD)/tests/libhttest.a \
+		$(BUILD)/libhybtrace.a $(LDLIBS)
 
 $(ASAN)/obj/%.o: userspace/%.c $(USERSPACE_HDRS) $(wildcard include/hybtrace/*.h) $(GENERATED)
 	$(call msg,CC-ASAN,$@)
@@ -128,9 +148,20 @@ $(ASAN)/hybtrace: $(ASAN)/obj/main.o $(ASAN)/libhybtrace.a
 	$(call msg,LINK-ASAN,$@)
 	$(Q)$(CC) $(ASAN_CFLAGS) -o $@ $^ $(LDLIBS)
 
-$(ASAN)/tests/%: tests/unit/%.c $(UNIT_DEPS) $(ASAN)/libhybtrace.a | $(ASAN)/tests
+$(ASAN)/tests/obj/%.o: tests/%.c $(TEST_LIB_HDRS) $(USERSPACE_HDRS) $(GENERATED)
+	$(call msg,CC-ASAN,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) $(UNIT_CPPFLAGS) $(ASAN_CFLAGS) $(WARNINGS) -c $< -o $@
+
+$(ASAN)/tests/libhttest.a: $(call TEST_LIB_OBJS,$(ASAN))
+	$(call msg,AR,$@)
+	$(Q)rm -f $@ && ar rcs $@ $^
+
+$(ASAN)/tests/%: tests/unit/%.c $(UNIT_DEPS) $(ASAN)/tests/libhttest.a $(ASAN)/libhybtrace.a \
+		| $(ASAN)/tests
 	$(call msg,TEST-ASAN,$@)
-	$(Q)$(CC) $(CPPFLAGS_ALL) -Itests/unit $(ASAN_CFLAGS) $(WARNINGS) -o $@ $< $(ASAN)/libhybtrace.a $(LDLIBS)
+	$(Q)$(CC) $(UNIT_CPPFLAGS) $(ASAN_CFLAGS) $(WARNINGS) -o $@ $< $(ASAN)/tests/libhttest.a \
+		$(ASAN)/libhybtrace.a $(LDLIBS)
 
 # Workloads: built without optimisation surprises, with frame pointers.
 $(BUILD)/workloads/%: tests/workloads/%.c tests/workloads/workload.h | $(BUILD)/workloads
@@ -238,11 +269,12 @@ $(BUILD)/bench/mark_bench: tests/bench/mark_bench.c include/hybtrace/mark.h | $(
 	$(call msg,LINK,$@)
 	$(Q)$(CC) -O2 -g -Iinclude -o $@ $<
 
-# Intel PT decode speed without PT hardware: pt_synth.c is included, the workload built at run time.
-$(BUILD)/bench/bench_decode: tests/pt/bench_decode.c tests/pt/pt_synth.c tests/pt/pt_synth.h \
+# Intel PT decode speed without PT hardware: the tests' PT synthesizer, the workload built at run time.
+$(BUILD)/bench/bench_decode: tests/pt/bench_decode.c $(TEST_LIB_HDRS) $(BUILD)/tests/libhttest.a \
 		$(BUILD)/libhybtrace.a | $(BUILD)/bench
 	$(call msg,LINK,$@)
-	$(Q)$(CC) $(CPPFLAGS_ALL) -Itests/pt $(CFLAGS) $(WARNINGS) -o $@ $< $(BUILD)/libhybtrace.a $(LDLIBS)
+	$(Q)$(CC) $(CPPFLAGS_ALL) -Itests/pt $(CFLAGS) $(WARNINGS) -o $@ $< $(BUILD)/tests/libhttest.a \
+		$(BUILD)/libhybtrace.a $(LDLIBS)
 
 bench: bench-deps
 	$(MAKE) all $(WORKLOAD_BINS) $(BENCH_BINS)

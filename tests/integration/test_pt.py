@@ -4,7 +4,7 @@
 Machines without PT run the capture in its test mode (HYBTRACE_TEST_PT_SIDEBAND_ONLY):
 the sideband events, mappings, build-ids, clock pairs and freezes are real, only the
 PT bytes are missing. The PT bytes themselves are proven by the synthesized streams of
-the unit tests (tests/unit/test_intelpt.c, test_pt_dump.c); a real capture runs where
+the unit tests (tests/unit/test_intelpt_decode.c, test_pt_dump.c); a real capture runs where
 /sys/bus/event_source/devices/intel_pt exists.
 """
 import glob

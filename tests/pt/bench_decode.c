@@ -34,7 +34,7 @@
 #include "trace/perfetto_write.h"
 #include "sources/intelpt/pt_resolver.h"
 #include "trace/timeline.h"
-#include "pt_synth.c"
+#include "pt_synth.h"
 
 #define PSB_EVERY 4096
 #define MAX_RUNS  100

@@ -1,25 +1,26 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
  * Test only: the PT test programs (in tests/pt) built at run time into a
- * temporary directory, for the unit tests that single-step them. Included
- * by those tests after check.h (for sh()), as pt_synth.c is: DIR is where
- * the programs are, SRC where their sources were found.
+ * temporary directory, for the unit tests that single-step them: see
+ * pt_programs.h. SRC is where their sources were found.
  */
 #include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
+#include "pt_programs.h"
+#include "sh.h"
 
-static char dir[PATH_MAX];
+char ht_pt_programs_dir[PATH_MAX];
 static char src[PATH_MAX];
 static int built;
 
-
 static void remove_dir(void)
 {
-	if (dir[0])
-		sh("rm -rf '%s'", dir);
+	if (ht_pt_programs_dir[0])
+		sh("rm -rf '%s'", ht_pt_programs_dir);
 }
 
 static int has_sources(const char *d)
@@ -63,11 +64,7 @@ static int find_sources(void)
 
 #define PROGRAM_CFLAGS "-O1 -g -fno-inline -fno-optimize-sibling-calls -fno-omit-frame-pointer"
 
-/*
- * Build pt_workload (with libptlib.so) and, WITH_OCAML, ocaml_workload into a
- * fresh directory made from TEMPLATE, once per test binary. 0 or -1.
- */
-static int build_pt_programs(const char *template, int with_ocaml)
+int ht_pt_programs_build(const char *template, int with_ocaml)
 {
 	if (built)
 		return built > 0 ? 0 : -1;
@@ -76,17 +73,18 @@ static int build_pt_programs(const char *template, int with_ocaml)
 		printf("     cannot find tests/pt (set HT_PT_SOURCES)\n");
 		return -1;
 	}
-	snprintf(dir, sizeof(dir), "%s", template);
-	if (!mkdtemp(dir))
+	snprintf(ht_pt_programs_dir, sizeof(ht_pt_programs_dir), "%s", template);
+	if (!mkdtemp(ht_pt_programs_dir))
 		return -1;
 	atexit(remove_dir);
 	if (sh("cd '%s' && cc " PROGRAM_CFLAGS " -shared -fPIC -o libptlib.so '%s/pt_lib.c'"
 	       " && cc " PROGRAM_CFLAGS " -Wl,-z,now -o pt_workload '%s/pt_workload.c'"
 	       " -L. -lptlib -Wl,-rpath,'%s'",
-	       dir, src, src, dir))
+	       ht_pt_programs_dir, src, src, ht_pt_programs_dir))
 		return -1;
-	if (with_ocaml && sh("cd '%s' && cc " PROGRAM_CFLAGS " -o ocaml_workload '%s/ocaml_workload.c'",
-			     dir, src))
+	if (with_ocaml &&
+	    sh("cd '%s' && cc " PROGRAM_CFLAGS " -o ocaml_workload '%s/ocaml_workload.c'",
+	       ht_pt_programs_dir, src))
 		return -1;
 	built = 1;
 	return 0;

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
- * Test only (included by the tests that use it): see pt_synth.h.
+ * Test only, linked into the tests that use it: see pt_synth.h.
  */
 #include <elf.h>
 #include <errno.h>
@@ -56,12 +56,12 @@ static int read_one(uint8_t *buffer, size_t size, const struct pt_asid *asid, ui
 	return (int)n;
 }
 
-static int put_packet(struct pt_encoder *enc, const struct pt_packet *p)
+int ht_synth_put_packet(struct pt_encoder *enc, const struct pt_packet *p)
 {
 	return pt_enc_next(enc, p) < 0 ? -1 : 0;
 }
 
-static struct pt_packet ip_packet(enum pt_packet_type type, uint64_t ip)
+struct pt_packet ht_synth_ip_packet(enum pt_packet_type type, uint64_t ip)
 {
 	struct pt_packet p = {.type = type};
 
@@ -70,7 +70,7 @@ static struct pt_packet ip_packet(enum pt_packet_type type, uint64_t ip)
 	return p;
 }
 
-static struct pt_packet mode_exec_packet(void)
+struct pt_packet ht_synth_mode_exec_packet(void)
 {
 	struct pt_packet p = {.type = ppt_mode};
 
@@ -79,7 +79,7 @@ static struct pt_packet mode_exec_packet(void)
 	return p;
 }
 
-static struct pt_packet tsc_packet(uint64_t tsc)
+struct pt_packet ht_synth_tsc_packet(uint64_t tsc)
 {
 	struct pt_packet p = {.type = ppt_tsc};
 
@@ -90,11 +90,12 @@ static struct pt_packet tsc_packet(uint64_t tsc)
 static int write_psb_plus(struct pt_encoder *enc, uint64_t ip, uint64_t tsc)
 {
 	struct pt_packet psb = {.type = ppt_psb}, end = {.type = ppt_psbend};
-	struct pt_packet t = tsc_packet(tsc), mode = mode_exec_packet();
-	struct pt_packet fup = ip_packet(ppt_fup, ip);
+	struct pt_packet t = ht_synth_tsc_packet(tsc), mode = ht_synth_mode_exec_packet();
+	struct pt_packet fup = ht_synth_ip_packet(ppt_fup, ip);
 
-	if (put_packet(enc, &psb) || put_packet(enc, &t) || put_packet(enc, &mode) ||
-	    put_packet(enc, &fup) || put_packet(enc, &end))
+	if (ht_synth_put_packet(enc, &psb) || ht_synth_put_packet(enc, &t) ||
+	    ht_synth_put_packet(enc, &mode) || ht_synth_put_packet(enc, &fup) ||
+	    ht_synth_put_packet(enc, &end))
 		return -1;
 	return 0;
 }
@@ -614,7 +615,7 @@ static int put_cyc(struct encoder *e, uint64_t at)
 	e->cyc_last = at;
 	e->cycs++;
 	e->out->ncyc++;
-	return put_packet(e->enc, &p);
+	return ht_synth_put_packet(e->enc, &p);
 }
 
 /*
@@ -632,7 +633,7 @@ static int flush_tnt(struct encoder *e)
 	p.payload.tnt.payload = e->tnt_bits;
 	e->tnt_bits = 0;
 	e->tnt_count = 0;
-	return put_cyc(e, e->tnt_first) || put_packet(e->enc, &p);
+	return put_cyc(e, e->tnt_first) || ht_synth_put_packet(e->enc, &p);
 }
 
 /* Oldest branch in the most significant bit, as the decoder reads them. */
@@ -656,12 +657,12 @@ static int put_timed(struct encoder *e, const struct pt_packet *p)
 		return -1;
 	e->timed = e->now;
 	e->timed_cycs = e->cycs;
-	return put_packet(e->enc, p);
+	return ht_synth_put_packet(e->enc, p);
 }
 
 static int put_ip(struct encoder *e, enum pt_packet_type type, uint64_t ip)
 {
-	struct pt_packet p = ip_packet(type, ip);
+	struct pt_packet p = ht_synth_ip_packet(type, ip);
 
 	return put_timed(e, &p);
 }
@@ -681,15 +682,15 @@ static int put_tma(struct encoder *e)
 			e->o->art_ebx, e->o->art_eax);
 	p.payload.tma.ctc = (uint16_t)ctc;
 	p.payload.tma.fc = (uint16_t)fc;
-	return put_packet(e->enc, &p);
+	return ht_synth_put_packet(e->enc, &p);
 }
 
 /* TSC, and with MTC a TMA after it, as a CPU writes them. */
 static int put_tsc_tma(struct encoder *e)
 {
-	struct pt_packet p = tsc_packet(tsc_at(e, e->now));
+	struct pt_packet p = ht_synth_tsc_packet(tsc_at(e, e->now));
 
-	if (put_packet(e->enc, &p))
+	if (ht_synth_put_packet(e->enc, &p))
 		return -1;
 	e->cycs = 0;
 	return timing_mtc(e) ? put_tma(e) : 0;
@@ -729,7 +730,7 @@ static int advance(struct encoder *e, uint64_t to)
 		if (e->packets_lost)
 			continue;
 		e->now = at;
-		if (flush_tnt(e) || put_cyc(e, at) || put_packet(e->enc, &p))
+		if (flush_tnt(e) || put_cyc(e, at) || ht_synth_put_packet(e->enc, &p))
 			return -1;
 		e->cycs = 0;
 		e->out->nmtc++;
@@ -773,7 +774,7 @@ static int try_compress(struct encoder *e, uint64_t target)
  */
 static int kernel_excursion(struct encoder *e, uint64_t resume, uint64_t resume_at)
 {
-	struct pt_packet mode = mode_exec_packet();
+	struct pt_packet mode = ht_synth_mode_exec_packet();
 
 	if (put_pgd(e) || advance(e, resume_at))
 		return -1;
@@ -837,17 +838,18 @@ static int record_psb(struct encoder *e, uint64_t offset, size_t index)
 static int psb(struct encoder *e, uint64_t ip, size_t index)
 {
 	struct pt_packet psb = {.type = ppt_psb}, end = {.type = ppt_psbend};
-	struct pt_packet cbr = {.type = ppt_cbr}, mode = mode_exec_packet();
-	struct pt_packet fup = ip_packet(ppt_fup, ip);
+	struct pt_packet cbr = {.type = ppt_cbr}, mode = ht_synth_mode_exec_packet();
+	struct pt_packet fup = ht_synth_ip_packet(ppt_fup, ip);
 	uint64_t off;
 
 	if (flush_tnt(e) || put_cyc(e, e->now))
 		return -1;
 	off = enc_offset(e);
 	cbr.payload.cbr.ratio = (uint8_t)e->cbr;
-	if (put_packet(e->enc, &psb) || put_tsc_tma(e) ||
-	    (timing_mtc(e) && put_packet(e->enc, &cbr)) || put_packet(e->enc, &mode) ||
-	    put_packet(e->enc, &fup) || put_packet(e->enc, &end) || record_psb(e, off, index))
+	if (ht_synth_put_packet(e->enc, &psb) || put_tsc_tma(e) ||
+	    (timing_mtc(e) && ht_synth_put_packet(e->enc, &cbr)) ||
+	    ht_synth_put_packet(e->enc, &mode) || ht_synth_put_packet(e->enc, &fup) ||
+	    ht_synth_put_packet(e->enc, &end) || record_psb(e, off, index))
 		return -1;
 	e->last_psb = off;
 	e->timed = e->now;
@@ -869,7 +871,8 @@ static int overflow(struct encoder *e, const struct ht_synth_trace *t, size_t re
 		return -1;
 	e->out->ovf_offset = enc_offset(e);
 	e->out->ovf_resume = resume;
-	if (put_packet(e->enc, &ovf) || put_tsc_tma(e) || put_ip(e, ppt_fup, t->insns[resume].ip))
+	if (ht_synth_put_packet(e->enc, &ovf) || put_tsc_tma(e) ||
+	    put_ip(e, ppt_fup, t->insns[resume].ip))
 		return -1;
 	e->ret_count = 0;
 	e->ret_before_kernel = 0;

@@ -20,6 +20,7 @@
 #define HT_PT_SYNTH_H
 
 #include <stddef.h>
+#include <intel-pt.h>
 #include <stdint.h>
 #include <sys/types.h>
 #include "sources/intelpt/intelpt_decode.h"
@@ -134,5 +135,11 @@ void ht_synth_cpu_info(const struct ht_synth_encode_opts *opts, struct ht_pt_cpu
 
 /* Append a PSB+ naming IP with TSC to a stream being built by hand. Returns bytes, or -1. */
 int ht_synth_psb_plus(uint8_t *buf, size_t cap, uint64_t ip, uint64_t tsc);
+
+/* Packets for streams built by hand with libipt's encoder. */
+int ht_synth_put_packet(struct pt_encoder *enc, const struct pt_packet *p); /* 0 or -1 */
+struct pt_packet ht_synth_ip_packet(enum pt_packet_type type, uint64_t ip); /* 48-bit, sext */
+struct pt_packet ht_synth_mode_exec_packet(void);			    /* 64-bit code */
+struct pt_packet ht_synth_tsc_packet(uint64_t tsc);
 
 #endif /* HT_PT_SYNTH_H */

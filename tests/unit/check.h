@@ -16,29 +16,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "sh.h"
 
 struct ht_test {
 	const char *name;
 	void (*fn)(void);
 };
-
-/* Run a shell command made like printf; a failure is printed with the command. */
-static int sh(const char *fmt, ...) __attribute__((format(printf, 1, 2), unused));
-
-static int sh(const char *fmt, ...)
-{
-	char cmd[8192];
-	va_list ap;
-	int rc;
-
-	va_start(ap, fmt);
-	vsnprintf(cmd, sizeof(cmd), fmt, ap);
-	va_end(ap);
-	rc = system(cmd);
-	if (rc)
-		printf("     command failed (%d): %s\n", rc, cmd);
-	return rc;
-}
 
 /* Under CI (CI=true) a test may not skip for want of root. */
 static int ci(void) __attribute__((unused));

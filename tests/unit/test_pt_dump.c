@@ -37,13 +37,12 @@
 #include "sources/intelpt/pt_resolver.h"
 #include "sources/intelpt/rawcap.h"
 #include "trace/timeline.h"
-#include "../pt/pt_synth.c"
-
-#include "../pt/pt_programs.c"
+#include "pt_programs.h"
+#include "pt_synth.h"
 
 static int build_programs(void)
 {
-	return build_pt_programs("/tmp/ht-ptdump-XXXXXX", 0);
+	return ht_pt_programs_build("/tmp/ht-ptdump-XXXXXX", 0);
 }
 
 /* The recording of pt_workload basic, made once. */
@@ -71,7 +70,7 @@ static const struct ht_synth_trace *basic(void)
 	basic_state = -1;
 	if (build_programs())
 		return NULL;
-	snprintf(exe, sizeof(exe), "%s/pt_workload", dir);
+	snprintf(exe, sizeof(exe), "%s/pt_workload", ht_pt_programs_dir);
 	argv[0] = exe;
 	argv[1] = "basic";
 	argv[2] = NULL;
@@ -145,8 +144,8 @@ static int enable_head(uint8_t *buf, size_t cap, int with_psb, uint64_t psb_tsc,
 		       uint64_t ip)
 {
 	struct pt_packet psb = {.type = ppt_psb}, psbend = {.type = ppt_psbend};
-	struct pt_packet mode = mode_exec_packet(), t_psb = tsc_packet(psb_tsc);
-	struct pt_packet t = tsc_packet(tsc), pge = ip_packet(ppt_tip_pge, ip);
+	struct pt_packet mode = ht_synth_mode_exec_packet(), t_psb = ht_synth_tsc_packet(psb_tsc);
+	struct pt_packet t = ht_synth_tsc_packet(tsc), pge = ht_synth_ip_packet(ppt_tip_pge, ip);
 	struct pt_config cfg;
 	struct pt_encoder *enc;
 	uint64_t off = 0;
@@ -159,10 +158,11 @@ static int enable_head(uint8_t *buf, size_t cap, int with_psb, uint64_t psb_tsc,
 	if (!enc)
 		return -1;
 	if (with_psb)
-		rc = put_packet(enc, &psb) || put_packet(enc, &t_psb) || put_packet(enc, &mode) ||
-		     put_packet(enc, &psbend);
+		rc = ht_synth_put_packet(enc, &psb) || ht_synth_put_packet(enc, &t_psb) ||
+		     ht_synth_put_packet(enc, &mode) || ht_synth_put_packet(enc, &psbend);
 	if (!rc)
-		rc = put_packet(enc, &t) || put_packet(enc, &mode) || put_packet(enc, &pge);
+		rc = ht_synth_put_packet(enc, &t) || ht_synth_put_packet(enc, &mode) ||
+		     ht_synth_put_packet(enc, &pge);
 	pt_enc_get_offset(enc, &off);
 	pt_free_encoder(enc);
 	return rc ? -1 : (int)off;

@@ -16,6 +16,9 @@
 #include "kernel/kernel_timeline.h"
 #include "trace/perfetto_write.h"
 #include "cli/report.h"
+#include "sources/sample/sampler.h"
+#include "sources/sample/user_timeline.h"
+#include "symbols/ksyms.h"
 #include "trace/timeline.h"
 
 #define TGID 4000
@@ -48,6 +51,9 @@ static void add(unsigned int cpu, uint64_t ts, uint8_t kind, uint8_t flags, uint
  * with the metadata every dump has, written under NAME in the directory.
  */
 static uint64_t dump_threshold_ns = 1000;
+/* Kernel symbols for the breach's stack and samples of the target, when a test sets them. */
+static const struct ht_ksyms *dump_ksyms;
+static const struct ht_sample_set *dump_samples;
 
 static void write_dump(const char *name, const char *kind, uint64_t t0, uint64_t t1,
 		       const struct ht_breach *breach)
@@ -60,12 +66,16 @@ static void write_dump(const char *name, const char *kind, uint64_t t0, uint64_t
 	struct timeline *tl = tl_new();
 	struct ht_kernel_window kw = { .tgid = TGID, .target_comm = "target", .t0 = t0, .t1 = t1,
 				       .w = &w, .idx = &idx, .comms = &comms, .breach = breach,
-				       .threshold_ns = dump_threshold_ns };
+				       .threshold_ns = dump_threshold_ns, .ksyms = dump_ksyms };
+	struct ht_user_window uw = { .tgid = TGID, .t0 = t0, .t1 = t1, .period_ns = 100,
+				     .samples = dump_samples, .breach = breach };
 	char path[PATH_MAX], err[256], buf[32];
 
 	CHECK(!ht_sched_index_build(&w, &idx));
 	CHECK(!ht_kernel_timeline_build(tl, &kw));
 	ht_sched_index_free(&idx);
+	if (dump_samples)
+		CHECK(!ht_user_timeline_build(tl, &uw));
 	tl_meta_set(tl, HT_META_TARGET_PID, "4000");
 	tl_meta_set(tl, HT_META_TARGET_COMM, "target");
 	tl_meta_set(tl, HT_META_KIND, kind);
@@ -500,6 +510,105 @@ TEST(a_softirq_wakeup_names_the_task_it_ran_in)
 	free(json);
 	free(reported);
 	free(reported_text);
+	/* The other tests list the directory as setup() made it. */
+	CHECK(!unlink(path));
+}
+
+/* A sample of A at T_NS, frames by address (no symbolizer), ROOT first. */
+static void add_sample(struct ht_sample_set *set, uint64_t t_ns, const uint64_t *root_first,
+		       unsigned int n)
+{
+	struct ht_sample *smp = &set->v[set->count++];
+
+	memset(smp, 0, sizeof(*smp));
+	smp->time_ns = t_ns;
+	smp->pid = TGID;
+	smp->tid = A;
+	smp->nr_user = (uint16_t)n;
+	for (unsigned int i = 0; i < n; i++)
+		smp->frames[i] = root_first[n - 1 - i]; /* perf's order: leaf first */
+}
+
+/*
+ * The report of an off-CPU wait, from the dump file: A slept at 400 in
+ * schedule() under do_nanosleep(), a timer woke it at 1000, the hog held its
+ * CPU until 5000. The headline names the breach, it slept 600ns, the culprit
+ * took the whole 4.0us of the run-queue wait, the timer woke it, the kernel stack is the breach's
+ * (root first, as "innermost last" says), and the user stacks are A's samples at 300 (100ns before
+ * it blocked) and at 5100 (after it came back).
+ */
+TEST(off_cpu_wait_prints_its_breach_culprit_and_stacks)
+{
+	static const char name[] = "hybtrace-4000-20261201-100004.000-off-cpu.perfetto-trace";
+	static const uint64_t starts[] = {0xffffffff81000000ull, 0xffffffff81001000ull,
+					  0xffffffff81002000ull};
+	static const char *const knames[] = {"schedule", "do_nanosleep", "hrtimer_nanosleep"};
+	static const uint64_t before[] = {0x1000, 0x2000, 0x3000}, after[] = {0x1000, 0x4000};
+	struct ht_breach b = {.kind = HT_BREACH_OFF_CPU,
+			      .tid = A,
+			      .tgid = TGID,
+			      .start_ns = 400,
+			      .end_ns = 5000,
+			      .wake_ns = 1000,
+			      .state = 1,
+			      .syscall_nr = -1,
+			      .wake_source = HT_WAKE_TIMER,
+			      .comm = "worker"};
+	struct ht_sample v[3];
+	struct ht_sample_set set = {.v = v};
+	char path[PATH_MAX], *argv[] = {"report", path, NULL}, *text;
+	char *jargv[] = {"report", "--json", path, NULL};
+	struct ht_ksyms *ksyms = ht_ksyms_from_list(starts, knames, 3);
+
+	setup();
+	CHECK(ksyms != NULL);
+	/* BPF's order: the leaf first. */
+	b.kstack[0] = starts[0] + 0x10;
+	b.kstack[1] = starts[1] + 0x20;
+	b.kstack[2] = starts[2] + 0x8;
+	b.kstack_bytes = 3 * 8;
+	add_sample(&set, 300, before, 3);
+	add_sample(&set, 5100, after, 2);
+	rq_delay_events();
+	dump_ksyms = ksyms;
+	dump_samples = &set;
+	write_dump(name, "off-cpu", 100, 6000, &b);
+	dump_ksyms = NULL;
+	dump_samples = NULL;
+	nevents = 0;
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	text = report(2, argv);
+	CHECK(!strncmp(text,
+		       "off-cpu 4.6us (threshold 1.0us) in tid 4001 (worker) of pid 4000 "
+		       "(target)\n",
+		       strlen("off-cpu 4.6us (threshold 1.0us) in tid 4001 (worker) of pid 4000 "
+			      "(target)\n")));
+	CHECK(strstr(text, "\nran instead, during the 4.0us run-queue wait:\n"
+			   "  b[2] hog[9000]                    4.0us  100.0%\n"));
+	/* Asleep from 400 to the wakeup at 1000; the rest of the breach was the run-queue wait. */
+	CHECK(strstr(text, "\noff the CPU: state S for 600ns\n"));
+	CHECK(strstr(text, "\nkernel stack where it waited (innermost last):\n"
+			   "  hrtimer_nanosleep+0x8\n  do_nanosleep+0x20\n  schedule+0x10\n"));
+	CHECK(strstr(text, "\nlast sample 100ns before it blocked (-0.000ms, innermost last):\n"
+			   "  0x1000\n  0x2000\n  0x3000\n"));
+	CHECK(strstr(text, "\nuser stack just after it came back (+0.005ms, innermost last):\n"
+			   "  0x1000\n  0x4000\n"));
+	CHECK(strstr(text, "\nwakeup chain:\n  worker[4001] woken by timer at +0.001ms\n"));
+	if (!strstr(text, "schedule+0x10") || !strstr(text, "hog[9000]"))
+		printf("%s\n", text);
+	free(text);
+	/* The same in report --json: the stacks in the same order, the gap before it blocked. */
+	text = report(3, jargv);
+	CHECK(strstr(text, "\"user_stack_blocked\":[],\"user_stack_before\":[\"0x1000\","
+			   "\"0x2000\",\"0x3000\"],\"user_stack_before_gap_ns\":100,"
+			   "\"user_stack_after\":[\"0x1000\",\"0x4000\"],\"kernel_stack\":["
+			   "\"hrtimer_nanosleep+0x8\",\"do_nanosleep+0x20\",\"schedule+0x10\"]"));
+	CHECK(strstr(text, "\"ran_instead\":[{\"pid\":9000,\"comm\":\"b[2] hog\",\"cpu\":0,"
+			   "\"ns\":4000}]"));
+	if (!strstr(text, "\"kernel_stack\":[\"hrtimer"))
+		printf("%s\n", text);
+	free(text);
+	ht_ksyms_free(ksyms);
 	/* The other tests list the directory as setup() made it. */
 	CHECK(!unlink(path));
 }

@@ -25,13 +25,12 @@
 #include "sources/intelpt/pt_resolver.h"
 #include "symbols/symbolizer.h"
 #include "trace/timeline.h"
-#include "../pt/pt_synth.c"
-
-#include "../pt/pt_programs.c"
+#include "pt_programs.h"
+#include "pt_synth.h"
 
 static int build_programs(void)
 {
-	return build_pt_programs("/tmp/ht-intelpt-XXXXXX", 1);
+	return ht_pt_programs_build("/tmp/ht-intelpt-XXXXXX", 1);
 }
 
 #define REQUIRE_PROGRAMS() REQUIRE_BUILT(build_programs)
@@ -64,7 +63,7 @@ static const struct ht_synth_trace *record(const char *program, const char *scen
 		return NULL;
 	r->program = program;
 	r->scenario = scenario;
-	snprintf(exe, sizeof(exe), "%s/%s", dir, program);
+	snprintf(exe, sizeof(exe), "%s/%s", ht_pt_programs_dir, program);
 	argv[0] = exe;
 	argv[1] = (char *)scenario;
 	argv[2] = NULL;
@@ -1565,7 +1564,7 @@ TEST(ocaml_note_of_test_binary)
 	int fd;
 
 	REQUIRE_PROGRAMS();
-	snprintf(path, sizeof(path), "%s/ocaml_workload", dir);
+	snprintf(path, sizeof(path), "%s/ocaml_workload", ht_pt_programs_dir);
 	fd = open(path, O_RDONLY);
 	CHECK(fd >= 0);
 	CHECK(ht_ocaml_eh_read_fd(fd, path, &eh, &base) == 0);
