@@ -41,6 +41,9 @@ const volatile bool rq_from_sched_info = true;
 /* For tests: ignore every Nth switch-in of a target thread, as the kernel sometimes skips one. */
 const volatile __u32 test_skip_switch_in_every = 0;
 __u32 test_switch_ins = 0;
+/* For tests: act as if the kernel did not trace every Nth switch from another task to a target. */
+const volatile __u32 test_untraced_switch_every = 0;
+__u32 test_switches_to_target = 0;
 /*
  * The text of do_softirq() and of what may have inlined it
  * (__local_bh_enable_ip), with their compiler-made parts (.part.N):
@@ -262,7 +265,9 @@ struct clock_sync {
 	__s64 offset;	/* CLOCK_MONOTONIC - rq->clock */
 	__u64 last_ns;	/* the latest switch time written on this CPU */
 	__u64 wake_clock; /* rq->clock as the latest wakeup on this rq left it */
-	__u64 pad[4];	/* one cache line per CPU */
+	__u32 last_next;  /* 1 + pid of the task the latest switch took in; 0: none yet */
+	__u32 pad32;
+	__u64 pad[3];	  /* one cache line per CPU */
 };
 
 struct {
@@ -481,6 +486,13 @@ struct switch_time {
 	__u64 clock;  /* rq->clock; 0 when the kernel has no such thing to read */
 	__s64 offset; /* CLOCK_MONOTONIC - rq->clock on this CPU */
 	__u64 now;    /* CLOCK_MONOTONIC */
+	/*
+	 * prev is not the task this CPU's latest switch took in: the kernel
+	 * switched to prev without the tracepoint (untraced_switch_in()).
+	 */
+	bool untraced;
+	__u32 last_next;     /* that task's pid */
+	__u64 last_switch_ns; /* and the time of that switch */
 };
 
 /*
@@ -488,7 +500,8 @@ struct switch_time {
  * EXACT (a target thread switches) reads the clock itself when rq->clock
  * may not have been updated for this switch.
  */
-static __always_inline void switch_now(struct task_struct *prev, struct switch_time *t, bool exact)
+static __always_inline void switch_now(struct task_struct *prev, struct task_struct *next,
+				       struct switch_time *t, bool exact)
 {
 	__u32 cpu = bpf_get_smp_processor_id();
 	struct rq *rq = rq_of(prev);
@@ -496,6 +509,7 @@ static __always_inline void switch_now(struct task_struct *prev, struct switch_t
 	__u64 fresh = 0;
 	__s64 measured;
 
+	t->untraced = false;
 	sync = bpf_map_lookup_elem(&clock_syncs, &cpu);
 	if (!rq || !sync) {
 		t->clock = 0;
@@ -503,6 +517,12 @@ static __always_inline void switch_now(struct task_struct *prev, struct switch_t
 		t->now = bpf_ktime_get_ns();
 		return;
 	}
+	if (sync->last_next && sync->last_next != (__u32)prev->pid + 1) {
+		t->untraced = true;
+		t->last_next = sync->last_next - 1;
+		t->last_switch_ns = sync->last_ns;
+	}
+	sync->last_next = (__u32)next->pid + 1;
 	t->clock = rq->clock;
 	if (exact && t->clock == sync->wake_clock)
 		fresh = bpf_ktime_get_ns();
@@ -1194,9 +1214,15 @@ static __always_inline void off_cpu_breach(struct task_struct *next, struct task
 }
 
 /* A target thread gets the CPU: the intervals that end here are judged. */
-static __always_inline void target_switch_in(struct task_struct *next, const struct switch_time *t)
+/*
+ * NEXT runs from T on. TRACED: at its sched_switch event; else at its
+ * switch-out (untraced_switch_in()), when sched_info.last_queued is gone:
+ * its run-queue wait is then timed by its own state.
+ */
+static __always_inline void target_switch_in(struct task_struct *next, const struct switch_time *t,
+					     bool traced)
 {
-	bool rq_done = rq_delay_from_sched_info(next, t);
+	bool rq_done = traced && rq_delay_from_sched_info(next, t);
 	struct task_state *st;
 	__u64 now = t->now;
 	bool in_storage;
@@ -1233,6 +1259,39 @@ static __always_inline void target_switch_in(struct task_struct *next, const str
 		keep_syscall_stack(next, st);
 }
 
+/*
+ * PREV leaves a CPU whose latest switch took another task in: the kernel
+ * switched to PREV without the tracepoint (on some kernels a few tasks hand
+ * their CPU over that way). sched_info.last_arrival says when PREV began to
+ * run, on this rq's clock: the switch is recorded as it happened, and for a
+ * target what that switch-in ends is judged, before its switch-out.
+ */
+static __always_inline void untraced_switch_in(struct task_struct *prev, bool target,
+					       const struct switch_time *t)
+{
+	struct switch_time in = *t;
+	__u64 arrival = 0;
+	bool timed;
+
+	if (bpf_core_field_exists(prev->sched_info.last_arrival))
+		arrival = prev->sched_info.last_arrival;
+	/* The idle task has no sched_info: its arrival is stale, and it is no target. */
+	timed = t->clock && arrival && arrival <= t->clock &&
+		arrival + t->offset > t->last_switch_ns;
+	if (!timed && !target)
+		return;
+	in.clock = 0;
+	/* Without the kernel's time: right after the switch that took the other task in. */
+	in.now = timed ? arrival + t->offset : t->last_switch_ns;
+	if (in.now > t->now)
+		in.now = t->now;
+	count(HT_CNT_UNTRACED_SWITCH_INS);
+	fr_write_sched(in.now, HT_FR_SWITCH, HT_FRF_UNTRACED | (target ? HT_FRF_NEXT_TARGET : 0), 0,
+		       t->last_next, prev->pid, TASK_RUNNING);
+	if (target)
+		target_switch_in(prev, &in, false);
+}
+
 /* PREV was preempted: sched_info_enqueue stamps it with t->clock. */
 static __always_inline void note_preemption(struct task_struct *prev, const struct switch_time *t)
 {
@@ -1255,7 +1314,17 @@ int BPF_PROG(handle_sched_switch, bool preempt, struct task_struct *prev, struct
 	struct switch_time t;
 	__u8 flags = 0;
 
-	switch_now(prev, &t, prev_target || next_target);
+	/*
+	 * For tests: the kernel's untraced switches (untraced_switch_in()), on
+	 * demand: from another task to a target, as the kernel's are out of
+	 * tasks that are never targets.
+	 */
+	if (test_untraced_switch_every && next_target && !prev_target &&
+	    ++test_switches_to_target % test_untraced_switch_every == 0)
+		return 0;
+	switch_now(prev, next, &t, prev_target || next_target);
+	if (t.untraced)
+		untraced_switch_in(prev, prev_target, &t);
 	if (preempt)
 		flags |= HT_FRF_PREEMPT;
 	if (prev_target)
@@ -1270,7 +1339,7 @@ int BPF_PROG(handle_sched_switch, bool preempt, struct task_struct *prev, struct
 			note_preemption(prev, &t);
 	}
 	if (next_target)
-		target_switch_in(next, &t);
+		target_switch_in(next, &t, true);
 	return 0;
 }
 

@@ -168,6 +168,7 @@ static int configure(struct monitor_bpf *skel, const struct ht_monitor_config *c
 	skel->rodata->thread_slot_mask = thread_slots - 1;
 	skel->rodata->block_stack_mode = cfg->block_stack_mode;
 	skel->rodata->test_skip_switch_in_every = cfg->test_skip_switch_in_every;
+	skel->rodata->test_untraced_switch_every = cfg->test_untraced_switch_every;
 	_Static_assert(sizeof(skel->rodata->do_softirq_ranges) == sizeof(cfg->do_softirq_ranges),
 		       "HT_DO_SOFTIRQ_RANGES is DO_SOFTIRQ_RANGES");
 	memcpy((void *)skel->rodata->do_softirq_ranges, cfg->do_softirq_ranges,
