@@ -45,7 +45,9 @@ struct clock_sync {
 	__s64 offset;	  /* CLOCK_MONOTONIC - rq->clock */
 	__u64 last_ns;	  /* the latest switch time written on this CPU */
 	__u64 wake_clock; /* rq->clock as the latest wakeup on this rq left it */
-	__u64 pad[4];	  /* one cache line per CPU */
+	__u32 last_next;  /* 1 + pid of the task the latest switch took in; 0: none yet */
+	__u32 pad32;
+	__u64 pad[3];	  /* one cache line per CPU */
 };
 
 struct {
@@ -60,6 +62,13 @@ struct switch_time {
 	__u64 clock;  /* rq->clock; 0 when the kernel has no such thing to read */
 	__s64 offset; /* CLOCK_MONOTONIC - rq->clock on this CPU */
 	__u64 now;    /* CLOCK_MONOTONIC */
+	/*
+	 * prev is not the task this CPU's latest switch took in: the kernel
+	 * switched to prev without the tracepoint (untraced_switch_in()).
+	 */
+	bool untraced;
+	__u32 last_next;      /* that task's pid */
+	__u64 last_switch_ns; /* and the time of that switch */
 };
 
 /*
@@ -67,7 +76,8 @@ struct switch_time {
  * EXACT (a target thread switches) reads the clock itself when rq->clock
  * may not have been updated for this switch.
  */
-static __always_inline void switch_now(struct task_struct *prev, struct switch_time *t, bool exact)
+static __always_inline void switch_now(struct task_struct *prev, struct task_struct *next,
+				       struct switch_time *t, bool exact)
 {
 	__u32 cpu = bpf_get_smp_processor_id();
 	struct rq *rq = rq_of(prev);
@@ -75,6 +85,7 @@ static __always_inline void switch_now(struct task_struct *prev, struct switch_t
 	__u64 fresh = 0;
 	__s64 measured;
 
+	t->untraced = false;
 	sync = bpf_map_lookup_elem(&clock_syncs, &cpu);
 	if (!rq || !sync) {
 		t->clock = 0;
@@ -82,6 +93,12 @@ static __always_inline void switch_now(struct task_struct *prev, struct switch_t
 		t->now = bpf_ktime_get_ns();
 		return;
 	}
+	if (sync->last_next && sync->last_next != (__u32)prev->pid + 1) {
+		t->untraced = true;
+		t->last_next = sync->last_next - 1;
+		t->last_switch_ns = sync->last_ns;
+	}
+	sync->last_next = (__u32)next->pid + 1;
 	t->clock = rq->clock;
 	if (exact && t->clock == sync->wake_clock)
 		fresh = bpf_ktime_get_ns();

@@ -29,6 +29,8 @@ char LICENSE[] SEC("license") = "GPL";
 
 /* test_skip_switch_in_every's count. */
 __u32 test_switch_ins = 0;
+/* test_untraced_switch_every's count. */
+__u32 test_switches_to_target = 0;
 
 /*
  * Set by user space when the session ends: from then on no breach is
@@ -897,9 +899,15 @@ static __always_inline void off_cpu_breach(struct task_struct *next, struct task
 }
 
 /* A target thread gets the CPU: the intervals that end here are judged. */
-static __always_inline void target_switch_in(struct task_struct *next, const struct switch_time *t)
+/*
+ * NEXT runs from T on. TRACED: at its sched_switch event; else at its
+ * switch-out (untraced_switch_in()), when sched_info.last_queued is gone:
+ * its run-queue wait is then timed by its own state.
+ */
+static __always_inline void target_switch_in(struct task_struct *next, const struct switch_time *t,
+					     bool traced)
 {
-	bool rq_done = rq_delay_from_sched_info(next, t);
+	bool rq_done = traced && rq_delay_from_sched_info(next, t);
 	struct task_state *st;
 	__u64 now = t->now;
 	bool in_storage;
@@ -936,6 +944,39 @@ static __always_inline void target_switch_in(struct task_struct *next, const str
 		keep_syscall_stack(next, st);
 }
 
+/*
+ * PREV leaves a CPU whose latest switch took another task in: the kernel
+ * switched to PREV without the tracepoint (on some kernels a few tasks hand
+ * their CPU over that way). sched_info.last_arrival says when PREV began to
+ * run, on this rq's clock: the switch is recorded as it happened, and for a
+ * target what that switch-in ends is judged, before its switch-out.
+ */
+static __always_inline void untraced_switch_in(struct task_struct *prev, bool target,
+					       const struct switch_time *t)
+{
+	struct switch_time in = *t;
+	__u64 arrival = 0;
+	bool timed;
+
+	if (bpf_core_field_exists(prev->sched_info.last_arrival))
+		arrival = prev->sched_info.last_arrival;
+	/* The idle task has no sched_info: its arrival is stale, and it is no target. */
+	timed = t->clock && arrival && arrival <= t->clock &&
+		arrival + t->offset > t->last_switch_ns;
+	if (!timed && !target)
+		return;
+	in.clock = 0;
+	/* Without the kernel's time: right after the switch that took the other task in. */
+	in.now = timed ? arrival + t->offset : t->last_switch_ns;
+	if (in.now > t->now)
+		in.now = t->now;
+	count(HT_CNT_UNTRACED_SWITCH_INS);
+	fr_write_sched(in.now, HT_FR_SWITCH, HT_FRF_UNTRACED | (target ? HT_FRF_NEXT_TARGET : 0), 0,
+		       t->last_next, prev->pid, TASK_RUNNING);
+	if (target)
+		target_switch_in(prev, &in, false);
+}
+
 /* PREV was preempted: sched_info_enqueue stamps it with t->clock. */
 static __always_inline void note_preemption(struct task_struct *prev, const struct switch_time *t)
 {
@@ -958,7 +999,17 @@ int BPF_PROG(handle_sched_switch, bool preempt, struct task_struct *prev, struct
 	struct switch_time t;
 	__u8 flags = 0;
 
-	switch_now(prev, &t, prev_target || next_target);
+	/*
+	 * For tests: the kernel's untraced switches (untraced_switch_in()), on
+	 * demand: from another task to a target, as the kernel's are out of
+	 * tasks that are never targets.
+	 */
+	if (test_untraced_switch_every && next_target && !prev_target &&
+	    ++test_switches_to_target % test_untraced_switch_every == 0)
+		return 0;
+	switch_now(prev, next, &t, prev_target || next_target);
+	if (t.untraced)
+		untraced_switch_in(prev, prev_target, &t);
 	if (preempt)
 		flags |= HT_FRF_PREEMPT;
 	if (prev_target)
@@ -973,7 +1024,7 @@ int BPF_PROG(handle_sched_switch, bool preempt, struct task_struct *prev, struct
 			note_preemption(prev, &t);
 	}
 	if (next_target)
-		target_switch_in(next, &t);
+		target_switch_in(next, &t, true);
 	return 0;
 }
 

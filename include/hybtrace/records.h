@@ -44,6 +44,13 @@ enum ht_fr_kind {
 #define HT_FRF_FROM_IRQ	   0x08 /* wakeup: raised in interrupt context (softirq too) */
 #define HT_FRF_FROM_TIMER  0x10 /* wakeup: raised by an expiring timer */
 #define HT_FRF_TARGET	   0x20 /* wakeup, fork, exec, exit: tid_a belongs to the target */
+/*
+ * switch: the kernel ran next without a sched_switch event (some kernels
+ * switch that way out of a few tasks); the record is made at next's own
+ * switch-out, timed by the kernel's sched_info.last_arrival, prev being the
+ * task the CPU's last traced switch had taken in.
+ */
+#define HT_FRF_UNTRACED	   0x40
 
 /*
  * One flight-recorder record: 32 bytes, written with plain stores into a
@@ -213,6 +220,7 @@ enum ht_counter {
 	HT_CNT_FILTERED,	   /* breaches the filters (--ignore-syscalls...) left out */
 	HT_CNT_UNSEEN_SWITCH_INS,  /* target switch-ins no program saw; their intervals unjudged */
 	HT_CNT_BLOCK_STACKS_TAKEN, /* --block-stacks: stacks kept at voluntary switch-outs */
+	HT_CNT_UNTRACED_SWITCH_INS, /* switch-ins the kernel did not trace, made up at switch-out */
 	HT_CNT_MAX,
 };
 

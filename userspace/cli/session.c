@@ -720,11 +720,12 @@ static void print_summary_json(struct session *s, FILE *f, const struct ht_monit
 	/* Which path judged the intervals: the tests check that a fallback they force ran. */
 	fprintf(f,
 		",\"judged\":{\"rq_sched_info\":%llu,\"rq_thread_state\":%llu,"
-		"\"thread_slot\":%llu,\"task_storage\":%llu}",
+		"\"thread_slot\":%llu,\"task_storage\":%llu,\"untraced_switch_in\":%llu}",
 		(unsigned long long)c->value[HT_CNT_RQ_SCHED_INFO],
 		(unsigned long long)c->value[HT_CNT_RQ_THREAD_STATE],
 		(unsigned long long)c->value[HT_CNT_STATE_SLOT],
-		(unsigned long long)c->value[HT_CNT_STATE_STORAGE]);
+		(unsigned long long)c->value[HT_CNT_STATE_STORAGE],
+		(unsigned long long)c->value[HT_CNT_UNTRACED_SWITCH_INS]);
 	/* Stacks taken: what make bench divides the sched_switch program's added time by. */
 	if (s->blocks)
 		fprintf(f,
@@ -1296,12 +1297,13 @@ static unsigned int test_thread_slots(void)
 }
 
 /* HYBTRACE_TEST_SKIP_SWITCH_IN: N from 2 to 1000 ignores every Nth target switch-in, else 0. */
-static unsigned int test_skip_switch_in(void)
+/* For tests: a count N from LEAST to 1000 in the environment variable NAME; 0 without one. */
+static unsigned int test_every(const char *name, unsigned long least)
 {
-	const char *v = getenv("HYBTRACE_TEST_SKIP_SWITCH_IN");
+	const char *v = getenv(name);
 	unsigned long n = v ? strtoul(v, NULL, 10) : 0;
 
-	return n >= 2 && n <= 1000 ? (unsigned int)n : 0;
+	return n >= least && n <= 1000 ? (unsigned int)n : 0;
 }
 
 static bool resolve_prev_state_arg(const struct ht_options *o)
@@ -1362,7 +1364,9 @@ static int start_session(struct session *s, const struct ht_options *o, int tgid
 	/* For tests: so few thread slots that threads share them and fall back to task storage. */
 	cfg.thread_slots = test_thread_slots();
 	/* For tests: the switch-ins the kernel sometimes skips, on demand. */
-	cfg.test_skip_switch_in_every = test_skip_switch_in();
+	cfg.test_skip_switch_in_every = test_every("HYBTRACE_TEST_SKIP_SWITCH_IN", 2);
+	/* For tests: the switches some kernels make without the tracepoint, on demand. */
+	cfg.test_untraced_switch_every = test_every("HYBTRACE_TEST_UNTRACED_SWITCH", 1);
 	memcpy(cfg.threshold_ns, o->threshold_ns, sizeof(cfg.threshold_ns));
 	memcpy(cfg.syscall_filter, o->syscall_filter, sizeof(cfg.syscall_filter));
 	s->comms = malloc(sizeof(*s->comms));

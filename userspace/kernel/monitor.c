@@ -170,6 +170,7 @@ static void set_settings(struct monitor_bpf *skel, const struct ht_monitor_confi
 	memcpy((void *)skel->rodata->do_softirq_ranges, cfg->do_softirq_ranges,
 	       sizeof(skel->rodata->do_softirq_ranges));
 	skel->rodata->test_skip_switch_in_every = cfg->test_skip_switch_in_every;
+	skel->rodata->test_untraced_switch_every = cfg->test_untraced_switch_every;
 }
 
 static int configure(struct monitor_bpf *skel, const struct ht_monitor_config *cfg,

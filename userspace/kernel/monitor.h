@@ -29,7 +29,9 @@ struct ht_monitor_config {
 	bool rq_from_thread_state; /* run-queue waits timed in the thread's state, not sched_info */
 	unsigned int thread_slots; /* 0: ht_monitor_thread_slots(pid_max); else a power of two */
 	unsigned int test_skip_switch_in_every; /* for tests: 0, or ignore every Nth switch-in */
-	const char *btf_path;			/* NULL: the running kernel's */
+	/* for tests: 0, or hide every Nth switch to a target from the monitor, as some kernels do */
+	unsigned int test_untraced_switch_every;
+	const char *btf_path;	  /* NULL: the running kernel's */
 	/* [start, end) of do_softirq() and its callers' text (find_do_softirq); zero: unknown */
 	uint64_t do_softirq_ranges[HT_DO_SOFTIRQ_RANGES][2];
 	ring_buffer_sample_fn on_breach;
