@@ -3,8 +3,10 @@
  * Building one dump (dump_build.h) offline: a flight-recorder window, a
  * sampling ring with known stacks, user marks and a trigger's hit, written
  * by the builder into a directory and read back from the file, checked
- * field by field against what went in. The target is this process, so the
- * symbolizer names the sampled frames after this file's functions.
+ * field by field against what went in. The sampling source is the real one
+ * (sample_source.c), frozen and lowered through its operations, on a ring
+ * mapped by hand. The target is this process, so the symbolizer names the
+ * sampled frames after this file's functions.
  */
 #include <limits.h>
 #include <linux/perf_event.h>
@@ -18,6 +20,8 @@
 #include "base/output.h"
 #include "dump/dump_build.h"
 #include "kernel/comm_cache.h"
+#include "sources/sample/sample_source.h"
+#include "sources/sample/sampler.h"
 #include "trace/dump_schema.h"
 #include "trace/perfetto_read.h"
 #include "trace/timeline.h"
@@ -66,8 +70,15 @@ static void add_event(size_t *n, unsigned int cpu, uint64_t ts, uint8_t kind, ui
 	e->rec.arg = arg;
 }
 
-/* A sampling ring written backward, as the kernel writes it for the sampler. */
-static uint8_t ring[RING_BYTES];
+/*
+ * A sampling ring's mapping as the kernel lays it out for the sampler: the
+ * header page (the head the freeze reads), then the data, written backward.
+ */
+static struct {
+	struct perf_event_mmap_page page;
+	uint8_t data[RING_BYTES];
+} mapping;
+static uint8_t *const ring = mapping.data;
 static uint64_t ring_head;
 
 static void put_sample(uint32_t pid, uint32_t tid, uint64_t time_ns,
@@ -103,7 +114,10 @@ static uint64_t return_in(void (*fn)(void))
 /* What every test's dump is made of; a change of the builder's inputs is an edit here. */
 struct inputs {
 	struct ht_dumper_config cfg;
-	struct ht_sampler sampler; /* only what the builder reads of it */
+	/* The sampling source as its open op would leave it, but on the mapping above. */
+	struct ht_sampler sampler;
+	struct ht_sampler_ring sampler_ring;
+	struct ht_open_source source;
 	struct ht_dump_job job;
 	struct ht_dump_capture c;
 	struct ht_mark marks[2];
@@ -119,11 +133,25 @@ static void make_config(struct inputs *in, bool sampling)
 	in->cfg.target_comm = "before-exec";
 	in->cfg.cmdline = "hybtrace run -- target";
 	memset(&in->sampler, 0, sizeof(in->sampler));
+	in->sampler.cfg.tgid = tgid;
 	in->sampler.cfg.freq_hz = 10000000;
+	in->sampler.cfg.ring_bytes = RING_BYTES;
 	in->sampler.cfg.callgraph = HT_CALLGRAPH_FP;
+	in->sampler.format.sample_type = PERF_SAMPLE_IP | PERF_SAMPLE_TID | PERF_SAMPLE_TIME |
+					 PERF_SAMPLE_CPU | PERF_SAMPLE_PERIOD |
+					 PERF_SAMPLE_CALLCHAIN;
 	in->sampler.period_ns = PERIOD_NS;
-	if (sampling)
-		in->cfg.sampler = &in->sampler;
+	/* No event behind the ring (fd -1): the freeze's pauses fail, its copy is made. */
+	in->sampler_ring = (struct ht_sampler_ring){
+		.fd = -1, .base = &mapping, .mmap_len = sizeof(mapping), .data_size = RING_BYTES};
+	in->sampler.ncpus = 1;
+	in->sampler.rings = &in->sampler_ring;
+	in->sampler.open = true;
+	in->source = (struct ht_open_source){.ops = &ht_sample_source, .state = &in->sampler};
+	if (sampling) {
+		in->cfg.sources = &in->source;
+		in->cfg.nsources = 1;
+	}
 }
 
 /* The rq-delay of the target's main thread from 1000 to 5000, over a 1000 ns threshold. */
@@ -156,7 +184,8 @@ static void make_breach_job(struct inputs *in)
 /*
  * The capture of the window the job asks for: the flight record above, the
  * samples (two before the wait, two after, one on each side outside the
- * window), two marks.
+ * window) frozen by each source configured, as ht_dump_capture_take freezes
+ * them, two marks.
  */
 static void make_capture(struct inputs *in)
 {
@@ -164,6 +193,7 @@ static void make_capture(struct inputs *in)
 				  return_in(db_root_fn)};
 	const uint64_t two[] = {(uint64_t)(uintptr_t)db_mid_fn, return_in(db_root_fn)};
 	struct ht_dump_capture *c = &in->c;
+	struct ht_source_freeze f;
 	size_t n = 0;
 
 	memset(c, 0, sizeof(*c));
@@ -182,7 +212,7 @@ static void make_capture(struct inputs *in)
 				     .entry_switch = entry_switch,
 				     .entry_valid = entry_valid};
 
-	memset(ring, 0, sizeof(ring));
+	memset(&mapping, 0, sizeof(mapping));
 	ring_head = 0;
 	put_sample((uint32_t)tgid, (uint32_t)tgid, 50, three, 3); /* before t0 */
 	put_sample((uint32_t)tgid, (uint32_t)tgid, 200, three, 3);
@@ -190,17 +220,25 @@ static void make_capture(struct inputs *in)
 	put_sample((uint32_t)tgid, (uint32_t)tgid, 5100, two, 2);
 	put_sample((uint32_t)tgid, (uint32_t)tgid, 5200, two, 2);
 	put_sample((uint32_t)tgid, (uint32_t)tgid, 6500, two, 2); /* after t1 */
-	c->have_samples = in->cfg.sampler != NULL;
-	c->frozen.format.sample_type = PERF_SAMPLE_IP | PERF_SAMPLE_TID | PERF_SAMPLE_TIME |
-				       PERF_SAMPLE_CPU | PERF_SAMPLE_PERIOD | PERF_SAMPLE_CALLCHAIN;
-	c->frozen.tgid = tgid;
-	c->frozen.nrings = 1;
-	c->frozen.rings = calloc(1, sizeof(*c->frozen.rings));
-	CHECK(c->frozen.rings != NULL);
-	if (c->frozen.rings) {
-		c->frozen.rings[0].data = ring;
-		c->frozen.rings[0].size = RING_BYTES;
-		c->frozen.rings[0].head = ring_head;
+	mapping.page.data_head = ring_head;
+	f = (struct ht_source_freeze){
+		.frozen_ns = c->frozen_ns,
+		.kind = in->job.kind,
+		.threshold_ns = in->job.threshold_ns,
+		.start_ns = in->job.start_ns,
+		.end_ns = in->job.end_ns,
+		.pre_ns = in->cfg.pre_ns,
+		.post_ns = in->cfg.post_ns,
+		.breach = in->job.has_breach ? &in->job.breach : NULL,
+	};
+	for (unsigned int i = 0; i < in->cfg.nsources && i < HT_SOURCES_OPEN_MAX; i++) {
+		struct ht_source_frozen *slot = &c->frozen[c->nfrozen++];
+		const struct ht_open_source *src = &in->cfg.sources[i];
+
+		slot->ops = src->ops;
+		slot->state = src->state;
+		slot->frozen = !src->ops->freeze(src->state, &f, slot->u.bytes);
+		CHECK(slot->frozen);
 	}
 
 	in->marks[0] = (struct ht_mark){.time_ns = 2500,
@@ -217,10 +255,13 @@ static void make_capture(struct inputs *in)
 		.v = in->marks, .count = 2, .cap = 2, .torn = 1, .overwritten = 2, .unreadable = 3};
 }
 
+/* What the sources froze; the rest of the capture is this file's. */
 static void free_inputs(struct inputs *in)
 {
-	free(in->c.frozen.rings);
-	in->c.frozen.rings = NULL;
+	for (unsigned int i = 0; i < in->c.nfrozen; i++)
+		if (in->c.frozen[i].frozen)
+			in->c.frozen[i].ops->frozen_free(in->c.frozen[i].u.bytes);
+	in->c.nfrozen = 0;
 }
 
 struct written {
