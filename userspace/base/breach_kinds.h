@@ -4,7 +4,7 @@
  * a kind and how its threshold is set. Options, the event loop and its
  * summary, the live line, the kernel timeline, the dump schema and the
  * report read the rows; what is left to a new kind is its enum value
- * (records.h), its threshold's knob in the BPF program (monitor.c) and the
+ * (records.h), its threshold's knob (bpf/settings.bpf.h, set in kernel/monitor.c) and the
  * BPF logic that measures it. In base/, the lowest layer, so that the dump
  * schema (trace/) and the report (cli/) read the same rows.
  */
