@@ -60,11 +60,6 @@ static const char *const term_names[HT_PT_TERM_COUNT] = {
 	[HT_PT_TERM_NORETCOMP] = "noretcomp",
 };
 
-const char *ht_pt_term_name(enum ht_pt_term t)
-{
-	return t < HT_PT_TERM_COUNT ? term_names[t] : "?";
-}
-
 static int perf_open(struct perf_event_attr *attr, int pid, int cpu)
 {
 	return (int)syscall(SYS_perf_event_open, attr, pid, cpu, -1, PERF_FLAG_FD_CLOEXEC);

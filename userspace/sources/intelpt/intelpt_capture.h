@@ -64,8 +64,6 @@ enum ht_pt_term {
 	HT_PT_TERM_COUNT,
 };
 
-const char *ht_pt_term_name(enum ht_pt_term t);
-
 /* The intel_pt PMU as sysfs describes it. */
 struct ht_intelpt_pmu {
 	uint32_t type;
