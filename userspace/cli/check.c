@@ -154,13 +154,12 @@ int ht_check_main(int argc, char **argv)
 	printf("\nhybtrace will use:\n");
 	printf("  prev_state from %s\n", prev_arg ? "the sched_switch argument" : "task_struct");
 	printf("  syscall breaches %s\n",
-	       sys_tp ? "through sys_enter/sys_exit, attached only with --syscall"
-		      : "unavailable");
+	       sys_tp ? "through sys_enter/sys_exit, attached only with --syscall" : "unavailable");
 	printf("  monitor: %s\n", mon == 0 ? "ready" : "not usable here");
 	printf("  on-CPU source (--source auto): %s\n",
-	       pt ? "sampling: Intel PT is present, but this build does not capture it yet"
-		  : clk == 0 ? "sampling (cpu-clock), as there is no Intel PT"
-			     : "none: neither Intel PT nor cpu-clock sampling works here");
+	       pt	  ? "Intel PT"
+	       : clk == 0 ? "sampling (cpu-clock), as there is no Intel PT"
+			  : "none: neither Intel PT nor cpu-clock sampling works here");
 	printf("  perf events (sampling, triggers): %s\n",
 	       perf == HT_PERF_NO_ADMIN	    ? "refused here without CAP_SYS_ADMIN"
 	       : perf == HT_PERF_KEEP_ADMIN ? "CAP_SYS_ADMIN, kept after attaching with --trigger"

@@ -24,7 +24,6 @@
 #include "base/proc.h"
 #include "symbols/target_files.h"
 
-/* New threads appear while we open events for the old ones: look again this often. */
 /* Brackets tried per clock pair: the tightest is kept. */
 #define CLOCK_PAIR_TRIES 16
 #define MAX_VDSO_BYTES	 (1 << 20)
