@@ -20,6 +20,7 @@
 #include "kernel/comm_cache.h"
 #include "trace/dump_schema.h"
 #include "dump/dumper.h"
+#include "base/clock.h"
 #include "base/histogram.h"
 #include "base/json.h"
 #include "kernel/kernel_btf.h"
@@ -135,10 +136,7 @@ struct session {
 
 static uint64_t monotonic_ns(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+	return ht_monotonic_ns();
 }
 
 static uint64_t threshold_of(const struct ht_options *o, unsigned int kind)

@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "dump/dumper.h"
+#include "base/clock.h"
 #include "base/json.h"
 #include "base/log.h"
 #include "base/output.h"
@@ -27,14 +28,6 @@
 #define WARM_FAST_INTERVAL_NS 50000000ULL
 #define WARM_FAST_PERIOD_NS   2000000000ULL
 #define WARM_INTERVAL_NS      1000000000ULL
-
-static uint64_t clock_ns(clockid_t clock)
-{
-	struct timespec ts;
-
-	clock_gettime(clock, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
-}
 
 static void sleep_until(uint64_t monotonic_ns)
 {
@@ -123,8 +116,8 @@ static void replace(struct ht_dumper *d, const struct ht_dump_job *job, const ch
 static void build_one(struct ht_dumper *d, const struct ht_dump_job *job,
 		      const struct ht_dump_capture *c, uint64_t seq, uint64_t not_dumped)
 {
-	uint64_t bytes = 0, started = clock_ns(CLOCK_MONOTONIC);
-	uint64_t cpu_started = clock_ns(CLOCK_THREAD_CPUTIME_ID);
+	uint64_t bytes = 0, started = ht_clock_ns(CLOCK_MONOTONIC);
+	uint64_t cpu_started = ht_clock_ns(CLOCK_THREAD_CPUTIME_ID);
 	struct ht_dump_builder *b = &d->builder;
 	char path[PATH_MAX + 64];
 	struct ht_dump_kept victim;
@@ -141,8 +134,8 @@ static void build_one(struct ht_dumper *d, const struct ht_dump_job *job,
 	pthread_mutex_unlock(&d->lock);
 	if (!ok)
 		return;
-	report_written(d, job, path, bytes, events, clock_ns(CLOCK_MONOTONIC) - started,
-		       clock_ns(CLOCK_THREAD_CPUTIME_ID) - cpu_started);
+	report_written(d, job, path, bytes, events, ht_clock_ns(CLOCK_MONOTONIC) - started,
+		       ht_clock_ns(CLOCK_THREAD_CPUTIME_ID) - cpu_started);
 	if (replaces) {
 		replace(d, job, path, &victim);
 		ht_dump_kept_free(&victim);
@@ -156,8 +149,8 @@ static void build_one(struct ht_dumper *d, const struct ht_dump_job *job,
  */
 static void idle_wait(struct ht_dumper *d)
 {
-	bool young = clock_ns(CLOCK_MONOTONIC) - d->started_ns < WARM_FAST_PERIOD_NS;
-	uint64_t deadline = clock_ns(CLOCK_REALTIME) +
+	bool young = ht_clock_ns(CLOCK_MONOTONIC) - d->started_ns < WARM_FAST_PERIOD_NS;
+	uint64_t deadline = ht_clock_ns(CLOCK_REALTIME) +
 			    (young ? WARM_FAST_INTERVAL_NS : WARM_INTERVAL_NS);
 	struct timespec ts = { (time_t)(deadline / 1000000000ULL), (long)(deadline % 1000000000ULL) };
 
@@ -210,7 +203,7 @@ int ht_dumper_start(struct ht_dumper *d, const struct ht_dumper_config *cfg)
 {
 	memset(d, 0, sizeof(*d));
 	d->cfg = *cfg;
-	d->started_ns = clock_ns(CLOCK_MONOTONIC);
+	d->started_ns = ht_clock_ns(CLOCK_MONOTONIC);
 	d->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (d->wake_fd < 0)
 		return ht_fail("eventfd: %s", strerror(errno));
@@ -299,7 +292,7 @@ struct ht_dump_rank ht_dump_job_rank(const struct ht_dump_job *job)
 
 enum ht_dump_decision ht_dumper_offer(struct ht_dumper *d, const struct ht_dump_job *job)
 {
-	uint64_t now = clock_ns(CLOCK_MONOTONIC), t0, t1;
+	uint64_t now = ht_clock_ns(CLOCK_MONOTONIC), t0, t1;
 	struct ht_dump_offer_result r;
 	struct ht_dump_offer o;
 	unsigned int id = 0;
@@ -429,7 +422,7 @@ void ht_dumper_wait_idle(struct ht_dumper *d)
 
 		if (due) {
 			sleep_until(due);
-			ht_dumper_tick(d, clock_ns(CLOCK_MONOTONIC));
+			ht_dumper_tick(d, ht_clock_ns(CLOCK_MONOTONIC));
 			continue;
 		}
 		pthread_mutex_lock(&d->lock);
@@ -439,7 +432,7 @@ void ht_dumper_wait_idle(struct ht_dumper *d)
 		pthread_mutex_unlock(&d->lock);
 		if (idle)
 			break;
-		ht_dumper_tick(d, clock_ns(CLOCK_MONOTONIC));
+		ht_dumper_tick(d, ht_clock_ns(CLOCK_MONOTONIC));
 	}
 }
 

@@ -12,6 +12,7 @@
 #include <unistd.h>
 #include <bpf/libbpf.h>
 #include "triggers/breakpoint.h"
+#include "base/clock.h"
 #include "base/log.h"
 #include "base/proc.h"
 
@@ -404,14 +405,6 @@ size_t ht_bp_poll_fds(const struct ht_breakpoints *b, int *fds, size_t max)
 
 /* ---- Setting, moving, arming ---- */
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
-}
-
 /* SLOT leaves its address: hits there until now, still in the rings, remain its hits. */
 static void remember_move(struct ht_breakpoints *b, int slot)
 {
@@ -421,7 +414,7 @@ static void remember_move(struct ht_breakpoints *b, int slot)
 		return;
 	p = &b->past[slot][b->past_next[slot]++ % HT_BP_PAST];
 	p->addr = b->addr[slot];
-	p->until_ns = now_ns();
+	p->until_ns = ht_monotonic_ns();
 }
 
 static void close_slot(struct ht_breakpoints *b, int slot)

@@ -20,6 +20,7 @@
 #include <unistd.h>
 #include <x86intrin.h>
 #include "sources/intelpt/intelpt_capture.h"
+#include "base/clock.h"
 #include "base/log.h"
 #include "base/proc.h"
 #include "symbols/target_files.h"
@@ -66,10 +67,7 @@ static int perf_open(struct perf_event_attr *attr, int pid, int cpu)
 
 static uint64_t clock_ns(clockid_t id)
 {
-	struct timespec ts;
-
-	clock_gettime(id, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+	return ht_clock_ns(id);
 }
 
 /* ---- sysfs ---- */
