@@ -15,7 +15,7 @@ static uint64_t raw_ns(clockid_t id)
 
 TEST(clock_reads_lie_between_two_kernel_reads)
 {
-	static const clockid_t ids[] = { CLOCK_MONOTONIC, CLOCK_REALTIME, CLOCK_BOOTTIME };
+	static const clockid_t ids[] = {CLOCK_MONOTONIC, CLOCK_REALTIME, CLOCK_BOOTTIME};
 
 	for (size_t i = 0; i < sizeof(ids) / sizeof(ids[0]); i++) {
 		uint64_t before = raw_ns(ids[i]), t = ht_clock_ns(ids[i]), after = raw_ns(ids[i]);

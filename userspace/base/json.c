@@ -27,3 +27,127 @@ void ht_json_string(FILE *f, const char *s)
 	}
 	fputc('"', f);
 }
+
+/* Decimal digits without printf: breach lines carry some twenty numbers each. */
+static void put_u64(FILE *f, uint64_t v)
+{
+	char buf[20], *p = buf + sizeof(buf);
+
+	do {
+		*--p = (char)('0' + v % 10);
+		v /= 10;
+	} while (v);
+	fwrite(p, 1, (size_t)(buf + sizeof(buf) - p), f);
+}
+
+/* The separator before a member of the innermost container, and its key. */
+static void member(struct ht_json *j, const char *key)
+{
+	uint64_t bit = 1ULL << (j->depth - 1);
+
+	if (j->has_member & bit)
+		fputc(',', j->f);
+	j->has_member |= bit;
+	if (key) {
+		ht_json_string(j->f, key);
+		fputc(':', j->f);
+	}
+}
+
+static void open_container(struct ht_json *j, bool array)
+{
+	uint64_t bit = 1ULL << j->depth;
+
+	fputc(array ? '[' : '{', j->f);
+	j->depth++;
+	j->has_member &= ~bit;
+	if (array)
+		j->is_array |= bit;
+	else
+		j->is_array &= ~bit;
+}
+
+void ht_json_begin(struct ht_json *j, FILE *f)
+{
+	j->f = f;
+	j->depth = 0;
+	j->has_member = 0;
+	j->is_array = 0;
+	open_container(j, false);
+}
+
+void ht_json_end_line(struct ht_json *j)
+{
+	ht_json_close(j);
+	fputc('\n', j->f);
+}
+
+void ht_json_continue(struct ht_json *j, FILE *f)
+{
+	j->f = f;
+	j->depth = 1;
+	j->has_member = 1;
+	j->is_array = 0;
+}
+
+void ht_json_object(struct ht_json *j, const char *key)
+{
+	member(j, key);
+	open_container(j, false);
+}
+
+void ht_json_array(struct ht_json *j, const char *key)
+{
+	member(j, key);
+	open_container(j, true);
+}
+
+void ht_json_close(struct ht_json *j)
+{
+	j->depth--;
+	fputc(j->is_array & (1ULL << j->depth) ? ']' : '}', j->f);
+}
+
+void ht_json_str(struct ht_json *j, const char *key, const char *s)
+{
+	member(j, key);
+	if (s)
+		ht_json_string(j->f, s);
+	else
+		fputs("null", j->f);
+}
+
+void ht_json_u64(struct ht_json *j, const char *key, uint64_t v)
+{
+	member(j, key);
+	put_u64(j->f, v);
+}
+
+void ht_json_i64(struct ht_json *j, const char *key, int64_t v)
+{
+	member(j, key);
+	if (v < 0) {
+		fputc('-', j->f);
+		put_u64(j->f, 0 - (uint64_t)v);
+	} else {
+		put_u64(j->f, (uint64_t)v);
+	}
+}
+
+void ht_json_bool(struct ht_json *j, const char *key, bool v)
+{
+	member(j, key);
+	fputs(v ? "true" : "false", j->f);
+}
+
+void ht_json_null(struct ht_json *j, const char *key)
+{
+	member(j, key);
+	fputs("null", j->f);
+}
+
+void ht_json_fixed(struct ht_json *j, const char *key, double v, int decimals)
+{
+	member(j, key);
+	fprintf(j->f, "%.*f", decimals, v);
+}

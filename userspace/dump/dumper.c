@@ -40,12 +40,12 @@ static void sleep_until(uint64_t monotonic_ns)
 
 /* ---- the builder thread ---- */
 
-static void json_ratio(FILE *out, struct ht_dump_rank r)
+static void json_ratio(struct ht_json *j, const char *key, struct ht_dump_rank r)
 {
 	if (r.cls == HT_RANK_BREACH || r.cls == HT_RANK_WAIT_FOR_WORK)
-		fprintf(out, "%.3f", r.ratio);
+		ht_json_fixed(j, key, r.ratio, 3);
 	else
-		fputs("null", out);
+		ht_json_null(j, key);
 }
 
 static void report_written(struct ht_dumper *d, const struct ht_dump_job *job, const char *path,
@@ -55,16 +55,19 @@ static void report_written(struct ht_dumper *d, const struct ht_dump_job *job, c
 
 	if (d->cfg.json) {
 		FILE *out = d->cfg.json_out;
+		struct ht_json j;
 
 		flockfile(out);
-		fprintf(out, "{\"type\":\"dump\",\"kind\":\"%s\",\"path\":", job->kind);
-		ht_json_string(out, path);
-		fprintf(out, ",\"bytes\":%llu,\"events\":%zu,\"write_ns\":%llu,\"cpu_ns\":%llu",
-			(unsigned long long)bytes, events, (unsigned long long)took_ns,
-			(unsigned long long)cpu_ns);
-		fputs(",\"ratio\":", out);
-		json_ratio(out, ht_dump_job_rank(job));
-		fputs("}\n", out);
+		ht_json_begin(&j, out);
+		ht_json_str(&j, "type", "dump");
+		ht_json_str(&j, "kind", job->kind);
+		ht_json_str(&j, "path", path);
+		ht_json_u64(&j, "bytes", bytes);
+		ht_json_u64(&j, "events", events);
+		ht_json_u64(&j, "write_ns", took_ns);
+		ht_json_u64(&j, "cpu_ns", cpu_ns);
+		json_ratio(&j, "ratio", ht_dump_job_rank(job));
+		ht_json_end_line(&j);
 		fflush(out);
 		funlockfile(out);
 	}
@@ -91,17 +94,17 @@ static void replace(struct ht_dumper *d, const struct ht_dump_job *job, const ch
 	ht_dump_rank_format(ht_dump_job_rank(job), new_rank, sizeof(new_rank));
 	if (d->cfg.json) {
 		FILE *out = d->cfg.json_out;
+		struct ht_json j;
 
 		flockfile(out);
-		fputs("{\"type\":\"dump_replaced\",\"old\":", out);
-		ht_json_string(out, victim->path);
-		fputs(",\"new\":", out);
-		ht_json_string(out, path);
-		fputs(",\"old_ratio\":", out);
-		json_ratio(out, victim->rank);
-		fputs(",\"new_ratio\":", out);
-		json_ratio(out, ht_dump_job_rank(job));
-		fprintf(out, ",\"removed\":%s}\n", gone ? "true" : "false");
+		ht_json_begin(&j, out);
+		ht_json_str(&j, "type", "dump_replaced");
+		ht_json_str(&j, "old", victim->path);
+		ht_json_str(&j, "new", path);
+		json_ratio(&j, "old_ratio", victim->rank);
+		json_ratio(&j, "new_ratio", ht_dump_job_rank(job));
+		ht_json_bool(&j, "removed", gone);
+		ht_json_end_line(&j);
 		fflush(out);
 		funlockfile(out);
 	}
