@@ -8,6 +8,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 #include "base/log.h"
+#include "base/perf_event.h"
 #include "base/privileges.h"
 #include "base/proc.h"
 
@@ -121,7 +122,7 @@ static bool refused_without_admin(void)
 	admin = effective & CAP_BIT(HT_CAP_SYS_ADMIN);
 	if (admin && write_caps(effective & ~CAP_BIT(HT_CAP_SYS_ADMIN), permitted))
 		return false;
-	fd = (int)syscall(SYS_perf_event_open, &a, 0, -1, -1, PERF_FLAG_FD_CLOEXEC);
+	fd = ht_perf_event_open(&a, 0, -1);
 	err = errno;
 	if (fd >= 0)
 		close(fd);

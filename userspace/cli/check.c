@@ -14,6 +14,7 @@
 #include "kernel/kernel_btf.h"
 #include "base/log.h"
 #include "base/machine.h"
+#include "base/perf_event.h"
 #include "kernel/monitor.h"
 #include "base/privileges.h"
 
@@ -26,7 +27,7 @@ static void row(const char *what, bool ok, const char *detail)
 
 static int try_perf_event(struct perf_event_attr *attr)
 {
-	int fd = (int)syscall(SYS_perf_event_open, attr, 0, -1, -1, PERF_FLAG_FD_CLOEXEC);
+	int fd = ht_perf_event_open(attr, 0, -1);
 
 	if (fd < 0)
 		return -errno;
@@ -154,7 +155,8 @@ int ht_check_main(int argc, char **argv)
 	printf("\nhybtrace will use:\n");
 	printf("  prev_state from %s\n", prev_arg ? "the sched_switch argument" : "task_struct");
 	printf("  syscall breaches %s\n",
-	       sys_tp ? "through sys_enter/sys_exit, attached only with --syscall" : "unavailable");
+	       sys_tp ? "through sys_enter/sys_exit, attached only with --syscall"
+		      : "unavailable");
 	printf("  monitor: %s\n", mon == 0 ? "ready" : "not usable here");
 	printf("  on-CPU source (--source auto): %s\n",
 	       pt	  ? "Intel PT"

@@ -22,6 +22,7 @@
 #include "sources/intelpt/intelpt_capture.h"
 #include "base/clock.h"
 #include "base/log.h"
+#include "base/perf_event.h"
 #include "base/proc.h"
 #include "symbols/target_files.h"
 
@@ -62,7 +63,7 @@ static const char *const term_names[HT_PT_TERM_COUNT] = {
 
 static int perf_open(struct perf_event_attr *attr, int pid, int cpu)
 {
-	return (int)syscall(SYS_perf_event_open, attr, pid, cpu, -1, PERF_FLAG_FD_CLOEXEC);
+	return ht_perf_event_open(attr, pid, cpu);
 }
 
 static uint64_t clock_ns(clockid_t id)
@@ -926,11 +927,10 @@ static int map_ring(struct ht_intelpt *pt, unsigned int cpu, int fd)
 	r->data_size = pt->cfg.sideband_bytes;
 	r->mmap_len = r->data_size + page;
 	/* Read-only, as write_backward wants. */
-	r->base = mmap(NULL, r->mmap_len, PROT_READ, MAP_SHARED, fd, 0);
-	if (r->base == MAP_FAILED) {
+	r->base = ht_perf_ring_map(fd, r->data_size, false);
+	if (!r->base) {
 		int err = errno;
 
-		r->base = NULL;
 		return ht_fail("cannot map a %zu-byte sideband ring on CPU %u: %s%s", r->data_size,
 			       cpu, strerror(err), locked_hint(err));
 	}
