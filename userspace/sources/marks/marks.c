@@ -18,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "base/clock.h"
+#include "base/tsc.h"
 #include "base/log.h"
 #include "sources/marks/marks.h"
 #include "symbols/proc_maps.h"
@@ -126,12 +127,9 @@ void ht_tsc_pair_take(struct ht_tsc_pair *p)
 int ht_tsc_to_ns(const struct ht_tsc_pair *a, const struct ht_tsc_pair *b, uint64_t tsc,
 		 uint64_t *ns)
 {
-	__int128 dtsc = (__int128)b->tsc - a->tsc, dns = (__int128)b->ns - a->ns, v;
-
-	if (dtsc <= 0 || dns <= 0)
+	if (b->tsc <= a->tsc || b->ns <= a->ns)
 		return -1;
-	v = (__int128)a->ns + ((__int128)tsc - a->tsc) * dns / dtsc;
-	*ns = v < 0 ? 0 : v > (__int128)UINT64_MAX ? UINT64_MAX : (uint64_t)v;
+	*ns = ht_tsc_line_ns(a->tsc, a->ns, tsc, b->ns - a->ns, b->tsc - a->tsc);
 	return 0;
 }
 
