@@ -3,11 +3,14 @@
  * The one JSON writer: every JSON line and document hybtrace prints goes
  * through it, so there is one escaping (ht_json_string) and one number
  * format (integers in decimal, fractions with a fixed count of decimals).
- * It writes straight to a FILE and allocates nothing; the caller locks the
- * FILE around a line when other threads write to it.
+ * It writes straight to a FILE and allocates nothing. Its writes are
+ * unlocked (the breach lines are on the event loop's path): when other
+ * threads write to the FILE, the caller holds its lock (flockfile) around
+ * the line.
  *
- * A member's KEY is its name in the enclosing object, or NULL for an
- * element of an array. Objects and arrays nest up to HT_JSON_MAX_DEPTH.
+ * A member's KEY is its name in the enclosing object, a name the program
+ * spells (written as is, never data), or NULL for an element of an array.
+ * Objects and arrays nest up to HT_JSON_MAX_DEPTH.
  */
 #ifndef HT_JSON_H
 #define HT_JSON_H
@@ -25,7 +28,7 @@ struct ht_json {
 	uint64_t is_array;   /* bit D: the container at depth D is an array */
 };
 
-/* Write S as a JSON string literal, quotes included. */
+/* Write S as a JSON string literal, quotes included (takes the FILE's lock). */
 void ht_json_string(FILE *f, const char *s);
 
 /* Open a JSON line (or document) on F: its outer object. */
