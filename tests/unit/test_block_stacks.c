@@ -193,6 +193,7 @@ TEST(a_kernel_error_is_kept_with_no_frames)
 	struct ht_block_frames fr;
 	char *text = NULL;
 	size_t size = 0;
+	struct ht_json j;
 	FILE *f;
 
 	store(&bs, HT_BLOCK_STACK_FP);
@@ -203,7 +204,8 @@ TEST(a_kernel_error_is_kept_with_no_frames)
 	CHECK_EQ_U64(fr.depth, 0);
 	CHECK(fr.error == -14);
 	f = open_memstream(&text, &size);
-	ht_block_frames_print_json(f, &fr);
+	ht_json_continue(&j, f);
+	ht_block_frames_print_json(&j, &fr);
 	ht_block_frames_print_text(f, &fr);
 	fclose(f);
 	CHECK_STR(text, ",\"block_stack\":[],\"block_stack_at_ns\":10,\"block_stack_error\":-14");
@@ -280,13 +282,15 @@ TEST(json_and_text_name_the_frames_innermost_first)
 	struct ht_block_frames fr;
 	char *text = NULL;
 	size_t size = 0;
+	struct ht_json j;
 	FILE *f;
 
 	frames(&fr, HT_BLOCK_STACK_FP, "m", 5);
 	fr.switch_ns = 1234;
 	snprintf(fr.f[1].function, sizeof(fr.f[1].function), "a\"b");
 	f = open_memstream(&text, &size);
-	ht_block_frames_print_json(f, &fr);
+	ht_json_continue(&j, f);
+	ht_block_frames_print_json(&j, &fr);
 	fputc('|', f);
 	ht_block_frames_print_text(f, &fr);
 	fputc('|', f);

@@ -49,14 +49,18 @@ void ht_hist_print(FILE *f, const char *title, const uint64_t *slots, unsigned i
 	}
 }
 
-void ht_hist_print_json(FILE *f, const uint64_t *slots, unsigned int nslots)
+void ht_hist_print_json(struct ht_json *j, const char *key, const uint64_t *slots,
+			unsigned int nslots)
 {
 	unsigned int last = last_used_slot(slots, nslots);
 
-	fputc('[', f);
-	for (unsigned int i = 0; i < last; i++)
-		fprintf(f, "%s{\"from_us\":%llu,\"to_us\":%llu,\"count\":%llu}", i ? "," : "",
-			(unsigned long long)slot_low(i), (unsigned long long)slot_high(i),
-			(unsigned long long)slots[i]);
-	fputc(']', f);
+	ht_json_array(j, key);
+	for (unsigned int i = 0; i < last; i++) {
+		ht_json_object(j, NULL);
+		ht_json_u64(j, "from_us", slot_low(i));
+		ht_json_u64(j, "to_us", slot_high(i));
+		ht_json_u64(j, "count", slots[i]);
+		ht_json_close(j);
+	}
+	ht_json_close(j);
 }

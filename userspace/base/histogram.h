@@ -5,10 +5,12 @@
 
 #include <stdint.h>
 #include <stdio.h>
+#include "base/json.h"
 
 void ht_hist_print(FILE *f, const char *title, const uint64_t *slots, unsigned int nslots);
 
-/* As a JSON array of {"from_us", "to_us", "count"}, non-empty range only. */
-void ht_hist_print_json(FILE *f, const uint64_t *slots, unsigned int nslots);
+/* As member KEY of J, an array of {"from_us", "to_us", "count"}, non-empty range only. */
+void ht_hist_print_json(struct ht_json *j, const char *key, const uint64_t *slots,
+			unsigned int nslots);
 
 #endif /* HT_HISTOGRAM_H */

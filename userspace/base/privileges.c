@@ -8,6 +8,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 #include "base/log.h"
+#include "base/perf_event.h"
 #include "base/privileges.h"
 #include "base/proc.h"
 
@@ -121,7 +122,7 @@ static bool refused_without_admin(void)
 	admin = effective & CAP_BIT(HT_CAP_SYS_ADMIN);
 	if (admin && write_caps(effective & ~CAP_BIT(HT_CAP_SYS_ADMIN), permitted))
 		return false;
-	fd = (int)syscall(SYS_perf_event_open, &a, 0, -1, -1, PERF_FLAG_FD_CLOEXEC);
+	fd = ht_perf_event_open(&a, 0, -1);
 	err = errno;
 	if (fd >= 0)
 		close(fd);
@@ -217,43 +218,4 @@ int ht_drop_capabilities(int (*bpf_probe)(void *ctx), void *ctx, uint64_t also_k
 	if (kept)
 		*kept = keep;
 	return 0;
-}
-
-void ht_capability_names(uint64_t mask, char *buf, size_t len)
-{
-	static const char *const names[] = {
-		[HT_CAP_CHOWN] = "CAP_CHOWN",
-		[HT_CAP_DAC_OVERRIDE] = "CAP_DAC_OVERRIDE",
-		[HT_CAP_DAC_READ_SEARCH] = "CAP_DAC_READ_SEARCH",
-		[HT_CAP_FOWNER] = "CAP_FOWNER",
-		[HT_CAP_KILL] = "CAP_KILL",
-		[HT_CAP_SETPCAP] = "CAP_SETPCAP",
-		[HT_CAP_IPC_LOCK] = "CAP_IPC_LOCK",
-		[HT_CAP_SYS_PTRACE] = "CAP_SYS_PTRACE",
-		[HT_CAP_SYS_ADMIN] = "CAP_SYS_ADMIN",
-		[HT_CAP_SYS_NICE] = "CAP_SYS_NICE",
-		[HT_CAP_SYSLOG] = "CAP_SYSLOG",
-		[HT_CAP_PERFMON] = "CAP_PERFMON",
-		[HT_CAP_BPF] = "CAP_BPF",
-		[HT_CAP_CHECKPOINT_RESTORE] = "CAP_CHECKPOINT_RESTORE",
-	};
-	size_t used = 0;
-
-	buf[0] = '\0';
-	for (int cap = 0; cap < 64 && used < len; cap++) {
-		const char *name = cap < (int)(sizeof(names) / sizeof(names[0])) ? names[cap] : NULL;
-		char other[16];
-		int n;
-
-		if (!(mask & CAP_BIT(cap)))
-			continue;
-		if (!name) {
-			snprintf(other, sizeof(other), "cap%d", cap);
-			name = other;
-		}
-		n = snprintf(buf + used, len - used, "%s%s", used ? "," : "", name);
-		if (n < 0)
-			break;
-		used += (size_t)n;
-	}
 }

@@ -83,7 +83,4 @@ enum ht_perf_access ht_perf_access(int *paranoid);
 /* One line: what perf events need at PARANOID with access A ("CAP_PERFMON ..."). */
 const char *ht_perf_access_describe(enum ht_perf_access a, int paranoid, char *buf, size_t len);
 
-/* "CAP_PERFMON,CAP_SYS_PTRACE,..." for a capability mask, into BUF. */
-void ht_capability_names(uint64_t mask, char *buf, size_t len);
-
 #endif /* HT_PRIVILEGES_H */

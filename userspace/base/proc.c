@@ -92,16 +92,6 @@ int ht_proc_thread_comm(int tid, char *buf, size_t len)
 	return 0;
 }
 
-bool ht_proc_alive(int tgid)
-{
-	unsigned long flags;
-	char state;
-
-	if (ht_proc_stat_state(tgid, &state, &flags))
-		return false;
-	return state != 'Z' && state != 'X';
-}
-
 int ht_proc_real_uid(int tgid, unsigned int *uid)
 {
 	char path[64], buf[2048], *line;

@@ -19,9 +19,6 @@ int ht_proc_thread_comm(int tid, char *buf, size_t len);
 /* Fields of /proc/TID/stat: state letter and flags. Returns 0 or -1. */
 int ht_proc_stat_state(int tid, char *state, unsigned long *flags);
 
-/* Whether the process (thread group) TGID still exists and is not a zombie. */
-bool ht_proc_alive(int tgid);
-
 /* The real uid of process TGID. Returns 0, or -1 with the reason. */
 int ht_proc_real_uid(int tgid, unsigned int *uid);
 

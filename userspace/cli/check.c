@@ -14,6 +14,7 @@
 #include "kernel/kernel_btf.h"
 #include "base/log.h"
 #include "base/machine.h"
+#include "base/perf_event.h"
 #include "kernel/monitor.h"
 #include "base/privileges.h"
 
@@ -24,7 +25,7 @@ static void row(const char *what, bool ok, const char *detail)
 
 static int try_perf_event(struct perf_event_attr *attr)
 {
-	int fd = (int)syscall(SYS_perf_event_open, attr, 0, -1, -1, PERF_FLAG_FD_CLOEXEC);
+	int fd = ht_perf_event_open(attr, 0, -1);
 
 	if (fd < 0)
 		return -errno;

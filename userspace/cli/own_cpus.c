@@ -4,6 +4,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include "base/clock.h"
 #include "base/log.h"
 #include "cli/own_cpus.h"
 #include "base/proc.h"
@@ -36,10 +37,7 @@ void ht_own_cpus_choose(const cpu_set_t *allowed, const cpu_set_t *target, cpu_s
  */
 static uint64_t thread_cpu_ns(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+	return ht_clock_ns(CLOCK_THREAD_CPUTIME_ID);
 }
 
 /* Add the CPUs thread TID may run on; a thread that exited meanwhile adds none. */

@@ -21,6 +21,7 @@
 #include "kernel/comm_cache.h"
 #include "trace/dump_schema.h"
 #include "dump/dumper.h"
+#include "base/clock.h"
 #include "base/histogram.h"
 #include "base/json.h"
 #include "kernel/kernel_btf.h"
@@ -136,10 +137,7 @@ struct session {
 
 static uint64_t monotonic_ns(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+	return ht_monotonic_ns();
 }
 
 static uint64_t threshold_of(const struct ht_options *o, unsigned int kind)
@@ -565,27 +563,27 @@ static void print_triggers_text(struct session *s, FILE *f)
 	}
 }
 
-static void print_triggers_json(struct session *s, FILE *f)
+static void print_triggers_json(struct session *s, struct ht_json *j)
 {
-	size_t n = ht_code_triggers_count(&s->triggers), shown = 0;
+	size_t n = ht_code_triggers_count(&s->triggers);
 
-	fprintf(f,
-		",\"triggers\":{\"hits\":%llu,\"in_flight\":%llu,\"lost\":%llu,"
-		"\"never_resolved\":[",
-		(unsigned long long)s->trigger_hits, (unsigned long long)s->trigger_in_flight,
-		(unsigned long long)s->trigger_lost);
+	ht_json_object(j, "triggers");
+	ht_json_u64(j, "hits", s->trigger_hits);
+	ht_json_u64(j, "in_flight", s->trigger_in_flight);
+	ht_json_u64(j, "lost", s->trigger_lost);
+	ht_json_array(j, "never_resolved");
 	for (size_t i = 0; i < n; i++) {
 		const char *why = ht_code_trigger_unresolved(&s->triggers, i);
 
 		if (!why)
 			continue;
-		fprintf(f, "%s{\"trigger\":", shown++ ? "," : "");
-		ht_json_string(f, ht_code_trigger_text(&s->triggers, (int)i));
-		fprintf(f, ",\"why\":");
-		ht_json_string(f, why);
-		fputc('}', f);
+		ht_json_object(j, NULL);
+		ht_json_str(j, "trigger", ht_code_trigger_text(&s->triggers, (int)i));
+		ht_json_str(j, "why", why);
+		ht_json_close(j);
 	}
-	fprintf(f, "]}");
+	ht_json_close(j);
+	ht_json_close(j);
 }
 
 /* --off-cpu-states, --off-cpu-syscalls or --ignore-syscalls: breaches the kernel leaves out. */
@@ -657,87 +655,101 @@ static void print_summary_text(struct session *s, FILE *f, const struct ht_monit
 			(unsigned long long)s->blocks->missing);
 }
 
-static void print_dump_stats_json(struct session *s, FILE *f)
+static void print_dump_stats_json(struct session *s, struct ht_json *j)
 {
 	struct ht_dump_stats d;
 
 	ht_dumper_stats(&s->dumper, &d);
-	fprintf(f,
-		",\"dumps\":{\"policy\":\"%s\",\"kept\":%u,\"bytes\":%llu,\"written\":%u,"
-		"\"replaced\":%u,\"failed\":%u,\"skipped\":{\"min_interval\":%llu,"
-		"\"max_dumps\":%llu,\"max_disk\":%llu,\"busy\":%llu}}",
-		s->opt->dump_rule == HT_DUMP_RULE_FIRST ? "first" : "worst", d.written - d.replaced,
-		(unsigned long long)d.bytes, d.written, d.replaced, d.failed,
-		(unsigned long long)d.skipped[HT_DUMP_SKIP_INTERVAL],
-		(unsigned long long)d.skipped[HT_DUMP_SKIP_COUNT],
-		(unsigned long long)d.skipped[HT_DUMP_SKIP_DISK],
-		(unsigned long long)d.skipped[HT_DUMP_SKIP_BUSY]);
+	ht_json_object(j, "dumps");
+	ht_json_str(j, "policy", s->opt->dump_rule == HT_DUMP_RULE_FIRST ? "first" : "worst");
+	ht_json_u64(j, "kept", d.written - d.replaced);
+	ht_json_u64(j, "bytes", d.bytes);
+	ht_json_u64(j, "written", d.written);
+	ht_json_u64(j, "replaced", d.replaced);
+	ht_json_u64(j, "failed", d.failed);
+	ht_json_object(j, "skipped");
+	ht_json_u64(j, "min_interval", d.skipped[HT_DUMP_SKIP_INTERVAL]);
+	ht_json_u64(j, "max_dumps", d.skipped[HT_DUMP_SKIP_COUNT]);
+	ht_json_u64(j, "max_disk", d.skipped[HT_DUMP_SKIP_DISK]);
+	ht_json_u64(j, "busy", d.skipped[HT_DUMP_SKIP_BUSY]);
+	ht_json_close(j);
+	ht_json_close(j);
 }
 
-static void print_summary_json(struct session *s, FILE *f, const struct ht_monitor_counters *c)
+/* The summary line up to its histograms, which print_summary adds. */
+static void print_summary_json(struct session *s, struct ht_json *j,
+			       const struct ht_monitor_counters *c)
 {
-	fprintf(f, "{\"type\":\"summary\",\"pid\":%d,\"comm\":", s->tgid);
-	ht_json_string(f, s->target_comm);
-	fprintf(f, ",\"seconds\":%.3f,\"breaches\":{",
-		(double)(monotonic_ns() - s->start_ns) / 1e9);
-	for (int k = 1; k < HT_BREACH_KIND_MAX; k++)
-		fprintf(f,
-			"%s\"%s\":{\"count\":%llu,\"max_ns\":%llu,"
-			"\"wait_for_work\":{\"count\":%llu,\"max_ns\":%llu}}",
-			k > 1 ? "," : "", ht_breach_kind_name((unsigned int)k),
-			(unsigned long long)s->kinds[k].count,
-			(unsigned long long)s->kinds[k].worst.max_ns,
-			(unsigned long long)s->kinds[k].idle.count,
-			(unsigned long long)s->kinds[k].idle.max_ns);
+	char key[64];
+
+	ht_json_str(j, "type", "summary");
+	ht_json_i64(j, "pid", s->tgid);
+	ht_json_str(j, "comm", s->target_comm);
+	ht_json_fixed(j, "seconds", (double)(monotonic_ns() - s->start_ns) / 1e9, 3);
+	ht_json_object(j, "breaches");
+	for (int k = 1; k < HT_BREACH_KIND_MAX; k++) {
+		ht_json_object(j, ht_breach_kind_name((unsigned int)k));
+		ht_json_u64(j, "count", s->kinds[k].count);
+		ht_json_u64(j, "max_ns", s->kinds[k].worst.max_ns);
+		ht_json_object(j, "wait_for_work");
+		ht_json_u64(j, "count", s->kinds[k].idle.count);
+		ht_json_u64(j, "max_ns", s->kinds[k].idle.max_ns);
+		ht_json_close(j);
+		ht_json_close(j);
+	}
+	ht_json_close(j);
+	ht_json_object(j, "waits");
+	ht_json_u64(j, "breached", total_breaches(s));
 	/* "rq_delay", "off_cpu_only" (of a kind that may share a wait), "off_cpu_and_syscall". */
-	fprintf(f, "},\"waits\":{\"breached\":%llu", (unsigned long long)total_breaches(s));
+	for (unsigned int k = 1; k < HT_BREACH_KIND_MAX; k++) {
+		snprintf(key, sizeof(key), "%s%s", ht_breach_kinds[k].json_key,
+			 ht_breach_kinds[k].breached_with ? "_only" : "");
+		ht_json_u64(j, key, waits_of(s, HT_KIND_BIT(k)));
+	}
 	for (unsigned int k = 1; k < HT_BREACH_KIND_MAX; k++)
-		fprintf(f, ",\"%s%s\":%llu", ht_breach_kinds[k].json_key,
-			ht_breach_kinds[k].breached_with ? "_only" : "",
-			(unsigned long long)waits_of(s, HT_KIND_BIT(k)));
-	for (unsigned int k = 1; k < HT_BREACH_KIND_MAX; k++)
-		for (unsigned int j = 1; j < HT_BREACH_KIND_MAX; j++)
-			if (kinds_pair(k, j))
-				fprintf(f, ",\"%s_and_%s\":%llu", ht_breach_kinds[k].json_key,
-					ht_breach_kinds[j].json_key,
-					(unsigned long long)waits_of(s, HT_KIND_BIT(k) |
-										HT_KIND_BIT(j)));
-	fputc('}', f);
-	fprintf(f,
-		",\"detected\":%llu,\"reported\":%llu,\"filtered\":%llu,\"records\":%llu,"
-		"\"recorder\":{\"records_per_cpu\":%llu,\"shortest_reach_ns\":%llu},"
-		"\"lost\":{\"total\":%llu,\"ring_buffer\":%llu,\"task_storage\":%llu,"
-		"\"comm_map\":%llu,\"recursion\":%llu,\"unseen_switch_in\":%llu}",
-		(unsigned long long)detected(s, c), (unsigned long long)total_breaches(s),
-		(unsigned long long)c->value[HT_CNT_FILTERED], (unsigned long long)c->records_written,
-		(unsigned long long)recorder_records_per_cpu(s),
-		(unsigned long long)s->shortest_reach_ns, (unsigned long long)total_lost(c),
-		(unsigned long long)c->value[HT_CNT_RB_DROPS],
-		(unsigned long long)c->value[HT_CNT_STORAGE_FAILS],
-		(unsigned long long)c->value[HT_CNT_COMM_UPDATE_FAILS],
-		(unsigned long long)c->recursion_misses,
-		(unsigned long long)c->value[HT_CNT_UNSEEN_SWITCH_INS]);
+		for (unsigned int i = 1; i < HT_BREACH_KIND_MAX; i++)
+			if (kinds_pair(k, i)) {
+				snprintf(key, sizeof(key), "%s_and_%s", ht_breach_kinds[k].json_key,
+					 ht_breach_kinds[i].json_key);
+				ht_json_u64(j, key, waits_of(s, HT_KIND_BIT(k) | HT_KIND_BIT(i)));
+			}
+	ht_json_close(j);
+	ht_json_u64(j, "detected", detected(s, c));
+	ht_json_u64(j, "reported", total_breaches(s));
+	ht_json_u64(j, "filtered", c->value[HT_CNT_FILTERED]);
+	ht_json_u64(j, "records", c->records_written);
+	ht_json_object(j, "recorder");
+	ht_json_u64(j, "records_per_cpu", recorder_records_per_cpu(s));
+	ht_json_u64(j, "shortest_reach_ns", s->shortest_reach_ns);
+	ht_json_close(j);
+	ht_json_object(j, "lost");
+	ht_json_u64(j, "total", total_lost(c));
+	ht_json_u64(j, "ring_buffer", c->value[HT_CNT_RB_DROPS]);
+	ht_json_u64(j, "task_storage", c->value[HT_CNT_STORAGE_FAILS]);
+	ht_json_u64(j, "comm_map", c->value[HT_CNT_COMM_UPDATE_FAILS]);
+	ht_json_u64(j, "recursion", c->recursion_misses);
+	ht_json_u64(j, "unseen_switch_in", c->value[HT_CNT_UNSEEN_SWITCH_INS]);
+	ht_json_close(j);
 	/* Which path judged the intervals: the tests check that a fallback they force ran. */
-	fprintf(f,
-		",\"judged\":{\"rq_sched_info\":%llu,\"rq_thread_state\":%llu,"
-		"\"thread_slot\":%llu,\"task_storage\":%llu,\"untraced_switch_in\":%llu}",
-		(unsigned long long)c->value[HT_CNT_RQ_SCHED_INFO],
-		(unsigned long long)c->value[HT_CNT_RQ_THREAD_STATE],
-		(unsigned long long)c->value[HT_CNT_STATE_SLOT],
-		(unsigned long long)c->value[HT_CNT_STATE_STORAGE],
-		(unsigned long long)c->value[HT_CNT_UNTRACED_SWITCH_INS]);
+	ht_json_object(j, "judged");
+	ht_json_u64(j, "rq_sched_info", c->value[HT_CNT_RQ_SCHED_INFO]);
+	ht_json_u64(j, "rq_thread_state", c->value[HT_CNT_RQ_THREAD_STATE]);
+	ht_json_u64(j, "thread_slot", c->value[HT_CNT_STATE_SLOT]);
+	ht_json_u64(j, "task_storage", c->value[HT_CNT_STATE_STORAGE]);
+	ht_json_u64(j, "untraced_switch_in", c->value[HT_CNT_UNTRACED_SWITCH_INS]);
+	ht_json_close(j);
 	/* Stacks taken: what make bench divides the sched_switch program's added time by. */
-	if (s->blocks)
-		fprintf(f,
-			",\"block_stacks\":{\"taken\":%llu,\"shown\":%llu,\"lost\":%llu,"
-			"\"unclaimed\":%llu,\"not_received\":%llu}",
-			(unsigned long long)c->value[HT_CNT_BLOCK_STACKS_TAKEN],
-			(unsigned long long)s->block_stacks_shown,
-			(unsigned long long)ht_monitor_block_stack_drops(&s->monitor),
-			(unsigned long long)s->blocks->replaced,
-			(unsigned long long)s->blocks->missing);
-	print_dump_stats_json(s, f);
-	print_triggers_json(s, f);
+	if (s->blocks) {
+		ht_json_object(j, "block_stacks");
+		ht_json_u64(j, "taken", c->value[HT_CNT_BLOCK_STACKS_TAKEN]);
+		ht_json_u64(j, "shown", s->block_stacks_shown);
+		ht_json_u64(j, "lost", ht_monitor_block_stack_drops(&s->monitor));
+		ht_json_u64(j, "unclaimed", s->blocks->replaced);
+		ht_json_u64(j, "not_received", s->blocks->missing);
+		ht_json_close(j);
+	}
+	print_dump_stats_json(s, j);
+	print_triggers_json(s, j);
 }
 
 /*
@@ -751,6 +763,7 @@ static void print_summary(struct session *s)
 	struct ht_monitor_counters c;
 	uint64_t slots[HT_HIST_SLOTS];
 	char title[128];
+	struct ht_json j;
 
 	clear_status_line(s);
 	/* `run` read the name before exec; what it is called now is what counts. */
@@ -759,21 +772,24 @@ static void print_summary(struct session *s)
 		ht_warn("%s", ht_last_error());
 		return;
 	}
-	if (json)
-		print_summary_json(s, f, &c);
-	else
+	if (json) {
+		/* One line whole: the dump builder writes its lines to the same stream. */
+		flockfile(f);
+		ht_json_begin(&j, f);
+		print_summary_json(s, &j, &c);
+	} else {
 		print_summary_text(s, f, &c);
+	}
 	if (json)
-		fputs(",\"histograms\":{", f);
-	for (unsigned int k = 1, n = 0; k < HT_BREACH_KIND_MAX; k++) {
+		ht_json_object(&j, "histograms");
+	for (unsigned int k = 1; k < HT_BREACH_KIND_MAX; k++) {
 		/* Run-queue delays are always measured; the others when their breach is on. */
 		if (!ht_breach_kinds[k].always_measured && !threshold_of(s->opt, k))
 			continue;
 		if (ht_monitor_read_hist(&s->monitor, k, slots))
 			continue;
 		if (json) {
-			fprintf(f, "%s\"%s\":", n++ ? "," : "", ht_breach_kind_name(k));
-			ht_hist_print_json(f, slots, HT_HIST_SLOTS);
+			ht_hist_print_json(&j, ht_breach_kind_name(k), slots, HT_HIST_SLOTS);
 		} else {
 			snprintf(title, sizeof(title),
 				 "%s of pid %d (%s), log2 buckets:", ht_breach_kinds[k].title,
@@ -781,8 +797,11 @@ static void print_summary(struct session *s)
 			ht_hist_print(f, title, slots, HT_HIST_SLOTS);
 		}
 	}
-	if (json)
-		fputs("}}\n", f);
+	if (json) {
+		ht_json_close(&j);
+		ht_json_end_line(&j);
+		funlockfile(f);
+	}
 	fflush(f);
 	/* The reader may go away during the summary too: say so, and how it ends. */
 	check_out(s);
@@ -859,17 +878,22 @@ static void print_trigger_hit(struct session *s, const struct ht_dump_job *job,
 	/* One line whole: the dump builder writes its lines to the same stream. */
 	flockfile(f);
 	if (s->opt->json) {
-		fprintf(f, "{\"type\":\"trigger\",\"time_s\":%.6f,\"trigger\":",
-			(double)(int64_t)(hit->time_ns - s->start_ns) / 1e9);
-		ht_json_string(f, job->trigger);
-		fprintf(f, ",\"function\":");
-		ht_json_string(f, job->function);
-		fprintf(f,
-			",\"tid\":%u,\"cpu\":%u,\"ip\":%llu,\"args\":[%llu,%llu,%llu],"
-			"\"time_ns\":%llu}\n",
-			hit->tid, hit->cpu, (unsigned long long)hit->ip,
-			(unsigned long long)hit->arg[0], (unsigned long long)hit->arg[1],
-			(unsigned long long)hit->arg[2], (unsigned long long)hit->time_ns);
+		struct ht_json j;
+
+		ht_json_begin(&j, f);
+		ht_json_str(&j, "type", "trigger");
+		ht_json_fixed(&j, "time_s", (double)(int64_t)(hit->time_ns - s->start_ns) / 1e9, 6);
+		ht_json_str(&j, "trigger", job->trigger);
+		ht_json_str(&j, "function", job->function);
+		ht_json_u64(&j, "tid", hit->tid);
+		ht_json_u64(&j, "cpu", hit->cpu);
+		ht_json_u64(&j, "ip", hit->ip);
+		ht_json_array(&j, "args");
+		for (int i = 0; i < 3; i++)
+			ht_json_u64(&j, NULL, hit->arg[i]);
+		ht_json_close(&j);
+		ht_json_u64(&j, "time_ns", hit->time_ns);
+		ht_json_end_line(&j);
 	} else {
 		fprintf(f,
 			"%.6f trigger %s hit in tid %u cpu %u at %s: rdi=%#llx rsi=%#llx rdx=%#llx\n",
@@ -985,9 +1009,17 @@ static void report_new_losses(struct session *s)
 		(unsigned long long)c.value[HT_CNT_COMM_UPDATE_FAILS],
 		(unsigned long long)c.recursion_misses,
 		(unsigned long long)c.value[HT_CNT_UNSEEN_SWITCH_INS]);
-	if (s->opt->json && !s->out_gone)
-		fprintf(s->out.f, "{\"type\":\"lost\",\"total\":%llu,\"ring_buffer\":%llu}\n",
-			(unsigned long long)lost, (unsigned long long)c.value[HT_CNT_RB_DROPS]);
+	if (s->opt->json && !s->out_gone) {
+		struct ht_json j;
+
+		flockfile(s->out.f);
+		ht_json_begin(&j, s->out.f);
+		ht_json_str(&j, "type", "lost");
+		ht_json_u64(&j, "total", lost);
+		ht_json_u64(&j, "ring_buffer", c.value[HT_CNT_RB_DROPS]);
+		ht_json_end_line(&j);
+		funlockfile(s->out.f);
+	}
 	s->lost_reported = lost;
 }
 
@@ -1521,10 +1553,17 @@ static void announce(struct session *s)
 
 	s->announced = true;
 	if (s->opt->json) {
+		struct ht_json j;
+
 		/* Whoever reads the stream learns when monitoring has begun. */
-		fprintf(s->out.f, "{\"type\":\"attached\",\"pid\":%d,\"comm\":", s->tgid);
-		ht_json_string(s->out.f, s->target_comm);
-		fprintf(s->out.f, ",\"source\":\"%s\"}\n", on_cpu_source_name(s));
+		flockfile(s->out.f);
+		ht_json_begin(&j, s->out.f);
+		ht_json_str(&j, "type", "attached");
+		ht_json_i64(&j, "pid", s->tgid);
+		ht_json_str(&j, "comm", s->target_comm);
+		ht_json_str(&j, "source", on_cpu_source_name(s));
+		ht_json_end_line(&j);
+		funlockfile(s->out.f);
 		check_out(s);
 		return;
 	}

@@ -13,6 +13,7 @@
 #include "trace/dump_schema.h"
 #include "kernel/kernel_timeline.h"
 #include "symbols/ksyms.h"
+#include "base/clock.h"
 #include "base/log.h"
 #include "base/machine.h"
 #include "kernel/monitor.h"
@@ -24,17 +25,9 @@
 #include "symbols/unwind_dwarf.h"
 #include "kernel/wait_for_work.h"
 
-static uint64_t clock_ns(clockid_t clock)
-{
-	struct timespec ts;
-
-	clock_gettime(clock, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
-}
-
 uint64_t ht_monotonic_to_realtime(uint64_t monotonic_ns)
 {
-	uint64_t mono = clock_ns(CLOCK_MONOTONIC), real = clock_ns(CLOCK_REALTIME);
+	uint64_t mono = ht_clock_ns(CLOCK_MONOTONIC), real = ht_clock_ns(CLOCK_REALTIME);
 
 	return real - (mono - monotonic_ns);
 }
@@ -193,7 +186,7 @@ int ht_dump_capture_take(const struct ht_dumper_config *cfg, const struct ht_dum
 
 	memset(c, 0, sizeof(*c));
 	ht_dump_window(cfg, job, &c->t0, &c->t1);
-	c->frozen_ns = clock_ns(CLOCK_MONOTONIC);
+	c->frozen_ns = ht_clock_ns(CLOCK_MONOTONIC);
 	f = (struct ht_source_freeze){
 		.frozen_ns = c->frozen_ns,
 		.kind = job->kind,

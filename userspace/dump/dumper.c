@@ -12,6 +12,7 @@
 #include <unistd.h>
 #include "dump/dumper.h"
 #include "base/breach_kinds.h"
+#include "base/clock.h"
 #include "base/json.h"
 #include "base/log.h"
 #include "base/output.h"
@@ -29,14 +30,6 @@
 #define WARM_FAST_PERIOD_NS   2000000000ULL
 #define WARM_INTERVAL_NS      1000000000ULL
 
-static uint64_t clock_ns(clockid_t clock)
-{
-	struct timespec ts;
-
-	clock_gettime(clock, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
-}
-
 static void sleep_until(uint64_t monotonic_ns)
 {
 	struct timespec ts = { (time_t)(monotonic_ns / 1000000000ULL),
@@ -48,12 +41,12 @@ static void sleep_until(uint64_t monotonic_ns)
 
 /* ---- the builder thread ---- */
 
-static void json_ratio(FILE *out, struct ht_dump_rank r)
+static void json_ratio(struct ht_json *j, const char *key, struct ht_dump_rank r)
 {
 	if (r.cls == HT_RANK_BREACH || r.cls == HT_RANK_WAIT_FOR_WORK)
-		fprintf(out, "%.3f", r.ratio);
+		ht_json_fixed(j, key, r.ratio, 3);
 	else
-		fputs("null", out);
+		ht_json_null(j, key);
 }
 
 static void report_written(struct ht_dumper *d, const struct ht_dump_job *job, const char *path,
@@ -63,16 +56,19 @@ static void report_written(struct ht_dumper *d, const struct ht_dump_job *job, c
 
 	if (d->cfg.json) {
 		FILE *out = d->cfg.json_out;
+		struct ht_json j;
 
 		flockfile(out);
-		fprintf(out, "{\"type\":\"dump\",\"kind\":\"%s\",\"path\":", job->kind);
-		ht_json_string(out, path);
-		fprintf(out, ",\"bytes\":%llu,\"events\":%zu,\"write_ns\":%llu,\"cpu_ns\":%llu",
-			(unsigned long long)bytes, events, (unsigned long long)took_ns,
-			(unsigned long long)cpu_ns);
-		fputs(",\"ratio\":", out);
-		json_ratio(out, ht_dump_job_rank(job));
-		fputs("}\n", out);
+		ht_json_begin(&j, out);
+		ht_json_str(&j, "type", "dump");
+		ht_json_str(&j, "kind", job->kind);
+		ht_json_str(&j, "path", path);
+		ht_json_u64(&j, "bytes", bytes);
+		ht_json_u64(&j, "events", events);
+		ht_json_u64(&j, "write_ns", took_ns);
+		ht_json_u64(&j, "cpu_ns", cpu_ns);
+		json_ratio(&j, "ratio", ht_dump_job_rank(job));
+		ht_json_end_line(&j);
 		fflush(out);
 		funlockfile(out);
 	}
@@ -99,17 +95,17 @@ static void replace(struct ht_dumper *d, const struct ht_dump_job *job, const ch
 	ht_dump_rank_format(ht_dump_job_rank(job), new_rank, sizeof(new_rank));
 	if (d->cfg.json) {
 		FILE *out = d->cfg.json_out;
+		struct ht_json j;
 
 		flockfile(out);
-		fputs("{\"type\":\"dump_replaced\",\"old\":", out);
-		ht_json_string(out, victim->path);
-		fputs(",\"new\":", out);
-		ht_json_string(out, path);
-		fputs(",\"old_ratio\":", out);
-		json_ratio(out, victim->rank);
-		fputs(",\"new_ratio\":", out);
-		json_ratio(out, ht_dump_job_rank(job));
-		fprintf(out, ",\"removed\":%s}\n", gone ? "true" : "false");
+		ht_json_begin(&j, out);
+		ht_json_str(&j, "type", "dump_replaced");
+		ht_json_str(&j, "old", victim->path);
+		ht_json_str(&j, "new", path);
+		json_ratio(&j, "old_ratio", victim->rank);
+		json_ratio(&j, "new_ratio", ht_dump_job_rank(job));
+		ht_json_bool(&j, "removed", gone);
+		ht_json_end_line(&j);
 		fflush(out);
 		funlockfile(out);
 	}
@@ -124,8 +120,8 @@ static void replace(struct ht_dumper *d, const struct ht_dump_job *job, const ch
 static void build_one(struct ht_dumper *d, const struct ht_dump_job *job,
 		      const struct ht_dump_capture *c, uint64_t seq, uint64_t not_dumped)
 {
-	uint64_t bytes = 0, started = clock_ns(CLOCK_MONOTONIC);
-	uint64_t cpu_started = clock_ns(CLOCK_THREAD_CPUTIME_ID);
+	uint64_t bytes = 0, started = ht_clock_ns(CLOCK_MONOTONIC);
+	uint64_t cpu_started = ht_clock_ns(CLOCK_THREAD_CPUTIME_ID);
 	struct ht_dump_builder *b = &d->builder;
 	char path[PATH_MAX + 64];
 	struct ht_dump_kept victim;
@@ -142,8 +138,8 @@ static void build_one(struct ht_dumper *d, const struct ht_dump_job *job,
 	pthread_mutex_unlock(&d->lock);
 	if (!ok)
 		return;
-	report_written(d, job, path, bytes, events, clock_ns(CLOCK_MONOTONIC) - started,
-		       clock_ns(CLOCK_THREAD_CPUTIME_ID) - cpu_started);
+	report_written(d, job, path, bytes, events, ht_clock_ns(CLOCK_MONOTONIC) - started,
+		       ht_clock_ns(CLOCK_THREAD_CPUTIME_ID) - cpu_started);
 	if (replaces) {
 		replace(d, job, path, &victim);
 		ht_dump_kept_free(&victim);
@@ -157,8 +153,8 @@ static void build_one(struct ht_dumper *d, const struct ht_dump_job *job,
  */
 static void idle_wait(struct ht_dumper *d)
 {
-	bool young = clock_ns(CLOCK_MONOTONIC) - d->started_ns < WARM_FAST_PERIOD_NS;
-	uint64_t deadline = clock_ns(CLOCK_REALTIME) +
+	bool young = ht_clock_ns(CLOCK_MONOTONIC) - d->started_ns < WARM_FAST_PERIOD_NS;
+	uint64_t deadline = ht_clock_ns(CLOCK_REALTIME) +
 			    (young ? WARM_FAST_INTERVAL_NS : WARM_INTERVAL_NS);
 	struct timespec ts = { (time_t)(deadline / 1000000000ULL), (long)(deadline % 1000000000ULL) };
 
@@ -211,7 +207,7 @@ int ht_dumper_start(struct ht_dumper *d, const struct ht_dumper_config *cfg)
 {
 	memset(d, 0, sizeof(*d));
 	d->cfg = *cfg;
-	d->started_ns = clock_ns(CLOCK_MONOTONIC);
+	d->started_ns = ht_clock_ns(CLOCK_MONOTONIC);
 	d->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (d->wake_fd < 0)
 		return ht_fail("eventfd: %s", strerror(errno));
@@ -300,7 +296,7 @@ struct ht_dump_rank ht_dump_job_rank(const struct ht_dump_job *job)
 
 enum ht_dump_decision ht_dumper_offer(struct ht_dumper *d, const struct ht_dump_job *job)
 {
-	uint64_t now = clock_ns(CLOCK_MONOTONIC), t0, t1;
+	uint64_t now = ht_clock_ns(CLOCK_MONOTONIC), t0, t1;
 	struct ht_dump_offer_result r;
 	struct ht_dump_offer o;
 	unsigned int id = 0;
@@ -430,7 +426,7 @@ void ht_dumper_wait_idle(struct ht_dumper *d)
 
 		if (due) {
 			sleep_until(due);
-			ht_dumper_tick(d, clock_ns(CLOCK_MONOTONIC));
+			ht_dumper_tick(d, ht_clock_ns(CLOCK_MONOTONIC));
 			continue;
 		}
 		pthread_mutex_lock(&d->lock);
@@ -440,7 +436,7 @@ void ht_dumper_wait_idle(struct ht_dumper *d)
 		pthread_mutex_unlock(&d->lock);
 		if (idle)
 			break;
-		ht_dumper_tick(d, clock_ns(CLOCK_MONOTONIC));
+		ht_dumper_tick(d, ht_clock_ns(CLOCK_MONOTONIC));
 	}
 }
 

@@ -316,18 +316,16 @@ const char *ht_block_stacks_hint(struct ht_block_stacks *bs, const struct ht_blo
 	return bs->hinted[bs->nhinted++];
 }
 
-void ht_block_frames_print_json(FILE *f, const struct ht_block_frames *fr)
+void ht_block_frames_print_json(struct ht_json *j, const struct ht_block_frames *fr)
 {
-	fputs(",\"block_stack\":[", f);
-	for (uint32_t i = 0; i < fr->depth; i++) {
-		if (i)
-			fputc(',', f);
-		ht_json_string(f, fr->f[i].function);
-	}
+	ht_json_array(j, "block_stack");
+	for (uint32_t i = 0; i < fr->depth; i++)
+		ht_json_str(j, NULL, fr->f[i].function);
+	ht_json_close(j);
 	/* When it left the CPU: which of its sleeps the stack is of. */
-	fprintf(f, "],\"block_stack_at_ns\":%llu", (unsigned long long)fr->switch_ns);
+	ht_json_u64(j, "block_stack_at_ns", fr->switch_ns);
 	if (fr->error)
-		fprintf(f, ",\"block_stack_error\":%d", fr->error);
+		ht_json_i64(j, "block_stack_error", fr->error);
 }
 
 void ht_block_frames_print_text(FILE *f, const struct ht_block_frames *fr)

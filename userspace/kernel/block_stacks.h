@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include "hybtrace/block_stack.h"
 #include "hybtrace/records.h"
+#include "base/json.h"
 
 struct ht_symbolizer;
 struct ht_dwarf_unwinder;
@@ -125,10 +126,10 @@ int ht_block_stack_fixup(const uint64_t *fp, int nfp, const uint64_t *cfi, int n
 const char *ht_block_stacks_hint(struct ht_block_stacks *bs, const struct ht_block_frames *fr);
 
 /*
- * ',"block_stack":["f0","f1",...],"block_stack_at_ns":N' (innermost first;
- * N: when it left the CPU), for a breach's JSON object.
+ * The members "block_stack":["f0","f1",...],"block_stack_at_ns":N (innermost
+ * first; N: when it left the CPU) of a breach's JSON object.
  */
-void ht_block_frames_print_json(FILE *f, const struct ht_block_frames *fr);
+void ht_block_frames_print_json(struct ht_json *j, const struct ht_block_frames *fr);
 
 /* ' blocked in f0 <- f1 <- f2 <- f3' (at most four), for a breach's line of text. */
 void ht_block_frames_print_text(FILE *f, const struct ht_block_frames *fr);

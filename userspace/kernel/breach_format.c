@@ -166,85 +166,86 @@ void ht_breach_print_text(FILE *f, const struct ht_breach_info *bi)
 	funlockfile(f);
 }
 
-static void print_kstack_json(FILE *f, const struct ht_breach *b, const struct ht_ksyms *ksyms)
+static void print_kstack_json(struct ht_json *j, const struct ht_breach *b,
+			      const struct ht_ksyms *ksyms)
 {
 	int frames = b->kstack_bytes > 0 ? b->kstack_bytes / (int)sizeof(uint64_t) : 0;
 	char name[256];
 
 	if (frames > HT_MAX_KSTACK_DEPTH)
 		frames = HT_MAX_KSTACK_DEPTH;
-	fputs(",\"kernel_stack\":[", f);
-	for (int i = 0; i < frames; i++) {
-		if (i)
-			fputc(',', f);
-		ht_json_string(f, ht_ksyms_format(ksyms, b->kstack[i], name, sizeof(name)));
-	}
-	fputc(']', f);
+	ht_json_array(j, "kernel_stack");
+	for (int i = 0; i < frames; i++)
+		ht_json_str(j, NULL, ht_ksyms_format(ksyms, b->kstack[i], name, sizeof(name)));
+	ht_json_close(j);
 }
 
-static void print_waker_json(FILE *f, const struct ht_breach *b)
+static void print_waker_json(struct ht_json *j, const struct ht_breach *b)
 {
 	char comm[HT_COMM_LEN + 1];
 
-	fprintf(f, ",\"woken_by\":");
 	if (b->wake_source == HT_WAKE_NONE) {
-		fputs("null", f);
+		ht_json_null(j, "woken_by");
 		return;
 	}
-	fprintf(f, "{\"source\":\"%s\",\"at_ns\":%llu", ht_wake_source_name(b->wake_source),
-		(unsigned long long)b->wake_ns);
+	ht_json_object(j, "woken_by");
+	ht_json_str(j, "source", ht_wake_source_name(b->wake_source));
+	ht_json_u64(j, "at_ns", b->wake_ns);
 	if (b->wake_source == HT_WAKE_SOFTIRQ)
-		fprintf(f, ",\"softirq\":\"%s\"", ht_softirq_name(b->softirq_vec));
+		ht_json_str(j, "softirq", ht_softirq_name(b->softirq_vec));
 	/* A softirq names the task it ran in, when it ran in one's context. */
 	if (b->wake_source == HT_WAKE_TASK || (b->wake_source == HT_WAKE_SOFTIRQ && b->waker_tid)) {
 		snprintf(comm, sizeof(comm), "%.*s", HT_COMM_LEN, b->waker_comm);
-		fprintf(f, ",\"tid\":%u,\"pid\":%u,\"comm\":", b->waker_tid, b->waker_tgid);
-		ht_json_string(f, comm);
-		fprintf(f, ",\"exiting\":%s", b->flags & HT_BRF_JOINED ? "true" : "false");
+		ht_json_u64(j, "tid", b->waker_tid);
+		ht_json_u64(j, "pid", b->waker_tgid);
+		ht_json_str(j, "comm", comm);
+		ht_json_bool(j, "exiting", b->flags & HT_BRF_JOINED);
 	}
-	fputc('}', f);
+	ht_json_close(j);
 }
 
-static void print_culprits_json(FILE *f, const struct ht_breach_info *bi)
+static void print_culprits_json(struct ht_json *j, const struct ht_breach_info *bi)
 {
 	if (!bi->have_culprits)
 		return;
-	fputs(",\"ran_instead\":[", f);
+	ht_json_array(j, "ran_instead");
 	for (unsigned int i = 0; i < bi->culprits.count; i++) {
 		const struct ht_culprit *c = &bi->culprits.top[i];
 
-		fprintf(f, "%s{\"pid\":%u,\"comm\":", i ? "," : "", c->pid);
-		ht_json_string(f, bi->culprit_comm[i]);
-		fprintf(f, ",\"cpu\":%u,\"ns\":%llu}", c->cpu, (unsigned long long)c->ns);
+		ht_json_object(j, NULL);
+		ht_json_u64(j, "pid", c->pid);
+		ht_json_str(j, "comm", bi->culprit_comm[i]);
+		ht_json_u64(j, "cpu", c->cpu);
+		ht_json_u64(j, "ns", c->ns);
+		ht_json_close(j);
 	}
-	fprintf(f,
-		"],\"ran_instead_other_ns\":%llu,\"ran_instead_unknown_ns\":%llu,"
-		"\"ran_instead_idle_ns\":%llu,\"runnable_ns\":%llu,\"preemptions\":%u",
-		(unsigned long long)bi->culprits.other_ns,
-		(unsigned long long)bi->culprits.unknown_ns,
-		(unsigned long long)bi->culprits.idle_ns,
-		(unsigned long long)bi->culprits.runnable_ns, bi->culprits.preemptions);
+	ht_json_close(j);
+	ht_json_u64(j, "ran_instead_other_ns", bi->culprits.other_ns);
+	ht_json_u64(j, "ran_instead_unknown_ns", bi->culprits.unknown_ns);
+	ht_json_u64(j, "ran_instead_idle_ns", bi->culprits.idle_ns);
+	ht_json_u64(j, "runnable_ns", bi->culprits.runnable_ns);
+	ht_json_u64(j, "preemptions", bi->culprits.preemptions);
 }
 
 /* "kinds" beside "kind", and the off-CPU interval of a breach that has one. */
-static void print_kinds_json(FILE *f, const struct ht_breach *b)
+static void print_kinds_json(struct ht_json *j, const struct ht_breach *b)
 {
 	uint32_t kinds = ht_breach_kinds_of(b->kinds, b->kind);
-	unsigned int n = 0;
 
-	fputs(",\"kinds\":[", f);
+	ht_json_array(j, "kinds");
 	for (unsigned int k = 1; k < HT_BREACH_KIND_MAX; k++)
 		if (kinds & HT_KIND_BIT(k))
-			fprintf(f, "%s\"%s\"", n++ ? "," : "", ht_breach_kind_name(k));
-	fputc(']', f);
+			ht_json_str(j, NULL, ht_breach_kind_name(k));
+	ht_json_close(j);
 	if (!(kinds & HT_KIND_BIT(HT_BREACH_OFF_CPU)) || !b->off_cpu_end_ns)
 		return;
-	fprintf(f,
-		",\"off_cpu\":{\"start_ns\":%llu,\"end_ns\":%llu,\"duration_ns\":%llu,"
-		"\"threshold_ns\":%llu,\"waits_over_threshold\":%u}",
-		(unsigned long long)b->off_cpu_start_ns, (unsigned long long)b->off_cpu_end_ns,
-		(unsigned long long)(b->off_cpu_end_ns - b->off_cpu_start_ns),
-		(unsigned long long)b->off_cpu_threshold_ns, b->off_cpu_waits);
+	ht_json_object(j, "off_cpu");
+	ht_json_u64(j, "start_ns", b->off_cpu_start_ns);
+	ht_json_u64(j, "end_ns", b->off_cpu_end_ns);
+	ht_json_u64(j, "duration_ns", b->off_cpu_end_ns - b->off_cpu_start_ns);
+	ht_json_u64(j, "threshold_ns", b->off_cpu_threshold_ns);
+	ht_json_u64(j, "waits_over_threshold", b->off_cpu_waits);
+	ht_json_close(j);
 }
 
 void ht_breach_print_json(FILE *f, const struct ht_breach_info *bi, const struct ht_ksyms *ksyms)
@@ -252,46 +253,41 @@ void ht_breach_print_json(FILE *f, const struct ht_breach_info *bi, const struct
 	const struct ht_breach *b = &bi->b;
 	const char *sc = ht_syscall_name(b->syscall_nr);
 	char comm[HT_COMM_LEN + 1], state[2] = { ht_task_state_letter(b->state), 0 };
+	struct ht_json j;
 
 	snprintf(comm, sizeof(comm), "%.*s", HT_COMM_LEN, b->comm);
 	flockfile(f);
-	fprintf(f,
-		"{\"type\":\"breach\",\"time_s\":%.6f,\"kind\":\"%s\",\"duration_ns\":%llu,"
-		"\"threshold_ns\":%llu,\"start_ns\":%llu,\"end_ns\":%llu,\"pid\":%u,\"tid\":%u,"
-		"\"comm\":",
-		bi->since_start_s, ht_breach_kind_name(b->kind),
-		(unsigned long long)(b->end_ns - b->start_ns), (unsigned long long)bi->threshold_ns,
-		(unsigned long long)b->start_ns, (unsigned long long)b->end_ns, b->tgid, b->tid);
-	ht_json_string(f, comm);
-	print_kinds_json(f, b);
-	fprintf(f, ",\"cpu\":%u,\"state\":\"%s\",\"wake_cpu\":%u", b->cpu, state, b->wake_cpu);
+	ht_json_begin(&j, f);
+	ht_json_str(&j, "type", "breach");
+	ht_json_fixed(&j, "time_s", bi->since_start_s, 6);
+	ht_json_str(&j, "kind", ht_breach_kind_name(b->kind));
+	ht_json_u64(&j, "duration_ns", b->end_ns - b->start_ns);
+	ht_json_u64(&j, "threshold_ns", bi->threshold_ns);
+	ht_json_u64(&j, "start_ns", b->start_ns);
+	ht_json_u64(&j, "end_ns", b->end_ns);
+	ht_json_u64(&j, "pid", b->tgid);
+	ht_json_u64(&j, "tid", b->tid);
+	ht_json_str(&j, "comm", comm);
+	print_kinds_json(&j, b);
+	ht_json_u64(&j, "cpu", b->cpu);
+	ht_json_str(&j, "state", state);
+	ht_json_u64(&j, "wake_cpu", b->wake_cpu);
 	if (b->syscall_nr >= 0) {
-		fprintf(f, ",\"syscall_nr\":%d,\"syscall\":", b->syscall_nr);
-		if (sc)
-			ht_json_string(f, sc);
-		else
-			fputs("null", f);
+		ht_json_i64(&j, "syscall_nr", b->syscall_nr);
+		ht_json_str(&j, "syscall", sc);
 	}
 	if (b->kind == HT_BREACH_SYSCALL) {
-		const char *err = ht_syscall_ret_name((int64_t)b->syscall_ret);
-
-		fprintf(f, ",\"syscall_ret\":%" PRId64 ",\"syscall_ret_name\":",
-			(int64_t)b->syscall_ret);
-		if (err)
-			ht_json_string(f, err);
-		else
-			fputs("null", f);
+		ht_json_i64(&j, "syscall_ret", (int64_t)b->syscall_ret);
+		ht_json_str(&j, "syscall_ret_name", ht_syscall_ret_name((int64_t)b->syscall_ret));
 	}
-	fprintf(f, ",\"wait_for_work\":%s", ht_breach_waits_for_work(b) ? "true" : "false");
-	print_waker_json(f, b);
-	print_culprits_json(f, bi);
-	print_kstack_json(f, b, ksyms);
+	ht_json_bool(&j, "wait_for_work", ht_breach_waits_for_work(b));
+	print_waker_json(&j, b);
+	print_culprits_json(&j, bi);
+	print_kstack_json(&j, b, ksyms);
 	if (bi->block_stack)
-		ht_block_frames_print_json(f, bi->block_stack);
-	if (bi->block_stack_missing) {
-		fputs(",\"block_stack_missing\":", f);
-		ht_json_string(f, bi->block_stack_missing);
-	}
-	fputs("}\n", f);
+		ht_block_frames_print_json(&j, bi->block_stack);
+	if (bi->block_stack_missing)
+		ht_json_str(&j, "block_stack_missing", bi->block_stack_missing);
+	ht_json_end_line(&j);
 	funlockfile(f);
 }

@@ -11,6 +11,7 @@
 #include <bpf/bpf.h>
 #include <bpf/btf.h>
 #include "kernel/kernel_btf.h"
+#include "base/clock.h"
 #include "base/log.h"
 #include "kernel/monitor.h"
 #include "base/proc.h"
@@ -65,14 +66,6 @@ static long read_pid_max(void)
 	if (ht_proc_read_long("/proc/sys/kernel/pid_max", &pid_max) || pid_max <= 0)
 		return HT_THREAD_SLOTS_MAX;
 	return pid_max;
-}
-
-static uint64_t monotonic_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
 }
 
 /* Programs for tracepoints some kernels lack: skipped there, with what they add lost. */
@@ -308,7 +301,7 @@ int ht_monitor_open(struct ht_monitor *m, const struct ht_monitor_config *cfg)
 		goto fail;
 	}
 	m->syscalls_on = cfg->threshold_ns[HT_BREACH_SYSCALL] != 0;
-	m->attached_ns = monotonic_ns();
+	m->attached_ns = ht_monotonic_ns();
 	return 0;
 fail:
 	ht_monitor_close(m);

@@ -136,11 +136,6 @@ void ht_ksyms_free(struct ht_ksyms *k)
 	free(k);
 }
 
-int ht_ksyms_usable(const struct ht_ksyms *k)
-{
-	return k && k->usable;
-}
-
 const char *ht_ksyms_find(const struct ht_ksyms *k, uint64_t addr, uint64_t *start)
 {
 	size_t lo = 0, hi;

@@ -15,9 +15,6 @@ void ht_ksyms_free(struct ht_ksyms *k);
 /* Symbols from N (start, name) pairs, as a raw capture keeps them. NULL when out of memory. */
 struct ht_ksyms *ht_ksyms_from_list(const uint64_t *starts, const char *const *names, size_t n);
 
-/* Whether addresses were visible (not all zero, as without CAP_SYSLOG). */
-int ht_ksyms_usable(const struct ht_ksyms *k);
-
 /* "function+0xoff" (or "[kernel]+0xADDR" when unknown) into buf. Returns buf. */
 const char *ht_ksyms_format(const struct ht_ksyms *k, uint64_t addr, char *buf, size_t len);
 

@@ -22,8 +22,6 @@
 #include "symbols/symbolizer.h"
 #include "symbols/target_files.h"
 
-/* The vdso is a few pages; anything larger is not one. */
-#define MAX_VDSO_BYTES (1u << 20)
 /* Perf maps of big JITs run to tens of MiB. */
 #define MAX_PERF_MAP_BYTES (512u << 20)
 /* Notes beyond this are dropped: each is meant to be logged. */
@@ -268,56 +266,22 @@ static void add_debug_symbols(struct ht_symbolizer *s, struct module *mod, const
 
 /* ---- The vdso ---- */
 
-/* hybtrace's own vdso: the kernel gives every process of an ABI the same image. */
-static const void *own_vdso(size_t *len)
-{
-	uint64_t base = getauxval(AT_SYSINFO_EHDR);
-	const struct ht_mapping *m;
-	struct ht_maps maps;
-
-	if (!base || ht_maps_read(getpid(), &maps))
-		return NULL;
-	m = ht_maps_find(&maps, base);
-	*len = m && m->start == base ? m->end - m->start : 0;
-	ht_maps_free(&maps);
-	return *len ? (const void *)(uintptr_t)base : NULL;
-}
-
 static struct ht_elf_symbols *read_vdso(struct ht_symbolizer *s, const struct ht_mapping *m,
 					char **source)
 {
-	size_t len = m->end - m->start, own_len = 0;
+	size_t len = m->end - m->start;
 	struct ht_elf_symbols *e;
-	char why[256];
-	const void *own;
-	void *buf;
+	bool ours;
+	void *buf = ht_target_copy_vdso(&s->target, m->start, len, &ours);
 
-	if (len > MAX_VDSO_BYTES) {
-		ht_fail("[vdso] of process %d: %zu bytes, too large for a vdso", s->pid, len);
+	if (!buf)
 		return NULL;
-	}
-	buf = malloc(len);
-	if (!buf) {
-		ht_fail("out of memory");
-		return NULL;
-	}
-	if (!ht_target_read_memory(&s->target, m->start, buf, len)) {
-		e = ht_elf_symbols_open_mem(buf, len, "[vdso]");
-		free(buf);
-		if (e && asprintf(source, "/proc/%d/mem", s->pid) < 0)
-			*source = NULL;
-		return e;
-	}
+	e = ht_elf_symbols_open_mem(buf, len, "[vdso]");
 	free(buf);
-	/* Without ptrace access to the target (no root, Yama): our copy of the same image. */
-	snprintf(why, sizeof(why), "%s", ht_last_error());
-	own = own_vdso(&own_len);
-	if (!own || own_len != len) {
-		ht_fail("[vdso] of process %d: %s, and hybtrace's own vdso differs", s->pid, why);
-		return NULL;
-	}
-	e = ht_elf_symbols_open_mem(own, own_len, "[vdso]");
-	*source = e ? strdup("hybtrace's own vdso") : NULL;
+	if (e && ours)
+		*source = strdup("hybtrace's own vdso");
+	else if (e && asprintf(source, "/proc/%d/mem", s->pid) < 0)
+		*source = NULL;
 	return e;
 }
 

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/auxv.h>
 #include <sys/syscall.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
@@ -369,4 +370,55 @@ char *ht_read_all(int fd, size_t limit, size_t *len)
 	}
 	free(buf);
 	return NULL;
+}
+
+/* hybtrace's own vdso: its mapping at AT_SYSINFO_EHDR. */
+static const void *own_vdso(size_t *len)
+{
+	uint64_t base = getauxval(AT_SYSINFO_EHDR);
+	const struct ht_mapping *m;
+	struct ht_maps maps;
+
+	*len = 0;
+	if (!base || ht_maps_read(getpid(), &maps))
+		return NULL;
+	m = ht_maps_find(&maps, base);
+	*len = m && m->start == base ? m->end - m->start : 0;
+	ht_maps_free(&maps);
+	return *len ? (const void *)(uintptr_t)base : NULL;
+}
+
+void *ht_target_copy_vdso(const struct ht_target *t, uint64_t start, size_t len, bool *ours)
+{
+	size_t own_len = 0;
+	char why[256];
+	const void *own;
+	void *buf;
+
+	*ours = false;
+	if (len > HT_VDSO_MAX_BYTES) {
+		ht_fail("[vdso] of process %d: %zu bytes, too large for a vdso", t->pid, len);
+		errno = ENOENT;
+		return NULL;
+	}
+	buf = malloc(len);
+	if (!buf) {
+		ht_fail("out of memory");
+		errno = ENOMEM;
+		return NULL;
+	}
+	if (!ht_target_read_memory(t, start, buf, len))
+		return buf;
+	/* Without ptrace access to the target (no root, Yama): our copy of the same image. */
+	snprintf(why, sizeof(why), "%s", ht_last_error());
+	own = own_vdso(&own_len);
+	if (!own || own_len != len) {
+		free(buf);
+		ht_fail("[vdso] of process %d: %s, and hybtrace's own vdso differs", t->pid, why);
+		errno = ENOENT;
+		return NULL;
+	}
+	memcpy(buf, own, len);
+	*ours = true;
+	return buf;
 }

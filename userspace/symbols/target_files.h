@@ -10,6 +10,7 @@
 #ifndef HT_TARGET_FILES_H
 #define HT_TARGET_FILES_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/stat.h>
@@ -84,6 +85,18 @@ int ht_target_open_dir(const struct ht_target *t, const char *path);
 
 /* LEN bytes of the target's memory at ADDR, from /proc/PID/mem. 0, or -1 with ht_fail(). */
 int ht_target_read_memory(const struct ht_target *t, uint64_t addr, void *buf, size_t len);
+
+/* No vdso is this large; a bigger [vdso] mapping is not one. */
+#define HT_VDSO_MAX_BYTES (1u << 20)
+
+/*
+ * A copy (malloc'd) of the target's vdso, the LEN bytes at START: read
+ * from the target, else, without ptrace access to it, hybtrace's own vdso
+ * when its size is the same (the kernel gives every process of an ABI the
+ * same image); *OURS says which. NULL with ht_fail() and errno ENOMEM (no
+ * memory) or ENOENT (too large, or neither copy could be had).
+ */
+void *ht_target_copy_vdso(const struct ht_target *t, uint64_t start, size_t len, bool *ours);
 
 /*
  * The target's perf map, /tmp/perf-NSPID.map in its root (NSPID: its pid in

@@ -30,9 +30,6 @@
 #define DWARF_X86_64_RSP   7
 #define DWARF_X86_64_NREGS 17 /* RAX..R15 and the return address, RIP */
 
-/* No vdso is this large; a bigger [vdso] mapping is not one. */
-#define VDSO_MAX_BYTES (1u << 20)
-
 /* One module: the mappings of one file, or the vdso. */
 struct ht_dwarf_module {
 	struct ht_dwarf_unwinder *owner;
@@ -88,39 +85,18 @@ static int open_module_file(const struct ht_dwarf_module *m, char **name)
 	return ht_target_open_mapping(&m->owner->target, &m->first, name, &st);
 }
 
-/* Our own vdso: the kernel gives every 64-bit process the same image. */
-static int copy_own_vdso(uint8_t *image, size_t len)
-{
-	const Elf64_Ehdr *ehdr = (const Elf64_Ehdr *)getauxval(AT_SYSINFO_EHDR);
-	size_t size;
-
-	if (!ehdr || memcmp(ehdr->e_ident, ELFMAG, SELFMAG))
-		return -1;
-	/* The section headers come last in the vdso image. */
-	size = ehdr->e_shoff + (size_t)ehdr->e_shnum * ehdr->e_shentsize;
-	if (size > len)
-		return -1;
-	memset(image, 0, len);
-	memcpy(image, ehdr, size);
-	return 0;
-}
-
 /* The vdso has no file: its Elf reads a copy of its image. */
 static Elf *vdso_elf(struct ht_dwarf_module *m, uint64_t len)
 {
 	uint8_t *image;
+	bool ours;
 	Elf *elf;
 
-	if (len == 0 || len > VDSO_MAX_BYTES)
+	if (len == 0 || len > HT_VDSO_MAX_BYTES)
 		return NULL;
-	image = malloc(len);
+	image = ht_target_copy_vdso(&m->owner->target, m->first.start, len, &ours);
 	if (!image)
 		return NULL;
-	if (ht_target_read_memory(&m->owner->target, m->first.start, image, len) &&
-	    copy_own_vdso(image, len)) {
-		free(image);
-		return NULL;
-	}
 	elf = elf_memory((char *)image, len);
 	if (!elf) {
 		free(image);

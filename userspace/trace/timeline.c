@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include "trace/timeline.h"
+#include "base/clock.h"
 
 /* Strings are packed into chunks that never move, so tl_str_get() pointers stay valid. */
 #define TL_CHUNK_BYTES (64 * 1024)
@@ -980,25 +981,16 @@ const struct tl_clock_snapshot *tl_clock_snapshot(const struct timeline *tl)
 	return tl->has_clock ? &tl->clock : NULL;
 }
 
-static uint64_t tl_clock_ns(clockid_t id)
-{
-	struct timespec ts;
-
-	if (clock_gettime(id, &ts))
-		return 0;
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 int tl_clock_snapshot_now(struct tl_clock_snapshot *snap)
 {
 	uint64_t best = UINT64_MAX;
 
 	/* Bracket the other two clocks between two MONOTONIC reads; keep the tightest try. */
 	for (int i = 0; i < 5; i++) {
-		uint64_t before = tl_clock_ns(CLOCK_MONOTONIC);
-		uint64_t boot = tl_clock_ns(CLOCK_BOOTTIME);
-		uint64_t real = tl_clock_ns(CLOCK_REALTIME);
-		uint64_t after = tl_clock_ns(CLOCK_MONOTONIC);
+		uint64_t before = ht_clock_ns(CLOCK_MONOTONIC);
+		uint64_t boot = ht_clock_ns(CLOCK_BOOTTIME);
+		uint64_t real = ht_clock_ns(CLOCK_REALTIME);
+		uint64_t after = ht_clock_ns(CLOCK_MONOTONIC);
 
 		if (!before || !boot || !real || !after)
 			return -errno;

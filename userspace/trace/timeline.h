@@ -19,7 +19,9 @@
  * first, the frame that was executing last), the order of Perfetto's
  * Callstack.frame_ids.
  *
- * Times are CLOCK_MONOTONIC nanoseconds (see DESIGN.md, Clocks).
+ * Times are CLOCK_MONOTONIC nanoseconds, the clock the kernel's records
+ * and the perf events (use_clockid) are put on; a dump's clock snapshot
+ * ties it to BOOTTIME and REALTIME.
  */
 #ifndef HT_TIMELINE_H
 #define HT_TIMELINE_H

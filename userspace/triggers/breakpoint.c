@@ -12,7 +12,9 @@
 #include <unistd.h>
 #include <bpf/libbpf.h>
 #include "triggers/breakpoint.h"
+#include "base/clock.h"
 #include "base/log.h"
+#include "base/perf_event.h"
 #include "base/proc.h"
 
 /* New threads appear while we open events for the old ones: look again this often. */
@@ -25,11 +27,6 @@
 /* Written in bit order: dx, si, di. */
 #define REGS_MASK                                                                                  \
 	((1ULL << PERF_REG_X86_DX) | (1ULL << PERF_REG_X86_SI) | (1ULL << PERF_REG_X86_DI))
-
-static int perf_open(struct perf_event_attr *attr, int pid, int cpu)
-{
-	return (int)syscall(SYS_perf_event_open, attr, pid, cpu, -1, PERF_FLAG_FD_CLOEXEC);
-}
 
 size_t ht_bp_fds_needed(size_t nthreads, unsigned int ncpus, unsigned int ntriggers)
 {
@@ -128,27 +125,24 @@ static void close_fd(int *fd)
 static int map_ring(struct ht_breakpoints *b, unsigned int cpu)
 {
 	struct ht_bp_ring *r = &b->rings[cpu];
-	size_t page = (size_t)sysconf(_SC_PAGESIZE), pages = 1;
+	size_t page = (size_t)sysconf(_SC_PAGESIZE);
 	struct perf_event_attr a;
 	int fd;
 
 	owner_attr(&a);
 	/* System-wide, so it never hangs up: a per-task one does when its task exits. */
-	fd = b->owner_per_task ? -1 : perf_open(&a, -1, (int)cpu);
+	fd = b->owner_per_task ? -1 : ht_perf_event_open(&a, -1, (int)cpu);
 	if (fd < 0 && (b->owner_per_task || errno == EACCES || errno == EPERM)) {
 		b->owner_per_task = 1;
-		fd = perf_open(&a, b->cfg.tgid, (int)cpu);
+		fd = ht_perf_event_open(&a, b->cfg.tgid, (int)cpu);
 	}
 	if (fd < 0)
 		return ht_fail("cannot open the trigger ring's event on CPU %u: %s", cpu,
 			       strerror(errno));
-	while (pages * page < b->cfg.ring_bytes)
-		pages *= 2;
-	r->data_size = pages * page;
+	r->data_size = ht_perf_ring_data_bytes(b->cfg.ring_bytes);
 	r->mmap_len = r->data_size + page;
-	r->base = mmap(NULL, r->mmap_len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	if (r->base == MAP_FAILED) {
-		r->base = NULL;
+	r->base = ht_perf_ring_map(fd, r->data_size, true);
+	if (!r->base) {
 		close(fd);
 		return ht_fail("cannot map a trigger ring of %zu bytes: %s", r->data_size,
 			       strerror(errno));
@@ -209,11 +203,11 @@ static int open_bp(struct ht_breakpoints *b, struct ht_bp_thread *t, unsigned in
 	int fd;
 
 	bp_attr(b, b->addr[slot], &a);
-	fd = perf_open(&a, t->tid, (int)cpu);
+	fd = ht_perf_event_open(&a, t->tid, (int)cpu);
 	/* remove_on_exec came with 5.13: without it, the caller reopens at exec. */
 	if (fd < 0 && errno == EINVAL && b->remove_on_exec < 0) {
 		a.remove_on_exec = 0;
-		fd = perf_open(&a, t->tid, (int)cpu);
+		fd = ht_perf_event_open(&a, t->tid, (int)cpu);
 		if (fd >= 0)
 			b->remove_on_exec = 0;
 	}
@@ -240,7 +234,7 @@ static int open_sideband(struct ht_breakpoints *b, struct ht_bp_thread *t, unsig
 	int fd;
 
 	sideband_attr(&a);
-	fd = perf_open(&a, t->tid, (int)cpu);
+	fd = ht_perf_event_open(&a, t->tid, (int)cpu);
 	if (fd < 0) {
 		if (errno == ESRCH)
 			return 1;
@@ -404,14 +398,6 @@ size_t ht_bp_poll_fds(const struct ht_breakpoints *b, int *fds, size_t max)
 
 /* ---- Setting, moving, arming ---- */
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
-}
-
 /* SLOT leaves its address: hits there until now, still in the rings, remain its hits. */
 static void remember_move(struct ht_breakpoints *b, int slot)
 {
@@ -421,7 +407,7 @@ static void remember_move(struct ht_breakpoints *b, int slot)
 		return;
 	p = &b->past[slot][b->past_next[slot]++ % HT_BP_PAST];
 	p->addr = b->addr[slot];
-	p->until_ns = now_ns();
+	p->until_ns = ht_monotonic_ns();
 }
 
 static void close_slot(struct ht_breakpoints *b, int slot)

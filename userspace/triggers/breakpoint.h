@@ -4,9 +4,9 @@
  * register each) on every thread of the target, with the first three
  * integer arguments (rdi, rsi, rdx) of each hit.
  *
- * Events are opened per (thread, CPU) with inherit, as the sampler's are,
- * so a thread born later is covered from its first instruction; every
- * event on a CPU writes into that CPU's one forward ring, owned by a
+ * Events are opened per (thread, CPU) with inherit, so a thread born
+ * later is covered from its first instruction; every event on a CPU
+ * writes into that CPU's one forward ring, owned by a
  * dummy event that never goes away, which is what the caller polls. Next
  * to the breakpoints, one dummy event per (thread, CPU) reports exec and
  * new executable mappings of the target (COMM and MMAP records), so the

@@ -105,12 +105,6 @@ int ht_code_triggers_finish(struct ht_code_triggers *ct, struct ht_bp_hits *out)
 	return ht_bp_drain(&ct->bps, out);
 }
 
-void ht_code_triggers_rearm(struct ht_code_triggers *ct)
-{
-	if (ct->open && ht_bp_rearm(&ct->bps))
-		ht_warn("cannot arm the triggers again: %s", ht_last_error());
-}
-
 void ht_code_triggers_reap(struct ht_code_triggers *ct)
 {
 	if (ct->open)

@@ -51,9 +51,6 @@ int ht_code_triggers_drain(struct ht_code_triggers *ct, struct ht_bp_hits *out);
  */
 int ht_code_triggers_finish(struct ht_code_triggers *ct, struct ht_bp_hits *out);
 
-/* Arm the breakpoints again after a one-shot hit (--multi keeps them armed). */
-void ht_code_triggers_rearm(struct ht_code_triggers *ct);
-
 /* Every second: close the events of exited threads. */
 void ht_code_triggers_reap(struct ht_code_triggers *ct);
 

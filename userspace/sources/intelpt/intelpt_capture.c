@@ -17,6 +17,7 @@
 #include "sources/intelpt/intelpt_capture.h"
 #include "sources/intelpt/intelpt_private.h"
 #include "base/log.h"
+#include "base/perf_event.h"
 #include "base/proc.h"
 
 /* ---- the AUX area ---- */
@@ -231,11 +232,10 @@ static int map_ring(struct ht_intelpt *pt, unsigned int cpu, int fd)
 	r->data_size = pt->cfg.sideband_bytes;
 	r->mmap_len = r->data_size + page;
 	/* Read-only, as write_backward wants. */
-	r->base = mmap(NULL, r->mmap_len, PROT_READ, MAP_SHARED, fd, 0);
-	if (r->base == MAP_FAILED) {
+	r->base = ht_perf_ring_map(fd, r->data_size, false);
+	if (!r->base) {
 		int err = errno;
 
-		r->base = NULL;
 		return ht_fail("cannot map a %zu-byte sideband ring on CPU %u: %s%s", r->data_size,
 			       cpu, strerror(err), locked_hint(err));
 	}

@@ -3,8 +3,8 @@
  * Intel PT capture of every thread of the target, user space only, into
  * per-CPU AUX areas in overwrite (snapshot) mode, frozen on a trigger.
  *
- * Events are opened per (thread, CPU) with inherit, as the sampler's are:
- * a thread born after attach is traced from its first instruction, and
+ * Events are opened per (thread, CPU) with inherit (the sampler's are
+ * CPU-wide): a thread born after attach is traced from its first instruction, and
  * every event on a CPU writes into that CPU's one AUX area (SET_OUTPUT), so
  * areas grow with CPUs, descriptors with threads x CPUs. Per-thread events
  * are off while the target is off the CPU, so an area holds only the
@@ -63,8 +63,6 @@ enum ht_pt_term {
 	HT_PT_TERM_NORETCOMP,
 	HT_PT_TERM_COUNT,
 };
-
-const char *ht_pt_term_name(enum ht_pt_term t);
 
 /* The intel_pt PMU as sysfs describes it. */
 struct ht_intelpt_pmu {

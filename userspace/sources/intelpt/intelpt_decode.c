@@ -20,6 +20,7 @@
 #include <unistd.h>
 #include "sources/intelpt/intelpt_decode.h"
 #include "base/log.h"
+#include "base/tsc.h"
 
 #define PT_SYSFS "/sys/bus/event_source/devices/intel_pt/"
 
@@ -364,15 +365,6 @@ void ht_pt_clock_free(struct ht_pt_clock *clock)
 	memset(clock, 0, sizeof(*clock));
 }
 
-static uint64_t clamp_ns(__int128 ns)
-{
-	if (ns < 0)
-		return 0;
-	if (ns > (__int128)UINT64_MAX)
-		return UINT64_MAX;
-	return (uint64_t)ns;
-}
-
 uint64_t ht_pt_tsc_to_ns(const struct ht_pt_clock *clock, uint64_t tsc)
 {
 	const struct ht_pt_clock_pair *a, *b;
@@ -384,8 +376,7 @@ uint64_t ht_pt_tsc_to_ns(const struct ht_pt_clock *clock, uint64_t tsc)
 		a = &clock->pairs[0];
 		if (!clock->tsc_hz)
 			return a->mono_ns;
-		return clamp_ns((__int128)a->mono_ns +
-				((__int128)tsc - a->tsc) * 1000000000 / (__int128)clock->tsc_hz);
+		return ht_tsc_line_ns(a->tsc, a->mono_ns, tsc, 1000000000, clock->tsc_hz);
 	}
 	/* The segment that holds TSC, or the nearest one at either end. */
 	hi = clock->count - 1;
@@ -399,9 +390,7 @@ uint64_t ht_pt_tsc_to_ns(const struct ht_pt_clock *clock, uint64_t tsc)
 	}
 	a = &clock->pairs[lo];
 	b = &clock->pairs[lo + 1];
-	return clamp_ns((__int128)a->mono_ns + ((__int128)tsc - a->tsc) *
-						       (__int128)(b->mono_ns - a->mono_ns) /
-						       (__int128)(b->tsc - a->tsc));
+	return ht_tsc_line_ns(a->tsc, a->mono_ns, tsc, b->mono_ns - a->mono_ns, b->tsc - a->tsc);
 }
 
 /* Instructions. */

@@ -165,54 +165,24 @@ void ht_intelpt_read_attach_maps(struct ht_intelpt *pt)
 	ht_maps_free(&maps);
 }
 
-/* hybtrace's own vdso: the kernel gives every process of an ABI the same image. */
-static const void *own_vdso(size_t *len)
-{
-	uint64_t base = getauxval(AT_SYSINFO_EHDR);
-	struct ht_maps self;
-	const void *p = NULL;
-
-	*len = 0;
-	if (!base || ht_maps_read(getpid(), &self))
-		return NULL;
-	for (size_t i = 0; i < self.count; i++) {
-		if (self.v[i].start == base && !strcmp(self.v[i].path, "[vdso]")) {
-			*len = (size_t)(self.v[i].end - self.v[i].start);
-			p = (const void *)(uintptr_t)base;
-		}
-	}
-	ht_maps_free(&self);
-	return p;
-}
-
 /* The target's vdso: its own bytes through /proc/PID/mem, else ours when the size matches. */
 int ht_intelpt_copy_vdso(const struct ht_maps *maps, const struct ht_target *target,
 			 struct ht_rawcap *out)
 {
 	for (size_t i = 0; i < maps->count; i++) {
 		const struct ht_mapping *m = &maps->v[i];
-		size_t len = (size_t)(m->end - m->start), own_len;
-		const void *own;
+		size_t len = (size_t)(m->end - m->start);
+		bool ours;
 
-		if (strcmp(m->path, "[vdso]") || !len || len > MAX_VDSO_BYTES)
+		if (strcmp(m->path, "[vdso]") || !len || len > HT_VDSO_MAX_BYTES)
 			continue;
-		out->vdso = malloc(len);
-		if (!out->vdso)
+		out->vdso = ht_target_copy_vdso(target, m->start, len, &ours);
+		if (!out->vdso && errno == ENOMEM)
 			return ht_fail("out of memory copying the vdso");
-		if (!ht_target_read_memory(target, m->start, out->vdso, len)) {
+		if (out->vdso) {
 			out->vdso_addr = m->start;
 			out->vdso_len = len;
-			return 0;
 		}
-		own = own_vdso(&own_len);
-		if (own && own_len == len) {
-			memcpy(out->vdso, own, len);
-			out->vdso_addr = m->start;
-			out->vdso_len = len;
-			return 0;
-		}
-		free(out->vdso);
-		out->vdso = NULL;
 		return 0;
 	}
 	return 0;

@@ -50,11 +50,6 @@ static const char *const term_names[HT_PT_TERM_COUNT] = {
 	[HT_PT_TERM_NORETCOMP] = "noretcomp",
 };
 
-const char *ht_pt_term_name(enum ht_pt_term t)
-{
-	return t < HT_PT_TERM_COUNT ? term_names[t] : "?";
-}
-
 /* ---- sysfs ---- */
 
 static const char *root_of(const char *sysroot)

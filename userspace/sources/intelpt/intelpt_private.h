@@ -8,25 +8,23 @@
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
+#include "base/clock.h"
+#include "base/perf_event.h"
 #include "sources/intelpt/intelpt_capture.h"
 #include "symbols/target_files.h"
 
 /* Brackets tried per clock pair: the tightest is kept. */
 #define CLOCK_PAIR_TRIES 16
-#define MAX_VDSO_BYTES	 (1 << 20)
 #define MIN_AUX_PAGES	 2
 
 static inline int perf_open(struct perf_event_attr *attr, int pid, int cpu)
 {
-	return (int)syscall(SYS_perf_event_open, attr, pid, cpu, -1, PERF_FLAG_FD_CLOEXEC);
+	return ht_perf_event_open(attr, pid, cpu);
 }
 
 static inline uint64_t clock_ns(clockid_t id)
 {
-	struct timespec ts;
-
-	clock_gettime(id, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+	return ht_clock_ns(id);
 }
 
 /* A file's build-id, looked up once per (device, inode). */

@@ -6,6 +6,7 @@
  */
 #include <stdlib.h>
 #include <string.h>
+#include "base/tsc.h"
 #include "base/log.h"
 #include "sources/intelpt/rawcap.h"
 
@@ -89,13 +90,6 @@ void ht_tsc_map_free(struct ht_tsc_map *m)
 	memset(m, 0, sizeof(*m));
 }
 
-static uint64_t scale(uint64_t ticks, uint64_t ns_span, uint64_t tsc_span)
-{
-	unsigned __int128 v = (unsigned __int128)ticks * ns_span / tsc_span;
-
-	return v > UINT64_MAX ? UINT64_MAX : (uint64_t)v;
-}
-
 uint64_t ht_tsc_to_mono(const struct ht_tsc_map *m, uint64_t tsc)
 {
 	const struct ht_clock_pair *first, *last;
@@ -105,16 +99,10 @@ uint64_t ht_tsc_to_mono(const struct ht_tsc_map *m, uint64_t tsc)
 		return 0;
 	first = &m->pairs[0];
 	last = &m->pairs[m->n - 1];
-	if (tsc < first->tsc) {
-		uint64_t back = scale(first->tsc - tsc, m->ns_span, m->tsc_span);
-
-		return back > first->mono_ns ? 0 : first->mono_ns - back;
-	}
-	if (tsc >= last->tsc) {
-		uint64_t ahead = scale(tsc - last->tsc, m->ns_span, m->tsc_span);
-
-		return ahead > UINT64_MAX - last->mono_ns ? UINT64_MAX : last->mono_ns + ahead;
-	}
+	if (tsc < first->tsc)
+		return ht_tsc_line_ns(first->tsc, first->mono_ns, tsc, m->ns_span, m->tsc_span);
+	if (tsc >= last->tsc)
+		return ht_tsc_line_ns(last->tsc, last->mono_ns, tsc, m->ns_span, m->tsc_span);
 	/* The last pair at or before TSC; the next one is after it. */
 	hi = m->n - 1;
 	while (hi - lo > 1) {
@@ -125,7 +113,7 @@ uint64_t ht_tsc_to_mono(const struct ht_tsc_map *m, uint64_t tsc)
 		else
 			hi = mid;
 	}
-	return m->pairs[lo].mono_ns + scale(tsc - m->pairs[lo].tsc,
-					    m->pairs[hi].mono_ns - m->pairs[lo].mono_ns,
-					    m->pairs[hi].tsc - m->pairs[lo].tsc);
+	return ht_tsc_line_ns(m->pairs[lo].tsc, m->pairs[lo].mono_ns, tsc,
+			      m->pairs[hi].mono_ns - m->pairs[lo].mono_ns,
+			      m->pairs[hi].tsc - m->pairs[lo].tsc);
 }

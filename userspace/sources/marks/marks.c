@@ -17,6 +17,8 @@
 #include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
+#include "base/clock.h"
+#include "base/tsc.h"
 #include "base/log.h"
 #include "sources/marks/marks.h"
 #include "symbols/proc_maps.h"
@@ -97,20 +99,12 @@ _Static_assert(sizeof(struct ring_header_v1) == 64, "mark.h ring layout");
 
 /* ---- Clocks ---- */
 
-static uint64_t monotonic_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
-}
-
 static uint64_t read_tsc(void)
 {
 #if defined(__x86_64__) || defined(__i386__)
 	return __builtin_ia32_rdtsc();
 #else
-	return monotonic_ns();
+	return ht_monotonic_ns();
 #endif
 }
 
@@ -120,7 +114,7 @@ void ht_tsc_pair_take(struct ht_tsc_pair *p)
 
 	/* The tightest of a few brackets: an interrupt inside one makes it wide. */
 	for (int i = 0; i < 7; i++) {
-		uint64_t t0 = read_tsc(), ns = monotonic_ns(), t1 = read_tsc();
+		uint64_t t0 = read_tsc(), ns = ht_monotonic_ns(), t1 = read_tsc();
 
 		if (t1 - t0 < best) {
 			best = t1 - t0;
@@ -133,12 +127,9 @@ void ht_tsc_pair_take(struct ht_tsc_pair *p)
 int ht_tsc_to_ns(const struct ht_tsc_pair *a, const struct ht_tsc_pair *b, uint64_t tsc,
 		 uint64_t *ns)
 {
-	__int128 dtsc = (__int128)b->tsc - a->tsc, dns = (__int128)b->ns - a->ns, v;
-
-	if (dtsc <= 0 || dns <= 0)
+	if (b->tsc <= a->tsc || b->ns <= a->ns)
 		return -1;
-	v = (__int128)a->ns + ((__int128)tsc - a->tsc) * dns / dtsc;
-	*ns = v < 0 ? 0 : v > (__int128)UINT64_MAX ? UINT64_MAX : (uint64_t)v;
+	*ns = ht_tsc_line_ns(a->tsc, a->ns, tsc, b->ns - a->ns, b->tsc - a->tsc);
 	return 0;
 }
 

@@ -10,15 +10,11 @@
 #include <unistd.h>
 #include <bpf/libbpf.h>
 #include "base/log.h"
+#include "base/perf_event.h"
 #include "sample_filter.skel.h"
 #include "sources/sample/sampler.h"
 
 #define MAX_RECORD_BYTES 65536
-
-static int perf_open(struct perf_event_attr *attr, int pid, int cpu)
-{
-	return (int)syscall(SYS_perf_event_open, attr, pid, cpu, -1, PERF_FLAG_FD_CLOEXEC);
-}
 
 int ht_sampler_probe(void)
 {
@@ -31,7 +27,7 @@ int ht_sampler_probe(void)
 		.disabled = 1,
 		.exclude_kernel = 1,
 	};
-	int fd = perf_open(&attr, 0, -1);
+	int fd = ht_perf_event_open(&attr, 0, -1);
 
 	if (fd < 0)
 		return -errno;
@@ -66,16 +62,13 @@ static void build_attr(const struct ht_sampler *s, struct perf_event_attr *a)
 static int map_ring(struct ht_sampler *s, unsigned int cpu, int fd)
 {
 	struct ht_sampler_ring *r = &s->rings[cpu];
-	size_t page = (size_t)sysconf(_SC_PAGESIZE), pages = 1;
+	size_t page = (size_t)sysconf(_SC_PAGESIZE);
 
-	while (pages * page < s->cfg.ring_bytes)
-		pages *= 2;
-	r->data_size = pages * page;
+	r->data_size = ht_perf_ring_data_bytes(s->cfg.ring_bytes);
 	r->mmap_len = r->data_size + page;
 	/* Read-only: an overwrite ring, which is what write_backward wants. */
-	r->base = mmap(NULL, r->mmap_len, PROT_READ, MAP_SHARED, fd, 0);
-	if (r->base == MAP_FAILED) {
-		r->base = NULL;
+	r->base = ht_perf_ring_map(fd, r->data_size, false);
+	if (!r->base) {
 		return ht_fail("cannot map a sampling ring of %zu bytes: %s%s", r->data_size,
 			       strerror(errno),
 			       errno == EPERM ? " (locked memory: needs CAP_IPC_LOCK, or a "
@@ -106,7 +99,7 @@ static int open_cpu(struct ht_sampler *s, unsigned int cpu)
 
 	build_attr(s, &attr);
 	attr.disabled = 1; /* until the filter is on: no other process's sample is written */
-	fd = perf_open(&attr, -1, (int)cpu);
+	fd = ht_perf_event_open(&attr, -1, (int)cpu);
 	if (fd < 0) {
 		/* A CPU that is possible but offline has nothing to sample. */
 		if (errno == ENODEV)
