@@ -610,6 +610,21 @@ def thread_born_after_attach_with_shared_thread_slots():
     same_answers(breaches, default)
 
 
+def sleeps_reported(rounds, env):
+    """The late thread of `sleeper` sleeps 15 ms ROUNDS times under --off-cpu 10ms: the run,
+    its sleeps (start, end) and those no off-CPU breach of that thread covers."""
+    run = hybtrace(["run", "--json", "--off-cpu", "10ms", "--max-dumps", "0", "--",
+                    workload("sleeper"), "15", str(rounds), "late"], env=env)
+    check(run.rc == 0, "hybtrace failed\n" + run.describe())
+    sleeps = list(zip(run.events("sleep_start"), run.events("sleep_end")))
+    check(len(sleeps) == rounds, "workload log incomplete\n" + run.describe())
+    tid = sleeps[0][0]["tid"]
+    mine = [b for b in run.breaches("off-cpu") if b["tid"] == tid]
+    unreported = [s for s, e in sleeps
+                  if not any(within(b, s["ts_ns"], e["ts_ns"]) for b in mine)]
+    return run, sleeps, unreported
+
+
 # Skipped on purpose: every 4th switch-in of a target thread.
 SKIP_SWITCH_INS = {"HYBTRACE_TEST_SKIP_SWITCH_IN": "4"}
 
@@ -622,16 +637,7 @@ def unseen_switch_ins_are_counted_lost():
     # an untraced one is): the sleep it ended is either reported or counted lost, in both
     # paths.
     for name, env in (("default", {}), ("task storage", SHARED_SLOTS)):
-        run = hybtrace(["run", "--json", "--off-cpu", "10ms", "--max-dumps", "0", "--",
-                        workload("sleeper"), "15", "60", "late"],
-                       env=dict(env, **SKIP_SWITCH_INS))
-        check(run.rc == 0, "hybtrace failed\n" + run.describe())
-        sleeps = list(zip(run.events("sleep_start"), run.events("sleep_end")))
-        check(len(sleeps) == 60, "workload log incomplete\n" + run.describe())
-        tid = sleeps[0][0]["tid"]
-        mine = [b for b in run.breaches("off-cpu") if b["tid"] == tid]
-        unreported = [s for s, e in sleeps
-                      if not any(within(b, s["ts_ns"], e["ts_ns"]) for b in mine)]
+        run, sleeps, unreported = sleeps_reported(60, dict(env, **SKIP_SWITCH_INS))
         lost = run.summary()["lost"]
         # A quarter of the switch-ins skipped: most of them end a sleep.
         check(len(unreported) >= 5, "%s: the test mode left %d sleeps unreported\n%s"
@@ -664,16 +670,7 @@ def untraced_switches_still_end_their_waits():
     the dump."""
     need_root()
     for name, env in (("default", {}), ("task storage", SHARED_SLOTS)):
-        run = hybtrace(["run", "--json", "--off-cpu", "10ms", "--max-dumps", "0", "--",
-                        workload("sleeper"), "15", "40", "late"],
-                       env=dict(env, **UNTRACED_SWITCHES))
-        check(run.rc == 0, "hybtrace failed\n" + run.describe())
-        sleeps = list(zip(run.events("sleep_start"), run.events("sleep_end")))
-        check(len(sleeps) == 40, "workload log incomplete\n" + run.describe())
-        tid = sleeps[0][0]["tid"]
-        mine = [b for b in run.breaches("off-cpu") if b["tid"] == tid]
-        unreported = [s for s, e in sleeps
-                      if not any(within(b, s["ts_ns"], e["ts_ns"]) for b in mine)]
+        run, sleeps, unreported = sleeps_reported(40, dict(env, **UNTRACED_SWITCHES))
         check(not unreported, "%s: %d of %d sleeps unreported\n%s"
               % (name, len(unreported), len(sleeps), run.describe()))
         j, lost = judged(run), run.summary()["lost"]
