@@ -898,8 +898,8 @@ static __always_inline void off_cpu_breach(struct task_struct *next, struct task
 		emit_breach(HT_BREACH_OFF_CPU, next, st, st->off_cpu_since_ns, now, true, &sc);
 }
 
-/* A target thread gets the CPU: the intervals that end here are judged. */
 /*
+ * A target thread gets the CPU: the intervals that end here are judged.
  * NEXT runs from T on. TRACED: at its sched_switch event; else at its
  * switch-out (untraced_switch_in()), when sched_info.last_queued is gone:
  * its run-queue wait is then timed by its own state.
