@@ -87,18 +87,22 @@ static __always_inline void switch_now(struct task_struct *prev, struct task_str
 
 	t->untraced = false;
 	sync = bpf_map_lookup_elem(&clock_syncs, &cpu);
+	if (sync) {
+		if (sync->last_next && sync->last_next != (__u32)prev->pid + 1) {
+			t->untraced = true;
+			t->last_next = sync->last_next - 1;
+			t->last_switch_ns = sync->last_ns;
+		}
+		sync->last_next = (__u32)next->pid + 1;
+	}
 	if (!rq || !sync) {
 		t->clock = 0;
 		t->offset = 0;
 		t->now = bpf_ktime_get_ns();
+		if (sync)
+			sync->last_ns = t->now;
 		return;
 	}
-	if (sync->last_next && sync->last_next != (__u32)prev->pid + 1) {
-		t->untraced = true;
-		t->last_next = sync->last_next - 1;
-		t->last_switch_ns = sync->last_ns;
-	}
-	sync->last_next = (__u32)next->pid + 1;
 	t->clock = rq->clock;
 	if (exact && t->clock == sync->wake_clock)
 		fresh = bpf_ktime_get_ns();

@@ -79,7 +79,10 @@ def rq_delay_names_the_hog():
     need_root()
     run, breaches, _ = rq_delay_scenario([])
     j = judged(run)
-    check(j["rq_sched_info"] >= len(breaches) and j["rq_thread_state"] == 0,
+    # Only a switch the kernel made untraced (made up at its switch-out, when last_queued is
+    # gone) is timed by the thread's own state here.
+    check(j["rq_sched_info"] >= len(breaches) and
+          j["rq_thread_state"] <= j["untraced_switch_in"],
           "run-queue waits were not timed by sched_info: %r" % j)
 
 

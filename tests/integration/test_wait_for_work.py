@@ -104,7 +104,9 @@ def idle_waits_are_labelled_and_the_slow_request_is_dumped():
         check(len(idle) >= 10, "the workload waited for work only %d times: %r"
               % (len(idle), run.log))
         for tid, span in idle:
-            found = breaches_in(run, tid, span)
+            # A preemption in the span (state R: a loaded machine can keep the thread
+            # off its CPU that long on its way out of epoll_wait) is no wait at all.
+            found = [b for b in breaches_in(run, tid, span) if b["state"] != "R"]
             check(found, "no breach of tid %d idle in epoll_wait over %r:\n%s"
                   % (tid, span, run.describe()))
             for b in found:

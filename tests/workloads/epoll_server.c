@@ -4,14 +4,16 @@
  * thread waits in epoll_wait for the requests a "client" thread sends on a
  * socket pair; the client paces them GAP_MS apart in epoll_wait (an event
  * loop's timer) and waits for each reply in epoll_wait. Request SLOW_AT
- * (counted from 0) is slow: the client holds a mutex for HOLD_MS, spinning
- * so that it never sleeps itself, and the server's handler blocks on it. The
+ * (counted from 0) is slow: the client holds a mutex, spinning so that it
+ * never sleeps itself, until HOLD_MS after the server's handler tried to take
+ * it, and the handler blocks on it. The
  * main thread waits for both in pthread_join. With "vfork", the main thread
  * first waits in D (uninterruptible) for a CLONE_VFORK child that sleeps
  * VFORK_MS before it exits.
  * usage: epoll_server [REQUESTS [GAP_MS [SLOW_AT [HOLD_MS [vfork [VFORK_MS]]]]]]
  */
 #include <sched.h>
+#include <stdatomic.h>
 #include <signal.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
@@ -25,6 +27,7 @@ static int requests, slow_at;
 static uint64_t gap_ns, hold_ns, vfork_ns;
 static int fds[2]; /* [0]: the server's end, [1]: the client's */
 static pthread_mutex_t shared = PTHREAD_MUTEX_INITIALIZER;
+static atomic_int handler_waits; /* the handler is about to take the mutex */
 
 static int epoll_on(int fd)
 {
@@ -69,6 +72,7 @@ static void *server(void *arg)
 			break; /* the client closed its end: no more work */
 		if (req == SLOW) {
 			wl_log("lock_wait_start", NULL);
+			atomic_store(&handler_waits, 1);
 			pthread_mutex_lock(&shared);
 			wl_log("lock_acquired", NULL);
 			pthread_mutex_unlock(&shared);
@@ -102,6 +106,12 @@ static void *client(void *arg)
 		if (write(fds[1], &req, 1) != 1)
 			exit(1);
 		if (req == SLOW) {
+			/*
+			 * HOLD_MS from the handler's try, however late load makes
+			 * it: the handler's wait is the one the tests look for.
+			 */
+			while (!atomic_load(&handler_waits))
+				;
 			wl_spin_until(wl_now_ns() + hold_ns);
 			wl_log("hold_end", NULL);
 			pthread_mutex_unlock(&shared);

@@ -41,14 +41,43 @@ static void sleep_until(uint64_t ns)
 		;
 }
 
-/* A hog that spins on CPU from START_NS for HOLD_NS. */
-static pid_t start_hog(const char *name, int cpu, uint64_t start_ns, uint64_t hold_ns)
+/*
+ * A child set up as NAME, SCHED_FIFO at PRIORITY on CPU, that says it is
+ * ready on READY and then reads the start time from its own pipe: under
+ * load a child may take longer to be set up than any fixed delay, and the
+ * scenario's times must hold. Returns the child's pid and, in the child,
+ * 0 with *START_NS read.
+ */
+static pid_t start_child(const char *name, int cpu, int priority, int ready, int *go,
+			 uint64_t *start_ns)
 {
-	pid_t pid = fork();
+	int pipefd[2];
+	pid_t pid;
+
+	if (pipe(pipefd))
+		exit(1);
+	pid = fork();
+	if (pid) {
+		close(pipefd[0]);
+		*go = pipefd[1];
+		return pid;
+	}
+	close(pipefd[1]);
+	fifo(name, cpu, priority);
+	if (write(ready, "r", 1) != 1 ||
+	    read(pipefd[0], start_ns, sizeof(*start_ns)) != sizeof(*start_ns))
+		_exit(1);
+	return 0;
+}
+
+/* A hog that spins on CPU for HOLD_NS from the start time it is given. */
+static pid_t start_hog(const char *name, int cpu, uint64_t hold_ns, int ready, int *go)
+{
+	uint64_t start_ns;
+	pid_t pid = start_child(name, cpu, 1, ready, go, &start_ns);
 
 	if (pid)
 		return pid;
-	fifo(name, cpu, 1);
 	sleep_until(start_ns);
 	wl_spin_until(start_ns + hold_ns);
 	_exit(0);
@@ -56,18 +85,21 @@ static pid_t start_hog(const char *name, int cpu, uint64_t start_ns, uint64_t ho
 
 static int queued(uint64_t hold_ns)
 {
-	uint64_t start_ns = wl_now_ns() + 50000000ULL, move_ns = start_ns + hold_ns / 4;
+	uint64_t start_ns, move_ns;
 	pid_t me = getpid(), hogs[2], mover;
+	int ready[2], go[3];
 	cpu_set_t cpu0;
+	char byte;
 
 	prctl(PR_SET_NAME, "migrator");
 	wl_pin(1);
-	hogs[0] = start_hog("cpu0_hog", 0, start_ns, hold_ns);
-	hogs[1] = start_hog("cpu1_hog", 1, start_ns, hold_ns / 4 + hold_ns / 2);
-	mover = fork();
+	if (pipe(ready))
+		return 1;
+	hogs[0] = start_hog("cpu0_hog", 0, hold_ns, ready[1], &go[0]);
+	hogs[1] = start_hog("cpu1_hog", 1, hold_ns / 4 + hold_ns / 2, ready[1], &go[1]);
+	mover = start_child("mover", 0, 2, ready[1], &go[2], &start_ns);
 	if (mover == 0) {
-		fifo("mover", 0, 2);
-		sleep_until(move_ns);
+		sleep_until(start_ns + hold_ns / 4);
 		CPU_ZERO(&cpu0);
 		CPU_SET(0, &cpu0);
 		if (sched_setaffinity(me, sizeof(cpu0), &cpu0))
@@ -75,6 +107,15 @@ static int queued(uint64_t hold_ns)
 		wl_log("moved", "\"moved_tid\":%d", me);
 		_exit(0);
 	}
+	/* All three are SCHED_FIFO and waiting: the start is theirs to keep. */
+	for (int i = 0; i < 3; i++)
+		if (read(ready[0], &byte, 1) != 1)
+			return 1;
+	start_ns = wl_now_ns() + 20000000ULL;
+	move_ns = start_ns + hold_ns / 4;
+	for (int i = 0; i < 3; i++)
+		if (write(go[i], &start_ns, sizeof(start_ns)) != sizeof(start_ns))
+			return 1;
 	wl_log("hogs", "\"cpu0_hog\":%d,\"cpu1_hog\":%d,\"start_ns\":%llu,\"move_ns\":%llu",
 	       hogs[0], hogs[1], (unsigned long long)start_ns, (unsigned long long)move_ns);
 	/* Runnable throughout: preempted at the start, waiting until the CPU 0 hog is done. */
