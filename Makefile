@@ -313,9 +313,9 @@ FUZZ_MAPS_PARSER_SRCS := userspace/symbols/proc_maps.c userspace/base/log.c
 FUZZ_PERF_MAP_SRCS := userspace/symbols/perf_map.c userspace/base/log.c
 FUZZ_ELF_READER_SRCS := userspace/symbols/elf_symbols.c userspace/base/log.c
 # The raw capture file (--keep-raw) and what it holds: sideband records, TSC pairs.
-FUZZ_RAWCAP_READER_SRCS := $(wildcard userspace/sources/intelpt/rawcap_*.c) userspace/kernel/pid_names.c userspace/base/output.c userspace/base/log.c userspace/base/tsc.c
+FUZZ_RAWCAP_READER_SRCS := $(wildcard userspace/sources/intelpt/rawcap_*.c) userspace/kernel/pid_names.c userspace/base/output.c userspace/base/log.c
 # User marks read out of a target's memory (include/hybtrace/mark.h's registry and rings).
-FUZZ_MARKS_SRCS := userspace/sources/marks/marks.c userspace/symbols/proc_maps.c userspace/symbols/target_files.c userspace/base/log.c userspace/base/tsc.c
+FUZZ_MARKS_SRCS := userspace/sources/marks/marks.c userspace/symbols/proc_maps.c userspace/symbols/target_files.c userspace/base/log.c
 # Command lines: options and the trigger specs they carry.
 FUZZ_OPTIONS_SRCS := userspace/cli/options.c userspace/base/syscalls.c userspace/triggers/trigger_spec.c \
 	userspace/symbols/symbolizer.c userspace/symbols/proc_maps.c userspace/symbols/elf_symbols.c userspace/symbols/perf_map.c \
