@@ -295,7 +295,14 @@ def syscall_waker_outlives_a_preemption_after_the_wakeup():
     # only as many as counted.
     lost = run.summary()["lost"]
     unseen = lost["recursion"] + lost["unseen_switch_in"] + judged(run)["untraced_switch_in"]
+    # A round whose read began less than the 2 ms threshold before its timer (the reader
+    # ran late on a loaded machine) cannot sleep long enough to breach: it is no round.
+    late = [s for s, e in reads if s["ts_ns"] > s["timer_ns"] - 2_000_000]
+    check(len(late) <= 2, "the reader was late for %d of %d rounds\n%s"
+          % (len(late), len(reads), run.describe()))
     for start, end in reads:
+        if start in late:
+            continue
         b = [b for b in mine if within(b, start["ts_ns"], end["ts_ns"])]
         check(len(b) == 1, "want one syscall breach of tid %d in [%d, %d], got %d\n%s"
               % (tid, start["ts_ns"], end["ts_ns"], len(b), run.describe()))
