@@ -73,22 +73,6 @@ TEST(sizes)
 	CHECK(ht_parse_size("99999999999999G", &b) == -1);
 }
 
-TEST(pids)
-{
-	int pid = 0;
-
-	CHECK(!ht_parse_pid("1234", &pid));
-	CHECK(pid == 1234);
-	CHECK(ht_parse_pid("0", &pid) == -1);
-	CHECK(ht_parse_pid("-5", &pid) == -1);
-	CHECK(ht_parse_pid("abc", &pid) == -1);
-	CHECK(ht_parse_pid("12x", &pid) == -1);
-	CHECK(ht_parse_pid("", &pid) == -1);
-	CHECK(ht_parse_pid("99999999999", &pid) == -1);
-	CHECK(ht_parse_pid("+5", &pid) == -1);
-	CHECK(ht_parse_pid(" 5", &pid) == -1);
-}
-
 TEST(syscall_names_and_lists)
 {
 	uint64_t bitmap[HT_MAX_SYSCALLS / 64];

@@ -9,6 +9,7 @@
 #include "base/breach_kinds.h"
 #include "base/log.h"
 #include "cli/options.h"
+#include "base/proc.h"
 #include "base/syscalls.h"
 
 void ht_options_init(struct ht_options *o)
@@ -119,27 +120,6 @@ int ht_parse_size(const char *s, uint64_t *bytes)
 		return 0;
 	}
 	return ht_fail("size '%s' has an unknown suffix '%s': use k, M or G", s, suffix);
-}
-
-int ht_parse_pid(const char *s, int *pid)
-{
-	char *end;
-	long v;
-
-	if (!s || !*s)
-		return ht_fail("empty pid");
-	if (s[0] == '-' && isdigit((unsigned char)s[1]))
-		return ht_fail("pid %s is not a process: give a pid above 0", s);
-	errno = 0;
-	v = strtol(s, &end, 10);
-	if (errno || *end || end == s || !isdigit((unsigned char)*s))
-		return ht_fail("pid '%s' is not a number", s);
-	if (v <= 0)
-		return ht_fail("pid %ld is not a process: give a pid above 0", v);
-	if (v > INT_MAX)
-		return ht_fail("pid '%s' is out of range", s);
-	*pid = (int)v;
-	return 0;
 }
 
 int ht_parse_syscall_list(const char *opt, const char *s, uint64_t bitmap[HT_MAX_SYSCALLS / 64])

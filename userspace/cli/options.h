@@ -100,9 +100,6 @@ int ht_parse_duration(const char *s, uint64_t *ns);
 /* "16M", "4k", "1G", "65536", "2MiB" -> bytes (powers of 1024). */
 int ht_parse_size(const char *s, uint64_t *bytes);
 
-/* A process id: a positive decimal number. */
-int ht_parse_pid(const char *s, int *pid);
-
 /* "read,futex,clock_nanosleep", the value of --OPT -> a bitmap of syscall numbers. */
 int ht_parse_syscall_list(const char *opt, const char *s, uint64_t bitmap[HT_MAX_SYSCALLS / 64]);
 
