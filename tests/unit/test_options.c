@@ -372,8 +372,19 @@ TEST(target_options_rejected)
 		{ 3, false, { "hybtrace", "--cgroup", "" }, "--cgroup needs a cgroup v2 directory" },
 		{ 3, false, { "hybtrace", "--unit", "" }, "--unit needs a systemd unit" },
 	};
+	const char *run_full[] = { "run", "--pid", NULL, "--", "true" };
+	char full[HT_MAX_TARGET_PIDS * 4] = "";
 	struct ht_options o;
 
+	/* run's command takes a place in the spec's list: one fewer pid beside it. */
+	for (int i = 1; i <= HT_MAX_TARGET_PIDS; i++)
+		snprintf(full + strlen(full), sizeof(full) - strlen(full), "%s%d", i > 1 ? "," : "", i);
+	run_full[2] = full;
+	CHECK(parse(run_full, 5, true, &o) == -1);
+	CHECK(strstr(ht_last_error(), "at most 63 pids beside it") != NULL);
+	*strrchr(full, ',') = '\0';
+	CHECK(!parse(run_full, 5, true, &o));
+	CHECK(o.npids == HT_MAX_TARGET_PIDS - 1);
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		int rc = parse(cases[i].args, cases[i].n, cases[i].run, &o);
 

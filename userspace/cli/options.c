@@ -621,6 +621,10 @@ static int check_targets(struct ht_options *o, const struct target_flags *f, boo
 			       "--unit, --children or run beside it");
 	if (o->cgroup_arg && o->unit)
 		return ht_fail("--cgroup and --unit both name a cgroup: give one");
+	/* The spec's list holds run's command too. */
+	if (run && o->npids == HT_MAX_TARGET_PIDS)
+		return ht_fail("--pid: run's command is a target too: at most %d pids beside it",
+			       HT_MAX_TARGET_PIDS - 1);
 	if (!run && !named && !o->targets.all)
 		return ht_fail("which process? give --pid N, --cgroup PATH, --unit NAME or --all, "
 			       "or use: hybtrace run -- CMD");
