@@ -9,7 +9,8 @@
  * the line.
  *
  * A member's KEY is its name in the enclosing object, a name the program
- * spells (written as is, never data), or NULL for an element of an array.
+ * spells (written as is, never data), or NULL for an element of an array;
+ * a key that is data (a dump's metadata) goes through ht_json_data_str.
  * Objects and arrays nest up to HT_JSON_MAX_DEPTH.
  */
 #ifndef HT_JSON_H
@@ -33,7 +34,9 @@ void ht_json_string(FILE *f, const char *s);
 
 /* Open a JSON line (or document) on F: its outer object. */
 void ht_json_begin(struct ht_json *j, FILE *f);
-/* Close the outer object and end the line. */
+/* Open a JSON document on F whose outer value is an array. */
+void ht_json_begin_array(struct ht_json *j, FILE *f);
+/* Close the outer object (or array) and end the line. */
 void ht_json_end_line(struct ht_json *j);
 /* Add members to an object on F that the caller opened and wrote members into. */
 void ht_json_continue(struct ht_json *j, FILE *f);
@@ -45,6 +48,8 @@ void ht_json_close(struct ht_json *j);
 
 /* Members. A NULL string is written as null. */
 void ht_json_str(struct ht_json *j, const char *key, const char *s);
+/* A string member whose KEY is data: escaped as a string is. */
+void ht_json_data_str(struct ht_json *j, const char *key, const char *s);
 void ht_json_u64(struct ht_json *j, const char *key, uint64_t v);
 void ht_json_i64(struct ht_json *j, const char *key, int64_t v);
 void ht_json_bool(struct ht_json *j, const char *key, bool v);
