@@ -39,13 +39,6 @@ static void put_string(FILE *f, const char *s)
 	putc_unlocked('"', f);
 }
 
-void ht_json_string(FILE *f, const char *s)
-{
-	flockfile(f);
-	put_string(f, s);
-	funlockfile(f);
-}
-
 /* Decimal digits without printf: breach lines carry some twenty numbers each. */
 static void put_u64(FILE *f, uint64_t v)
 {

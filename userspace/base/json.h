@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
 /*
  * The one JSON writer: every JSON line and document hybtrace prints goes
- * through it, so there is one escaping (ht_json_string) and one number
- * format (integers in decimal, fractions with a fixed count of decimals).
+ * through it, so there is one escaping (of every string, and of every key
+ * that is data) and one number format (integers in decimal, fractions with
+ * a fixed count of decimals).
  * It writes straight to a FILE and allocates nothing. Its writes are
  * unlocked (the breach lines are on the event loop's path): when other
  * threads write to the FILE, the caller holds its lock (flockfile) around
@@ -28,9 +29,6 @@ struct ht_json {
 	uint64_t has_member; /* bit D: the container at depth D holds a member already */
 	uint64_t is_array;   /* bit D: the container at depth D is an array */
 };
-
-/* Write S as a JSON string literal, quotes included (takes the FILE's lock). */
-void ht_json_string(FILE *f, const char *s);
 
 /* Open a JSON line (or document) on F: its outer object. */
 void ht_json_begin(struct ht_json *j, FILE *f);
