@@ -325,6 +325,9 @@ FUZZ_OPTIONS_SRCS := userspace/cli/options.c userspace/base/syscalls.c userspace
 FUZZ_OPTIONS_SRCS += userspace/base/breach_kinds.c
 # --pid lists; the targets' resolution (not called by the fuzzer) links with them.
 FUZZ_OPTIONS_SRCS += userspace/base/proc.c userspace/base/cgroup.c
+# The sources' registry names --source's values; the sources behind it come, unfuzzed, from
+# the library, so that a new source needs nothing here.
+FUZZ_OPTIONS_SRCS += userspace/cli/sources.c
 # The OCaml exception-trap note of a traced binary (its note section, or the ELF file).
 FUZZ_OCAML_EH_SRCS := userspace/sources/intelpt/ocaml_eh.c userspace/base/log.c
 FUZZ_NAMES := trace_reader maps_parser perf_map elf_reader rawcap_reader marks options ocaml_eh
@@ -364,9 +367,10 @@ $(BUILD)/fuzz/fuzz_marks: tests/fuzz/fuzz_marks.c $(FUZZ_MARKS_SRCS) \
 	$(Q)$(CLANG) $(CPPFLAGS_ALL) $(FUZZ_CFLAGS) $(WARNINGS) -o $@ $< $(FUZZ_MARKS_SRCS) -lelf -lz
 
 $(BUILD)/fuzz/fuzz_options: tests/fuzz/fuzz_options.c $(FUZZ_OPTIONS_SRCS) \
-		$(USERSPACE_HDRS) | $(BUILD)/fuzz
+		$(USERSPACE_HDRS) $(BUILD)/libhybtrace.a | $(BUILD)/fuzz
 	$(call msg,FUZZ,$@)
-	$(Q)$(CLANG) $(CPPFLAGS_ALL) $(FUZZ_CFLAGS) $(WARNINGS) -o $@ $< $(FUZZ_OPTIONS_SRCS) -ldw -lelf -lz
+	$(Q)$(CLANG) $(CPPFLAGS_ALL) $(FUZZ_CFLAGS) $(WARNINGS) -o $@ $< $(FUZZ_OPTIONS_SRCS) \
+		$(BUILD)/libhybtrace.a $(LDLIBS)
 
 $(BUILD)/fuzz/fuzz_ocaml_eh: tests/fuzz/fuzz_ocaml_eh.c $(FUZZ_OCAML_EH_SRCS) \
 		$(USERSPACE_HDRS) | $(BUILD)/fuzz

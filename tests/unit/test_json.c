@@ -75,6 +75,32 @@ TEST(members_continue_an_object_the_caller_opened)
 	CHECK_STR(text, "{\"a\":1,\"b\":2}");
 }
 
+/* `report DIR --json`: a document that is an array; a dump's metadata, whose keys are data. */
+TEST(an_array_document_and_keys_that_are_data)
+{
+	struct ht_json j;
+	FILE *f = open_text();
+
+	CHECK(f != NULL);
+	if (!f)
+		return;
+	ht_json_begin_array(&j, f);
+	ht_json_object(&j, NULL);
+	ht_json_object(&j, "metadata");
+	ht_json_data_str(&j, "hybtrace.kind", "rq-delay");
+	ht_json_data_str(&j, "k\"\n", "v\t");
+	ht_json_close(&j);
+	ht_json_close(&j);
+	ht_json_object(&j, NULL);
+	ht_json_close(&j);
+	ht_json_end_line(&j);
+	ht_json_begin_array(&j, f);
+	ht_json_end_line(&j);
+	fclose(f);
+	CHECK_STR(text, "[{\"metadata\":{\"hybtrace.kind\":\"rq-delay\",\"k\\\"\\n\":\"v\\t\"}},{}]\n"
+			"[]\n");
+}
+
 static const char *breach_line(const struct ht_breach_info *bi)
 {
 	FILE *f = open_text();

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /* The registry of on-CPU sources: what --source auto picks, the errors, the memory shares. */
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 #include "check.h"
 #include "base/log.h"
@@ -10,7 +11,7 @@
 
 #define INTEL_PT_SYSFS "/sys/bus/event_source/devices/intel_pt"
 
-static void options(struct ht_options *o, enum ht_source source)
+static void options(struct ht_options *o, const char *source)
 {
 	ht_options_init(o);
 	o->source = source;
@@ -24,7 +25,7 @@ TEST(auto_takes_pt_where_there_is_pt)
 	setenv("HYBTRACE_TEST_PT_SIDEBAND_ONLY", "1", 1);
 	options(&o, HT_SOURCE_AUTO);
 	CHECK(!ht_sources_choose(&o));
-	CHECK(o.source == HT_SOURCE_PT);
+	CHECK_STR(o.source, "pt");
 	CHECK_STR(ht_sources_title(&o), "Intel PT");
 	/* What --max-memory counts for PT: the AUX areas and the sideband rings, as mapped. */
 	CHECK_EQ_U64(
@@ -42,7 +43,7 @@ TEST(auto_samples_without_pt)
 		SKIP_TEST("this machine has Intel PT");
 	options(&o, HT_SOURCE_AUTO);
 	CHECK(!ht_sources_choose(&o));
-	CHECK(o.source == HT_SOURCE_SAMPLE);
+	CHECK_STR(o.source, "sample");
 	CHECK_STR(ht_sources_title(&o), "sampling");
 	CHECK_EQ_U64(ht_sources_memory_bytes(&o, 4), 4 * (1ULL << 20));
 }
@@ -54,7 +55,7 @@ TEST(source_pt_without_pt_is_one_line)
 	unsetenv("HYBTRACE_TEST_PT_SIDEBAND_ONLY");
 	if (!access(INTEL_PT_SYSFS, F_OK))
 		SKIP_TEST("this machine has Intel PT");
-	options(&o, HT_SOURCE_PT);
+	options(&o, "pt");
 	CHECK(ht_sources_choose(&o) == -1);
 	CHECK_STR(ht_last_error(), "--source pt: this machine has no Intel PT (no " INTEL_PT_SYSFS
 				   "); use --source sample");
@@ -62,7 +63,7 @@ TEST(source_pt_without_pt_is_one_line)
 
 TEST(keep_raw_needs_pt)
 {
-	static const enum ht_source others[] = { HT_SOURCE_SAMPLE, HT_SOURCE_NONE };
+	static const char *const others[] = { "sample", HT_SOURCE_NONE };
 	struct ht_options o;
 
 	for (size_t i = 0; i < sizeof(others) / sizeof(others[0]); i++) {
@@ -73,7 +74,7 @@ TEST(keep_raw_needs_pt)
 					   "pt (or auto on a machine with Intel PT)");
 	}
 	setenv("HYBTRACE_TEST_PT_SIDEBAND_ONLY", "1", 1);
-	options(&o, HT_SOURCE_PT);
+	options(&o, "pt");
 	o.keep_raw = true;
 	CHECK(!ht_sources_choose(&o));
 	unsetenv("HYBTRACE_TEST_PT_SIDEBAND_ONLY");
@@ -96,9 +97,73 @@ TEST(none_is_no_source)
 
 	options(&o, HT_SOURCE_NONE);
 	CHECK(!ht_sources_choose(&o));
-	CHECK(o.source == HT_SOURCE_NONE);
+	CHECK_STR(o.source, HT_SOURCE_NONE);
 	CHECK(ht_sources_title(&o) == NULL);
 	CHECK_EQ_U64(ht_sources_memory_bytes(&o, 4), 0);
 	CHECK(!ht_sources_open(&o, getpid(), 0, v, &n));
 	CHECK(n == 0);
+}
+
+/* Whether S begins with PREFIX and ends with SUFFIX. */
+static bool framed(const char *s, const char *prefix, const char *suffix)
+{
+	size_t n = strlen(s), m = strlen(suffix);
+
+	return !strncmp(s, prefix, strlen(prefix)) && n >= m && !strcmp(s + n - m, suffix);
+}
+
+/*
+ * --source's names, its error and its --help line come from the registry,
+ * as they read before ("auto, pt, sample or none"; "auto (Intel PT where
+ * present, else sampling), pt, sample, none"), with room for more sources.
+ */
+TEST(source_names_come_from_the_registry)
+{
+	char buf[256];
+
+	CHECK_STR(ht_sources_lookup("pt"), "pt");
+	CHECK_STR(ht_sources_lookup("sample"), "sample");
+	CHECK_STR(ht_sources_lookup("auto"), HT_SOURCE_AUTO);
+	CHECK_STR(ht_sources_lookup("none"), HT_SOURCE_NONE);
+	CHECK(ht_sources_lookup("Intel PT") == NULL);
+	CHECK(ht_sources_lookup("") == NULL);
+	ht_sources_names(buf, sizeof(buf));
+	CHECK(framed(buf, "auto, pt, sample", " or none"));
+	CHECK_STR(ht_sources_names(buf, 12), "auto, pt");
+	ht_sources_help(buf, sizeof(buf));
+	CHECK(framed(buf, "auto (Intel PT where present, else sampling", ", none"));
+	CHECK(strstr(buf, "), pt, sample, ") != NULL);
+}
+
+TEST(source_option_parses_through_the_registry)
+{
+	char *argv[] = { "hybtrace", "--pid", "1", "--source", "sample", NULL };
+	char *bad[] = { "hybtrace", "--pid", "1", "--source", "lbr", NULL };
+	struct ht_options o;
+	bool help;
+
+	ht_options_init(&o);
+	CHECK_STR(o.source, HT_SOURCE_AUTO);
+	CHECK(!ht_options_parse(&o, 5, argv, false, &help));
+	CHECK_STR(o.source, "sample");
+	ht_options_init(&o);
+	CHECK(ht_options_parse(&o, 5, bad, false, &help) == -1);
+	CHECK(framed(ht_last_error(), "--source: 'lbr' is not auto, pt, sample", " or none"));
+	CHECK_STR(o.source, HT_SOURCE_AUTO);
+}
+
+/* perf_event_paranoid stands in the way of the sources that open perf events only. */
+TEST(which_sources_need_perf_events)
+{
+	struct ht_options o;
+
+	options(&o, "sample");
+	CHECK(ht_sources_need_perf_events(&o));
+	options(&o, "pt");
+	CHECK(ht_sources_need_perf_events(&o));
+	options(&o, HT_SOURCE_NONE);
+	CHECK(!ht_sources_need_perf_events(&o));
+	/* auto that found nothing usable asks for them, as before. */
+	options(&o, HT_SOURCE_AUTO);
+	CHECK(ht_sources_need_perf_events(&o));
 }

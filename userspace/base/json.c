@@ -39,13 +39,6 @@ static void put_string(FILE *f, const char *s)
 	putc_unlocked('"', f);
 }
 
-void ht_json_string(FILE *f, const char *s)
-{
-	flockfile(f);
-	put_string(f, s);
-	funlockfile(f);
-}
-
 /* Decimal digits without printf: breach lines carry some twenty numbers each. */
 static void put_u64(FILE *f, uint64_t v)
 {
@@ -87,13 +80,23 @@ static void open_container(struct ht_json *j, bool array)
 		j->is_array &= ~bit;
 }
 
-void ht_json_begin(struct ht_json *j, FILE *f)
+static void begin(struct ht_json *j, FILE *f, bool array)
 {
 	j->f = f;
 	j->depth = 0;
 	j->has_member = 0;
 	j->is_array = 0;
-	open_container(j, false);
+	open_container(j, array);
+}
+
+void ht_json_begin(struct ht_json *j, FILE *f)
+{
+	begin(j, f, false);
+}
+
+void ht_json_begin_array(struct ht_json *j, FILE *f)
+{
+	begin(j, f, true);
 }
 
 void ht_json_end_line(struct ht_json *j)
@@ -135,6 +138,14 @@ void ht_json_str(struct ht_json *j, const char *key, const char *s)
 		put_string(j->f, s);
 	else
 		fputs_unlocked("null", j->f);
+}
+
+void ht_json_data_str(struct ht_json *j, const char *key, const char *s)
+{
+	member(j, NULL);
+	put_string(j->f, key);
+	putc_unlocked(':', j->f);
+	put_string(j->f, s);
 }
 
 void ht_json_u64(struct ht_json *j, const char *key, uint64_t v)

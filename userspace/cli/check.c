@@ -80,7 +80,7 @@ static int probe_monitor(bool prev_state_arg, char *detail, size_t len)
 
 int ht_check_main(int argc, char **argv)
 {
-	bool has_btf, prev_arg = false, sys_tp = false, root;
+	bool has_btf, prev_arg = false, sys_tp = false, root, perf_ok, on_cpu_perf;
 	const char *on_cpu;
 	enum ht_perf_access perf;
 	struct utsname u;
@@ -118,9 +118,13 @@ int ht_check_main(int argc, char **argv)
 	row("syscall tracepoints", sys_tp, "(sys_enter, sys_exit)");
 	bp = probe_breakpoint();
 	row("hardware breakpoints", bp == 0, bp ? strerror(-bp) : "(PERF_TYPE_BREAKPOINT, execute)");
-	on_cpu = ht_sources_check(row);
-	/* The monitor loads with these; sampling and triggers need perf events too. */
-	row("privileges", root && perf != HT_PERF_NO_ADMIN,
+	on_cpu = ht_sources_check(row, &on_cpu_perf);
+	/*
+	 * The monitor loads with these; the on-CPU source auto picks (unless it
+	 * says it needs none) and triggers need perf events too.
+	 */
+	perf_ok = perf != HT_PERF_NO_ADMIN || !on_cpu_perf;
+	row("privileges", root && perf_ok,
 	    !root		       ? "(run as root to attach)"
 	    : perf == HT_PERF_NO_ADMIN ? "(CAP_BPF and CAP_PERFMON, but perf events need "
 					 "CAP_SYS_ADMIN here)"
@@ -141,5 +145,5 @@ int ht_check_main(int argc, char **argv)
 	       perf == HT_PERF_NO_ADMIN	    ? "refused here without CAP_SYS_ADMIN"
 	       : perf == HT_PERF_KEEP_ADMIN ? "CAP_SYS_ADMIN, kept after attaching with --trigger"
 					    : "CAP_PERFMON");
-	return mon == 0 && perf != HT_PERF_NO_ADMIN ? 0 : HT_EXIT_FAILURE;
+	return mon == 0 && perf_ok ? 0 : HT_EXIT_FAILURE;
 }

@@ -12,6 +12,7 @@
 #include "base/log.h"
 #include "cli/options.h"
 #include "base/proc.h"
+#include "cli/sources.h"
 #include "base/syscalls.h"
 
 void ht_options_init(struct ht_options *o)
@@ -29,6 +30,7 @@ void ht_options_init(struct ht_options *o)
 	o->sample_freq_hz = HT_DEFAULT_SAMPLE_FREQ;
 	o->max_memory_bytes = HT_DEFAULT_MAX_MEMORY;
 	o->pt_size_bytes = HT_DEFAULT_PT_SIZE;
+	o->source = HT_SOURCE_AUTO;
 }
 
 /* Parse "INT[.FRAC]" scaled by `scale`; *end gets what follows the number. */
@@ -368,18 +370,18 @@ static int parse_pt_option(struct ht_options *o, int opt, const char *arg)
 
 static int parse_source_option(struct ht_options *o, int opt, const char *arg)
 {
-	static const char *const sources[] = { "auto", "pt", "sample", "none" };
+	const char *source;
 	unsigned int freq;
+	char names[256];
 
 	switch (opt) {
 	case OPT_SOURCE:
-		for (unsigned int i = 0; i < sizeof(sources) / sizeof(sources[0]); i++) {
-			if (!strcmp(arg, sources[i])) {
-				o->source = (enum ht_source)i;
-				return 0;
-			}
-		}
-		return ht_fail("--source: '%s' is not auto, pt, sample or none", arg);
+		source = ht_sources_lookup(arg);
+		if (!source)
+			return ht_fail("--source: '%s' is not %s", arg,
+				       ht_sources_names(names, sizeof(names)));
+		o->source = source;
+		return 0;
 	case OPT_SAMPLE_FREQ:
 		if (parse_count("sample-freq", arg, &freq) || freq == 0 || freq > 100000)
 			return ht_fail("--sample-freq: '%s' is not a rate from 1 to 100000 Hz", arg);
@@ -728,6 +730,8 @@ int ht_options_resolve_targets(struct ht_options *o)
 
 void ht_options_usage(void)
 {
+	char source_help[256];
+
 	printf("usage: hybtrace [record] --pid N[,M...] | --cgroup PATH | --unit NAME | --all "
 	       "[options]\n"
 	       "       hybtrace run [options] -- CMD [ARGS...]\n"
@@ -787,9 +791,9 @@ void ht_options_usage(void)
 	       "  --dump-on-exit       also dump the last window when stopping\n"
 	       "  SIGUSR2              dump the last window now\n"
 	       "\n"
-	       "What the threads ran in user space:\n"
-	       "  --source SRC         auto (Intel PT where present, else sampling), pt, sample, none\n"
-	       "  --sample-freq HZ     sampling rate per thread (default 999)\n"
+	       "What the threads ran in user space:\n");
+	printf("  --source SRC         %s\n", ht_sources_help(source_help, sizeof(source_help)));
+	printf("  --sample-freq HZ     sampling rate per thread (default 999)\n"
 	       "  --sample-history SIZE  sampling ring per CPU (default 1M; 8M with dwarf)\n"
 	       "  --callgraph MODE     fp (frame pointers, default) or dwarf (for code without them)\n"
 	       "  --block-stacks       take each thread's user stack as it goes to sleep, and show\n"

@@ -16,12 +16,9 @@ enum ht_prev_state_mode {
 	HT_PREV_STATE_TASK,	/* force task_struct::__state, the pre-5.18 path */
 };
 
-enum ht_source {
-	HT_SOURCE_AUTO = 0, /* PT where the machine has it, sampling elsewhere */
-	HT_SOURCE_PT,
-	HT_SOURCE_SAMPLE,
-	HT_SOURCE_NONE,
-};
+/* --source's own values; the others are the sources' names (cli/sources.c). */
+#define HT_SOURCE_AUTO "auto" /* the richest source usable here */
+#define HT_SOURCE_NONE "none"
 
 enum ht_callgraph_mode { HT_CALLGRAPH_MODE_FP = 0, HT_CALLGRAPH_MODE_DWARF };
 
@@ -60,8 +57,8 @@ struct ht_options {
 	uint64_t max_disk_bytes;
 	bool dump_on_exit;
 	enum ht_dump_rule dump_rule; /* --dump-policy */
-	/* On-CPU source. */
-	enum ht_source source;
+	/* On-CPU source: HT_SOURCE_AUTO, HT_SOURCE_NONE or a source's name. */
+	const char *source;
 	unsigned int sample_freq_hz;
 	uint64_t sample_history_bytes; /* per CPU; 0: the callgraph's default */
 	enum ht_callgraph_mode callgraph;

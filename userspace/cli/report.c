@@ -650,7 +650,8 @@ static void print_timeline_text(const struct dump_view *v, const struct report_o
 	free(lines);
 }
 
-static void print_timeline_json(const struct dump_view *v, const struct report_options *o)
+static void print_timeline_json(struct ht_json *j, const struct dump_view *v,
+				const struct report_options *o)
 {
 	const struct timeline *tl = v->tl;
 	char who[64], what[512];
@@ -658,21 +659,22 @@ static void print_timeline_json(const struct dump_view *v, const struct report_o
 	struct line *lines;
 
 	n = pick_lines(v, o, &lines, &omitted);
-	printf(",\"timeline\":[");
+	ht_json_array(j, "timeline");
 	for (size_t i = 0; i < n; i++) {
 		const struct tl_event *e = tl_event(tl, lines[i].event);
 
 		describe(tl, e, what, sizeof(what));
-		printf("%s{\"t_ns\":%" PRId64 ",\"dur_ns\":%" PRIu64 ",\"cpu\":%d,\"thread\":",
-		       i ? "," : "", (int64_t)(e->ts_ns - v->start_ns), e->dur_ns, line_cpu(tl, e));
-		ht_json_string(stdout, thread_label(tl, e, who, sizeof(who)));
-		printf(",\"name\":");
-		ht_json_string(stdout, event_name(tl, e));
-		printf(",\"what\":");
-		ht_json_string(stdout, what);
-		putchar('}');
+		ht_json_object(j, NULL);
+		ht_json_i64(j, "t_ns", (int64_t)(e->ts_ns - v->start_ns));
+		ht_json_u64(j, "dur_ns", e->dur_ns);
+		ht_json_i64(j, "cpu", line_cpu(tl, e));
+		ht_json_str(j, "thread", thread_label(tl, e, who, sizeof(who)));
+		ht_json_str(j, "name", event_name(tl, e));
+		ht_json_str(j, "what", what);
+		ht_json_close(j);
 	}
-	printf("],\"timeline_omitted\":%zu", omitted);
+	ht_json_close(j);
+	ht_json_u64(j, "timeline_omitted", omitted);
 	free(lines);
 }
 
@@ -912,41 +914,38 @@ static void print_sections_text(const struct dump_view *v)
 		       ht_format_duration(clipped - v->window_start_ns, dur, sizeof(dur)));
 }
 
-static void print_frames_json(const char *key, const struct timeline *tl, long ev)
+static void print_strings_json(struct ht_json *j, const char *key, const char **v, size_t n)
+{
+	ht_json_array(j, key);
+	for (size_t i = 0; i < n; i++)
+		ht_json_str(j, NULL, v[i]);
+	ht_json_close(j);
+}
+
+static void print_frames_json(struct ht_json *j, const char *key, const struct timeline *tl,
+			      long ev)
 {
 	const char *stack[128];
 	size_t n = stack_of(tl, ev, stack, 128);
 
-	printf(",\"%s\":[", key);
-	for (size_t i = 0; i < n; i++) {
-		if (i)
-			putchar(',');
-		ht_json_string(stdout, stack[i]);
-	}
-	putchar(']');
+	print_strings_json(j, key, stack, n);
 }
 
-static void print_stack_json(const struct dump_view *v)
+static void print_stack_json(struct ht_json *j, const struct dump_view *v)
 {
 	const char *stack[64];
 	size_t n = stack_of(v->tl, stack_event(v), stack, 64);
 
-	print_frames_json("user_stack_blocked", v->tl, v->block_stack);
-	print_frames_json("user_stack_before", v->tl, v->stack_before);
+	print_frames_json(j, "user_stack_blocked", v->tl, v->block_stack);
+	print_frames_json(j, "user_stack_before", v->tl, v->stack_before);
 	if (v->stack_before >= 0) {
 		uint64_t at = tl_event(v->tl, (size_t)v->stack_before)->ts_ns;
 
-		printf(",\"user_stack_before_gap_ns\":%" PRIu64,
-		       blocked_ns(v) > at ? blocked_ns(v) - at : 0);
+		ht_json_u64(j, "user_stack_before_gap_ns",
+			    blocked_ns(v) > at ? blocked_ns(v) - at : 0);
 	}
-	print_frames_json("user_stack_after", v->tl, v->stack_after);
-	printf(",\"kernel_stack\":[");
-	for (size_t i = 0; i < n; i++) {
-		if (i)
-			putchar(',');
-		ht_json_string(stdout, stack[i]);
-	}
-	putchar(']');
+	print_frames_json(j, "user_stack_after", v->tl, v->stack_after);
+	print_strings_json(j, "kernel_stack", stack, n);
 }
 
 /*
@@ -955,37 +954,34 @@ static void print_stack_json(const struct dump_view *v)
  * waker's tid, pid and comm. The dump knows the pid of the target's
  * threads only: another's is null.
  */
-static void print_woken_by_json(const struct dump_view *v, const struct chain_link *c)
+static void print_woken_by_json(struct ht_json *j, const struct dump_view *v,
+				const struct chain_link *c)
 {
 	const char *source = c ? c->source : NULL;
 	bool woken = source && (!strcmp(source, "task") || !strcmp(source, "irq") ||
 				!strcmp(source, "timer") || !strcmp(source, "softirq"));
 
-	printf(",\"woken_by\":");
 	if (!woken) {
-		printf("null");
+		ht_json_null(j, "woken_by");
 		return;
 	}
-	printf("{\"source\":");
-	ht_json_string(stdout, source);
-	printf(",\"at_ns\":%" PRIu64, c->at_ns);
-	if (c->softirq) {
-		printf(",\"softirq\":");
-		ht_json_string(stdout, c->softirq);
-	}
+	ht_json_object(j, "woken_by");
+	ht_json_str(j, "source", source);
+	ht_json_u64(j, "at_ns", c->at_ns);
+	if (c->softirq)
+		ht_json_str(j, "softirq", c->softirq);
 	if (c->waker_tid) {
-		printf(",\"tid\":%u,\"pid\":", c->waker_tid);
+		ht_json_u64(j, "tid", c->waker_tid);
 		if (is_target_thread(v->tl, c->waker_tid) && meta_u64(v->tl, HT_META_TARGET_PID, 0))
-			printf("%" PRIu64, meta_u64(v->tl, HT_META_TARGET_PID, 0));
+			ht_json_u64(j, "pid", meta_u64(v->tl, HT_META_TARGET_PID, 0));
 		else
-			printf("null");
-		printf(",\"comm\":");
-		ht_json_string(stdout, c->waker_comm ? c->waker_comm : "?");
+			ht_json_null(j, "pid");
+		ht_json_str(j, "comm", c->waker_comm ? c->waker_comm : "?");
 	}
-	putchar('}');
+	ht_json_close(j);
 }
 
-static void print_sections_json(const struct dump_view *v)
+static void print_sections_json(struct ht_json *j, const struct dump_view *v)
 {
 	const struct timeline *tl = v->tl;
 	struct culprit_row rows[HT_MAX_REPORT_CULPRITS];
@@ -997,68 +993,69 @@ static void print_sections_json(const struct dump_view *v)
 	uint32_t pid;
 
 	/* The live breach's fields (breach_format.c), so one parser reads both. */
-	printf(",\"ran_instead\":[");
+	ht_json_array(j, "ran_instead");
 	for (size_t i = 0; i < n; i++) {
 		split_task(rows[i].task, comm, sizeof(comm), &pid);
-		printf("%s{\"pid\":%u,\"comm\":", i ? "," : "", pid);
-		ht_json_string(stdout, comm);
+		ht_json_object(j, NULL);
+		ht_json_u64(j, "pid", pid);
+		ht_json_str(j, "comm", comm);
 		if (rows[i].has_cpu)
-			printf(",\"cpu\":%" PRIu64, rows[i].cpu);
+			ht_json_u64(j, "cpu", rows[i].cpu);
 		else
-			printf(",\"cpu\":null");
-		printf(",\"ns\":%" PRIu64 "}", rows[i].ns);
+			ht_json_null(j, "cpu");
+		ht_json_u64(j, "ns", rows[i].ns);
+		ht_json_close(j);
 	}
+	ht_json_close(j);
 	if (v->rq_slice >= 0) {
 		arg_u64(tl, tl_event(tl, (size_t)v->rq_slice), HT_ARG_OTHER_NS, &other_ns);
 		arg_u64(tl, tl_event(tl, (size_t)v->rq_slice), HT_ARG_UNKNOWN_NS, &unknown_ns);
 		arg_u64(tl, tl_event(tl, (size_t)v->rq_slice), HT_ARG_IDLE_NS, &idle_ns);
 	}
-	printf("],\"ran_instead_other_ns\":%" PRIu64 ",\"ran_instead_unknown_ns\":%" PRIu64
-	       ",\"ran_instead_idle_ns\":%" PRIu64,
-	       other_ns, unknown_ns, idle_ns);
+	ht_json_u64(j, "ran_instead_other_ns", other_ns);
+	ht_json_u64(j, "ran_instead_unknown_ns", unknown_ns);
+	ht_json_u64(j, "ran_instead_idle_ns", idle_ns);
 	if (v->off_slice >= 0) {
 		const struct tl_event *e = tl_event(tl, (size_t)v->off_slice);
 
-		printf(",\"off_cpu\":{\"state\":");
-		ht_json_string(stdout, sleep_state(tl, e));
-		printf(",\"syscall\":");
-		ht_json_string(stdout, arg_str(tl, e, HT_ARG_SYSCALL) ?: "");
-		printf(",\"ns\":%" PRIu64 "}", e->dur_ns);
+		ht_json_object(j, "off_cpu");
+		ht_json_str(j, "state", sleep_state(tl, e));
+		ht_json_str(j, "syscall", arg_str(tl, e, HT_ARG_SYSCALL) ?: "");
+		ht_json_u64(j, "ns", e->dur_ns);
+		ht_json_close(j);
 	}
-	print_stack_json(v);
+	print_stack_json(j, v);
 	n = v->has_breach ? wakeup_chain(v, chain) : 0;
-	print_woken_by_json(v, n ? &chain[0] : NULL);
-	printf(",\"wakeup_chain\":[");
+	print_woken_by_json(j, v, n ? &chain[0] : NULL);
+	ht_json_array(j, "wakeup_chain");
 	for (size_t i = 0; i < n; i++) {
-		printf("%s{\"tid\":%u,\"comm\":", i ? "," : "", chain[i].tid);
-		ht_json_string(stdout, chain[i].comm ? chain[i].comm : "?");
-		printf(",\"woken_by\":");
-		ht_json_string(stdout, chain[i].source ? chain[i].source : "?");
-		if (chain[i].softirq) {
-			printf(",\"softirq\":");
-			ht_json_string(stdout, chain[i].softirq);
-		}
-		printf(",\"waker_tid\":%u,\"waker_comm\":", chain[i].waker_tid);
-		ht_json_string(stdout, chain[i].waker_comm ? chain[i].waker_comm : "");
-		putchar('}');
+		ht_json_object(j, NULL);
+		ht_json_u64(j, "tid", chain[i].tid);
+		ht_json_str(j, "comm", chain[i].comm ? chain[i].comm : "?");
+		ht_json_str(j, "woken_by", chain[i].source ? chain[i].source : "?");
+		if (chain[i].softirq)
+			ht_json_str(j, "softirq", chain[i].softirq);
+		ht_json_u64(j, "waker_tid", chain[i].waker_tid);
+		ht_json_str(j, "waker_comm", chain[i].waker_comm ? chain[i].waker_comm : "");
+		ht_json_close(j);
 	}
-	printf("],\"losses\":{");
+	ht_json_close(j);
+	ht_json_object(j, "losses");
 	for (size_t i = 0; i < sizeof(loss_keys) / sizeof(loss_keys[0]); i++)
-		printf("%s\"%s\":%" PRIu64, i ? "," : "", loss_keys[i], meta_u64(tl, loss_keys[i], 0));
-	printf("},\"clipped\":%s", clipped ? "true" : "false");
+		ht_json_u64(j, loss_keys[i], meta_u64(tl, loss_keys[i], 0));
+	ht_json_close(j);
+	ht_json_bool(j, "clipped", clipped);
 	if (clipped)
-		printf(",\"clipped_to_ns\":%" PRIu64, clipped);
+		ht_json_u64(j, "clipped_to_ns", clipped);
 }
 
-static void print_header_json(const struct dump_view *v)
+static void print_header_json(struct ht_json *j, const struct dump_view *v)
 {
 	const struct timeline *tl = v->tl;
 
-	printf("{\"file\":");
-	ht_json_string(stdout, v->path);
-	printf(",\"kind\":");
-	ht_json_string(stdout, v->kind);
-	printf(",\"breach\":%s", v->has_breach ? "true" : "false");
+	ht_json_str(j, "file", v->path);
+	ht_json_str(j, "kind", v->kind);
+	ht_json_bool(j, "breach", v->has_breach);
 	if (v->trigger >= 0) {
 		const struct tl_event *e = tl_event(tl, (size_t)v->trigger);
 		uint64_t r[3] = { 0 };
@@ -1066,52 +1063,58 @@ static void print_header_json(const struct dump_view *v)
 		arg_u64(tl, e, HT_ARG_RDI, &r[0]);
 		arg_u64(tl, e, HT_ARG_RSI, &r[1]);
 		arg_u64(tl, e, HT_ARG_RDX, &r[2]);
-		printf(",\"trigger\":{\"spec\":");
-		ht_json_string(stdout, arg_str(tl, e, HT_ARG_TRIGGER) ?: "");
-		printf(",\"function\":");
-		ht_json_string(stdout, arg_str(tl, e, HT_ARG_FUNCTION) ?: "");
-		printf(",\"tid\":%u,\"time_ns\":%" PRIu64 ",\"args\":[%" PRIu64 ",%" PRIu64 ",%" PRIu64
-		       "]}", v->tid, e->ts_ns, r[0], r[1], r[2]);
+		ht_json_object(j, "trigger");
+		ht_json_str(j, "spec", arg_str(tl, e, HT_ARG_TRIGGER) ?: "");
+		ht_json_str(j, "function", arg_str(tl, e, HT_ARG_FUNCTION) ?: "");
+		ht_json_u64(j, "tid", v->tid);
+		ht_json_u64(j, "time_ns", e->ts_ns);
+		ht_json_array(j, "args");
+		for (size_t i = 0; i < 3; i++)
+			ht_json_u64(j, NULL, r[i]);
+		ht_json_close(j);
+		ht_json_close(j);
 	}
 	if (v->has_breach) {
 		const char *k = v->kinds;
 
 		/* "kinds":["off-cpu","syscall"] from "off-cpu+syscall". */
-		printf(",\"kinds\":[");
-		for (int n = 0; *k; n++) {
+		ht_json_array(j, "kinds");
+		while (*k) {
 			size_t len = strcspn(k, "+");
+			char *kind = strndup(k, len);
 
-			printf("%s\"%.*s\"", n ? "," : "", (int)len, k);
+			ht_json_str(j, NULL, kind ? kind : "");
+			free(kind);
 			k += len + (k[len] == '+');
 		}
-		putchar(']');
-		if (v->off_cpu_ns)
-			printf(",\"off_cpu_duration_ns\":%" PRIu64
-			       ",\"off_cpu_threshold_ns\":%" PRIu64,
-			       v->off_cpu_ns, v->off_cpu_threshold_ns);
-		printf(",\"duration_ns\":%" PRIu64 ",\"threshold_ns\":%" PRIu64 ",\"tid\":%u,\"comm\":",
-		       v->end_ns - v->start_ns, v->threshold_ns, v->tid);
-		ht_json_string(stdout, v->comm);
-		printf(",\"start_ns\":%" PRIu64 ",\"end_ns\":%" PRIu64 ",\"wait_for_work\":%s",
-		       v->start_ns, v->end_ns, v->wait_for_work ? "true" : "false");
+		ht_json_close(j);
+		if (v->off_cpu_ns) {
+			ht_json_u64(j, "off_cpu_duration_ns", v->off_cpu_ns);
+			ht_json_u64(j, "off_cpu_threshold_ns", v->off_cpu_threshold_ns);
+		}
+		ht_json_u64(j, "duration_ns", v->end_ns - v->start_ns);
+		ht_json_u64(j, "threshold_ns", v->threshold_ns);
+		ht_json_u64(j, "tid", v->tid);
+		ht_json_str(j, "comm", v->comm);
+		ht_json_u64(j, "start_ns", v->start_ns);
+		ht_json_u64(j, "end_ns", v->end_ns);
+		ht_json_bool(j, "wait_for_work", v->wait_for_work);
 	}
-	printf(",\"pid\":%" PRIu64 ",\"process\":", meta_u64(tl, HT_META_TARGET_PID, 0));
-	ht_json_string(stdout, meta_str(tl, HT_META_TARGET_COMM));
-	printf(",\"wall_clock\":");
-	ht_json_string(stdout, meta_str(tl, HT_META_WALL_CLOCK));
-	printf(",\"window\":{\"start_ns\":%" PRIu64 ",\"end_ns\":%" PRIu64 "}", v->window_start_ns,
-	       v->window_end_ns);
-	printf(",\"metadata\":{");
-	for (size_t i = 0; i < tl_meta_count(tl); i++) {
-		if (i)
-			putchar(',');
-		ht_json_string(stdout, tl_meta_key(tl, i));
-		putchar(':');
-		ht_json_string(stdout, tl_meta_value(tl, i));
-	}
-	putchar('}');
-	printf(",\"flows\":{\"begun\":%" PRIu64 ",\"ends_dropped\":%" PRIu64 "}",
-	       v->stats.flows_begun, v->stats.flow_ends_dropped);
+	ht_json_u64(j, "pid", meta_u64(tl, HT_META_TARGET_PID, 0));
+	ht_json_str(j, "process", meta_str(tl, HT_META_TARGET_COMM));
+	ht_json_str(j, "wall_clock", meta_str(tl, HT_META_WALL_CLOCK));
+	ht_json_object(j, "window");
+	ht_json_u64(j, "start_ns", v->window_start_ns);
+	ht_json_u64(j, "end_ns", v->window_end_ns);
+	ht_json_close(j);
+	ht_json_object(j, "metadata");
+	for (size_t i = 0; i < tl_meta_count(tl); i++)
+		ht_json_data_str(j, tl_meta_key(tl, i), tl_meta_value(tl, i));
+	ht_json_close(j);
+	ht_json_object(j, "flows");
+	ht_json_u64(j, "begun", v->stats.flows_begun);
+	ht_json_u64(j, "ends_dropped", v->stats.flow_ends_dropped);
+	ht_json_close(j);
 }
 
 static struct timeline *read_dump(const char *path, struct pftr_stats *stats)
@@ -1142,10 +1145,13 @@ static int report_file(const char *path, const struct report_options *o)
 	}
 	view_init(&v, tl, path, &stats);
 	if (o->json) {
-		print_header_json(&v);
-		print_sections_json(&v);
-		print_timeline_json(&v, o);
-		printf("}\n");
+		struct ht_json j;
+
+		ht_json_begin(&j, stdout);
+		print_header_json(&j, &v);
+		print_sections_json(&j, &v);
+		print_timeline_json(&j, &v, o);
+		ht_json_end_line(&j);
 	} else {
 		print_headline(&v);
 		print_sections_text(&v);
@@ -1245,6 +1251,7 @@ static int report_dir(const char *dir, const struct report_options *o)
 	size_t n = 0, cap = 0;
 	struct dirent *de;
 	char dur[32], who[HT_COMM_LEN + 48];
+	struct ht_json j;
 	DIR *d = opendir(dir);
 
 	if (!d) {
@@ -1270,34 +1277,32 @@ static int report_dir(const char *dir, const struct report_options *o)
 	if (n > 1)
 		qsort(rows, n, sizeof(*rows), row_cmp);
 	if (o->json)
-		printf("[");
+		ht_json_begin_array(&j, stdout);
 	else if (!n)
 		printf("no dumps (*" HT_DUMP_SUFFIX ") in %s\n", dir);
 	for (size_t i = 0; i < n; i++) {
 		struct dir_row *r = &rows[i];
 
 		if (o->json) {
-			printf("%s{\"file\":", i ? "," : "");
-			ht_json_string(stdout, r->path);
+			ht_json_object(&j, NULL);
+			ht_json_str(&j, "file", r->path);
 			if (r->error) {
-				printf(",\"error\":");
-				ht_json_string(stdout, r->error);
+				ht_json_str(&j, "error", r->error);
 			} else {
-				printf(",\"kind\":\"%s\",\"duration_ns\":%" PRIu64, r->kind,
-				       r->duration_ns);
+				ht_json_str(&j, "kind", r->kind);
+				ht_json_u64(&j, "duration_ns", r->duration_ns);
 				if (r->threshold_ns)
-					printf(",\"threshold_ns\":%" PRIu64, r->threshold_ns);
+					ht_json_u64(&j, "threshold_ns", r->threshold_ns);
 				if (r->has_thread) {
-					printf(",\"tid\":%u,\"comm\":", r->tid);
-					ht_json_string(stdout, r->comm);
+					ht_json_u64(&j, "tid", r->tid);
+					ht_json_str(&j, "comm", r->comm);
 				}
-				printf(",\"pid\":%" PRIu64 ",\"process\":", r->pid);
-				ht_json_string(stdout, r->process);
-				printf(",\"wall_clock\":");
-				ht_json_string(stdout, r->wall_clock);
-				printf(",\"wait_for_work\":%s", r->wait_for_work ? "true" : "false");
+				ht_json_u64(&j, "pid", r->pid);
+				ht_json_str(&j, "process", r->process);
+				ht_json_str(&j, "wall_clock", r->wall_clock);
+				ht_json_bool(&j, "wait_for_work", r->wait_for_work);
 			}
-			putchar('}');
+			ht_json_close(&j);
 		} else if (r->error) {
 			printf("  %-10s %-9s %-24s %s\n", "?", "unreadable", r->error, "");
 		} else {
@@ -1318,7 +1323,7 @@ static int report_dir(const char *dir, const struct report_options *o)
 		free(r->error);
 	}
 	if (o->json)
-		printf("]\n");
+		ht_json_end_line(&j);
 	free(rows);
 	return 0;
 }

@@ -1520,7 +1520,7 @@ static int check_perf_events(struct session *s, const struct ht_options *o)
 	const char *what = o->ntriggers ? "--trigger" : ht_sources_title(o);
 	char why[256];
 
-	if (!o->ntriggers && o->source == HT_SOURCE_NONE)
+	if (!o->ntriggers && !ht_sources_need_perf_events(o))
 		return 0;
 	s->perf_access = ht_perf_access(&s->perf_paranoid);
 	if (s->perf_access != HT_PERF_NO_ADMIN)

@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
- * The registry of on-CPU sources: each row is a source's operations, its
- * --source value and how the options configure it. A new source is a row.
+ * The registry of on-CPU sources: each row is a source's operations (its
+ * --source value is ops->name), what --help says of it and how the options
+ * configure it. A new source is a row: --source, its error and --help read
+ * their names here, the options name none.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,9 +24,10 @@ union source_config {
 
 struct source_entry {
 	const struct ht_source_ops *ops;
-	enum ht_source option;	 /* its --source value */
-	const char *size_option; /* the option that sizes its rings */
-	/* Its configuration for TGID, with BUDGET_BYTES of --max-memory left. */
+	/* What --help says auto takes it for: "Intel PT where present" (the richest first). */
+	const char *auto_help;
+	const char *size_option; /* the option that sizes its rings; NULL: it has none */
+	/* Its configuration for TGID, with BUDGET_BYTES of --max-memory left; NULL: none. */
 	void (*configure)(const struct ht_options *o, int tgid, uint64_t budget_bytes,
 			  union source_config *cfg);
 	/* Options that only it serves, given whether it was chosen; 0, or -1. */
@@ -72,8 +75,9 @@ static int pt_options_check(const struct ht_options *o, bool chosen)
 
 /* From the simplest to the richest: `auto` picks the last one usable here. */
 static const struct source_entry sources[] = {
-	{ &ht_sample_source, HT_SOURCE_SAMPLE, "--sample-history", configure_sample, NULL },
-	{ &ht_intelpt_source, HT_SOURCE_PT, "--pt-size", configure_pt, pt_options_check },
+	{ &ht_sample_source, "sampling", "--sample-history", configure_sample, NULL },
+	{ &ht_intelpt_source, "Intel PT where present", "--pt-size", configure_pt,
+	  pt_options_check },
 };
 
 #define NSOURCES (sizeof(sources) / sizeof(sources[0]))
@@ -81,19 +85,79 @@ static const struct source_entry sources[] = {
 static const struct source_entry *chosen(const struct ht_options *o)
 {
 	for (size_t i = 0; i < NSOURCES; i++)
-		if (sources[i].option == o->source)
+		if (o->source && !strcmp(sources[i].ops->name, o->source))
 			return &sources[i];
 	return NULL;
+}
+
+/* ITEMS into BUF, SEP between them and LAST_SEP before the last; whole items only. */
+static const char *join(char *buf, size_t len, const char *const *items, size_t n, const char *sep,
+			const char *last_sep)
+{
+	size_t used = 0;
+
+	buf[0] = '\0';
+	for (size_t i = 0; i < n; i++) {
+		const char *before = !i ? "" : i + 1 < n ? sep : last_sep;
+		int w = snprintf(buf + used, len - used, "%s%s", before, items[i]);
+
+		if (w < 0 || (size_t)w >= len - used) {
+			buf[used] = '\0';
+			break;
+		}
+		used += (size_t)w;
+	}
+	return buf;
+}
+
+const char *ht_sources_lookup(const char *arg)
+{
+	if (!strcmp(arg, HT_SOURCE_AUTO))
+		return HT_SOURCE_AUTO;
+	if (!strcmp(arg, HT_SOURCE_NONE))
+		return HT_SOURCE_NONE;
+	for (size_t i = 0; i < NSOURCES; i++)
+		if (!strcmp(arg, sources[i].ops->name))
+			return sources[i].ops->name;
+	return NULL;
+}
+
+/* What --source takes, as auto tries them: auto, the richest source first, none. */
+const char *ht_sources_names(char *buf, size_t len)
+{
+	const char *names[NSOURCES + 2];
+	size_t n = 0;
+
+	names[n++] = HT_SOURCE_AUTO;
+	for (size_t i = NSOURCES; i-- > 0;)
+		names[n++] = sources[i].ops->name;
+	names[n++] = HT_SOURCE_NONE;
+	return join(buf, len, names, n, ", ", " or ");
+}
+
+const char *ht_sources_help(char *buf, size_t len)
+{
+	const char *items[NSOURCES];
+	char picks[192], names[128];
+
+	for (size_t i = 0; i < NSOURCES; i++)
+		items[i] = sources[NSOURCES - 1 - i].auto_help;
+	join(picks, sizeof(picks), items, NSOURCES, ", else ", ", else ");
+	for (size_t i = 0; i < NSOURCES; i++)
+		items[i] = sources[NSOURCES - 1 - i].ops->name;
+	join(names, sizeof(names), items, NSOURCES, ", ", ", ");
+	snprintf(buf, len, "%s (%s), %s, %s", HT_SOURCE_AUTO, picks, names, HT_SOURCE_NONE);
+	return buf;
 }
 
 int ht_sources_choose(struct ht_options *o)
 {
 	const struct source_entry *e;
 
-	if (o->source == HT_SOURCE_AUTO) {
+	if (!strcmp(o->source, HT_SOURCE_AUTO)) {
 		for (size_t i = NSOURCES; i-- > 0;) {
 			if (!sources[i].ops->usable()) {
-				o->source = sources[i].option;
+				o->source = sources[i].ops->name;
 				break;
 			}
 		}
@@ -113,30 +177,34 @@ int ht_sources_choose(struct ht_options *o)
 uint64_t ht_sources_memory_bytes(const struct ht_options *o, unsigned int ncpus)
 {
 	const struct source_entry *e = chosen(o);
-	union source_config cfg;
+	union source_config cfg = { 0 };
 
 	if (!e)
 		return 0;
-	e->configure(o, 0, 0, &cfg);
+	if (e->configure)
+		e->configure(o, 0, 0, &cfg);
 	return e->ops->memory_bytes(&cfg, ncpus);
 }
 
 const char *ht_sources_size_options(char *buf, size_t len)
 {
-	size_t used = 0;
+	const char *options[NSOURCES];
+	size_t n = 0;
 
-	buf[0] = '\0';
-	for (size_t i = 0; i < NSOURCES; i++) {
-		const char *sep = !i ? "" : i + 1 < NSOURCES ? ", " : " or ";
-		int n = snprintf(buf + used, len - used, "%s%s", sep, sources[i].size_option);
+	for (size_t i = 0; i < NSOURCES; i++)
+		if (sources[i].size_option)
+			options[n++] = sources[i].size_option;
+	return join(buf, len, options, n, ", ", " or ");
+}
 
-		if (n < 0 || (size_t)n >= len - used) {
-			buf[used] = '\0'; /* whole names only */
-			break;
-		}
-		used += (size_t)n;
-	}
-	return buf;
+bool ht_sources_need_perf_events(const struct ht_options *o)
+{
+	const struct source_entry *e = chosen(o);
+
+	if (!strcmp(o->source, HT_SOURCE_NONE))
+		return false;
+	/* auto that found no source here is still counted as needing them, as it always was. */
+	return !e || !e->ops->no_perf_events;
 }
 
 const char *ht_sources_title(const struct ht_options *o)
@@ -150,14 +218,15 @@ int ht_sources_open(const struct ht_options *o, int tgid, uint64_t budget_bytes,
 		    struct ht_open_source *v, unsigned int *n)
 {
 	const struct source_entry *e = chosen(o);
-	union source_config cfg;
+	union source_config cfg = { 0 };
 	void *state;
 
 	*n = 0;
 	if (!e)
 		return 0;
-	e->configure(o, tgid, budget_bytes, &cfg);
-	state = calloc(1, e->ops->state_bytes);
+	if (e->configure)
+		e->configure(o, tgid, budget_bytes, &cfg);
+	state = calloc(1, e->ops->state_bytes ? e->ops->state_bytes : 1);
 	if (!state)
 		return ht_fail("out of memory");
 	if (e->ops->open(state, &cfg)) {
@@ -178,12 +247,19 @@ void ht_sources_close(struct ht_open_source *v, unsigned int n)
 	}
 }
 
-const char *ht_sources_check(void (*row)(const char *what, bool ok, const char *detail))
+const char *ht_sources_check(void (*row)(const char *what, bool ok, const char *detail),
+			     bool *need_perf_events)
 {
 	const char *auto_line = "none: neither Intel PT nor cpu-clock sampling works here";
+	const struct source_entry *pick = NULL;
 
-	for (size_t i = 0; i < NSOURCES; i++)
-		if (sources[i].ops->check(row))
+	for (size_t i = 0; i < NSOURCES; i++) {
+		if (sources[i].ops->check(row)) {
 			auto_line = sources[i].ops->check_auto;
+			pick = &sources[i];
+		}
+	}
+	/* Where no source works, perf events are still asked for, as they always were. */
+	*need_perf_events = !pick || !pick->ops->no_perf_events;
 	return auto_line;
 }

@@ -1,8 +1,7 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
 /*
  * The on-CPU sources hybtrace has (sources/source.h), and how the command
- * line picks, sizes and opens one. The only file besides the options that
- * names a source.
+ * line names, picks, sizes and opens one. The only file that names a source.
  */
 #ifndef HT_SOURCES_H
 #define HT_SOURCES_H
@@ -12,6 +11,18 @@
 #include <stdint.h>
 #include "cli/options.h"
 #include "sources/source.h"
+
+/*
+ * --source ARG as ht_options keeps it: HT_SOURCE_AUTO, HT_SOURCE_NONE or a
+ * source's name; NULL if it is none of them.
+ */
+const char *ht_sources_lookup(const char *arg);
+
+/* What --source takes, for its error: "auto, pt, sample or none", into BUF. */
+const char *ht_sources_names(char *buf, size_t len);
+
+/* --source's --help text: "auto (Intel PT where present, else sampling), pt, sample, none". */
+const char *ht_sources_help(char *buf, size_t len);
 
 /*
  * Resolve --source auto to the richest source usable here and check the one
@@ -25,6 +36,12 @@ uint64_t ht_sources_memory_bytes(const struct ht_options *o, unsigned int ncpus)
 /* The options that size the sources' rings, "--sample-history or --pt-size", into BUF. */
 const char *ht_sources_size_options(char *buf, size_t len);
 
+/*
+ * Whether the chosen source opens perf events (kernel.perf_event_paranoid
+ * applies): any but none and a source whose ops say no_perf_events.
+ */
+bool ht_sources_need_perf_events(const struct ht_options *o);
+
 /* The chosen source in messages ("Intel PT", "sampling"); NULL: none. */
 const char *ht_sources_title(const struct ht_options *o);
 
@@ -36,7 +53,11 @@ int ht_sources_open(const struct ht_options *o, int tgid, uint64_t budget_bytes,
 		    struct ht_open_source *v, unsigned int *n);
 void ht_sources_close(struct ht_open_source *v, unsigned int n);
 
-/* `hybtrace check`: every source's rows through ROW; returns what --source auto means here. */
-const char *ht_sources_check(void (*row)(const char *what, bool ok, const char *detail));
+/*
+ * `hybtrace check`: every source's rows through ROW; returns what --source
+ * auto means here, and *NEED_PERF_EVENTS whether that needs perf events.
+ */
+const char *ht_sources_check(void (*row)(const char *what, bool ok, const char *detail),
+			     bool *need_perf_events);
 
 #endif /* HT_SOURCES_H */

@@ -443,17 +443,6 @@ bool ht_dump_engine_idle(const struct ht_dump_engine *e)
 	       !e->building;
 }
 
-size_t ht_dump_engine_held(const struct ht_dump_engine *e, uint64_t *ids, size_t max)
-{
-	const struct ht_dump_cand *slots[] = { &e->asked, &e->pending, &e->chosen, &e->best };
-	size_t n = 0;
-
-	for (size_t i = 0; i < sizeof(slots) / sizeof(slots[0]) && n < max; i++)
-		if (slots[i]->used)
-			ids[n++] = slots[i]->id;
-	return n;
-}
-
 static char *dup_or_null(const char *s)
 {
 	return s ? strdup(s) : NULL;

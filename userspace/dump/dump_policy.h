@@ -198,8 +198,6 @@ void ht_dump_engine_finish(struct ht_dump_engine *e);
 /* Nothing held and nothing being written. */
 bool ht_dump_engine_idle(const struct ht_dump_engine *e);
 
-/* The start of the oldest window a held candidate covers is the dumper's: its ids. */
-size_t ht_dump_engine_held(const struct ht_dump_engine *e, uint64_t *ids, size_t max);
 
 /*
  * The builder wrote the dump SEQ (OK), at PATH, BYTES long (RAW_PATH beside it or NULL; DEV and

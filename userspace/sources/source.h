@@ -79,6 +79,12 @@ struct ht_source_written {
 struct ht_source_ops {
 	const char *name;  /* as --source names it: "pt", "sample" */
 	const char *title; /* in messages: "Intel PT", "sampling" */
+	/*
+	 * It opens no perf event (it reads, say, a language runtime's own
+	 * stacks): kernel.perf_event_paranoid does not stop it, and `hybtrace
+	 * check` does not ask perf events for it.
+	 */
+	bool no_perf_events;
 	size_t state_bytes;
 	/* `hybtrace check`: print its rows through ROW; returns whether it works here. */
 	bool (*check)(void (*row)(const char *what, bool ok, const char *detail));

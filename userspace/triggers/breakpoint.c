@@ -17,7 +17,6 @@
 #include "base/perf_event.h"
 #include "base/proc.h"
 
-/* New threads appear while we open events for the old ones: look again this often. */
 #define DEFAULT_RING_BYTES (64u << 10)
 #define SIDEBAND	   (HT_BP_MAX)
 
