@@ -161,10 +161,13 @@ struct {
 /*
  * Interrupt and timer context on this CPU: each kind stamps its entry and
  * exit with a per-CPU sequence number, and a kind is active while its entry
- * is newer than its exit. Hardirq handlers, softirq actions, hrtimer and
- * timer_list callbacks do not nest within their own kind, so this needs no
- * depth counter, and an entry or exit missed while attaching heals at the
- * next one.
+ * is newer than its exit. Hardirq handlers, softirq actions and timer_list
+ * callbacks do not nest within their own kind, so they need no depth
+ * counter, and an entry or exit missed while attaching heals at the next
+ * one. hrtimer callbacks do: a soft one (in the hrtimer softirq; on
+ * PREEMPT_RT every sleep's timer, run by ktimers/N) may be interrupted by
+ * the hard ones of the timer interrupt, whose exit must not end it: the
+ * sleep it then wakes was woken by a timer, not by "softirq (hrtimer)".
  */
 enum { CTX_HARDIRQ, CTX_SOFTIRQ, CTX_HRTIMER, CTX_TIMER, CTX_KINDS };
 
@@ -173,6 +176,7 @@ struct cpu_context {
 	__u64 entry[CTX_KINDS];
 	__u64 exit[CTX_KINDS];
 	__u32 softirq_vec; /* of the softirq entered last */
+	__u32 hrtimer_depth; /* hrtimer callbacks running, nested: 0 after a missed entry */
 	/* Whether the softirq entered at in_task_seq runs in a task's context. */
 	__u32 in_task;
 	__u64 in_task_seq;
@@ -1259,13 +1263,31 @@ int BPF_PROG(handle_softirq_exit)
 SEC("tp_btf/hrtimer_expire_entry")
 int BPF_PROG(handle_hrtimer_entry)
 {
-	return context_mark(CTX_HRTIMER, true);
+	__u32 zero = 0;
+	struct cpu_context *c = bpf_map_lookup_elem(&cpu_contexts, &zero);
+
+	if (!c)
+		return 0;
+	c->hrtimer_depth++;
+	c->seq++;
+	c->entry[CTX_HRTIMER] = c->seq;
+	return 0;
 }
 
+/* A hard callback's exit inside a soft one leaves the soft one active. */
 SEC("tp_btf/hrtimer_expire_exit")
 int BPF_PROG(handle_hrtimer_exit)
 {
-	return context_mark(CTX_HRTIMER, false);
+	__u32 zero = 0;
+	struct cpu_context *c = bpf_map_lookup_elem(&cpu_contexts, &zero);
+
+	if (!c)
+		return 0;
+	if (c->hrtimer_depth && --c->hrtimer_depth)
+		return 0;
+	c->seq++;
+	c->exit[CTX_HRTIMER] = c->seq;
+	return 0;
 }
 
 SEC("tp_btf/timer_expire_entry")
