@@ -110,11 +110,14 @@ $(BUILD)/hybtrace: $(BUILD)/obj/main.o $(BUILD)/libhybtrace.a
 # The tests' own library: the PT synthesizer and the PT test programs' build (tests/pt),
 # linked by the unit tests that single-step programs and by the decode benchmark; sh(); the
 # timelines and files the tests of the Perfetto writer and reader share; the flight-recorder
-# windows the tests of the kernel side build by hand; the programs the trigger tests run.
+# windows the tests of the kernel side build by hand; building small programs at run time and
+# driving them on pipes; the programs the trigger tests run.
 TEST_LIB_SRCS := tests/unit/sh.c tests/pt/pt_synth.c tests/pt/pt_programs.c \
-	tests/unit/trace_fixtures.c tests/unit/window_fixtures.c tests/unit/trigger_programs.c
+	tests/unit/trace_fixtures.c tests/unit/window_fixtures.c tests/unit/programs.c \
+	tests/unit/trigger_programs.c
 TEST_LIB_HDRS := tests/unit/sh.h tests/pt/pt_synth.h tests/pt/pt_programs.h \
-	tests/unit/trace_fixtures.h tests/unit/window_fixtures.h tests/unit/trigger_programs.h
+	tests/unit/trace_fixtures.h tests/unit/window_fixtures.h tests/unit/programs.h \
+	tests/unit/trigger_programs.h
 TEST_LIB_OBJS = $(patsubst tests/%.c,$(1)/tests/obj/%.o,$(TEST_LIB_SRCS))
 UNIT_DEPS := tests/unit/check.h $(TEST_LIB_HDRS)
 UNIT_CPPFLAGS := $(CPPFLAGS_ALL) -Itests/unit -Itests/pt
