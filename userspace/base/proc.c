@@ -10,7 +10,7 @@
 #include "base/log.h"
 #include "base/proc.h"
 
-static int read_small_file(const char *path, char *buf, size_t len)
+int ht_read_small_file(const char *path, char *buf, size_t len)
 {
 	ssize_t n;
 	int fd;
@@ -33,7 +33,7 @@ int ht_proc_stat_state(int tid, char *state, unsigned long *flags)
 	char s;
 
 	snprintf(path, sizeof(path), "/proc/%d/stat", tid);
-	if (read_small_file(path, buf, sizeof(buf)))
+	if (ht_read_small_file(path, buf, sizeof(buf)))
 		return -1;
 	/* comm may hold spaces and parentheses: the fields start after the last ')'. */
 	p = strrchr(buf, ')');
@@ -49,7 +49,7 @@ static int read_tgid(int pid, int *tgid)
 	char path[64], buf[4096], *line;
 
 	snprintf(path, sizeof(path), "/proc/%d/status", pid);
-	if (read_small_file(path, buf, sizeof(buf)))
+	if (ht_read_small_file(path, buf, sizeof(buf)))
 		return -1;
 	line = strstr(buf, "\nTgid:");
 	if (!line || sscanf(line, "\nTgid: %d", tgid) != 1)
@@ -84,7 +84,7 @@ int ht_proc_thread_comm(int tid, char *buf, size_t len)
 	size_t n;
 
 	snprintf(path, sizeof(path), "/proc/%d/comm", tid);
-	if (read_small_file(path, tmp, sizeof(tmp)))
+	if (ht_read_small_file(path, tmp, sizeof(tmp)))
 		return -1;
 	n = strcspn(tmp, "\n");
 	tmp[n] = '\0';
@@ -97,7 +97,7 @@ int ht_proc_real_uid(int tgid, unsigned int *uid)
 	char path[64], buf[2048], *line;
 
 	snprintf(path, sizeof(path), "/proc/%d/status", tgid);
-	if (read_small_file(path, buf, sizeof(buf)))
+	if (ht_read_small_file(path, buf, sizeof(buf)))
 		return ht_fail("cannot read %s: %s", path, strerror(errno));
 	line = strstr(buf, "\nUid:");
 	if (!line || sscanf(line + 5, "%u", uid) != 1)

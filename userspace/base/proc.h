@@ -22,6 +22,9 @@ int ht_proc_stat_state(int tid, char *state, unsigned long *flags);
 /* The real uid of process TGID. Returns 0, or -1 with the reason. */
 int ht_proc_real_uid(int tgid, unsigned int *uid);
 
+/* A small /proc or sysfs file's text, in one read, NUL-terminated in BUF. 0, or -1 (errno set). */
+int ht_read_small_file(const char *path, char *buf, size_t len);
+
 /* The number in a one-number file such as /proc/sys/kernel/pid_max. Returns 0 or -1. */
 int ht_proc_read_long(const char *path, long *out);
 
