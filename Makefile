@@ -312,18 +312,18 @@ FUZZ_CFLAGS := -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=
 FUZZ_TRACE_READER_SRCS := userspace/trace/timeline.c userspace/trace/pb.c userspace/trace/perfetto_write.c \
 	userspace/trace/perfetto_read.c
 # The symbolizer's parsers: /proc/PID/maps, perf maps, ELF files (the vdso's in-memory path).
-FUZZ_MAPS_PARSER_SRCS := userspace/symbols/proc_maps.c userspace/base/log.c
+FUZZ_MAPS_PARSER_SRCS := userspace/symbols/proc_maps.c userspace/base/proc.c userspace/base/log.c
 FUZZ_PERF_MAP_SRCS := userspace/symbols/perf_map.c userspace/base/log.c
 FUZZ_ELF_READER_SRCS := userspace/symbols/elf_symbols.c userspace/base/log.c
 # The raw capture file (--keep-raw) and what it holds: sideband records, TSC pairs.
 FUZZ_RAWCAP_READER_SRCS := $(wildcard userspace/sources/intelpt/rawcap_*.c) userspace/kernel/pid_names.c userspace/base/output.c userspace/base/log.c
 # User marks read out of a target's memory (include/hybtrace/mark.h's registry and rings).
-FUZZ_MARKS_SRCS := userspace/sources/marks/marks.c userspace/symbols/proc_maps.c userspace/symbols/target_files.c userspace/base/log.c
+FUZZ_MARKS_SRCS := userspace/sources/marks/marks.c userspace/symbols/proc_maps.c userspace/symbols/target_files.c userspace/base/proc.c userspace/base/log.c
 # Command lines: options and the trigger specs they carry.
 FUZZ_OPTIONS_SRCS := userspace/cli/options.c userspace/base/syscalls.c userspace/triggers/trigger_spec.c \
 	userspace/symbols/symbolizer.c userspace/symbols/proc_maps.c userspace/symbols/elf_symbols.c userspace/symbols/perf_map.c \
 	userspace/symbols/target_files.c userspace/symbols/module_names.c \
-	userspace/base/log.c
+	userspace/base/proc.c userspace/base/log.c
 # The breach kinds' rows name the threshold options.
 FUZZ_OPTIONS_SRCS += userspace/base/breach_kinds.c
 # The OCaml exception-trap note of a traced binary (its note section, or the ELF file).

@@ -26,6 +26,37 @@ int ht_read_small_file(const char *path, char *buf, size_t len)
 	return 0;
 }
 
+char *ht_read_all(int fd, size_t limit, size_t *len)
+{
+	size_t cap = 64 * 1024, n = 0;
+	char *buf = malloc(cap);
+
+	while (buf) {
+		ssize_t r;
+
+		if (n == cap) {
+			char *b = cap < limit ? realloc(buf, cap * 2) : NULL;
+
+			if (!b)
+				break;
+			buf = b;
+			cap *= 2;
+		}
+		r = read(fd, buf + n, cap - n);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0)
+			break;
+		if (r == 0) {
+			*len = n;
+			return buf;
+		}
+		n += r;
+	}
+	free(buf);
+	return NULL;
+}
+
 int ht_proc_stat_state(int tid, char *state, unsigned long *flags)
 {
 	char path[64], buf[1024], *p;
