@@ -75,20 +75,32 @@ static void track_packet(struct pb_buf *b, uint64_t uuid, const char *name)
 	pb_end(b, p);
 }
 
-/* An event with an inline name (no interning), on track UUID. */
-static void event_packet(struct pb_buf *b, uint32_t seq, uint64_t flags, uint64_t ts, uint64_t type,
-			 uint64_t uuid, const char *name)
+/*
+ * A packet at TS holding an event of TYPE with an inline name (no
+ * interning), on track UUID; the packet is returned and the event is *E,
+ * both left open for more fields: pb_end() them.
+ */
+static size_t event_packet_begin(struct pb_buf *b, uint32_t seq, uint64_t flags, uint64_t ts,
+				 uint64_t type, uint64_t uuid, const char *name, size_t *e)
 {
 	size_t p = packet_begin(b, seq, flags);
-	size_t e;
 
 	pb_varint(b, PFT_PACKET_TIMESTAMP, ts);
-	e = pb_begin(b, PFT_PACKET_TRACK_EVENT);
+	*e = pb_begin(b, PFT_PACKET_TRACK_EVENT);
 	pb_varint(b, PFT_EVENT_TYPE, type);
 	if (uuid)
 		pb_varint(b, PFT_EVENT_TRACK_UUID, uuid);
 	if (name)
 		pb_string(b, PFT_EVENT_NAME, name);
+	return p;
+}
+
+/* An event with an inline name (no interning), on track UUID. */
+static void event_packet(struct pb_buf *b, uint32_t seq, uint64_t flags, uint64_t ts, uint64_t type,
+			 uint64_t uuid, const char *name)
+{
+	size_t e, p = event_packet_begin(b, seq, flags, ts, type, uuid, name, &e);
+
 	pb_end(b, e);
 	pb_end(b, p);
 }
@@ -412,12 +424,9 @@ TEST(reader_follows_incremental_state_per_sequence)
 static void flow_instant(struct pb_buf *b, uint64_t ts, uint64_t uuid, const char *name,
 			 uint64_t out, uint64_t in)
 {
-	size_t p = packet_begin(b, 8, PFT_SEQ_NEEDS_INCREMENTAL_STATE);
-	size_t e;
+	size_t e, p = event_packet_begin(b, 8, PFT_SEQ_NEEDS_INCREMENTAL_STATE, ts,
+					 PFT_TYPE_INSTANT, uuid, name, &e);
 
-	pb_varint(b, PFT_PACKET_TIMESTAMP, ts);
-	e = instant_begin(b, uuid);
-	pb_string(b, PFT_EVENT_NAME, name);
 	if (out)
 		pb_fixed64(b, PFT_EVENT_FLOW_IDS, out);
 	if (in)
