@@ -116,17 +116,24 @@ int ht_output_rename_noreplace(const char *from, const char *to)
 	return 0;
 }
 
-int ht_output_commit(struct ht_output_file *f, const char *dir, const char *base, char *final,
-		     size_t len)
+int ht_output_sync(struct ht_output_file *f, const char *dir, const char *what)
 {
 	if (fsync(f->fd)) {
 		int err = errno;
 
 		ht_output_abort(f);
-		return ht_fail("cannot write the dump in %s: %s", dir, strerror(err));
+		return ht_fail("cannot write the %s in %s: %s", what, dir, strerror(err));
 	}
 	close(f->fd);
 	f->fd = -1;
+	return 0;
+}
+
+int ht_output_commit(struct ht_output_file *f, const char *dir, const char *base, char *final,
+		     size_t len)
+{
+	if (ht_output_sync(f, dir, "dump"))
+		return -1;
 	return ht_output_name(f->tmp_path, dir, base, HT_DUMP_SUFFIX, "dump", final, len);
 }
 

@@ -39,6 +39,12 @@ int ht_output_commit(struct ht_output_file *f, const char *dir, const char *base
 		     size_t len);
 
 /*
+ * Flush F (a temporary file in DIR) to the disk and close it; on failure
+ * it is removed and the error names it as WHAT ("dump"). 0 or -1.
+ */
+int ht_output_sync(struct ht_output_file *f, const char *dir, const char *what);
+
+/*
  * Rename TMP_PATH to DIR/BASE+SUFFIX, or DIR/BASE-N+SUFFIX when that
  * exists, never over a file. FINAL gets the path. On failure TMP_PATH is
  * gone and the error names the file as WHAT ("dump").

@@ -473,15 +473,7 @@ static int write_temp(const char *dir, const struct ht_rawcap *c, struct ht_outp
 		ht_output_abort(f);
 		return -1;
 	}
-	if (fsync(f->fd)) {
-		int err = errno;
-
-		ht_output_abort(f);
-		return ht_fail("cannot write the raw capture in %s: %s", dir, strerror(err));
-	}
-	close(f->fd);
-	f->fd = -1;
-	return 0;
+	return ht_output_sync(f, dir, "raw capture");
 }
 
 int ht_rawcap_write(const char *path, const struct ht_rawcap *c)
