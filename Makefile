@@ -109,12 +109,15 @@ $(BUILD)/hybtrace: $(BUILD)/obj/main.o $(BUILD)/libhybtrace.a
 
 # The tests' own library: the PT synthesizer and the PT test programs' build (tests/pt),
 # linked by the unit tests that single-step programs and by the decode benchmark; sh(); the
-# timelines and files the tests of the Perfetto writer and reader share; the programs the
-# trigger tests run.
+# timelines and files the tests of the Perfetto writer and reader share; the flight-recorder
+# windows the tests of the kernel side build by hand; building small programs at run time and
+# driving them on pipes; the programs the trigger tests run.
 TEST_LIB_SRCS := tests/unit/sh.c tests/pt/pt_synth.c tests/pt/pt_programs.c \
-	tests/unit/trace_fixtures.c tests/unit/trigger_programs.c
+	tests/unit/trace_fixtures.c tests/unit/window_fixtures.c tests/unit/programs.c \
+	tests/unit/trigger_programs.c
 TEST_LIB_HDRS := tests/unit/sh.h tests/pt/pt_synth.h tests/pt/pt_programs.h \
-	tests/unit/trace_fixtures.h tests/unit/trigger_programs.h
+	tests/unit/trace_fixtures.h tests/unit/window_fixtures.h tests/unit/programs.h \
+	tests/unit/trigger_programs.h
 TEST_LIB_OBJS = $(patsubst tests/%.c,$(1)/tests/obj/%.o,$(TEST_LIB_SRCS))
 UNIT_DEPS := tests/unit/check.h $(TEST_LIB_HDRS)
 UNIT_CPPFLAGS := $(CPPFLAGS_ALL) -Itests/unit -Itests/pt
@@ -309,18 +312,18 @@ FUZZ_CFLAGS := -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=
 FUZZ_TRACE_READER_SRCS := userspace/trace/timeline.c userspace/trace/pb.c userspace/trace/perfetto_write.c \
 	userspace/trace/perfetto_read.c
 # The symbolizer's parsers: /proc/PID/maps, perf maps, ELF files (the vdso's in-memory path).
-FUZZ_MAPS_PARSER_SRCS := userspace/symbols/proc_maps.c userspace/base/log.c
+FUZZ_MAPS_PARSER_SRCS := userspace/symbols/proc_maps.c userspace/base/proc.c userspace/base/log.c
 FUZZ_PERF_MAP_SRCS := userspace/symbols/perf_map.c userspace/base/log.c
 FUZZ_ELF_READER_SRCS := userspace/symbols/elf_symbols.c userspace/base/log.c
 # The raw capture file (--keep-raw) and what it holds: sideband records, TSC pairs.
 FUZZ_RAWCAP_READER_SRCS := $(wildcard userspace/sources/intelpt/rawcap_*.c) userspace/kernel/pid_names.c userspace/base/output.c userspace/base/log.c
 # User marks read out of a target's memory (include/hybtrace/mark.h's registry and rings).
-FUZZ_MARKS_SRCS := userspace/sources/marks/marks.c userspace/symbols/proc_maps.c userspace/symbols/target_files.c userspace/base/log.c
+FUZZ_MARKS_SRCS := userspace/sources/marks/marks.c userspace/symbols/proc_maps.c userspace/symbols/target_files.c userspace/base/proc.c userspace/base/log.c
 # Command lines: options and the trigger specs they carry.
 FUZZ_OPTIONS_SRCS := userspace/cli/options.c userspace/base/syscalls.c userspace/triggers/trigger_spec.c \
 	userspace/symbols/symbolizer.c userspace/symbols/proc_maps.c userspace/symbols/elf_symbols.c userspace/symbols/perf_map.c \
 	userspace/symbols/target_files.c userspace/symbols/module_names.c \
-	userspace/base/log.c
+	userspace/base/proc.c userspace/base/log.c
 # The breach kinds' rows name the threshold options.
 FUZZ_OPTIONS_SRCS += userspace/base/breach_kinds.c
 # --pid lists; the targets' resolution (not called by the fuzzer) links with them.

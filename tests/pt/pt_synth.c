@@ -100,17 +100,22 @@ static int write_psb_plus(struct pt_encoder *enc, uint64_t ip, uint64_t tsc)
 	return 0;
 }
 
-int ht_synth_psb_plus(uint8_t *buf, size_t cap, uint64_t ip, uint64_t tsc)
+struct pt_encoder *ht_synth_encoder_new(uint8_t *buf, size_t cap)
 {
 	struct pt_config cfg;
-	struct pt_encoder *enc;
-	uint64_t off = 0;
-	int rc;
 
 	pt_config_init(&cfg);
 	cfg.begin = buf;
 	cfg.end = buf + cap;
-	enc = pt_alloc_encoder(&cfg);
+	return pt_alloc_encoder(&cfg);
+}
+
+int ht_synth_psb_plus(uint8_t *buf, size_t cap, uint64_t ip, uint64_t tsc)
+{
+	struct pt_encoder *enc = ht_synth_encoder_new(buf, cap);
+	uint64_t off = 0;
+	int rc;
+
 	if (!enc)
 		return -1;
 	rc = write_psb_plus(enc, ip, tsc);
@@ -948,7 +953,6 @@ static int setup_clock(struct encoder *e, const struct ht_synth_encode_opts *o)
 int ht_synth_encode(const struct ht_synth_trace *t, size_t first, size_t last,
 		    const struct ht_synth_encode_opts *opts, struct ht_synth_stream *out)
 {
-	struct pt_config cfg;
 	struct encoder e = {.o = opts, .out = out};
 	size_t cap = (last - first) * 24 + 4096;
 
@@ -977,10 +981,7 @@ int ht_synth_encode(const struct ht_synth_trace *t, size_t first, size_t last,
 	out->known_cycs = calloc(t->count, sizeof(*out->known_cycs));
 	if (!out->buf || !out->tsc || !out->known_tsc || !out->known_cycs)
 		return ht_fail("out of memory");
-	pt_config_init(&cfg);
-	cfg.begin = out->buf;
-	cfg.end = out->buf + cap;
-	e.enc = pt_alloc_encoder(&cfg);
+	e.enc = ht_synth_encoder_new(out->buf, cap);
 	if (!e.enc)
 		return ht_fail("libipt refused the encoder configuration");
 	if (!opts->no_header && psb(&e, t->insns[first].ip, first))

@@ -136,6 +136,9 @@ void ht_synth_cpu_info(const struct ht_synth_encode_opts *opts, struct ht_pt_cpu
 /* Append a PSB+ naming IP with TSC to a stream being built by hand. Returns bytes, or -1. */
 int ht_synth_psb_plus(uint8_t *buf, size_t cap, uint64_t ip, uint64_t tsc);
 
+/* libipt's encoder writing into BUF's CAP bytes (pt_free_encoder() it), or NULL. */
+struct pt_encoder *ht_synth_encoder_new(uint8_t *buf, size_t cap);
+
 /* Packets for streams built by hand with libipt's encoder. */
 int ht_synth_put_packet(struct pt_encoder *enc, const struct pt_packet *p); /* 0 or -1 */
 struct pt_packet ht_synth_ip_packet(enum pt_packet_type type, uint64_t ip); /* 48-bit, sext */

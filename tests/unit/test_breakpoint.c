@@ -33,6 +33,7 @@
 #include "symbols/target_files.h"
 #include "triggers/trigger_spec.h"
 
+#include "programs.h"
 #include "trigger_programs.h"
 
 /* ---- Breakpoints ---- */
@@ -495,13 +496,12 @@ TEST(stop_function_survives_lto)
 	struct ht_symbolizer *s = NULL;
 	struct ht_triggers t;
 	struct child c;
-	char path[256], line[64];
-	int in[2], out[2];
+	char line[64];
 
 	REQUIRE_PROGRAMS();
-	CHECK(!trig_find_include_dir(include, sizeof(include)));
-	if (trig_write_file("lto_main.c", lto_main_c) ||
-	    trig_write_file("lto_other.c", lto_other_c)) {
+	CHECK(!prog_find_include_dir("hybtrace/hybtrace.h", include, sizeof(include)));
+	if (prog_write_file(trig_dir, "lto_main.c", lto_main_c) ||
+	    prog_write_file(trig_dir, "lto_other.c", lto_other_c)) {
 		CHECK(!"cannot write the LTO program");
 		return;
 	}
@@ -528,25 +528,11 @@ TEST(stop_function_survives_lto)
 	}
 	/* And the breakpoint on it sees each call with its argument in rdi. */
 	memset(&c, 0, sizeof(c));
-	snprintf(path, sizeof(path), "%s/lto_gcc", trig_dir);
-	if (pipe(in) || pipe(out)) {
+	c.pid = prog_start(trig_dir, "lto_gcc", "x", false, &c.to, &c.from);
+	if (c.pid < 0) {
 		CHECK(!"pipe");
 		return;
 	}
-	c.pid = fork();
-	if (c.pid == 0) {
-		dup2(in[0], 0);
-		dup2(out[1], 1);
-		close(in[1]);
-		close(out[0]);
-		execl(path, path, "x", (char *)NULL);
-		_exit(127);
-	}
-	close(in[0]);
-	close(out[1]);
-	c.to = fdopen(in[1], "w");
-	c.from = fdopen(out[0], "r");
-	alarm(60);
 	CHECK(fgets(line, sizeof(line), c.from) && !strcmp(line, "ready\n"));
 	s = ht_symbolizer_new(c.pid);
 	ht_triggers_init(&t);

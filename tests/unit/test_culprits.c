@@ -2,6 +2,7 @@
 /* What ran instead, on windows built by hand. */
 #include "check.h"
 #include "kernel/culprits.h"
+#include "window_fixtures.h"
 
 #define VICTIM 100
 
@@ -25,14 +26,7 @@ static struct ht_fr_window window(size_t n)
 static void ev(size_t i, unsigned int cpu, uint64_t ts, uint8_t kind, uint32_t a, uint32_t b,
 	       uint16_t aux)
 {
-	memset(&events[i], 0, sizeof(events[i]));
-	events[i].cpu = cpu;
-	events[i].rec.ts_ns = ts;
-	events[i].rec.kind = kind;
-	events[i].rec.tid_a = a;
-	events[i].rec.tid_b = b;
-	events[i].rec.aux = aux;
-	events[i].rec.arg = kind == HT_FR_SWITCH ? 1 : 0;
+	events[i] = fx_fr_event(cpu, ts, kind, 0, a, b, aux, kind == HT_FR_SWITCH ? 1 : 0);
 }
 
 /* The switch I leaves its prev task runnable: preempted. */

@@ -25,6 +25,7 @@
 #include "trace/dump_schema.h"
 #include "trace/perfetto_read.h"
 #include "trace/timeline.h"
+#include "window_fixtures.h"
 
 #define HOG	   9000 /* another process, that ran while the target waited */
 #define PERIOD_NS  100
@@ -52,23 +53,6 @@ __attribute__((noinline)) void db_leaf_fn(void)
 /* The flight record: the target sleeps at 400, the hog runs, a timer wakes it at 1000, it runs at
  * 5000. */
 static struct ht_fr_event events[8];
-static struct ht_fr_event entry_switch[2];
-static bool entry_valid[2];
-
-static void add_event(size_t *n, unsigned int cpu, uint64_t ts, uint8_t kind, uint8_t flags,
-		      uint32_t a, uint32_t b, uint64_t arg)
-{
-	struct ht_fr_event *e = &events[(*n)++];
-
-	memset(e, 0, sizeof(*e));
-	e->cpu = cpu;
-	e->rec.ts_ns = ts;
-	e->rec.kind = kind;
-	e->rec.flags = flags;
-	e->rec.tid_a = a;
-	e->rec.tid_b = b;
-	e->rec.arg = arg;
-}
 
 /*
  * A sampling ring's mapping as the kernel lays it out for the sampler: the
@@ -199,18 +183,15 @@ static void make_capture(struct inputs *in)
 	memset(c, 0, sizeof(*c));
 	ht_dump_window(&in->cfg, &in->job, &c->t0, &c->t1);
 	c->frozen_ns = c->t1 + 250;
-	add_event(&n, 0, 400, HT_FR_SWITCH, HT_FRF_PREV_TARGET, (uint32_t)tgid, 0, 1 /* S */);
-	add_event(&n, 0, 500, HT_FR_SWITCH, 0, 0, HOG, 0);
-	add_event(&n, 0, 1000, HT_FR_WAKEUP, HT_FRF_TARGET, (uint32_t)tgid, 0, HT_WAKE_TIMER);
-	add_event(&n, 0, 5000, HT_FR_SWITCH, HT_FRF_NEXT_TARGET, HOG, (uint32_t)tgid, 0);
-	c->w = (struct ht_fr_window){.t0 = c->t0,
-				     .t1 = c->t1,
-				     .skipped_records = 4,
-				     .events = events,
-				     .count = n,
-				     .ncpus = 2,
-				     .entry_switch = entry_switch,
-				     .entry_valid = entry_valid};
+	events[n++] = fx_fr_event(0, 400, HT_FR_SWITCH, HT_FRF_PREV_TARGET, (uint32_t)tgid, 0, 0,
+				  1 /* S */);
+	events[n++] = fx_fr_event(0, 500, HT_FR_SWITCH, 0, 0, HOG, 0, 0);
+	events[n++] = fx_fr_event(0, 1000, HT_FR_WAKEUP, HT_FRF_TARGET, (uint32_t)tgid, 0, 0,
+				  HT_WAKE_TIMER);
+	events[n++] =
+		fx_fr_event(0, 5000, HT_FR_SWITCH, HT_FRF_NEXT_TARGET, HOG, (uint32_t)tgid, 0, 0);
+	c->w = fx_fr_window(events, n, c->t0, c->t1);
+	c->w.skipped_records = 4;
 
 	memset(&mapping, 0, sizeof(mapping));
 	ring_head = 0;

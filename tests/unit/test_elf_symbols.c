@@ -16,6 +16,7 @@
 #include "check.h"
 #include "symbols/elf_symbols.h"
 #include "base/log.h"
+#include "base/proc.h"
 #include "symbols/proc_maps.h"
 
 /* A function of our own to find; noinline so it has an address and a symbol. */
@@ -34,31 +35,13 @@ __attribute__((noinline, used)) static int local_marker_function(int x)
 static void *read_whole(const char *path, size_t *len)
 {
 	int fd = open(path, O_RDONLY);
-	size_t cap = 1 << 20, n = 0;
-	char *buf = malloc(cap);
-	ssize_t r;
+	char *buf;
 
-	if (fd < 0 || !buf)
-		goto fail;
-	while ((r = read(fd, buf + n, cap - n)) > 0) {
-		n += r;
-		if (n == cap) {
-			char *b = realloc(buf, cap * 2);
-
-			if (!b)
-				goto fail;
-			buf = b;
-			cap *= 2;
-		}
-	}
+	if (fd < 0)
+		return NULL;
+	buf = ht_read_all(fd, SIZE_MAX, len);
 	close(fd);
-	*len = n;
 	return buf;
-fail:
-	if (fd >= 0)
-		close(fd);
-	free(buf);
-	return NULL;
 }
 
 TEST(own_symbols_at_runtime_addresses)

@@ -7,7 +7,6 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <limits.h>
 #include <poll.h>
 #include <pthread.h>
@@ -20,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "check.h"
+#include "programs.h"
 #include "sources/intelpt/intelpt_capture.h"
 #include "base/log.h"
 #include "base/proc.h"
@@ -27,7 +27,7 @@
 /* A type no PMU has: opening it fails as a PT event would on a machine without PT. */
 #define FAKE_TYPE "4242"
 
-static char root[] = "/tmp/hybtrace-test-ptsysfs-XXXXXX";
+static char root[64];
 static int tree_no;
 
 static void put_file(const char *dir, const char *rel, const char *text)
@@ -91,7 +91,7 @@ static const char *fake_tree(char *dir, size_t len)
 	};
 	char sub[PATH_MAX + 16];
 
-	if (!tree_no && !mkdtemp(root))
+	if (!tree_no && prog_make_dir(root, sizeof(root), "/tmp/hybtrace-test-ptsysfs-XXXXXX"))
 		return NULL;
 	snprintf(sysroot, sizeof(sysroot), "%s/t%d", root, tree_no++);
 	snprintf(dir, len, "%s" HT_INTELPT_SYSFS_DIR, sysroot);
@@ -886,19 +886,4 @@ TEST(real_pt_capture)
 	ht_intelpt_close(&pt);
 	kill(pid, SIGKILL);
 	waitpid(pid, NULL, 0);
-}
-
-static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-	(void)st;
-	(void)flag;
-	(void)ftw;
-	return remove(path);
-}
-
-/* The temporary tree goes with the test. */
-__attribute__((destructor)) static void cleanup(void)
-{
-	if (strcmp(root + strlen(root) - 6, "XXXXXX"))
-		nftw(root, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
 }

@@ -608,7 +608,7 @@ static const struct ht_synth_trace *record_encoded(const char *program, const ch
 	return t;
 }
 
-/* Record SCENARIO, encode it with OPTS, decode it and compare. */
+/* Record SCENARIO, encode it with OPTS, decode it and compare. On failure R and S are freed. */
 static int decode_scenario(struct run *r, const char *program, const char *scenario,
 			   const struct ht_synth_encode_opts *opts, struct ht_synth_stream *s)
 {
@@ -619,6 +619,8 @@ static int decode_scenario(struct run *r, const char *program, const char *scena
 		return -1;
 	if (decode(r, t, s, s->buf, s->len, NULL)) {
 		printf("     decode: %s\n", ht_last_error());
+		run_free(r);
+		ht_synth_stream_free(s);
 		return -1;
 	}
 	return 0;
@@ -631,7 +633,6 @@ static void check_exact(const char *program, const char *scenario)
 
 	if (decode_scenario(&r, program, scenario, &default_encode, &s)) {
 		CHECK(!"decode failed");
-		run_free(&r);
 		return;
 	}
 	if (r.why[0])
@@ -760,8 +761,6 @@ TEST(compressed_returns_across_syscall)
 	o.psb_period = 0; /* no PSB to clear the stack between the call and its return */
 	if (decode_scenario(&r, "pt_workload", "syscall", &o, &s)) {
 		CHECK(!"decode failed");
-		run_free(&r);
-		ht_synth_stream_free(&s);
 		return;
 	}
 	/* write's return to sys_b, sys_b's to sys_a and sys_a's to main. */
@@ -797,8 +796,6 @@ TEST(compressed_returns_across_signal)
 	o.psb_period = 0;
 	if (decode_scenario(&r, "pt_workload", "async_signal", &o, &s)) {
 		CHECK(!"decode failed");
-		run_free(&r);
-		ht_synth_stream_free(&s);
 		return;
 	}
 	CHECK(s.kernel_compressed >= 1);
@@ -846,8 +843,6 @@ static void check_timing(const char *scenario, enum ht_synth_timing timing, uint
 	o.psb_period = psb_period;
 	if (decode_scenario(&r, "pt_workload", scenario, &o, &s)) {
 		CHECK(!"decode failed");
-		run_free(&r);
-		ht_synth_stream_free(&s);
 		return;
 	}
 	if (r.why[0])
@@ -1177,7 +1172,6 @@ TEST(overflow_is_a_gap)
 	o.ovf_len = 200;
 	if (decode_scenario(&r, "pt_workload", "bench", &o, &s)) {
 		CHECK(!"decode failed");
-		run_free(&r);
 		return;
 	}
 	if (r.why[0])
@@ -1309,6 +1303,7 @@ TEST(missing_image_section)
 
 /* Stacks. */
 
+/* SCENARIO decoded into R and its call tree into TR; on failure R is freed. */
 static int decode_tree(struct run *r, struct tree *tr, const char *program, const char *scenario)
 {
 	struct ht_synth_stream s;
@@ -1317,6 +1312,7 @@ static int decode_tree(struct run *r, struct tree *tr, const char *program, cons
 	ht_synth_stream_free(&s);
 	if (rc || r->why[0] || !timeline_valid(r)) {
 		printf("     %s: %s\n", scenario, r->why[0] ? r->why : "decode failed");
+		run_free(r);
 		return -1;
 	}
 	build_tree(r->tl, tr);
@@ -1332,7 +1328,6 @@ TEST(stack_recursion_and_tail_call)
 	REQUIRE_PROGRAMS();
 	if (decode_tree(&r, &tr, "pt_workload", "basic")) {
 		CHECK(!"decode failed");
-		run_free(&r);
 		return;
 	}
 	/* fact(5) recurses five deep, each inside the one before. */
@@ -1371,7 +1366,6 @@ TEST(stack_longjmp)
 	REQUIRE_PROGRAMS();
 	if (decode_tree(&r, &tr, "pt_workload", "longjmp")) {
 		CHECK(!"decode failed");
-		run_free(&r);
 		return;
 	}
 	lj3 = find_node(&tr, "lj3", 0);
@@ -1396,7 +1390,6 @@ TEST(stack_plt_call_into_library)
 	REQUIRE_PROGRAMS();
 	if (decode_tree(&r, &tr, "pt_workload", "plt")) {
 		CHECK(!"decode failed");
-		run_free(&r);
 		return;
 	}
 	/* The PLT stub's jump renames its frame: lib_work sits right under do_plt. */
@@ -1419,7 +1412,6 @@ TEST(stack_syscall_keeps_stack)
 	REQUIRE_PROGRAMS();
 	if (decode_tree(&r, &tr, "pt_workload", "syscall")) {
 		CHECK(!"decode failed");
-		run_free(&r);
 		return;
 	}
 	CHECK_EQ_U64(count_named(&tr, HT_PT_SLICE_SYSCALL), 1);
@@ -1450,7 +1442,6 @@ TEST(stack_snapshot_five_frames_deep)
 	REQUIRE_PROGRAMS();
 	if (decode_tree(&r, &tr, "pt_workload", "deep")) {
 		CHECK(!"decode failed");
-		run_free(&r);
 		return;
 	}
 	/* Each frame whose call came before the trace returns into a back-dated caller. */
@@ -1482,7 +1473,6 @@ TEST(stack_signal_handler)
 	REQUIRE_PROGRAMS();
 	if (decode_tree(&r, &tr, "pt_workload", "signal")) {
 		CHECK(!"decode failed");
-		run_free(&r);
 		return;
 	}
 	CHECK_EQ_U64(count_named(&tr, HT_PT_SLICE_SIGNAL), 1);
@@ -1517,7 +1507,6 @@ TEST(stack_async_signal)
 	REQUIRE_PROGRAMS();
 	if (decode_tree(&r, &tr, "pt_workload", "async_signal")) {
 		CHECK(!"decode failed");
-		run_free(&r);
 		return;
 	}
 	/*
@@ -1588,6 +1577,8 @@ TEST(ocaml_note_of_test_binary)
 	ht_ocaml_eh_free(&eh);
 }
 
+/* The OCaml workload decoded into R (with its exception note when USE_NOTE) and its call tree
+ * into TR; on failure R is freed. */
 static int ocaml_tree(struct run *r, struct tree *tr, int use_note)
 {
 	struct decode_opts d = {.no_ocaml = !use_note};
@@ -1600,8 +1591,10 @@ static int ocaml_tree(struct run *r, struct tree *tr, int use_note)
 		return -1;
 	rc = decode(r, t, &s, s.buf, s.len, &d);
 	ht_synth_stream_free(&s);
-	if (rc || r->why[0] || !timeline_valid(r))
+	if (rc || r->why[0] || !timeline_valid(r)) {
+		run_free(r);
 		return -1;
+	}
 	build_tree(r->tl, tr);
 	return 0;
 }
@@ -1615,7 +1608,6 @@ TEST(ocaml_raise_unwinds_to_handler)
 	REQUIRE_PROGRAMS();
 	if (ocaml_tree(&r, &tr, 1)) {
 		CHECK(!"decode failed");
-		run_free(&r);
 		return;
 	}
 	CHECK(compare_calls(r.t, 0, r.t->count, &r.log) < 0);
@@ -1646,7 +1638,6 @@ TEST(ocaml_without_note_picks_inner_frame)
 	REQUIRE_PROGRAMS();
 	if (ocaml_tree(&r, &tr, 0)) {
 		CHECK(!"decode failed");
-		run_free(&r);
 		return;
 	}
 	after = find_node(&tr, "caml_after_raise", 0);

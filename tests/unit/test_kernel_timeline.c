@@ -5,6 +5,7 @@
 #include "trace/dump_schema.h"
 #include "kernel/kernel_timeline.h"
 #include "trace/timeline.h"
+#include "window_fixtures.h"
 
 #define TGID 4000
 #define A 4001 /* a target thread */
@@ -17,37 +18,21 @@ static size_t nevents;
 static void add(unsigned int cpu, uint64_t ts, uint8_t kind, uint8_t flags, uint32_t a, uint32_t b,
 		uint16_t aux, uint64_t arg)
 {
-	struct ht_fr_event *e = &events[nevents++];
-
-	memset(e, 0, sizeof(*e));
-	e->cpu = cpu;
-	e->rec.ts_ns = ts;
-	e->rec.kind = kind;
-	e->rec.flags = flags;
-	e->rec.tid_a = a;
-	e->rec.tid_b = b;
-	e->rec.aux = aux;
-	e->rec.arg = arg;
+	events[nevents++] = fx_fr_event(cpu, ts, kind, flags, a, b, aux, arg);
 }
 
 static struct timeline *build(uint64_t t0, uint64_t t1, const struct ht_breach *breach)
 {
-	static struct ht_fr_event entries[2];
-	static bool valid[2];
-	struct ht_fr_window w = { .t0 = t0, .t1 = t1, .events = events, .count = nevents,
-				  .ncpus = 2, .entry_switch = entries, .entry_valid = valid };
+	struct ht_fr_window w = fx_fr_window(events, nevents, t0, t1);
 	static struct ht_comm_cache comms;
-	struct ht_sched_index idx;
 	struct timeline *tl = tl_new();
 	struct ht_kernel_window kw = { .tgid = TGID, .target_comm = "target", .t0 = t0, .t1 = t1,
-				       .w = &w, .idx = &idx, .comms = &comms, .breach = breach,
+				       .w = &w, .comms = &comms, .breach = breach,
 				       .threshold_ns = 1000 };
 	char why[256];
 
 	ht_comm_cache_init(&comms, NULL);
-	CHECK(!ht_sched_index_build(&w, &idx));
-	CHECK(!ht_kernel_timeline_build(tl, &kw));
-	ht_sched_index_free(&idx);
+	CHECK(!fx_kernel_timeline_lower(tl, &kw));
 	CHECK(tl_validate(tl, why, sizeof(why)) == 0);
 	if (tl_validate(tl, why, sizeof(why)))
 		printf("     %s\n", why);

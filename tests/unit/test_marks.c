@@ -22,6 +22,7 @@
 #define HYBTRACE_MARK_RING_RECORDS 64
 #include <hybtrace/mark.h>
 #include "check.h"
+#include "programs.h"
 #include "base/log.h"
 #include "sources/marks/marks.h"
 
@@ -319,55 +320,6 @@ TEST(forked_child_starts_its_own_registry)
 static char dir[64];
 static int built;
 
-
-static void remove_dir(void)
-{
-	if (dir[0])
-		sh("rm -rf '%s'", dir);
-}
-
-static int write_file(const char *name, const char *text)
-{
-	char path[256];
-	FILE *f;
-
-	snprintf(path, sizeof(path), "%s/%s", dir, name);
-	f = fopen(path, "w");
-	if (!f)
-		return -1;
-	fputs(text, f);
-	return fclose(f);
-}
-
-static int find_include_dir(char *out, size_t len)
-{
-	char exe[PATH_MAX];
-	ssize_t n;
-
-	if (!access("include/hybtrace/mark.h", R_OK) && getcwd(exe, sizeof(exe))) {
-		snprintf(out, len, "%s/include", exe);
-		return 0;
-	}
-	n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-	if (n <= 0)
-		return -1;
-	exe[n] = 0;
-	for (int up = 0; up < 5; up++) {
-		char *slash = strrchr(exe, '/');
-		char probe[PATH_MAX + 64];
-
-		if (!slash)
-			break;
-		*slash = 0;
-		snprintf(probe, sizeof(probe), "%s/include/hybtrace/mark.h", exe);
-		if (!access(probe, R_OK)) {
-			snprintf(out, len, "%s/include", exe);
-			return 0;
-		}
-	}
-	return -1;
-}
-
 static int build_program(void)
 {
 	char include[PATH_MAX + 16];
@@ -375,13 +327,12 @@ static int build_program(void)
 	if (built)
 		return built > 0 ? 0 : -1;
 	built = -1;
-	if (find_include_dir(include, sizeof(include)))
+	if (prog_find_include_dir("hybtrace/mark.h", include, sizeof(include)))
 		return -1;
-	snprintf(dir, sizeof(dir), "/tmp/ht-marks-XXXXXX");
-	if (!mkdtemp(dir))
+	if (prog_make_dir(dir, sizeof(dir), "/tmp/ht-marks-XXXXXX"))
 		return -1;
-	atexit(remove_dir);
-	if (write_file("markprog.c", markprog_c) || write_file("markprog2.c", markprog2_c))
+	if (prog_write_file(dir, "markprog.c", markprog_c) ||
+	    prog_write_file(dir, "markprog2.c", markprog2_c))
 		return -1;
 	if (sh("cd '%s' && cc -O2 -g -Wall -Wextra -Werror -I'%s' -o markprog markprog.c "
 	       "markprog2.c -pthread && cp markprog markprog_stripped && strip --strip-all "
@@ -400,27 +351,12 @@ struct child {
 
 static int child_start(struct child *c, const char *program)
 {
-	int in[2], out[2];
-	char path[256], line[128];
+	char line[128];
 
 	memset(c, 0, sizeof(*c));
-	snprintf(path, sizeof(path), "%s/%s", dir, program);
-	if (pipe(in) || pipe(out))
+	c->pid = prog_start(dir, program, NULL, false, &c->to, &c->from);
+	if (c->pid < 0)
 		return -1;
-	c->pid = fork();
-	if (c->pid == 0) {
-		dup2(in[0], 0);
-		dup2(out[1], 1);
-		close(in[1]);
-		close(out[0]);
-		execl(path, path, (char *)NULL);
-		_exit(127);
-	}
-	close(in[0]);
-	close(out[1]);
-	c->to = fdopen(in[1], "w");
-	c->from = fdopen(out[0], "r");
-	alarm(60);
 	if (!fgets(line, sizeof(line), c->from) ||
 	    sscanf(line, "ready %d %d", &c->worker, &c->wrapper) != 2)
 		return -1;
@@ -429,15 +365,7 @@ static int child_start(struct child *c, const char *program)
 
 static void child_stop(struct child *c)
 {
-	if (c->pid > 0) {
-		kill(c->pid, SIGKILL);
-		waitpid(c->pid, NULL, 0);
-	}
-	if (c->to)
-		fclose(c->to);
-	if (c->from)
-		fclose(c->from);
-	alarm(0);
+	prog_stop(c->pid, c->to, c->from);
 	memset(c, 0, sizeof(*c));
 }
 

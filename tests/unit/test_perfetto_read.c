@@ -75,22 +75,56 @@ static void track_packet(struct pb_buf *b, uint64_t uuid, const char *name)
 	pb_end(b, p);
 }
 
-/* An event with an inline name (no interning), on track UUID. */
-static void event_packet(struct pb_buf *b, uint32_t seq, uint64_t flags, uint64_t ts, uint64_t type,
-			 uint64_t uuid, const char *name)
+/*
+ * A packet at TS holding an event of TYPE with an inline name (no
+ * interning), on track UUID; the packet is returned and the event is *E,
+ * both left open for more fields: pb_end() them.
+ */
+static size_t event_packet_begin(struct pb_buf *b, uint32_t seq, uint64_t flags, uint64_t ts,
+				 uint64_t type, uint64_t uuid, const char *name, size_t *e)
 {
 	size_t p = packet_begin(b, seq, flags);
-	size_t e;
 
 	pb_varint(b, PFT_PACKET_TIMESTAMP, ts);
-	e = pb_begin(b, PFT_PACKET_TRACK_EVENT);
+	*e = pb_begin(b, PFT_PACKET_TRACK_EVENT);
 	pb_varint(b, PFT_EVENT_TYPE, type);
 	if (uuid)
 		pb_varint(b, PFT_EVENT_TRACK_UUID, uuid);
 	if (name)
 		pb_string(b, PFT_EVENT_NAME, name);
+	return p;
+}
+
+/* An event with an inline name (no interning), on track UUID. */
+static void event_packet(struct pb_buf *b, uint32_t seq, uint64_t flags, uint64_t ts, uint64_t type,
+			 uint64_t uuid, const char *name)
+{
+	size_t e, p = event_packet_begin(b, seq, flags, ts, type, uuid, name, &e);
+
 	pb_end(b, e);
 	pb_end(b, p);
+}
+
+/* An instant event on track UUID (0: none), left open for the caller's fields: pb_end() it. */
+static size_t instant_begin(struct pb_buf *b, uint64_t uuid)
+{
+	size_t e = pb_begin(b, PFT_PACKET_TRACK_EVENT);
+
+	pb_varint(b, PFT_EVENT_TYPE, PFT_TYPE_INSTANT);
+	if (uuid)
+		pb_varint(b, PFT_EVENT_TRACK_UUID, uuid);
+	return e;
+}
+
+/* Interned callstack IID: NFRAMES frames, each the interned frame FRAME_IID. */
+static void interned_callstack(struct pb_buf *b, uint64_t iid, uint64_t frame_iid, int nframes)
+{
+	size_t entry = pb_begin(b, PFT_INTERNED_CALLSTACKS);
+
+	pb_varint(b, PFT_CALLSTACK_IID, iid);
+	for (int n = 0; n < nframes; n++)
+		pb_varint(b, PFT_CALLSTACK_FRAME_IDS, frame_iid);
+	pb_end(b, entry);
 }
 
 /* The reader and bad input. */
@@ -211,9 +245,7 @@ TEST(reader_skips_unknown_fields_and_deep_unknown_nesting)
 	for (int i = 199; i >= 0; i--)
 		pb_end(&b, deep[i]);
 	pb_varint(&b, PFT_PACKET_TIMESTAMP, 10);
-	e = pb_begin(&b, PFT_PACKET_TRACK_EVENT);
-	pb_varint(&b, PFT_EVENT_TYPE, PFT_TYPE_INSTANT);
-	pb_varint(&b, PFT_EVENT_TRACK_UUID, 5);
+	e = instant_begin(&b, 5);
 	pb_string(&b, PFT_EVENT_NAME, "mark");
 	pb_string(&b, 9000, "an extension field");
 	pb_end(&b, e);
@@ -293,9 +325,7 @@ TEST(reader_rejects_iids_never_interned)
 	pb_buf_init(&b);
 	track_packet(&b, 5, "t");
 	p = packet_begin(&b, 1, PFT_SEQ_INCREMENTAL_STATE_CLEARED);
-	e = pb_begin(&b, PFT_PACKET_TRACK_EVENT);
-	pb_varint(&b, PFT_EVENT_TYPE, PFT_TYPE_INSTANT);
-	pb_varint(&b, PFT_EVENT_TRACK_UUID, 5);
+	e = instant_begin(&b, 5);
 	pb_varint(&b, PFT_EVENT_NAME_IID, 3);
 	pb_end(&b, e);
 	pb_end(&b, p);
@@ -394,14 +424,9 @@ TEST(reader_follows_incremental_state_per_sequence)
 static void flow_instant(struct pb_buf *b, uint64_t ts, uint64_t uuid, const char *name,
 			 uint64_t out, uint64_t in)
 {
-	size_t p = packet_begin(b, 8, PFT_SEQ_NEEDS_INCREMENTAL_STATE);
-	size_t e;
+	size_t e, p = event_packet_begin(b, 8, PFT_SEQ_NEEDS_INCREMENTAL_STATE, ts,
+					 PFT_TYPE_INSTANT, uuid, name, &e);
 
-	pb_varint(b, PFT_PACKET_TIMESTAMP, ts);
-	e = pb_begin(b, PFT_PACKET_TRACK_EVENT);
-	pb_varint(b, PFT_EVENT_TYPE, PFT_TYPE_INSTANT);
-	pb_varint(b, PFT_EVENT_TRACK_UUID, uuid);
-	pb_string(b, PFT_EVENT_NAME, name);
 	if (out)
 		pb_fixed64(b, PFT_EVENT_FLOW_IDS, out);
 	if (in)
@@ -511,8 +536,7 @@ TEST(reader_accepts_packed_fields_and_defaults)
 	pb_string(&b, PFT_INTERNED_STRING, "cat");
 	pb_end(&b, entry);
 	pb_end(&b, i);
-	e = pb_begin(&b, PFT_PACKET_TRACK_EVENT);
-	pb_varint(&b, PFT_EVENT_TYPE, PFT_TYPE_INSTANT);
+	e = instant_begin(&b, 0);
 	pb_string(&b, PFT_EVENT_NAME, "packed");
 	pb_bytes(&b, PFT_EVENT_CATEGORY_IIDS, "\x01\x01", 2);
 	pb_bytes(&b, PFT_EVENT_FLOW_IDS, "\x01\0\0\0\0\0\0\0\x02\0\0\0\0\0\0\0", 16);
@@ -565,9 +589,7 @@ TEST(reader_large_crafted_input_is_linear)
 		pb_end(&b, p);
 	}
 	p = packet_begin(&b, 1, 0);
-	e = pb_begin(&b, PFT_PACKET_TRACK_EVENT);
-	pb_varint(&b, PFT_EVENT_TYPE, PFT_TYPE_INSTANT);
-	pb_varint(&b, PFT_EVENT_TRACK_UUID, TL_HYBTRACE_UUID);
+	e = instant_begin(&b, TL_HYBTRACE_UUID);
 	pb_string(&b, PFT_EVENT_NAME, PFTW_META_EVENT);
 	for (int i = 0; i < KEYS; i++) {
 		snprintf(key, sizeof(key), "key.%d", i);
@@ -610,15 +632,9 @@ TEST(reader_keeps_within_model_limits)
 	entry = pb_begin(&b, PFT_INTERNED_FRAMES);
 	pb_varint(&b, PFT_FRAME_IID, 1);
 	pb_end(&b, entry);
-	entry = pb_begin(&b, PFT_INTERNED_CALLSTACKS);
-	pb_varint(&b, PFT_CALLSTACK_IID, 1);
-	for (int n = 0; n <= TL_MAX_FRAMES; n++)
-		pb_varint(&b, PFT_CALLSTACK_FRAME_IDS, 1);
-	pb_end(&b, entry);
+	interned_callstack(&b, 1, 1, TL_MAX_FRAMES + 1);
 	pb_end(&b, i);
-	e = pb_begin(&b, PFT_PACKET_TRACK_EVENT);
-	pb_varint(&b, PFT_EVENT_TYPE, PFT_TYPE_INSTANT);
-	pb_varint(&b, PFT_EVENT_TRACK_UUID, 5);
+	e = instant_begin(&b, 5);
 	pb_string(&b, PFT_EVENT_CATEGORIES, "inline category");
 	pb_varint(&b, PFT_EVENT_CALLSTACK_IID, 1);
 	for (int n = 0; n < TL_MAX_ARGS + 3; n++) {
@@ -662,14 +678,9 @@ TEST(reader_keeps_within_model_limits)
 	pb_varint(&b, PFT_FRAME_IID, 1);
 	pb_varint(&b, PFT_FRAME_MAPPING_ID, 1);
 	pb_end(&b, entry);
-	entry = pb_begin(&b, PFT_INTERNED_CALLSTACKS);
-	pb_varint(&b, PFT_CALLSTACK_IID, 1);
-	pb_varint(&b, PFT_CALLSTACK_FRAME_IDS, 1);
-	pb_end(&b, entry);
+	interned_callstack(&b, 1, 1, 1);
 	pb_end(&b, i);
-	e = pb_begin(&b, PFT_PACKET_TRACK_EVENT);
-	pb_varint(&b, PFT_EVENT_TYPE, PFT_TYPE_INSTANT);
-	pb_varint(&b, PFT_EVENT_TRACK_UUID, 5);
+	e = instant_begin(&b, 5);
 	pb_varint(&b, PFT_EVENT_CALLSTACK_IID, 1);
 	pb_end(&b, e);
 	pb_end(&b, p);

@@ -146,15 +146,11 @@ static int enable_head(uint8_t *buf, size_t cap, int with_psb, uint64_t psb_tsc,
 	struct pt_packet psb = {.type = ppt_psb}, psbend = {.type = ppt_psbend};
 	struct pt_packet mode = ht_synth_mode_exec_packet(), t_psb = ht_synth_tsc_packet(psb_tsc);
 	struct pt_packet t = ht_synth_tsc_packet(tsc), pge = ht_synth_ip_packet(ppt_tip_pge, ip);
-	struct pt_config cfg;
 	struct pt_encoder *enc;
 	uint64_t off = 0;
 	int rc = 0;
 
-	pt_config_init(&cfg);
-	cfg.begin = buf;
-	cfg.end = buf + cap;
-	enc = pt_alloc_encoder(&cfg);
+	enc = ht_synth_encoder_new(buf, cap);
 	if (!enc)
 		return -1;
 	if (with_psb)

@@ -8,19 +8,19 @@
  */
 #include <dirent.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <linux/perf_event.h>
 #include <stdio.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
 #include "check.h"
+#include "programs.h"
 #include "kernel/comm_cache.h"
 #include "base/log.h"
 #include "base/proc.h"
 #include "sources/intelpt/rawcap.h"
 
-static char dir[] = "/tmp/hybtrace-test-rawcap-XXXXXX";
+static char dir[64];
 
 static bool has(const char *haystack, const char *needle)
 {
@@ -381,7 +381,7 @@ TEST(round_trip_of_a_full_capture)
 	char path[PATH_MAX], err[512];
 	struct stat st;
 
-	CHECK(mkdtemp(dir) != NULL);
+	CHECK(!prog_make_dir(dir, sizeof(dir), "/tmp/hybtrace-test-rawcap-XXXXXX"));
 	make_full(&c, 100000);
 	snprintf(path, sizeof(path), "%s/full" HT_RAWCAP_SUFFIX, dir);
 	CHECK(!ht_rawcap_write(path, &c));
@@ -1126,19 +1126,4 @@ TEST(sideband_records_parse)
 	CHECK(!ht_sb_parse(buf, 16, PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_CPU, &s));
 	CHECK(s.count == 0 && s.malformed == 1);
 	ht_sb_set_free(&s);
-}
-
-static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-	(void)st;
-	(void)flag;
-	(void)ftw;
-	return remove(path);
-}
-
-/* The temporary tree goes with the test. */
-__attribute__((destructor)) static void cleanup(void)
-{
-	if (strcmp(dir + strlen(dir) - 6, "XXXXXX"))
-		nftw(dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
 }

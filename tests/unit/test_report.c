@@ -20,6 +20,7 @@
 #include "sources/sample/user_timeline.h"
 #include "symbols/ksyms.h"
 #include "trace/timeline.h"
+#include "window_fixtures.h"
 
 #define TGID 4000
 #define A    4001 /* the target thread */
@@ -33,17 +34,7 @@ static struct ht_comm_cache comms;
 static void add(unsigned int cpu, uint64_t ts, uint8_t kind, uint8_t flags, uint32_t a, uint32_t b,
 		uint16_t aux, uint64_t arg)
 {
-	struct ht_fr_event *e = &events[nevents++];
-
-	memset(e, 0, sizeof(*e));
-	e->cpu = cpu;
-	e->rec.ts_ns = ts;
-	e->rec.kind = kind;
-	e->rec.flags = flags;
-	e->rec.tid_a = a;
-	e->rec.tid_b = b;
-	e->rec.aux = aux;
-	e->rec.arg = arg;
+	events[nevents++] = fx_fr_event(cpu, ts, kind, flags, a, b, aux, arg);
 }
 
 /*
@@ -58,22 +49,16 @@ static const struct ht_sample_set *dump_samples;
 static void write_dump(const char *name, const char *kind, uint64_t t0, uint64_t t1,
 		       const struct ht_breach *breach)
 {
-	static struct ht_fr_event entries[2];
-	static bool valid[2];
-	struct ht_fr_window w = { .t0 = t0, .t1 = t1, .events = events, .count = nevents,
-				  .ncpus = 2, .entry_switch = entries, .entry_valid = valid };
-	struct ht_sched_index idx;
+	struct ht_fr_window w = fx_fr_window(events, nevents, t0, t1);
 	struct timeline *tl = tl_new();
 	struct ht_kernel_window kw = { .tgid = TGID, .target_comm = "target", .t0 = t0, .t1 = t1,
-				       .w = &w, .idx = &idx, .comms = &comms, .breach = breach,
+				       .w = &w, .comms = &comms, .breach = breach,
 				       .threshold_ns = dump_threshold_ns, .ksyms = dump_ksyms };
 	struct ht_user_window uw = { .tgid = TGID, .t0 = t0, .t1 = t1, .period_ns = 100,
 				     .samples = dump_samples, .breach = breach };
 	char path[PATH_MAX], err[256], buf[32];
 
-	CHECK(!ht_sched_index_build(&w, &idx));
-	CHECK(!ht_kernel_timeline_build(tl, &kw));
-	ht_sched_index_free(&idx);
+	CHECK(!fx_kernel_timeline_lower(tl, &kw));
 	if (dump_samples)
 		CHECK(!ht_user_timeline_build(tl, &uw));
 	tl_meta_set(tl, HT_META_TARGET_PID, "4000");
@@ -234,9 +219,7 @@ TEST(directory_lists_by_ratio_to_the_threshold)
 TEST(ran_instead_is_the_live_lines)
 {
 	char path[PATH_MAX], *argv[] = { "report", "--json", path, NULL };
-	struct ht_breach_info bi = { .b = rq_breach, .threshold_ns = 1000, .have_culprits = true };
-	static struct ht_fr_event entries[2];
-	static bool valid[2];
+	struct ht_breach_info bi = {.b = rq_breach, .threshold_ns = 1000, .have_culprits = true};
 	struct ht_fr_window w;
 	struct ht_sched_index idx;
 	char *live = NULL, *reported, *a, *b;
@@ -248,8 +231,7 @@ TEST(ran_instead_is_the_live_lines)
 	snprintf(path, sizeof(path), "%s/hybtrace-4000-20261201-100000.000-rq-delay.perfetto-trace",
 		 dir);
 	/* The live side: culprits of the same window, as session.c computes them. */
-	w = (struct ht_fr_window){ .t0 = 100, .t1 = 6000, .events = events, .count = nevents,
-				   .ncpus = 2, .entry_switch = entries, .entry_valid = valid };
+	w = fx_fr_window(events, nevents, 100, 6000);
 	CHECK(!ht_sched_index_build(&w, &idx));
 	ht_culprits_compute(&w, &idx, A, rq_breach.start_ns, rq_breach.end_ns, true, 0,
 			    &bi.culprits);

@@ -22,6 +22,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "check.h"
+#include "programs.h"
 #include "base/log.h"
 #include "symbols/proc_maps.h"
 #include "symbols/symbolizer.h"
@@ -110,37 +111,16 @@ static const char prog_c[] =
 static char dir[64];
 static int built; /* 0: not tried; 1: built; -1: failed */
 
-static int write_file(const char *name, const char *text)
-{
-	char path[256];
-	FILE *f;
-
-	snprintf(path, sizeof(path), "%s/%s", dir, name);
-	f = fopen(path, "w");
-	if (!f)
-		return -1;
-	fputs(text, f);
-	return fclose(f);
-}
-
-static void remove_dir(void)
-{
-	if (dir[0])
-		sh("rm -rf '%s'", dir);
-}
-
 /* Build every program once; 0 when they are there. */
 static int build_programs(void)
 {
 	if (built)
 		return built > 0 ? 0 : -1;
 	built = -1;
-	snprintf(dir, sizeof(dir), "/tmp/ht-symbolizer-XXXXXX");
-	if (!mkdtemp(dir))
+	if (prog_make_dir(dir, sizeof(dir), "/tmp/ht-symbolizer-XXXXXX"))
 		return -1;
-	atexit(remove_dir);
-	if (write_file("lib.c", lib_c) || write_file("late.c", late_c) ||
-	    write_file("prog.c", prog_c))
+	if (prog_write_file(dir, "lib.c", lib_c) || prog_write_file(dir, "late.c", late_c) ||
+	    prog_write_file(dir, "prog.c", prog_c))
 		return -1;
 	if (sh("cd '%s' && cc -O1 -g -shared -fPIC -o libhtlib.so lib.c"
 	       " && cc -O1 -g -shared -fPIC -DLATE_NAME=ht_late_function -o libhtlate.so late.c"
@@ -174,47 +154,20 @@ struct child {
 	uint64_t global, local, lib, vdso, jit;
 };
 
-static uint64_t read_address(struct child *c, const char *key)
-{
-	char line[256], name[64];
-	void *p = NULL;
-
-	if (!fgets(line, sizeof(line), c->from))
-		return 0;
-	if (sscanf(line, "%63s %p", name, &p) != 2 || strcmp(name, key))
-		return 0;
-	return (uint64_t)(uintptr_t)p;
-}
-
 /* Start DIR/PROGRAM and read the addresses it prints. */
 static int child_start(struct child *c, const char *program)
 {
-	int in[2], out[2];
-	char path[256], line[64];
+	char line[64];
 
 	memset(c, 0, sizeof(*c));
-	snprintf(path, sizeof(path), "%s/%s", dir, program);
-	if (pipe(in) || pipe(out))
+	c->pid = prog_start(dir, program, NULL, false, &c->to, &c->from);
+	if (c->pid < 0)
 		return -1;
-	c->pid = fork();
-	if (c->pid == 0) {
-		dup2(in[0], 0);
-		dup2(out[1], 1);
-		close(in[1]);
-		close(out[0]);
-		execl(path, path, (char *)NULL);
-		_exit(127);
-	}
-	close(in[0]);
-	close(out[1]);
-	c->to = fdopen(in[1], "w");
-	c->from = fdopen(out[0], "r");
-	alarm(60); /* a test that hangs on its child fails instead */
-	c->global = read_address(c, "global");
-	c->local = read_address(c, "local");
-	c->lib = read_address(c, "lib");
-	c->vdso = read_address(c, "vdso");
-	c->jit = read_address(c, "jit");
+	c->global = prog_read_address(c->from, "global");
+	c->local = prog_read_address(c->from, "local");
+	c->lib = prog_read_address(c->from, "lib");
+	c->vdso = prog_read_address(c->from, "vdso");
+	c->jit = prog_read_address(c->from, "jit");
 	if (!fgets(line, sizeof(line), c->from) || strcmp(line, "ready\n"))
 		return -1;
 	return c->global && c->local && c->lib && c->jit ? 0 : -1;
@@ -232,17 +185,11 @@ static void child_stop(struct child *c)
 {
 	char path[64];
 
+	prog_stop(c->pid, c->to, c->from);
 	if (c->pid > 0) {
-		kill(c->pid, SIGKILL);
-		waitpid(c->pid, NULL, 0);
 		snprintf(path, sizeof(path), "/tmp/perf-%d.map", c->pid);
 		unlink(path);
 	}
-	if (c->to)
-		fclose(c->to);
-	if (c->from)
-		fclose(c->from);
-	alarm(0);
 	memset(c, 0, sizeof(*c));
 }
 

@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "programs.h"
 #include "base/log.h"
 #include "symbols/unwind_dwarf.h"
 
@@ -163,30 +164,6 @@ struct child {
 	int from_child; /* its stdout */
 };
 
-static void remove_fixture(void)
-{
-	char cmd[128];
-
-	if (!fx.dir[0])
-		return;
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", fx.dir);
-	if (system(cmd) != 0)
-		fprintf(stderr, "cannot remove %s\n", fx.dir);
-}
-
-static int write_file(const char *dir, const char *name, const char *text)
-{
-	char path[256];
-	FILE *f;
-
-	snprintf(path, sizeof(path), "%s/%s", dir, name);
-	f = fopen(path, "w");
-	if (!f)
-		return -1;
-	fputs(text, f);
-	return fclose(f);
-}
-
 static int run_quiet(const char *cmd)
 {
 	int status = system(cmd);
@@ -202,17 +179,13 @@ static int build_fixture(void)
 		return fx.built > 0 ? 0 : -1;
 	fx.built = -1;
 	signal(SIGPIPE, SIG_IGN);
-	snprintf(fx.dir, sizeof(fx.dir), "/tmp/ht-unwind-XXXXXX");
-	if (!mkdtemp(fx.dir)) {
-		fx.dir[0] = '\0';
+	if (prog_make_dir(fx.dir, sizeof(fx.dir), "/tmp/ht-unwind-XXXXXX"))
 		return -1;
-	}
-	atexit(remove_fixture);
 	snprintf(fx.prog, sizeof(fx.prog), "%s/chain", fx.dir);
 	snprintf(fx.prog_df, sizeof(fx.prog_df), "%s/chain_df", fx.dir);
 	snprintf(fx.lib, sizeof(fx.lib), "%s/libgamma.so", fx.dir);
-	if (write_file(fx.dir, "capture.h", capture_h) || write_file(fx.dir, "chain.c", chain_c) ||
-	    write_file(fx.dir, "lib.c", lib_c))
+	if (prog_write_file(fx.dir, "capture.h", capture_h) ||
+	    prog_write_file(fx.dir, "chain.c", chain_c) || prog_write_file(fx.dir, "lib.c", lib_c))
 		return -1;
 	snprintf(cmd, sizeof(cmd),
 		 "cd '%s' && cc " COMMON_CFLAGS " -g -o chain chain.c -ldl && "

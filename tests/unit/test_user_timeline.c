@@ -125,23 +125,33 @@ static size_t slices_of(const struct timeline *tl, struct seen_slice *out, size_
 	return n;
 }
 
-static void check_slice(const struct seen_slice *s, int32_t tid, unsigned int depth,
-			const char *name, uint64_t start_ns, uint64_t end_ns, uint64_t samples)
-{
-	CHECK_EQ_U64(s->tid, tid);
-	CHECK_EQ_U64(s->depth, depth);
-	CHECK_STR(s->name, name);
-	CHECK_EQ_U64(s->start_ns, start_ns);
-	CHECK_EQ_U64(s->end_ns, end_ns);
-	CHECK_EQ_U64(s->samples, samples);
-}
-
 static void print_slices(const struct seen_slice *v, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
 		printf("     tid %d depth %u %s [%llu, %llu) samples %llu\n", v[i].tid, v[i].depth,
 		       v[i].name, (unsigned long long)v[i].start_ns,
 		       (unsigned long long)v[i].end_ns, (unsigned long long)v[i].samples);
+}
+
+/* TL's slices are WANT's NWANT, field by field; the slices seen are printed when they are not. */
+static void check_slices(const struct timeline *tl, const struct seen_slice *want, size_t nwant)
+{
+	struct seen_slice v[16];
+	size_t n = slices_of(tl, v, 16);
+
+	CHECK_EQ_U64(n, nwant);
+	if (n != nwant) {
+		print_slices(v, n);
+		return;
+	}
+	for (size_t i = 0; i < n; i++) {
+		CHECK_EQ_U64(v[i].tid, want[i].tid);
+		CHECK_EQ_U64(v[i].depth, want[i].depth);
+		CHECK_STR(v[i].name, want[i].name);
+		CHECK_EQ_U64(v[i].start_ns, want[i].start_ns);
+		CHECK_EQ_U64(v[i].end_ns, want[i].end_ns);
+		CHECK_EQ_U64(v[i].samples, want[i].samples);
+	}
 }
 
 /*
@@ -154,9 +164,18 @@ TEST(stacks_become_nested_slices_of_known_spans)
 {
 	static const uint64_t mwl[] = {MAIN, WORK, LEAF}, mwo[] = {MAIN, WORK, OTHER};
 	static const uint64_t mi[] = {MAIN, IDLE}, k[] = {KFUNC};
-	struct seen_slice v[16];
+	static const struct seen_slice want[] = {
+		{T1, 0, "0x1000", 1000, 5000, 4},
+		{T1, 1, "0x2000", 1000, 5000, 4},
+		{T1, 2, "0x3000", 1000, 4000, 3},
+		{T1, 2, "0x4000", 4000, 5000, 1},
+		/* After the gap: a new main, not the old one stretched over the gap. */
+		{T1, 0, "0x1000", 6100, 7100, 1},
+		{T1, 1, "0x5000", 6100, 7100, 1},
+		/* Kernel frames go under the user frames, named by address without ksyms. */
+		{T1, 2, "[kernel]+0xffffffff81000000", 6100, 7100, 1},
+	};
 	struct timeline *tl;
-	size_t n;
 
 	set.count = 0;
 	add_sample(T1, 1000, mwl, 3, NULL, 0);
@@ -165,21 +184,7 @@ TEST(stacks_become_nested_slices_of_known_spans)
 	add_sample(T1, 4000, mwo, 3, NULL, 0);
 	add_sample(T1, 6100, mi, 2, k, 1); /* a little more than two periods after the last */
 	tl = build(NULL, NULL);
-	n = slices_of(tl, v, 16);
-	CHECK_EQ_U64(n, 7);
-	if (n == 7) {
-		check_slice(&v[0], T1, 0, "0x1000", 1000, 5000, 4);
-		check_slice(&v[1], T1, 1, "0x2000", 1000, 5000, 4);
-		check_slice(&v[2], T1, 2, "0x3000", 1000, 4000, 3);
-		check_slice(&v[3], T1, 2, "0x4000", 4000, 5000, 1);
-		/* After the gap: a new main, not the old one stretched over the gap. */
-		check_slice(&v[4], T1, 0, "0x1000", 6100, 7100, 1);
-		check_slice(&v[5], T1, 1, "0x5000", 6100, 7100, 1);
-		/* Kernel frames go under the user frames, named by address without ksyms. */
-		check_slice(&v[6], T1, 2, "[kernel]+0xffffffff81000000", 6100, 7100, 1);
-	} else {
-		print_slices(v, n);
-	}
+	check_slices(tl, want, sizeof(want) / sizeof(want[0]));
 	tl_free(tl);
 }
 
@@ -190,24 +195,19 @@ TEST(stacks_become_nested_slices_of_known_spans)
 TEST(early_samples_and_short_gaps)
 {
 	static const uint64_t ma[] = {MAIN, WORK}, mb[] = {MAIN, OTHER};
-	struct seen_slice v[8];
+	static const struct seen_slice want[] = {
+		{T1, 0, "0x1000", 1000, 4600, 3},
+		{T1, 1, "0x2000", 1000, 1600, 1},
+		{T1, 1, "0x4000", 1600, 4600, 2},
+	};
 	struct timeline *tl;
-	size_t n;
 
 	set.count = 0;
 	add_sample(T1, 1000, ma, 2, NULL, 0);
 	add_sample(T1, 1600, mb, 2, NULL, 0); /* 0.6 periods after the last */
 	add_sample(T1, 3600, mb, 2, NULL, 0); /* two periods later: still on the CPU */
 	tl = build(NULL, NULL);
-	n = slices_of(tl, v, 8);
-	CHECK_EQ_U64(n, 3);
-	if (n == 3) {
-		check_slice(&v[0], T1, 0, "0x1000", 1000, 4600, 3);
-		check_slice(&v[1], T1, 1, "0x2000", 1000, 1600, 1);
-		check_slice(&v[2], T1, 1, "0x4000", 1600, 4600, 2);
-	} else {
-		print_slices(v, n);
-	}
+	check_slices(tl, want, sizeof(want) / sizeof(want[0]));
 	tl_free(tl);
 }
 
@@ -215,11 +215,16 @@ TEST(early_samples_and_short_gaps)
 TEST(threads_interleaved_get_tracks_of_their_own)
 {
 	static const uint64_t a[] = {MAIN, WORK}, b[] = {MAIN, IDLE};
+	static const struct seen_slice want[] = {
+		/* Tracks are in the order the threads were first sampled. */
+		{T1, 0, "0x1000", 1000, 3000, 2},
+		{T1, 1, "0x2000", 1000, 3000, 2},
+		{T2, 0, "0x1000", 1100, 3100, 2},
+		{T2, 1, "0x5000", 1100, 3100, 2},
+	};
 	const struct ht_user_window uw = {
 		.tgid = TGID, .t1 = 100000, .period_ns = PERIOD_NS, .samples = &set};
-	struct seen_slice v[8];
 	struct timeline *tl;
-	size_t n;
 	int process;
 
 	set.count = 0;
@@ -234,17 +239,7 @@ TEST(threads_interleaved_get_tracks_of_their_own)
 		&(struct tl_track_desc){.kind = TL_TRACK_PROCESS, .pid = TGID, .name = "target"});
 	CHECK(process >= 0);
 	CHECK(!ht_user_timeline_build(tl, &uw));
-	n = slices_of(tl, v, 8);
-	CHECK_EQ_U64(n, 4);
-	if (n == 4) {
-		/* Tracks are in the order the threads were first sampled. */
-		check_slice(&v[0], T1, 0, "0x1000", 1000, 3000, 2);
-		check_slice(&v[1], T1, 1, "0x2000", 1000, 3000, 2);
-		check_slice(&v[2], T2, 0, "0x1000", 1100, 3100, 2);
-		check_slice(&v[3], T2, 1, "0x5000", 1100, 3100, 2);
-	} else {
-		print_slices(v, n);
-	}
+	check_slices(tl, want, sizeof(want) / sizeof(want[0]));
 	CHECK_EQ_U64(tl_track_count(tl), 3);
 	for (size_t i = 1; i < tl_track_count(tl) && process >= 0; i++) {
 		const struct tl_track *t = tl_track(tl, i);
@@ -368,11 +363,14 @@ static uint64_t end_of(struct ht_symbolizer *s, uint64_t start, const char *name
  */
 TEST(frames_named_by_the_symbolizer_and_garbage_cut)
 {
+	static const struct seen_slice want[] = {
+		{T1, 0, "ut_root_fn", 1000, 2000, 1},
+		{T1, 1, "ut_mid_fn", 1000, 2000, 1},
+		{T1, 2, "ut_leaf_fn", 1000, 2000, 1},
+	};
 	struct ht_symbolizer *s = ht_symbolizer_new(getpid());
-	struct seen_slice v[8];
 	struct timeline *tl;
 	uint64_t user[5];
-	size_t n;
 
 	CHECK(s != NULL);
 	if (!s)
@@ -386,15 +384,7 @@ TEST(frames_named_by_the_symbolizer_and_garbage_cut)
 	set.count = 0;
 	add_sample(T1, 1000, user, 5, NULL, 0);
 	tl = build(s, NULL);
-	n = slices_of(tl, v, 8);
-	CHECK_EQ_U64(n, 3);
-	if (n == 3) {
-		check_slice(&v[0], T1, 0, "ut_root_fn", 1000, 2000, 1);
-		check_slice(&v[1], T1, 1, "ut_mid_fn", 1000, 2000, 1);
-		check_slice(&v[2], T1, 2, "ut_leaf_fn", 1000, 2000, 1);
-	} else {
-		print_slices(v, n);
-	}
+	check_slices(tl, want, sizeof(want) / sizeof(want[0]));
 	tl_free(tl);
 	ht_symbolizer_free(s);
 }

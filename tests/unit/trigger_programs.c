@@ -1,15 +1,13 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /* Test only, linked into the tests that use it: see trigger_programs.h. */
 #include <limits.h>
-#include <signal.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/personality.h>
-#include <sys/wait.h>
 #include <unistd.h>
+#include "programs.h"
 #include "sh.h"
 #include "symbols/symbolizer.h"
 #include "trigger_programs.h"
@@ -157,54 +155,6 @@ static const char dup_c[] = "__attribute__((noinline)) int dup_function(int x)\n
 char trig_dir[64];
 static int built; /* 0: not tried; 1: built; -1: failed */
 
-int trig_write_file(const char *name, const char *text)
-{
-	char path[256];
-	FILE *f;
-
-	snprintf(path, sizeof(path), "%s/%s", trig_dir, name);
-	f = fopen(path, "w");
-	if (!f)
-		return -1;
-	fputs(text, f);
-	return fclose(f);
-}
-
-static void remove_dir(void)
-{
-	if (trig_dir[0])
-		sh("rm -rf '%s'", trig_dir);
-}
-
-int trig_find_include_dir(char *out, size_t len)
-{
-	char exe[PATH_MAX];
-	ssize_t n;
-
-	if (!access("include/hybtrace/hybtrace.h", R_OK) && getcwd(exe, sizeof(exe))) {
-		snprintf(out, len, "%s/include", exe);
-		return 0;
-	}
-	n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-	if (n <= 0)
-		return -1;
-	exe[n] = 0;
-	for (int up = 0; up < 5; up++) {
-		char *slash = strrchr(exe, '/');
-		char probe[PATH_MAX + 64];
-
-		if (!slash)
-			break;
-		*slash = 0;
-		snprintf(probe, sizeof(probe), "%s/include/hybtrace/hybtrace.h", exe);
-		if (!access(probe, R_OK)) {
-			snprintf(out, len, "%s/include", exe);
-			return 0;
-		}
-	}
-	return -1;
-}
-
 int trig_programs_build(void)
 {
 	char include[PATH_MAX + 16];
@@ -212,17 +162,17 @@ int trig_programs_build(void)
 	if (built)
 		return built > 0 ? 0 : -1;
 	built = -1;
-	if (trig_find_include_dir(include, sizeof(include))) {
+	if (prog_find_include_dir("hybtrace/hybtrace.h", include, sizeof(include))) {
 		printf("     cannot find include/hybtrace/hybtrace.h\n");
 		return -1;
 	}
-	snprintf(trig_dir, sizeof(trig_dir), "/tmp/ht-triggers-XXXXXX");
-	if (!mkdtemp(trig_dir))
+	if (prog_make_dir(trig_dir, sizeof(trig_dir), "/tmp/ht-triggers-XXXXXX"))
 		return -1;
-	atexit(remove_dir);
-	if (trig_write_file("prog.c", prog_c) || trig_write_file("twin.c", twin_c) ||
-	    trig_write_file("lib.c", lib_c) || trig_write_file("late.c", late_c) ||
-	    trig_write_file("dup.c", dup_c))
+	if (prog_write_file(trig_dir, "prog.c", prog_c) ||
+	    prog_write_file(trig_dir, "twin.c", twin_c) ||
+	    prog_write_file(trig_dir, "lib.c", lib_c) ||
+	    prog_write_file(trig_dir, "late.c", late_c) ||
+	    prog_write_file(trig_dir, "dup.c", dup_c))
 		return -1;
 	if (sh("cd '%s' && cc -O1 -g -shared -fPIC -o libtrig.so lib.c"
 	       " && cc -O1 -g -shared -fPIC -o libtriglate.so late.c"
@@ -249,28 +199,16 @@ int trig_programs_build(void)
 	return 0;
 }
 
-static uint64_t read_address(struct child *c, const char *key)
-{
-	char line[256], name[64];
-	void *p = NULL;
-
-	if (!fgets(line, sizeof(line), c->from))
-		return 0;
-	if (sscanf(line, "%63s %p", name, &p) != 2 || strcmp(name, key))
-		return 0;
-	return (uint64_t)(uintptr_t)p;
-}
-
 int read_banner(struct child *c)
 {
 	char line[64];
 
-	c->work = read_address(c, "work");
-	c->other = read_address(c, "other");
-	c->thread = read_address(c, "thread");
-	c->twin_a = read_address(c, "twin_a");
-	c->twin_b = read_address(c, "twin_b");
-	c->lib = read_address(c, "lib");
+	c->work = prog_read_address(c->from, "work");
+	c->other = prog_read_address(c->from, "other");
+	c->thread = prog_read_address(c->from, "thread");
+	c->twin_a = prog_read_address(c->from, "twin_a");
+	c->twin_b = prog_read_address(c->from, "twin_b");
+	c->lib = prog_read_address(c->from, "lib");
 	if (!fgets(line, sizeof(line), c->from) || strcmp(line, "ready\n"))
 		return -1;
 	return c->work && c->other && c->thread && c->twin_a && c->twin_b && c->lib ? 0 : -1;
@@ -278,29 +216,10 @@ int read_banner(struct child *c)
 
 int child_start(struct child *c, int fixed)
 {
-	int in[2], out[2];
-	char path[256];
-
 	memset(c, 0, sizeof(*c));
-	snprintf(path, sizeof(path), "%s/trigprog", trig_dir);
-	if (pipe(in) || pipe(out))
+	c->pid = prog_start(trig_dir, "trigprog", NULL, fixed, &c->to, &c->from);
+	if (c->pid < 0)
 		return -1;
-	c->pid = fork();
-	if (c->pid == 0) {
-		dup2(in[0], 0);
-		dup2(out[1], 1);
-		close(in[1]);
-		close(out[0]);
-		if (fixed)
-			personality(ADDR_NO_RANDOMIZE);
-		execl(path, path, (char *)NULL);
-		_exit(127);
-	}
-	close(in[0]);
-	close(out[1]);
-	c->to = fdopen(in[1], "w");
-	c->from = fdopen(out[0], "r");
-	alarm(60); /* a test that hangs on its child fails instead */
 	return read_banner(c);
 }
 
@@ -327,15 +246,7 @@ int child_do(struct child *c, const char *fmt, ...)
 
 void child_stop(struct child *c)
 {
-	if (c->pid > 0) {
-		kill(c->pid, SIGKILL);
-		waitpid(c->pid, NULL, 0);
-	}
-	if (c->to)
-		fclose(c->to);
-	if (c->from)
-		fclose(c->from);
-	alarm(0);
+	prog_stop(c->pid, c->to, c->from);
 	memset(c, 0, sizeof(*c));
 }
 

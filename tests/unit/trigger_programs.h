@@ -22,12 +22,6 @@ extern char trig_dir[64];
 int trig_programs_build(void);
 #define REQUIRE_PROGRAMS() REQUIRE_BUILT(trig_programs_build)
 
-/* Write TEXT into the file NAME in trig_dir. 0 or -1. */
-int trig_write_file(const char *name, const char *text);
-
-/* The repository's include/ (for <hybtrace/hybtrace.h>): from the cwd or above the binary. */
-int trig_find_include_dir(char *out, size_t len);
-
 struct child {
 	pid_t pid;
 	FILE *to, *from;

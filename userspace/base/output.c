@@ -104,8 +104,7 @@ int ht_output_remove(const char *path, uint64_t dev, uint64_t ino)
 	return 0;
 }
 
-/* Rename without replacing; filesystems without RENAME_NOREPLACE get link + unlink. */
-static int rename_noreplace(const char *from, const char *to)
+int ht_output_rename_noreplace(const char *from, const char *to)
 {
 	if (!renameat2(AT_FDCWD, from, AT_FDCWD, to, RENAME_NOREPLACE))
 		return 0;
@@ -117,31 +116,44 @@ static int rename_noreplace(const char *from, const char *to)
 	return 0;
 }
 
-int ht_output_commit(struct ht_output_file *f, const char *dir, const char *base, char *final,
-		     size_t len)
+int ht_output_sync(struct ht_output_file *f, const char *dir, const char *what)
 {
 	if (fsync(f->fd)) {
 		int err = errno;
 
 		ht_output_abort(f);
-		return ht_fail("cannot write the dump in %s: %s", dir, strerror(err));
+		return ht_fail("cannot write the %s in %s: %s", what, dir, strerror(err));
 	}
 	close(f->fd);
 	f->fd = -1;
+	return 0;
+}
+
+int ht_output_commit(struct ht_output_file *f, const char *dir, const char *base, char *final,
+		     size_t len)
+{
+	if (ht_output_sync(f, dir, "dump"))
+		return -1;
+	return ht_output_name(f->tmp_path, dir, base, HT_DUMP_SUFFIX, "dump", final, len);
+}
+
+int ht_output_name(const char *tmp_path, const char *dir, const char *base, const char *suffix,
+		   const char *what, char *final, size_t len)
+{
 	for (int n = 0; n < MAX_SUFFIX; n++) {
 		if (n == 0)
-			snprintf(final, len, "%s/%s" HT_DUMP_SUFFIX, dir, base);
+			snprintf(final, len, "%s/%s%s", dir, base, suffix);
 		else
-			snprintf(final, len, "%s/%s-%d" HT_DUMP_SUFFIX, dir, base, n);
-		if (!rename_noreplace(f->tmp_path, final))
+			snprintf(final, len, "%s/%s-%d%s", dir, base, n, suffix);
+		if (!ht_output_rename_noreplace(tmp_path, final))
 			return 0;
 		if (errno != EEXIST) {
 			int err = errno;
 
-			unlink(f->tmp_path);
-			return ht_fail("cannot name the dump %s: %s", final, strerror(err));
+			unlink(tmp_path);
+			return ht_fail("cannot name the %s %s: %s", what, final, strerror(err));
 		}
 	}
-	unlink(f->tmp_path);
-	return ht_fail("cannot name the dump: %s/%s-N" HT_DUMP_SUFFIX " all exist", dir, base);
+	unlink(tmp_path);
+	return ht_fail("cannot name the %s: %s/%s-N%s all exist", what, dir, base, suffix);
 }

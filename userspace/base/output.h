@@ -39,6 +39,23 @@ int ht_output_commit(struct ht_output_file *f, const char *dir, const char *base
 		     size_t len);
 
 /*
+ * Flush F (a temporary file in DIR) to the disk and close it; on failure
+ * it is removed and the error names it as WHAT ("dump"). 0 or -1.
+ */
+int ht_output_sync(struct ht_output_file *f, const char *dir, const char *what);
+
+/*
+ * Rename TMP_PATH to DIR/BASE+SUFFIX, or DIR/BASE-N+SUFFIX when that
+ * exists, never over a file. FINAL gets the path. On failure TMP_PATH is
+ * gone and the error names the file as WHAT ("dump").
+ */
+int ht_output_name(const char *tmp_path, const char *dir, const char *base, const char *suffix,
+		   const char *what, char *final, size_t len);
+
+/* Rename without replacing; filesystems without RENAME_NOREPLACE get link + unlink. 0 or -1. */
+int ht_output_rename_noreplace(const char *from, const char *to);
+
+/*
  * Remove a dump written before (one a worse dump replaces), only if PATH is
  * still that file (DEV, INO): a file someone put in its place stays. A file
  * already gone counts as removed. Returns 0, or -1 with ht_last_error().

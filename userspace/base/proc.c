@@ -12,7 +12,7 @@
 #include "base/log.h"
 #include "base/proc.h"
 
-static int read_small_file(const char *path, char *buf, size_t len)
+int ht_read_small_file(const char *path, char *buf, size_t len)
 {
 	ssize_t n;
 	int fd;
@@ -28,6 +28,37 @@ static int read_small_file(const char *path, char *buf, size_t len)
 	return 0;
 }
 
+char *ht_read_all(int fd, size_t limit, size_t *len)
+{
+	size_t cap = 64 * 1024, n = 0;
+	char *buf = malloc(cap);
+
+	while (buf) {
+		ssize_t r;
+
+		if (n == cap) {
+			char *b = cap < limit ? realloc(buf, cap * 2) : NULL;
+
+			if (!b)
+				break;
+			buf = b;
+			cap *= 2;
+		}
+		r = read(fd, buf + n, cap - n);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0)
+			break;
+		if (r == 0) {
+			*len = n;
+			return buf;
+		}
+		n += r;
+	}
+	free(buf);
+	return NULL;
+}
+
 int ht_proc_stat_state(int tid, char *state, unsigned long *flags)
 {
 	char path[64], buf[1024], *p;
@@ -35,7 +66,7 @@ int ht_proc_stat_state(int tid, char *state, unsigned long *flags)
 	char s;
 
 	snprintf(path, sizeof(path), "/proc/%d/stat", tid);
-	if (read_small_file(path, buf, sizeof(buf)))
+	if (ht_read_small_file(path, buf, sizeof(buf)))
 		return -1;
 	/* comm may hold spaces and parentheses: the fields start after the last ')'. */
 	p = strrchr(buf, ')');
@@ -51,7 +82,7 @@ static int read_tgid(int pid, int *tgid)
 	char path[64], buf[4096], *line;
 
 	snprintf(path, sizeof(path), "/proc/%d/status", pid);
-	if (read_small_file(path, buf, sizeof(buf)))
+	if (ht_read_small_file(path, buf, sizeof(buf)))
 		return -1;
 	line = strstr(buf, "\nTgid:");
 	if (!line || sscanf(line, "\nTgid: %d", tgid) != 1)
@@ -166,7 +197,7 @@ int ht_proc_thread_comm(int tid, char *buf, size_t len)
 	size_t n;
 
 	snprintf(path, sizeof(path), "/proc/%d/comm", tid);
-	if (read_small_file(path, tmp, sizeof(tmp)))
+	if (ht_read_small_file(path, tmp, sizeof(tmp)))
 		return -1;
 	n = strcspn(tmp, "\n");
 	tmp[n] = '\0';
@@ -179,7 +210,7 @@ int ht_proc_real_uid(int tgid, unsigned int *uid)
 	char path[64], buf[2048], *line;
 
 	snprintf(path, sizeof(path), "/proc/%d/status", tgid);
-	if (read_small_file(path, buf, sizeof(buf)))
+	if (ht_read_small_file(path, buf, sizeof(buf)))
 		return ht_fail("cannot read %s: %s", path, strerror(errno));
 	line = strstr(buf, "\nUid:");
 	if (!line || sscanf(line + 5, "%u", uid) != 1)

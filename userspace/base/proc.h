@@ -40,6 +40,15 @@ int ht_proc_stat_state(int tid, char *state, unsigned long *flags);
 /* The real uid of process TGID. Returns 0, or -1 with the reason. */
 int ht_proc_real_uid(int tgid, unsigned int *uid);
 
+/* A small /proc or sysfs file's text, in one read, NUL-terminated in BUF. 0, or -1 (errno set). */
+int ht_read_small_file(const char *path, char *buf, size_t len);
+
+/*
+ * All of FD (up to LIMIT bytes) in an allocated buffer, for files whose size
+ * is unknown until read; NULL when unreadable (errno set) or larger.
+ */
+char *ht_read_all(int fd, size_t limit, size_t *len);
+
 /* The number in a one-number file such as /proc/sys/kernel/pid_max. Returns 0 or -1. */
 int ht_proc_read_long(const char *path, long *out);
 

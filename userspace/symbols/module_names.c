@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
+#include "base/proc.h"
 #include "symbols/elf_symbols.h"
 #include "symbols/module_names.h"
 

@@ -10,11 +10,13 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 #include "base/log.h"
+#include "base/proc.h"
 #include "symbols/proc_maps.h"
 
 /* A cursor over one line. */
@@ -195,46 +197,19 @@ fail:
 /* The whole of a /proc file; its size is unknown until read. */
 static char *read_proc_file(const char *path, size_t *len)
 {
-	size_t cap = 64 * 1024, n = 0;
-	char *buf = malloc(cap);
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	char *text;
 
-	if (fd < 0 || !buf) {
-		ht_fail("cannot read %s: %s", path, fd < 0 ? strerror(errno) : "out of memory");
-		goto fail;
+	if (fd < 0) {
+		ht_fail("cannot read %s: %s", path, strerror(errno));
+		return NULL;
 	}
-	for (;;) {
-		ssize_t r;
-
-		if (n == cap) {
-			char *b = realloc(buf, cap * 2);
-
-			if (!b) {
-				ht_fail("cannot read %s: out of memory", path);
-				goto fail;
-			}
-			buf = b;
-			cap *= 2;
-		}
-		r = read(fd, buf + n, cap - n);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r < 0) {
-			ht_fail("cannot read %s: %s", path, strerror(errno));
-			goto fail;
-		}
-		if (r == 0)
-			break;
-		n += r;
-	}
+	text = ht_read_all(fd, SIZE_MAX, len);
+	if (!text)
+		ht_fail("cannot read %s: %s", path,
+			errno == ENOMEM ? "out of memory" : strerror(errno));
 	close(fd);
-	*len = n;
-	return buf;
-fail:
-	if (fd >= 0)
-		close(fd);
-	free(buf);
-	return NULL;
+	return text;
 }
 
 int ht_maps_read(int pid, struct ht_maps *out)

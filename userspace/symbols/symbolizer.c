@@ -15,6 +15,7 @@
 #include <sys/auxv.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include "base/proc.h"
 #include "symbols/elf_symbols.h"
 #include "base/log.h"
 #include "symbols/perf_map.h"

@@ -341,37 +341,6 @@ int ht_file_crc32(int fd, uint32_t *out)
 	return 0;
 }
 
-char *ht_read_all(int fd, size_t limit, size_t *len)
-{
-	size_t cap = 64 * 1024, n = 0;
-	char *buf = malloc(cap);
-
-	while (buf) {
-		ssize_t r;
-
-		if (n == cap) {
-			char *b = cap < limit ? realloc(buf, cap * 2) : NULL;
-
-			if (!b)
-				break;
-			buf = b;
-			cap *= 2;
-		}
-		r = read(fd, buf + n, cap - n);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r < 0)
-			break;
-		if (r == 0) {
-			*len = n;
-			return buf;
-		}
-		n += r;
-	}
-	free(buf);
-	return NULL;
-}
-
 /* hybtrace's own vdso: its mapping at AT_SYSINFO_EHDR. */
 static const void *own_vdso(size_t *len)
 {

@@ -110,9 +110,6 @@ int ht_target_open_perf_map(const struct ht_target *t, char *shown, size_t shown
 /* The .gnu_debuglink CRC-32 (zlib's crc32) of all of FD. 0 or -1 with ht_fail(). */
 int ht_file_crc32(int fd, uint32_t *crc);
 
-/* All of FD (up to LIMIT bytes) in an allocated buffer, or NULL when unreadable or larger. */
-char *ht_read_all(int fd, size_t limit, size_t *len);
-
 /* Whether PATH ends in " (deleted)", as /proc shows unlinked files. */
 int ht_path_is_deleted(const char *path);
 

@@ -520,21 +520,6 @@ static void do_call(struct ht_callstack *cs, uint64_t from, uint64_t to, uint64_
 
 /* OCaml traps. */
 
-static int in_sorted(const uint64_t *v, size_t n, uint64_t x)
-{
-	size_t lo = 0, hi = n;
-
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-
-		if (v[mid] < x)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo < n && v[lo] == x;
-}
-
 static size_t lower_bound(const uint64_t *v, size_t n, uint64_t x)
 {
 	size_t lo = 0, hi = n;
@@ -548,6 +533,13 @@ static size_t lower_bound(const uint64_t *v, size_t n, uint64_t x)
 			hi = mid;
 	}
 	return lo;
+}
+
+static int in_sorted(const uint64_t *v, size_t n, uint64_t x)
+{
+	size_t i = lower_bound(v, n, x);
+
+	return i < n && v[i] == x;
 }
 
 static int is_enter_trap(const struct ht_callstack *cs, uint64_t addr)

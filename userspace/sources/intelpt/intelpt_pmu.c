@@ -19,6 +19,7 @@
 #include "sources/intelpt/intelpt_capture.h"
 #include "sources/intelpt/intelpt_private.h"
 #include "base/log.h"
+#include "base/proc.h"
 
 _Static_assert(offsetof(struct perf_event_attr, aux_sample_size) + 4 == HT_ATTR_AUX_ACTION_OFFSET,
 	       "aux_action is the u32 after aux_sample_size");
@@ -60,16 +61,11 @@ static const char *root_of(const char *sysroot)
 /* A small sysfs file's text without its trailing newline: 0, -1 (errno set). */
 int ht_intelpt_read_text(const char *path, char *buf, size_t len)
 {
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	ssize_t n;
+	size_t n;
 
-	if (fd < 0)
+	if (ht_read_small_file(path, buf, len))
 		return -1;
-	n = read(fd, buf, len - 1);
-	close(fd);
-	if (n < 0)
-		return -1;
-	buf[n] = 0;
+	n = strlen(buf);
 	while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == ' '))
 		buf[--n] = 0;
 	return 0;

@@ -464,19 +464,6 @@ int ht_rawcap_write_fd(int fd, const struct ht_rawcap *c)
 	return 0;
 }
 
-/* Rename without replacing; filesystems without RENAME_NOREPLACE get link + unlink. */
-static int rename_noreplace(const char *from, const char *to)
-{
-	if (!renameat2(AT_FDCWD, from, AT_FDCWD, to, RENAME_NOREPLACE))
-		return 0;
-	if (errno != EINVAL && errno != ENOSYS)
-		return -1;
-	if (link(from, to))
-		return -1;
-	unlink(from);
-	return 0;
-}
-
 /* Write into a fresh temporary file in DIR; the caller renames it. */
 static int write_temp(const char *dir, const struct ht_rawcap *c, struct ht_output_file *f)
 {
@@ -486,15 +473,7 @@ static int write_temp(const char *dir, const struct ht_rawcap *c, struct ht_outp
 		ht_output_abort(f);
 		return -1;
 	}
-	if (fsync(f->fd)) {
-		int err = errno;
-
-		ht_output_abort(f);
-		return ht_fail("cannot write the raw capture in %s: %s", dir, strerror(err));
-	}
-	close(f->fd);
-	f->fd = -1;
-	return 0;
+	return ht_output_sync(f, dir, "raw capture");
 }
 
 int ht_rawcap_write(const char *path, const struct ht_rawcap *c)
@@ -507,7 +486,7 @@ int ht_rawcap_write(const char *path, const struct ht_rawcap *c)
 	strcpy(copy, path);
 	if (write_temp(dirname(copy), c, &f))
 		return -1;
-	if (rename_noreplace(f.tmp_path, path)) {
+	if (ht_output_rename_noreplace(f.tmp_path, path)) {
 		int err = errno;
 
 		unlink(f.tmp_path);
@@ -523,21 +502,5 @@ int ht_rawcap_save(const char *dir, const char *base, const struct ht_rawcap *c,
 
 	if (write_temp(dir, c, &f))
 		return -1;
-	for (int n = 0; n < 10000; n++) {
-		if (n == 0)
-			snprintf(final, len, "%s/%s" HT_RAWCAP_SUFFIX, dir, base);
-		else
-			snprintf(final, len, "%s/%s-%d" HT_RAWCAP_SUFFIX, dir, base, n);
-		if (!rename_noreplace(f.tmp_path, final))
-			return 0;
-		if (errno != EEXIST) {
-			int err = errno;
-
-			unlink(f.tmp_path);
-			return ht_fail("cannot name the raw capture %s: %s", final, strerror(err));
-		}
-	}
-	unlink(f.tmp_path);
-	return ht_fail("cannot name the raw capture: %s/%s-N" HT_RAWCAP_SUFFIX " all exist", dir,
-		       base);
+	return ht_output_name(f.tmp_path, dir, base, HT_RAWCAP_SUFFIX, "raw capture", final, len);
 }

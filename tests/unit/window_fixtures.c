@@ -1,0 +1,58 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/* Test only, linked into the tests that use it: see window_fixtures.h. */
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+#include "base/log.h"
+#include "kernel/sched_index.h"
+#include "window_fixtures.h"
+
+struct ht_fr_event fx_fr_event(unsigned int cpu, uint64_t ts_ns, uint8_t kind, uint8_t flags,
+			       uint32_t tid_a, uint32_t tid_b, uint16_t aux, uint64_t arg)
+{
+	struct ht_fr_event e;
+
+	memset(&e, 0, sizeof(e));
+	e.cpu = cpu;
+	e.rec.ts_ns = ts_ns;
+	e.rec.kind = kind;
+	e.rec.flags = flags;
+	e.rec.tid_a = tid_a;
+	e.rec.tid_b = tid_b;
+	e.rec.aux = aux;
+	e.rec.arg = arg;
+	return e;
+}
+
+static struct ht_fr_event no_entry_switch[2];
+static bool no_entry_valid[2];
+
+struct ht_fr_window fx_fr_window(struct ht_fr_event *events, size_t count, uint64_t t0, uint64_t t1)
+{
+	return (struct ht_fr_window){.t0 = t0,
+				     .t1 = t1,
+				     .events = events,
+				     .count = count,
+				     .ncpus = 2,
+				     .entry_switch = no_entry_switch,
+				     .entry_valid = no_entry_valid};
+}
+
+int fx_kernel_timeline_lower(struct timeline *tl, struct ht_kernel_window *kw)
+{
+	struct ht_sched_index idx;
+	int rc = 0;
+
+	if (ht_sched_index_build(kw->w, &idx)) {
+		printf("     sched index: %s\n", ht_last_error());
+		return -1;
+	}
+	kw->idx = &idx;
+	if (ht_kernel_timeline_build(tl, kw)) {
+		printf("     kernel timeline: %s\n", ht_last_error());
+		rc = -1;
+	}
+	kw->idx = NULL;
+	ht_sched_index_free(&idx);
+	return rc;
+}

@@ -1,0 +1,36 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * Test only: flight-recorder windows built by hand, and their lowering into
+ * a timeline, for the tests of the kernel side and of what reads its
+ * timelines (test_kernel_timeline.c, test_report.c, test_dump_build.c,
+ * test_culprits.c).
+ */
+#ifndef HT_WINDOW_FIXTURES_H
+#define HT_WINDOW_FIXTURES_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "kernel/kernel_timeline.h"
+#include "kernel/recorder.h"
+#include "trace/timeline.h"
+
+/* One record as the BPF side writes it, read on CPU; its sequence number 0. */
+struct ht_fr_event fx_fr_event(unsigned int cpu, uint64_t ts_ns, uint8_t kind, uint8_t flags,
+			       uint32_t tid_a, uint32_t tid_b, uint16_t aux, uint64_t arg);
+
+/*
+ * The window T0..T1 over COUNT EVENTS on two CPUs, with no switch known
+ * before T0 on either (its entry arrays are shared and all zero: a test
+ * that sets what ran at T0 brings its own).
+ */
+struct ht_fr_window fx_fr_window(struct ht_fr_event *events, size_t count, uint64_t t0,
+				 uint64_t t1);
+
+/*
+ * KW's window lowered into TL as the dump builder lowers it: its scheduling
+ * index built, the kernel timeline built on it (KW's idx is set for the
+ * call), the index freed. 0, or -1 with the step that failed printed.
+ */
+int fx_kernel_timeline_lower(struct timeline *tl, struct ht_kernel_window *kw);
+
+#endif /* HT_WINDOW_FIXTURES_H */
