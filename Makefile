@@ -326,8 +326,8 @@ FUZZ_OPTIONS_SRCS := userspace/cli/options.c userspace/base/syscalls.c userspace
 	userspace/base/proc.c userspace/base/log.c
 # The breach kinds' rows name the threshold options.
 FUZZ_OPTIONS_SRCS += userspace/base/breach_kinds.c
-# --pid lists; the targets' resolution (not called by the fuzzer) links with them.
-FUZZ_OPTIONS_SRCS += userspace/base/proc.c userspace/base/cgroup.c
+# The targets' resolution (not called by the fuzzer) links with the cgroup helpers.
+FUZZ_OPTIONS_SRCS += userspace/base/cgroup.c
 # The sources' registry names --source's values; the sources behind it come, unfuzzed, from
 # the library, so that a new source needs nothing here.
 FUZZ_OPTIONS_SRCS += userspace/cli/sources.c
