@@ -92,6 +92,7 @@ TEST(none_is_no_source)
 {
 	struct ht_options o;
 	struct ht_open_source v[HT_SOURCES_OPEN_MAX];
+	struct ht_target_spec self = { .tgids = { getpid() }, .ntgids = 1 };
 	unsigned int n = 7;
 
 	options(&o, HT_SOURCE_NONE);
@@ -99,6 +100,6 @@ TEST(none_is_no_source)
 	CHECK(o.source == HT_SOURCE_NONE);
 	CHECK(ht_sources_title(&o) == NULL);
 	CHECK_EQ_U64(ht_sources_memory_bytes(&o, 4), 0);
-	CHECK(!ht_sources_open(&o, getpid(), 0, v, &n));
+	CHECK(!ht_sources_open(&o, &self, -1, 0, v, &n));
 	CHECK(n == 0);
 }

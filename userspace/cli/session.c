@@ -78,6 +78,13 @@ struct kind_stats {
 
 struct session {
 	const struct ht_options *opt;
+	/* What is watched; hybtrace never is. */
+	struct ht_target_spec spec;
+	/*
+	 * The first process named (--pid, run's child), 0 with --cgroup or
+	 * --all alone: what is kept for one process (triggers, Intel PT,
+	 * marks, block stacks' symbols, own CPUs) is kept for it.
+	 */
 	int tgid;
 	char target_comm[HT_COMM_BUF];
 	struct ht_monitor monitor;
@@ -382,6 +389,11 @@ static int on_breach(void *ctx, void *data, size_t size)
 		ht_comm_lookup(s->comms, bi.b.tid, bi.b.cpu, comm, sizeof(comm));
 		snprintf(bi.b.comm, sizeof(bi.b.comm), "%.*s", HT_COMM_LEN - 1, comm);
 	}
+	if (bi.b.tgid == bi.b.tid)
+		snprintf(bi.process_comm, sizeof(bi.process_comm), "%.*s", HT_COMM_LEN, bi.b.comm);
+	else
+		ht_comm_lookup(s->comms, bi.b.tgid, bi.b.cpu, bi.process_comm,
+			       sizeof(bi.process_comm));
 	bi.since_start_s = (double)(int64_t)(bi.b.end_ns - s->start_ns) / 1e9;
 	/* Before anything ranks or prints it: a wait on a latch is no wait for work. */
 	ht_wait_sets_judge(&s->wait_sets, &bi.b, monotonic_ns());
@@ -593,12 +605,42 @@ static bool filters_on(const struct ht_options *o)
 	       o->filters.ignore_syscalls_on;
 }
 
+static const char *comm_of_pid(void *ctx, int pid)
+{
+	struct session *s = ctx;
+	static char buf[HT_COMM_BUF];
+
+	if (pid == s->tgid && s->target_comm[0])
+		return s->target_comm;
+	return ht_comm_lookup(s->comms, (uint32_t)pid, 0, buf, sizeof(buf));
+}
+
+/* "pid 12 (server)", "pids 12 (a), 14 (b) and their children", "cgroup /x", "all tasks" */
+static const char *targets_text(struct session *s, char *buf, size_t len)
+{
+	ht_targets_describe(&s->monitor.targets, buf, len, comm_of_pid, s);
+	return buf;
+}
+
+/* Processes that joined the set after the start (forks, cgroup moves), and left it. */
+static void print_target_processes_text(struct session *s, FILE *f)
+{
+	const struct ht_targets *t = &s->monitor.targets;
+
+	if (s->spec.all || (!s->spec.children && !s->spec.cgroup_on && s->spec.ntgids < 2))
+		return;
+	fprintf(f, "  processes: %llu watched in all, %llu still running, %llu changes lost\n",
+		(unsigned long long)t->joined, (unsigned long long)t->count,
+		(unsigned long long)ht_monitor_target_event_drops(&s->monitor));
+}
+
 static void print_summary_text(struct session *s, FILE *f, const struct ht_monitor_counters *c)
 {
-	char dur[32];
+	char dur[32], what[512];
 
-	fprintf(f, "\nhybtrace: watched pid %d (%s) for %.1fs\n", s->tgid, s->target_comm,
+	fprintf(f, "\nhybtrace: watched %s for %.1fs\n", targets_text(s, what, sizeof(what)),
 		(double)(monotonic_ns() - s->start_ns) / 1e9);
+	print_target_processes_text(s, f);
 	for (int k = 1; k < HT_BREACH_KIND_MAX; k++) {
 		const struct kind_stats *ks = &s->kinds[k];
 
@@ -676,6 +718,23 @@ static void print_dump_stats_json(struct session *s, struct ht_json *j)
 	ht_json_close(j);
 }
 
+/* "targets": {"pids": [...], "children": true, "cgroup": "/x" | null, "all": false} */
+static void print_targets_json(struct session *s, struct ht_json *j)
+{
+	ht_json_object(j, "targets");
+	ht_json_array(j, "pids");
+	for (unsigned int i = 0; i < s->spec.ntgids; i++)
+		ht_json_i64(j, NULL, s->spec.tgids[i]);
+	ht_json_close(j);
+	ht_json_bool(j, "children", s->spec.children);
+	if (s->spec.cgroup_on)
+		ht_json_str(j, "cgroup", s->spec.cgroup_path);
+	else
+		ht_json_null(j, "cgroup");
+	ht_json_bool(j, "all", s->spec.all);
+	ht_json_close(j);
+}
+
 /* The summary line up to its histograms, which print_summary adds. */
 static void print_summary_json(struct session *s, struct ht_json *j,
 			       const struct ht_monitor_counters *c)
@@ -685,6 +744,12 @@ static void print_summary_json(struct session *s, struct ht_json *j,
 	ht_json_str(j, "type", "summary");
 	ht_json_i64(j, "pid", s->tgid);
 	ht_json_str(j, "comm", s->target_comm);
+	print_targets_json(s, j);
+	ht_json_object(j, "target_processes");
+	ht_json_u64(j, "watched", s->monitor.targets.joined);
+	ht_json_u64(j, "running", s->monitor.targets.count);
+	ht_json_u64(j, "changes_lost", ht_monitor_target_event_drops(&s->monitor));
+	ht_json_close(j);
 	ht_json_fixed(j, "seconds", (double)(monotonic_ns() - s->start_ns) / 1e9, 3);
 	ht_json_object(j, "breaches");
 	for (int k = 1; k < HT_BREACH_KIND_MAX; k++) {
@@ -762,12 +827,14 @@ static void print_summary(struct session *s)
 	bool json = s->opt->json && !s->out_gone;
 	struct ht_monitor_counters c;
 	uint64_t slots[HT_HIST_SLOTS];
-	char title[128];
+	char title[640], what[512];
 	struct ht_json j;
 
 	clear_status_line(s);
 	/* `run` read the name before exec; what it is called now is what counts. */
-	ht_comm_lookup(s->comms, (uint32_t)s->tgid, 0, s->target_comm, sizeof(s->target_comm));
+	if (s->tgid)
+		ht_comm_lookup(s->comms, (uint32_t)s->tgid, 0, s->target_comm,
+			       sizeof(s->target_comm));
 	if (ht_monitor_read_counters(&s->monitor, &c)) {
 		ht_warn("%s", ht_last_error());
 		return;
@@ -791,9 +858,8 @@ static void print_summary(struct session *s)
 		if (json) {
 			ht_hist_print_json(&j, ht_breach_kind_name(k), slots, HT_HIST_SLOTS);
 		} else {
-			snprintf(title, sizeof(title),
-				 "%s of pid %d (%s), log2 buckets:", ht_breach_kinds[k].title,
-				 s->tgid, s->target_comm);
+			snprintf(title, sizeof(title), "%s of %s, log2 buckets:",
+				 ht_breach_kinds[k].title, targets_text(s, what, sizeof(what)));
 			ht_hist_print(f, title, slots, HT_HIST_SLOTS);
 		}
 	}
@@ -1176,6 +1242,20 @@ static void drain_breaches(struct session *s)
 	}
 }
 
+/*
+ * The set's changes came in with the breaches: the session ends when the
+ * last target process is gone (--pid) or the cgroup is removed (--cgroup).
+ */
+static void check_targets(struct session *s)
+{
+	struct ht_targets *t = &s->monitor.targets;
+
+	/* Changes the kernel could not send: the bitmap says who is still there. */
+	ht_targets_resync(t, ht_monitor_target_event_drops(&s->monitor));
+	if (ht_targets_done(t, s->child != 0))
+		s->stop = true;
+}
+
 static int run_loop(struct session *s)
 {
 	struct epoll_event events[8];
@@ -1201,6 +1281,7 @@ static int run_loop(struct session *s)
 			switch (events[i].data.u64) {
 			case EV_BREACH:
 				ht_monitor_consume(&s->monitor);
+				check_targets(s);
 				break;
 			case EV_SIGNAL:
 				handle_signal(s);
@@ -1208,6 +1289,7 @@ static int run_loop(struct session *s)
 			case EV_STATUS:
 				drain_timer(s->statusfd);
 				housekeeping(s);
+				check_targets(s);
 				break;
 			case EV_DUMP:
 				drain_timer(s->dumpfd);
@@ -1277,7 +1359,8 @@ static int start_on_cpu_source(struct session *s)
 	uint64_t budget = o->max_memory_bytes -
 			  o->history_bytes * (uint64_t)libbpf_num_possible_cpus();
 
-	return ht_sources_open(o, s->tgid, budget, s->sources, &s->nsources);
+	return ht_sources_open(o, &s->spec, ht_monitor_targets_fd(&s->monitor), budget,
+			       s->sources, &s->nsources);
 }
 
 /* The event loop at a real-time priority: breaches are taken as soon as they end. */
@@ -1366,10 +1449,11 @@ static int probe_bpf_maps(void *ctx)
  * Everything between "we know the target" and "the loop runs". Returns 0, or
  * the exit status to fail with (the reason in ht_last_error()).
  */
-static int start_session(struct session *s, const struct ht_options *o, int tgid)
+static int start_session(struct session *s, const struct ht_options *o)
 {
+	int tgid = s->tgid;
 	struct ht_monitor_config cfg = {
-		.tgid = tgid,
+		.targets = &s->spec,
 		.syscall_filter_on = o->syscall_filter_on,
 		.filters = o->filters,
 		.history_bytes = o->history_bytes,
@@ -1381,10 +1465,14 @@ static int start_session(struct session *s, const struct ht_options *o, int tgid
 	struct btf *btf;
 
 	s->opt = o;
-	s->tgid = tgid;
 	s->status_on_tty = isatty(STDERR_FILENO);
-	if (ht_proc_thread_comm(tgid, s->target_comm, sizeof(s->target_comm)))
+	if (tgid && ht_proc_thread_comm(tgid, s->target_comm, sizeof(s->target_comm)))
 		snprintf(s->target_comm, sizeof(s->target_comm), "?");
+	if (!tgid && (o->ntriggers || o->block_stacks || o->source == HT_SOURCE_PT)) {
+		ht_fail("%s follows one process: name it with --pid or run",
+			o->ntriggers ? "--trigger" : o->block_stacks ? "--block-stacks" : "Intel PT");
+		return HT_EXIT_USAGE;
+	}
 	/* A missing or bad BTF file is the user's to fix: say so before anything loads. */
 	btf = ht_btf_open(o->btf_path);
 	if (!btf)
@@ -1463,7 +1551,9 @@ static int start_session(struct session *s, const struct ht_options *o, int tgid
 	if (o->rt_priority && set_realtime(o->rt_priority))
 		return HT_EXIT_FAILURE;
 	/* The dump builder runs by now: both threads keep off the target's CPUs. */
-	say_own_cpus(s, ht_own_cpus_init(&s->own_cpus, tgid, monotonic_ns()), monotonic_ns());
+	if (tgid)
+		say_own_cpus(s, ht_own_cpus_init(&s->own_cpus, tgid, monotonic_ns()),
+			     monotonic_ns());
 	return open_loop_fds(s) ? HT_EXIT_FAILURE : 0;
 }
 
@@ -1549,7 +1639,7 @@ static const char *on_cpu_source_name(const struct session *s)
 
 static void announce(struct session *s)
 {
-	char buf[64], reach[32];
+	char buf[64], reach[32], what[512];
 
 	s->announced = true;
 	if (s->opt->json) {
@@ -1561,6 +1651,7 @@ static void announce(struct session *s)
 		ht_json_str(&j, "type", "attached");
 		ht_json_i64(&j, "pid", s->tgid);
 		ht_json_str(&j, "comm", s->target_comm);
+		print_targets_json(s, &j);
 		ht_json_str(&j, "source", on_cpu_source_name(s));
 		ht_json_end_line(&j);
 		funlockfile(s->out.f);
@@ -1569,7 +1660,7 @@ static void announce(struct session *s)
 	}
 	if (s->opt->quiet)
 		return;
-	fprintf(stderr, "hybtrace: watching pid %d (%s)", s->tgid, s->target_comm);
+	fprintf(stderr, "hybtrace: watching %s", targets_text(s, what, sizeof(what)));
 	for (unsigned int k = 1; k < HT_BREACH_KIND_MAX; k++)
 		fprintf(stderr, "%s %s %s", k > 1 ? "," : ":", ht_breach_kinds[k].name,
 			threshold_of(s->opt, k)
@@ -1589,6 +1680,17 @@ static void announce(struct session *s)
 		ht_format_duration(s->opt->pre_ns, buf, sizeof(buf)));
 }
 
+/* Watch TGID (and its CHILDREN): the spec the options will give. */
+static void target_one(struct session *s, int tgid, bool children)
+{
+	memset(&s->spec, 0, sizeof(s->spec));
+	s->spec.tgids[0] = tgid;
+	s->spec.ntgids = 1;
+	s->spec.children = children;
+	s->spec.self_tgid = getpid();
+	s->tgid = tgid;
+}
+
 int ht_session_record(struct ht_options *o)
 {
 	struct session s;
@@ -1605,8 +1707,9 @@ int ht_session_record(struct ht_options *o)
 	s.pidfd = pidfd_open_target(tgid);
 	if (s.pidfd < 0)
 		goto fail;
+	target_one(&s, tgid, false);
 	block_loop_signals();
-	status = start_session(&s, o, tgid);
+	status = start_session(&s, o);
 	if (status)
 		goto fail;
 	announce(&s);
@@ -1746,8 +1849,10 @@ int ht_session_run(struct ht_options *o)
 	s.pidfd = pidfd_open_target(s.child);
 	if (s.pidfd < 0)
 		goto fail;
+	/* Its children are its command's: followed, as perf record and strace -f do. */
+	target_one(&s, s.child, true);
 	block_loop_signals();
-	status = start_session(&s, o, s.child);
+	status = start_session(&s, o);
 	if (status)
 		goto fail;
 	status = 127; /* as a shell says "command not found" */

@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "cli/options.h"
+#include "kernel/targets.h"
 #include "sources/source.h"
 
 /*
@@ -29,11 +30,12 @@ const char *ht_sources_size_options(char *buf, size_t len);
 const char *ht_sources_title(const struct ht_options *o);
 
 /*
- * Open the chosen source for TGID, with BUDGET_BYTES of --max-memory left,
- * into V (HT_SOURCES_OPEN_MAX of them); *N gets how many. 0, or -1.
+ * Open the chosen source for the targets SPEC names (the monitor's target
+ * set is TARGETS_FD), with BUDGET_BYTES of --max-memory left, into V
+ * (HT_SOURCES_OPEN_MAX of them); *N gets how many. 0, or -1.
  */
-int ht_sources_open(const struct ht_options *o, int tgid, uint64_t budget_bytes,
-		    struct ht_open_source *v, unsigned int *n);
+int ht_sources_open(const struct ht_options *o, const struct ht_target_spec *spec, int targets_fd,
+		    uint64_t budget_bytes, struct ht_open_source *v, unsigned int *n);
 void ht_sources_close(struct ht_open_source *v, unsigned int n);
 
 /* `hybtrace check`: every source's rows through ROW; returns what --source auto means here. */
