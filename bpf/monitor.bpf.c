@@ -1019,6 +1019,11 @@ int BPF_PROG(handle_sched_switch, bool preempt, struct task_struct *prev, struct
 		target_switch_out(ctx, prev, state, preempt, t.now);
 		if ((preempt || state == TASK_RUNNING) && t.clock)
 			note_preemption(prev, &t);
+		if (state & TASK_DEAD)
+			targets_exit(prev);
+	} else if (state & TASK_DEAD) {
+		/* A thread of a process whose last thread left the set first: its slot is free. */
+		state_release(prev);
 	}
 	if (next_target)
 		target_switch_in(next, &t, true);
@@ -1183,35 +1188,13 @@ int BPF_PROG(handle_sched_process_exec, struct task_struct *p, pid_t old_pid)
 	return 0;
 }
 
-/*
- * P, the last thread of its process, left the target set as it exited: its
- * last switch-out will not be a target's, so what that does is done here
- * (see target_switch_out()).
- */
-static __always_inline void target_exited(struct task_struct *p, __u64 now)
-{
-	struct task_state *st;
-	bool in_storage;
-	__u64 held;
-
-	st = state_find(p, false, &in_storage);
-	if (st && !breaches_stopped && (held = take_held(&st->held)))
-		emit_syscall_end(p, st, false, held, now, 0, 0, 0);
-	state_release(p);
-}
-
 SEC("tp_btf/sched_process_exit")
 int BPF_PROG(handle_sched_process_exit, struct task_struct *p)
 {
-	__u64 now;
-
 	comm_update(p, p->comm, 1);
-	if (!is_target(p))
-		return 0;
-	now = bpf_ktime_get_ns();
-	fr_write(now, HT_FR_EXIT, HT_FRF_TARGET, 0, p->pid, 0, p->exit_code);
-	if (targets_exit(p))
-		target_exited(p, now);
+	if (is_target(p))
+		fr_write(bpf_ktime_get_ns(), HT_FR_EXIT, HT_FRF_TARGET, 0, p->pid, 0,
+			 p->exit_code);
 	return 0;
 }
 

@@ -165,7 +165,7 @@ static __always_inline void targets_fork(struct task_struct *parent, struct task
 	} else if (targets_cgroup_on && in_target_cgroup(child)) {
 		reason = HT_TARGET_BY_CGROUP;
 	}
-	/* A pid is reused only once reaped, after its exit cleared its bit. */
+	/* Its pid's bit was cleared at the last switch of the process that had it before. */
 	if (reason && target_bit_set(&target_procs, tgid))
 		target_event(HT_TARGET_JOINED, child, reason, parent->tgid);
 }
@@ -187,24 +187,25 @@ static __always_inline void targets_cgroup_moved(struct task_struct *task)
 }
 
 /*
- * P exits; the last of its thread group clears the bits, before its pid
- * can be reaped and reused. Linux 6.1's tracepoint has no group_dead:
- * signal->live is decremented before it, so the thread that took it to 0
- * sees 0 (two threads exiting at once may both: the second clears nothing).
- * Returns whether P's process left the set here.
+ * P, a target thread, switches out for the last time (TASK_DEAD): once the
+ * whole group is exiting, its bits are cleared. Not at sched_process_exit:
+ * what that last switch judges (a switch-in the kernel did not trace, made
+ * up there, and what the thread held) is a target's. Linux 6.1's exit
+ * tracepoint has no group_dead; signal->live, decremented in do_exit()
+ * before, says it here too (several threads may see 0: the first clears).
+ * Its pid is reaped by then at the earliest, and a new process gets it
+ * only once the pids wrapped around.
  */
-static __always_inline bool targets_exit(struct task_struct *p)
+static __always_inline void targets_exit(struct task_struct *p)
 {
 	__u32 tgid = p->tgid;
 
 	if (targets_all || p->signal->live.counter)
-		return false;
+		return;
 	if (targets_cgroup_on)
 		target_bit_clear(&pinned_procs, tgid);
-	if (!target_bit_clear(&target_procs, tgid))
-		return false;
-	target_event(HT_TARGET_LEFT, p, 0, 0);
-	return true;
+	if (target_bit_clear(&target_procs, tgid))
+		target_event(HT_TARGET_LEFT, p, 0, 0);
 }
 
 /* The watched cgroup is removed: the session ends (--cgroup). */

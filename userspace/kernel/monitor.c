@@ -75,7 +75,6 @@ static long read_pid_max(void)
  */
 static const char *const target_keepers[] = {
 	"handle_sched_process_fork",
-	"handle_sched_process_exit",
 	"handle_cgroup_attach_task",
 	"handle_cgroup_rmdir",
 };
@@ -349,6 +348,7 @@ int ht_monitor_open(struct ht_monitor *m, const struct ht_monitor_config *cfg)
 		load_failure("cannot attach the BPF programs", err);
 		goto fail;
 	}
+	ht_targets_check_seeded(&m->targets);
 	m->syscalls_on = cfg->threshold_ns[HT_BREACH_SYSCALL] != 0;
 	m->attached_ns = ht_monotonic_ns();
 	return 0;

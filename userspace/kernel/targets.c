@@ -170,15 +170,16 @@ int ht_targets_seed(struct ht_targets *t)
 			return -1;
 	if (s->cgroup_on)
 		return ht_fail("--cgroup is not available yet");
-	/*
-	 * The exit program runs from before the seeding: a process that exited
-	 * since had its bit cleared by it, unless it exited before its bit was
-	 * set. Those are taken out here; the pid could be reused.
-	 */
+	return 0;
+}
+
+void ht_targets_check_seeded(struct ht_targets *t)
+{
+	const struct ht_target_spec *s = &t->spec;
+
 	for (unsigned int i = 0; i < s->ntgids; i++)
 		if (process_gone(s->tgids[i]))
 			take_out(t, s->tgids[i]);
-	return 0;
 }
 
 int ht_targets_on_event(void *ctx, void *data, size_t size)

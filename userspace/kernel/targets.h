@@ -70,12 +70,19 @@ int ht_targets_add(struct ht_targets *t, int tgid, uint32_t reason);
 
 /*
  * The spec's processes into the set: its pids (pinned) and the processes of
- * its cgroup. Run once the programs that keep the set (fork, exit, cgroup
+ * its cgroup. Run once the programs that keep the set (fork, cgroup
  * moves) are attached, before those that judge: a fork during the walk is
- * the kernel's to add. A pid that is gone by then is taken out again.
+ * the kernel's to add.
  * Returns 0, or -1 with ht_fail().
  */
 int ht_targets_seed(struct ht_targets *t);
+
+/*
+ * Once every program runs: the spec's pids that exited before the last
+ * switch of their process could clear their bits leave the set (their pid
+ * could be reused).
+ */
+void ht_targets_check_seeded(struct ht_targets *t);
 
 /* A struct ht_target_event from the kernel; the ring's callback (CTX: T). */
 int ht_targets_on_event(void *ctx, void *data, size_t size);
