@@ -1019,6 +1019,8 @@ int BPF_PROG(handle_sched_switch, bool preempt, struct task_struct *prev, struct
 		target_switch_out(ctx, prev, state, preempt, t.now);
 		if ((preempt || state == TASK_RUNNING) && t.clock)
 			note_preemption(prev, &t);
+		if (state & TASK_DEAD)
+			targets_exit(prev);
 	} else if (state & TASK_DEAD) {
 		/* A thread of a process whose last thread left the set first: its slot is free. */
 		state_release(prev);

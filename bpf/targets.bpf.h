@@ -156,7 +156,7 @@ static __always_inline void targets_fork(struct task_struct *parent, struct task
 {
 	__u32 tgid = child->tgid, reason = 0;
 
-	if (targets_all || child->pid != tgid)
+	if (targets_all || child->pid != tgid || tgid == self_tgid)
 		return;
 	if (targets_children && tgid_is_target(parent->tgid, parent->pid)) {
 		reason = HT_TARGET_BY_FORK;
@@ -175,7 +175,7 @@ static __always_inline void targets_cgroup_moved(struct task_struct *task)
 {
 	__u32 tgid = task->tgid;
 
-	if (!targets_cgroup_on || targets_all)
+	if (!targets_cgroup_on || targets_all || tgid == self_tgid)
 		return;
 	if (in_target_cgroup(task)) {
 		if (target_bit_set(&target_procs, tgid))

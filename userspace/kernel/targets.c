@@ -175,11 +175,10 @@ int ht_targets_seed(struct ht_targets *t)
 
 void ht_targets_check_seeded(struct ht_targets *t)
 {
-	const struct ht_target_spec *s = &t->spec;
-
-	for (unsigned int i = 0; i < s->ntgids; i++)
-		if (process_gone(s->tgids[i]))
-			take_out(t, s->tgids[i]);
+	/* Backwards: take_out() moves the entries after the one it removes. */
+	for (size_t i = t->count; i-- > 0;)
+		if (process_gone(t->v[i].tgid))
+			take_out(t, t->v[i].tgid);
 }
 
 int ht_targets_on_event(void *ctx, void *data, size_t size)
