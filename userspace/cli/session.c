@@ -858,8 +858,9 @@ static void print_summary(struct session *s)
 		if (json) {
 			ht_hist_print_json(&j, ht_breach_kind_name(k), slots, HT_HIST_SLOTS);
 		} else {
-			snprintf(title, sizeof(title), "%s of %s, log2 buckets:",
-				 ht_breach_kinds[k].title, targets_text(s, what, sizeof(what)));
+			snprintf(title, sizeof(title),
+				 "%s of %s, log2 buckets:", ht_breach_kinds[k].title,
+				 targets_text(s, what, sizeof(what)));
 			ht_hist_print(f, title, slots, HT_HIST_SLOTS);
 		}
 	}
@@ -1359,8 +1360,8 @@ static int start_on_cpu_source(struct session *s)
 	uint64_t budget = o->max_memory_bytes -
 			  o->history_bytes * (uint64_t)libbpf_num_possible_cpus();
 
-	return ht_sources_open(o, &s->spec, ht_monitor_targets_fd(&s->monitor), budget,
-			       s->sources, &s->nsources);
+	return ht_sources_open(o, &s->spec, ht_monitor_targets_fd(&s->monitor), budget, s->sources,
+			       &s->nsources);
 }
 
 /* The event loop at a real-time priority: breaches are taken as soon as they end. */
@@ -1470,7 +1471,9 @@ static int start_session(struct session *s, const struct ht_options *o)
 		snprintf(s->target_comm, sizeof(s->target_comm), "?");
 	if (!tgid && (o->ntriggers || o->block_stacks || o->source == HT_SOURCE_PT)) {
 		ht_fail("%s follows one process: name it with --pid or run",
-			o->ntriggers ? "--trigger" : o->block_stacks ? "--block-stacks" : "Intel PT");
+			o->ntriggers	  ? "--trigger"
+			: o->block_stacks ? "--block-stacks"
+					  : "Intel PT");
 		return HT_EXIT_USAGE;
 	}
 	/* A missing or bad BTF file is the user's to fix: say so before anything loads. */
