@@ -323,6 +323,8 @@ FUZZ_OPTIONS_SRCS := userspace/cli/options.c userspace/base/syscalls.c userspace
 	userspace/base/log.c
 # The breach kinds' rows name the threshold options.
 FUZZ_OPTIONS_SRCS += userspace/base/breach_kinds.c
+# --pid lists; the targets' resolution (not called by the fuzzer) links with them.
+FUZZ_OPTIONS_SRCS += userspace/base/proc.c userspace/base/cgroup.c
 # The OCaml exception-trap note of a traced binary (its note section, or the ELF file).
 FUZZ_OCAML_EH_SRCS := userspace/sources/intelpt/ocaml_eh.c userspace/base/log.c
 FUZZ_NAMES := trace_reader maps_parser perf_map elf_reader rawcap_reader marks options ocaml_eh

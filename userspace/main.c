@@ -20,8 +20,15 @@ static int parse_or_usage(struct ht_options *o, int argc, char **argv, bool run,
 		ht_error("%s", ht_last_error());
 		return HT_EXIT_USAGE;
 	}
-	if (*help)
+	if (*help) {
 		ht_options_usage();
+		return 0;
+	}
+	/* What the targets name is checked before anything is opened or attached. */
+	if (ht_options_resolve_targets(o)) {
+		ht_error("%s", ht_last_error());
+		return HT_EXIT_USAGE;
+	}
 	return 0;
 }
 

@@ -44,7 +44,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (ht_options_parse(&o, argc, argv, run, &want_help) == 0 && !want_help) {
 		struct ht_trigger_spec spec;
 
-		if (run ? (!o.run_argv || !o.run_argv[0] || o.pid) : o.pid <= 0)
+		bool named = o.npids || o.cgroup_arg || o.unit;
+
+		if (run ? (!o.run_argv || !o.run_argv[0]) : !named && !o.targets.all)
+			abort();
+		if ((o.npids && o.pid <= 0) || o.npids > HT_MAX_TARGET_PIDS ||
+		    (o.targets.all && (named || run || o.targets.children)))
 			abort();
 		if (o.ntriggers > HT_MAX_TRIGGERS ||
 		    (o.syscall_filter_on && !o.threshold_ns[HT_BREACH_SYSCALL]))

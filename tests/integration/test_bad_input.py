@@ -4,17 +4,19 @@ import os
 import shutil
 import subprocess
 import tempfile
+import threading
 
 from harness import HYBTRACE, Failure, check, need_root, our_bpf_links, test
 
 
-def expect_usage_error(args, needle, user=None):
+def expect_usage_error(args, needle, user=None, env=None):
     before = len(our_bpf_links())
     cmd = [HYBTRACE] + args
     if user:
         cmd = ["setpriv", "--reuid=%d" % user, "--regid=%d" % user, "--clear-groups",
                "--inh-caps=-all"] + cmd
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=30)
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=30,
+                       env=dict(os.environ, **env) if env else None)
     err = p.stderr.strip()
     check(p.returncode == 2, "%r: rc %d, want 2\n%s" % (args, p.returncode, p.stderr))
     check(err and "\n" not in err, "%r: want one line on stderr, got:\n%s" % (args, p.stderr))
@@ -32,6 +34,113 @@ def bad_pids():
     expect_usage_error(["--pid", "4194304"], "no process")
     expect_usage_error(["--pid", "2"], "kernel thread")  # kthreadd
     expect_usage_error([], "--pid")
+
+
+def dead_pid():
+    """A pid whose process has exited and been reaped (and not been given out again)."""
+    for _ in range(10):
+        p = subprocess.Popen(["true"])
+        p.wait()
+        if not os.path.exists("/proc/%d" % p.pid):
+            return p.pid
+    raise Failure("every reaped pid was given out again at once")
+
+
+@test
+def bad_pid_lists():
+    need_root()
+    me = os.getpid()
+    expect_usage_error(["--pid", "%d,%d" % (me, me)], "pid %d is named twice" % me)
+    alive = threading.Event()
+    tid = []
+    t = threading.Thread(target=lambda: (tid.append(threading.get_native_id()), alive.wait()))
+    t.start()
+    try:
+        while not tid:
+            pass
+        expect_usage_error(["--pid", "%d,%d" % (me, tid[0])],
+                           "pid %d is a thread of process %d" % (tid[0], me))
+        expect_usage_error(["--pid", "%d,%d" % (tid[0], me)],
+                           "pid %d is a thread of process %d" % (tid[0], me))
+    finally:
+        alive.set()
+        t.join()
+    gone = dead_pid()
+    expect_usage_error(["--pid", "%d,%d" % (me, gone)], "no process with pid %d" % gone)
+    expect_usage_error(["--pid", "%d,2" % me], "pid 2 (kthreadd) is a kernel thread")
+    expect_usage_error(["--pid", "%d,,2" % me], "empty pid")
+    expect_usage_error(["run", "--pid", "2", "--", "true"], "kernel thread")
+
+
+def cgroup_mounts(fstype):
+    """Mount points of file systems of FSTYPE, from /proc/self/mountinfo."""
+    points = []
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            fields, _, rest = line.partition(" - ")
+            if rest.split()[0] == fstype:
+                points.append(fields.split()[4].replace("\\040", " "))
+    return points
+
+
+@test
+def bad_cgroups():
+    need_root()
+    v2 = cgroup_mounts("cgroup2")
+    if not v2:
+        raise Failure("no cgroup v2 mount")
+    expect_usage_error(["--cgroup", "hybtrace-no-such-cgroup"], "does not exist")
+    expect_usage_error(["--cgroup", "/"], "use --all")
+    expect_usage_error(["--cgroup", v2[0]], "use --all")
+    expect_usage_error(["--cgroup", "/tmp"], "not a cgroup v2 directory")
+    expect_usage_error(["--cgroup", ".."], "outside the cgroup v2 mount")
+    expect_usage_error(["run", "--cgroup", "hybtrace-no-such-cgroup", "--", "true"],
+                       "does not exist")
+    for v1 in cgroup_mounts("cgroup")[:1]:
+        expect_usage_error(["--cgroup", v1], "cgroup v1")
+
+
+@test
+def bad_units():
+    need_root()
+    if not os.path.exists("/run/systemd/system"):
+        expect_usage_error(["--unit", "nginx"], "systemd is not running")
+    v2 = cgroup_mounts("cgroup2")[0]
+    empty = os.path.join(v2, "hybtrace-test-empty-%d" % os.getpid())
+    os.mkdir(empty)
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            fake = os.path.join(tmp, "systemctl")
+            env = {"HYBTRACE_TEST_SYSTEMCTL": fake}
+
+            def systemctl_shows(text):
+                with open(fake, "w") as f:
+                    f.write("#!/bin/sh\nprintf '%s'\n" % text)
+                os.chmod(fake, 0o755)
+
+            systemctl_shows("LoadState=not-found\\nActiveState=inactive\\nControlGroup=\\n")
+            expect_usage_error(["--unit", "nosuch"], "nosuch.service is not loaded", env=env)
+            systemctl_shows("LoadState=loaded\\nActiveState=inactive\\nControlGroup=\\n")
+            expect_usage_error(["--unit", "stopped"], "has no processes", env=env)
+            systemctl_shows("LoadState=loaded\\nActiveState=active\\nControlGroup=/%s\\n"
+                            % os.path.basename(empty))
+            expect_usage_error(["--unit", "idle.service"], "has no processes", env=env)
+    finally:
+        os.rmdir(empty)
+
+
+@test
+def bad_target_combinations():
+    need_root()
+    me = str(os.getpid())
+    expect_usage_error(["--quiet"], "which process? give --pid N, --cgroup PATH")
+    expect_usage_error(["--all", "--pid", me], "stands alone")
+    expect_usage_error(["--all", "--cgroup", "x"], "stands alone")
+    expect_usage_error(["--all", "--children"], "stands alone")
+    expect_usage_error(["run", "--all", "--", "true"], "stands alone")
+    expect_usage_error(["--cgroup", "x", "--unit", "y"], "give one")
+    expect_usage_error(["--pid", me, "--children", "--no-children"], "give one")
+    expect_usage_error(["--cgroup", "x", "--cgroup", "y"], "--cgroup given twice")
 
 
 @test

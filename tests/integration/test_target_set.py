@@ -61,6 +61,17 @@ def run_follows_the_commands_grandchildren():
     check(s and s["target_processes"]["watched"] >= SLEEPS + 2 and
           s["target_processes"]["changes_lost"] == 0,
           "summary: %r" % (s and s["target_processes"]))
+    # --no-children: the script alone, whose wait for its child is all there is to see.
+    with tempfile.TemporaryDirectory() as tmp:
+        run = hybtrace(["run", "--no-children", "--json", "--source", "none", "--off-cpu",
+                        "20ms", "--max-dumps", "0", "--", wrapper_script(tmp)])
+    check(run.rc == 0, run.describe())
+    script = [o for o in run.json_lines() if o.get("type") == "attached"][0]["pid"]
+    others = [b for b in run.breaches() if b["pid"] != script]
+    waits = [b for b in run.breaches("off-cpu") if b["pid"] == script]
+    check(not others and waits and waits[0]["duration_ns"] >= SLEEPS * SLEEP_NS,
+          "--no-children: breaches of other processes %r; the script's waits %r"
+          % ([(b["pid"], b["comm"]) for b in others], [b["duration_ns"] for b in waits]))
 
 
 def bpf_map_ids(pid):

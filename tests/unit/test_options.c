@@ -1,4 +1,7 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include "check.h"
 #include "base/log.h"
 #include "cli/options.h"
@@ -71,22 +74,6 @@ TEST(sizes)
 	CHECK(ht_parse_size("", &b) == -1);
 	CHECK(ht_parse_size("M", &b) == -1);
 	CHECK(ht_parse_size("99999999999999G", &b) == -1);
-}
-
-TEST(pids)
-{
-	int pid = 0;
-
-	CHECK(!ht_parse_pid("1234", &pid));
-	CHECK(pid == 1234);
-	CHECK(ht_parse_pid("0", &pid) == -1);
-	CHECK(ht_parse_pid("-5", &pid) == -1);
-	CHECK(ht_parse_pid("abc", &pid) == -1);
-	CHECK(ht_parse_pid("12x", &pid) == -1);
-	CHECK(ht_parse_pid("", &pid) == -1);
-	CHECK(ht_parse_pid("99999999999", &pid) == -1);
-	CHECK(ht_parse_pid("+5", &pid) == -1);
-	CHECK(ht_parse_pid(" 5", &pid) == -1);
 }
 
 TEST(syscall_names_and_lists)
@@ -318,7 +305,135 @@ TEST(run_options)
 	CHECK_STR(o.run_argv[1], "1");
 	CHECK(o.run_argv[2] == NULL);
 	CHECK(parse(no_cmd, 3, true, &o) == -1);
-	CHECK(parse(with_pid, 5, true, &o) == -1);
+	/* run watches its command and, beside it, what --pid names. */
+	CHECK(!parse(with_pid, 5, true, &o));
+	CHECK(o.npids == 1 && o.pids[0] == 5 && o.pid == 5);
+}
+
+TEST(target_options)
+{
+	static const char *const list[] = { "hybtrace", "--pid", "10,12,14", "--children" };
+	static const char *const one[] = { "hybtrace", "-p", "7" };
+	static const char *const cgroup[] = { "hybtrace", "--cgroup", "x", "--pid", "3" };
+	static const char *const unit[] = { "hybtrace", "--unit", "nginx" };
+	static const char *const all[] = { "hybtrace", "--all" };
+	static const char *const run[] = { "run", "--", "true" };
+	static const char *const run_no[] = { "run", "--no-children", "--cgroup", "x", "--",
+					      "true" };
+	struct ht_options o;
+
+	CHECK(!parse(list, 4, false, &o));
+	CHECK(o.npids == 3 && o.pids[0] == 10 && o.pids[1] == 12 && o.pids[2] == 14);
+	CHECK(o.pid == 10);
+	CHECK(o.targets.children && !o.targets.all && !o.cgroup_arg && !o.unit);
+	/* --pid does not follow children unless told to; run does unless told not to. */
+	CHECK(!parse(one, 3, false, &o));
+	CHECK(o.npids == 1 && o.pid == 7 && !o.targets.children);
+	CHECK(!parse(run, 3, true, &o));
+	CHECK(o.targets.children && o.npids == 0 && o.pid == 0);
+	CHECK(!parse(run_no, 6, true, &o));
+	CHECK(!o.targets.children);
+	CHECK_STR(o.cgroup_arg, "x");
+	CHECK(!parse(cgroup, 5, false, &o));
+	CHECK_STR(o.cgroup_arg, "x");
+	CHECK(o.pid == 3 && !o.targets.children);
+	CHECK(!parse(unit, 3, false, &o));
+	CHECK_STR(o.unit, "nginx");
+	CHECK(o.npids == 0 && o.pid == 0);
+	CHECK(!parse(all, 2, false, &o));
+	CHECK(o.targets.all && !o.targets.children && o.npids == 0);
+}
+
+TEST(target_options_rejected)
+{
+	static const struct {
+		int n;
+		bool run;
+		const char *args[8];
+		const char *want;
+	} cases[] = {
+		{ 1, false, { "hybtrace" }, "which process? give --pid N, --cgroup PATH" },
+		{ 2, false, { "hybtrace", "--children" }, "which process?" },
+		{ 3, false, { "hybtrace", "--all", "--children" }, "--all watches every task" },
+		{ 4, false, { "hybtrace", "--all", "--pid", "1" }, "stands alone" },
+		{ 4, false, { "hybtrace", "--all", "--cgroup", "x" }, "stands alone" },
+		{ 4, false, { "hybtrace", "--unit", "u", "--all" }, "stands alone" },
+		{ 4, true, { "run", "--all", "--", "true" }, "stands alone" },
+		{ 5, false, { "hybtrace", "--cgroup", "x", "--unit", "y" }, "give one" },
+		{ 5, false, { "hybtrace", "--children", "--no-children", "--pid", "1" }, "give one" },
+		{ 5, false, { "hybtrace", "--cgroup", "x", "--cgroup", "y" }, "--cgroup given twice" },
+		{ 5, false, { "hybtrace", "--unit", "x", "--unit", "y" }, "--unit given twice" },
+		{ 5, false, { "hybtrace", "--pid", "1", "--pid", "2" }, "--pid given twice (1, then 2)" },
+		{ 3, false, { "hybtrace", "--pid", "1,,2" }, "--pid: empty pid in '1,,2'" },
+		{ 3, false, { "hybtrace", "--pid", "1," }, "empty pid" },
+		{ 3, false, { "hybtrace", "--pid", "" }, "empty pid" },
+		{ 3, false, { "hybtrace", "--pid", "1,x" }, "pid 'x' is not a number" },
+		{ 3, false, { "hybtrace", "--pid", "4,0" }, "pid 0 is not a process" },
+		{ 3, false, { "hybtrace", "--cgroup", "" }, "--cgroup needs a cgroup v2 directory" },
+		{ 3, false, { "hybtrace", "--unit", "" }, "--unit needs a systemd unit" },
+	};
+	const char *run_full[] = { "run", "--pid", NULL, "--", "true" };
+	char full[HT_MAX_TARGET_PIDS * 4] = "";
+	struct ht_options o;
+
+	/* run's command takes a place in the spec's list: one fewer pid beside it. */
+	for (int i = 1; i <= HT_MAX_TARGET_PIDS; i++)
+		snprintf(full + strlen(full), sizeof(full) - strlen(full), "%s%d", i > 1 ? "," : "", i);
+	run_full[2] = full;
+	CHECK(parse(run_full, 5, true, &o) == -1);
+	CHECK(strstr(ht_last_error(), "at most 63 pids beside it") != NULL);
+	*strrchr(full, ',') = '\0';
+	CHECK(!parse(run_full, 5, true, &o));
+	CHECK(o.npids == HT_MAX_TARGET_PIDS - 1);
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		int rc = parse(cases[i].args, cases[i].n, cases[i].run, &o);
+
+		if (rc != -1 || !strstr(ht_last_error(), cases[i].want))
+			printf("     case %zu: rc %d, '%s'\n", i, rc, ht_last_error());
+		CHECK(rc == -1);
+		CHECK(strstr(ht_last_error(), cases[i].want) != NULL);
+	}
+}
+
+/* A child that sleeps until killed, for --pid to name. */
+static pid_t sleeping_child(void)
+{
+	pid_t pid = fork();
+
+	if (pid == 0) {
+		pause();
+		_exit(0);
+	}
+	return pid;
+}
+
+TEST(targets_resolved)
+{
+	static const char *const args[] = { "hybtrace", "--pid", NULL, "--children" };
+	const char *argv[4];
+	char list[64], self[16];
+	struct ht_options o;
+	pid_t child = sleeping_child();
+
+	CHECK(child > 0);
+	if (child <= 0)
+		return;
+	memcpy(argv, args, sizeof(args));
+	snprintf(list, sizeof(list), "%d", (int)child);
+	argv[2] = list;
+	CHECK(!parse(argv, 4, false, &o));
+	CHECK(!ht_options_resolve_targets(&o));
+	CHECK(o.targets.ntgids == 1 && o.targets.tgids[0] == child && o.pid == child);
+	CHECK(o.targets.children && !o.targets.cgroup_on && !o.targets.all);
+	CHECK(o.targets.self_tgid == getpid());
+	/* Never hybtrace itself: its own pid is refused, whatever it watches. */
+	snprintf(self, sizeof(self), "%d", (int)getpid());
+	argv[2] = self;
+	CHECK(!parse(argv, 4, false, &o));
+	CHECK(ht_options_resolve_targets(&o) == -1);
+	CHECK(strstr(ht_last_error(), "is hybtrace itself") != NULL);
+	kill(child, SIGKILL);
+	waitpid(child, NULL, 0);
 }
 
 TEST(repeated_options_rejected)

@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+#include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -69,12 +71,92 @@ int ht_proc_resolve_target(int pid, int *tgid)
 			return ht_fail("no process with pid %d", pid);
 		return ht_fail("cannot read /proc/%d/stat: %s", pid, strerror(errno));
 	}
-	if (flags & HT_PF_KTHREAD)
-		return ht_fail("pid %d is a kernel thread: hybtrace watches user-space processes", pid);
+	if (flags & HT_PF_KTHREAD) {
+		char comm[64] = "?";
+
+		ht_proc_thread_comm(pid, comm, sizeof(comm));
+		return ht_fail("pid %d (%s) is a kernel thread: hybtrace watches user-space "
+			       "processes",
+			       pid, comm);
+	}
 	if (state == 'Z' || state == 'X')
 		return ht_fail("pid %d has exited", pid);
 	if (read_tgid(pid, tgid))
 		return ht_fail("pid %d has exited", pid);
+	return 0;
+}
+
+int ht_parse_pid(const char *s, int *pid)
+{
+	char *end;
+	long v;
+
+	if (!s || !*s)
+		return ht_fail("empty pid");
+	if (s[0] == '-' && isdigit((unsigned char)s[1]))
+		return ht_fail("pid %s is not a process: give a pid above 0", s);
+	errno = 0;
+	v = strtol(s, &end, 10);
+	if (errno || *end || end == s || !isdigit((unsigned char)*s))
+		return ht_fail("pid '%s' is not a number", s);
+	if (v <= 0)
+		return ht_fail("pid %ld is not a process: give a pid above 0", v);
+	if (v > INT_MAX)
+		return ht_fail("pid '%s' is out of range", s);
+	*pid = (int)v;
+	return 0;
+}
+
+int ht_parse_pid_list(const char *arg, int *pids, unsigned int max, unsigned int *n)
+{
+	char item[32];
+	const char *p = arg;
+
+	*n = 0;
+	if (!arg || !*arg)
+		return ht_fail("empty pid");
+	for (;;) {
+		size_t len = strcspn(p, ",");
+
+		if (!len)
+			return ht_fail(
+				"empty pid in '%s': give pids separated by commas, like 10,12",
+				arg);
+		if (*n == max)
+			return ht_fail("more than %u pids in '%s'", max, arg);
+		if (len >= sizeof(item))
+			return ht_fail("pid '%.*s' is out of range", (int)len, p);
+		snprintf(item, sizeof(item), "%.*s", (int)len, p);
+		if (ht_parse_pid(item, &pids[*n]))
+			return -1;
+		++*n;
+		if (!p[len])
+			return 0;
+		p += len + 1;
+	}
+}
+
+int ht_resolve_target_pids(const int *in, unsigned int n, int *tgids)
+{
+	for (unsigned int i = 0; i < n; i++) {
+		if (ht_proc_resolve_target(in[i], &tgids[i]))
+			return -1;
+		for (unsigned int j = 0; j < i; j++) {
+			if (tgids[j] != tgids[i])
+				continue;
+			if (in[j] == in[i])
+				return ht_fail("pid %d is named twice: give each process once",
+					       in[i]);
+			if (in[j] == tgids[i] || in[i] == tgids[i])
+				return ht_fail(
+					"pid %d is a thread of process %d, named too: give each "
+					"process once",
+					in[j] == tgids[i] ? in[i] : in[j], tgids[i]);
+			return ht_fail("pids %d and %d are threads of one process, %d: give each "
+				       "process once",
+				       in[j], in[i], tgids[i]);
+		}
+	}
 	return 0;
 }
 

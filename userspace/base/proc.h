@@ -13,6 +13,24 @@
  */
 int ht_proc_resolve_target(int pid, int *tgid);
 
+/* A process id: a positive decimal number. Returns 0, or -1 with the reason. */
+int ht_parse_pid(const char *s, int *pid);
+
+/*
+ * "N[,M,...]", the value of --pid, into PIDS (at most MAX) and *N, as given:
+ * processes or thread ids, not yet checked against /proc. Returns 0, or -1
+ * with the reason (a bad number, an empty item, more than MAX).
+ */
+int ht_parse_pid_list(const char *arg, int *pids, unsigned int max, unsigned int *n);
+
+/*
+ * Each of the N pids IN to its process, in TGIDS[i] (a thread id names its
+ * process). Refused, naming which: a dead pid, a kernel thread, one process
+ * named twice (the same pid twice, or a process and a thread of it, or two
+ * of its threads). Returns 0, or -1 with the reason.
+ */
+int ht_resolve_target_pids(const int *in, unsigned int n, int *tgids);
+
 /* Read the comm of thread TID into buf (NUL-terminated). Returns 0 or -1. */
 int ht_proc_thread_comm(int tid, char *buf, size_t len);
 

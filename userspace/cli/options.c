@@ -6,9 +6,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include "base/breach_kinds.h"
+#include "base/cgroup.h"
 #include "base/log.h"
 #include "cli/options.h"
+#include "base/proc.h"
 #include "base/syscalls.h"
 
 void ht_options_init(struct ht_options *o)
@@ -121,27 +124,6 @@ int ht_parse_size(const char *s, uint64_t *bytes)
 	return ht_fail("size '%s' has an unknown suffix '%s': use k, M or G", s, suffix);
 }
 
-int ht_parse_pid(const char *s, int *pid)
-{
-	char *end;
-	long v;
-
-	if (!s || !*s)
-		return ht_fail("empty pid");
-	if (s[0] == '-' && isdigit((unsigned char)s[1]))
-		return ht_fail("pid %s is not a process: give a pid above 0", s);
-	errno = 0;
-	v = strtol(s, &end, 10);
-	if (errno || *end || end == s || !isdigit((unsigned char)*s))
-		return ht_fail("pid '%s' is not a number", s);
-	if (v <= 0)
-		return ht_fail("pid %ld is not a process: give a pid above 0", v);
-	if (v > INT_MAX)
-		return ht_fail("pid '%s' is out of range", s);
-	*pid = (int)v;
-	return 0;
-}
-
 int ht_parse_syscall_list(const char *opt, const char *s, uint64_t bitmap[HT_MAX_SYSCALLS / 64])
 {
 	char *copy, *save = NULL, *name;
@@ -233,6 +215,11 @@ enum {
 	OPT_PT_TIMING,
 	OPT_KEEP_RAW,
 	OPT_BLOCK_STACKS,
+	OPT_CHILDREN,
+	OPT_NO_CHILDREN,
+	OPT_CGROUP,
+	OPT_UNIT,
+	OPT_ALL,
 	OPT_END, /* not an option: the size of tables indexed by option */
 };
 
@@ -269,6 +256,11 @@ static const struct option other_options[] = {
 	{ "pt-timing", required_argument, NULL, OPT_PT_TIMING },
 	{ "keep-raw", no_argument, NULL, OPT_KEEP_RAW },
 	{ "block-stacks", no_argument, NULL, OPT_BLOCK_STACKS },
+	{ "children", no_argument, NULL, OPT_CHILDREN },
+	{ "no-children", no_argument, NULL, OPT_NO_CHILDREN },
+	{ "cgroup", required_argument, NULL, OPT_CGROUP },
+	{ "unit", required_argument, NULL, OPT_UNIT },
+	{ "all", no_argument, NULL, OPT_ALL },
 	{ "help", no_argument, NULL, 'h' },
 	{ NULL, 0, NULL, 0 },
 };
@@ -475,7 +467,21 @@ static int parse_one(struct ht_options *o, int opt, const char *arg)
 	}
 	switch (opt) {
 	case 'p':
-		return ht_parse_pid(arg, &o->pid);
+		if (ht_parse_pid_list(arg, o->pids, HT_MAX_TARGET_PIDS, &o->npids))
+			return ht_fail("--pid: %s", ht_last_error());
+		o->pid = o->pids[0];
+		return 0;
+	case OPT_CGROUP:
+		if (!*arg)
+			return ht_fail("--cgroup needs a cgroup v2 directory, absolute or relative "
+				       "to the cgroup v2 mount");
+		o->cgroup_arg = arg;
+		return 0;
+	case OPT_UNIT:
+		if (!*arg)
+			return ht_fail("--unit needs a systemd unit, like nginx or nginx.service");
+		o->unit = arg;
+		return 0;
 	case OPT_SYSCALLS:
 		o->syscall_filter_on = true;
 		return ht_parse_syscall_list("syscalls", arg, o->syscall_filter);
@@ -582,9 +588,55 @@ static bool json_file_without_equals(int argc, char **argv, bool run)
 	return false;
 }
 
+/* The target flags, whose meaning depends on the others: see check_targets(). */
+struct target_flags {
+	bool children, no_children;
+};
+
+static bool target_flag(struct ht_options *o, int opt, struct target_flags *f)
+{
+	switch (opt) {
+	case OPT_CHILDREN:
+		f->children = true;
+		return true;
+	case OPT_NO_CHILDREN:
+		f->no_children = true;
+		return true;
+	case OPT_ALL:
+		o->targets.all = true;
+		return true;
+	}
+	return false;
+}
+
+/* At least one target (run's command is one); --all alone; one cgroup. */
+static int check_targets(struct ht_options *o, const struct target_flags *f, bool run)
+{
+	bool named = o->npids || o->cgroup_arg || o->unit;
+
+	if (f->children && f->no_children)
+		return ht_fail("--children and --no-children: give one");
+	if (o->targets.all && (named || run || f->children || f->no_children))
+		return ht_fail("--all watches every task and stands alone: no --pid, --cgroup, "
+			       "--unit, --children or run beside it");
+	if (o->cgroup_arg && o->unit)
+		return ht_fail("--cgroup and --unit both name a cgroup: give one");
+	/* The spec's list holds run's command too. */
+	if (run && o->npids == HT_MAX_TARGET_PIDS)
+		return ht_fail("--pid: run's command is a target too: at most %d pids beside it",
+			       HT_MAX_TARGET_PIDS - 1);
+	if (!run && !named && !o->targets.all)
+		return ht_fail("which process? give --pid N, --cgroup PATH, --unit NAME or --all, "
+			       "or use: hybtrace run -- CMD");
+	/* run follows CMD's children unless told not to; --pid follows them when told. */
+	o->targets.children = run ? !f->no_children : f->children;
+	return 0;
+}
+
 int ht_options_parse(struct ht_options *o, int argc, char **argv, bool run, bool *want_help)
 {
 	const char *seen[OPT_END] = { 0 };
+	struct target_flags flags = { 0 };
 	uint64_t off_cpu_ns, syscall_ns;
 	int opt;
 
@@ -608,6 +660,8 @@ int ht_options_parse(struct ht_options *o, int argc, char **argv, bool run, bool
 			return ht_fail("bad option '%s' (unknown, or missing its value; see hybtrace --help)",
 				       bad);
 		}
+		if (target_flag(o, opt, &flags))
+			continue;
 		if (check_repeat(seen, opt, optarg) || parse_one(o, opt, optarg))
 			return -1;
 	}
@@ -633,32 +687,68 @@ int ht_options_parse(struct ht_options *o, int argc, char **argv, bool run, bool
 		return ht_fail("'%s' after --json: a file is given as --json=%s", argv[optind],
 			       argv[optind]);
 	if (run) {
-		if (o->pid)
-			return ht_fail("run starts its own target: --pid does not apply");
 		if (optind >= argc)
 			return ht_fail("run needs a command: hybtrace run [options] -- CMD [ARGS...]");
 		o->run_argv = &argv[optind];
-		return 0;
+		return check_targets(o, &flags, run);
 	}
 	if (optind < argc)
 		return ht_fail("unexpected argument '%s' (see hybtrace --help)", argv[optind]);
-	if (!o->pid)
-		return ht_fail("which process? give --pid N, or use: hybtrace run -- CMD");
+	return check_targets(o, &flags, run);
+}
+
+int ht_options_resolve_targets(struct ht_options *o)
+{
+	struct ht_target_spec *t = &o->targets;
+	const char *cgroup = o->cgroup_arg;
+	char unit_cgroup[PATH_MAX];
+
+	t->self_tgid = (int)getpid();
+	if (ht_resolve_target_pids(o->pids, o->npids, t->tgids))
+		return -1;
+	t->ntgids = o->npids;
+	for (unsigned int i = 0; i < t->ntgids; i++)
+		if (t->tgids[i] == t->self_tgid)
+			return ht_fail("pid %d is hybtrace itself", o->pids[i]);
+	if (t->ntgids)
+		o->pid = t->tgids[0];
+	if (o->unit) {
+		if (ht_systemd_unit_cgroup(o->unit, unit_cgroup, sizeof(unit_cgroup)))
+			return -1;
+		cgroup = unit_cgroup;
+	}
+	if (cgroup) {
+		if (ht_cgroup_resolve(cgroup, t->cgroup_path, sizeof(t->cgroup_path),
+				      &t->cgroup_id))
+			return -1;
+		t->cgroup_on = true;
+	}
 	return 0;
 }
 
 void ht_options_usage(void)
 {
-	printf("usage: hybtrace [record] --pid N [options]\n"
+	printf("usage: hybtrace [record] --pid N[,M...] | --cgroup PATH | --unit NAME | --all "
+	       "[options]\n"
 	       "       hybtrace run [options] -- CMD [ARGS...]\n"
 	       "       hybtrace report FILE|DIR [--json] [--all]\n"
 	       "       hybtrace decode RAW [--output DIR]\n"
 	       "       hybtrace check\n"
 	       "       hybtrace --version | --help\n"
 	       "\n"
-	       "Watches every thread of one process and reports latency breaches.\n"
+	       "Watches every thread of the target processes and reports latency breaches.\n"
 	       "\n"
-	       "  -p, --pid N          the process to watch\n");
+	       "Targets (at least one, or run's CMD; they combine, but --all stands alone):\n"
+	       "  -p, --pid N[,M...]   processes to watch (a thread id names its process)\n"
+	       "  --children           and every process they fork after attach, to any depth,\n"
+	       "                       through exec (the default under run)\n"
+	       "  --no-children        not the processes they fork (under run: CMD alone)\n"
+	       "  --cgroup PATH        every process in cgroup v2 directory PATH and below it,\n"
+	       "                       now and later (absolute, or relative to the v2 mount)\n"
+	       "  --unit NAME          a systemd unit's cgroup (NAME or NAME.service)\n"
+	       "  --all                every task on the machine but hybtrace's own\n"
+	       "\n"
+	       "Breaches:\n");
 	for (unsigned int k = 1; k < HT_BREACH_KIND_MAX; k++) {
 		char flag[64];
 

@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include "dump/dump_policy.h"
 #include "kernel/breach_filters.h"
+#include "kernel/targets.h"
 #include "hybtrace/records.h"
 
 enum ht_prev_state_mode {
@@ -28,7 +29,16 @@ enum ht_callgraph_mode { HT_CALLGRAPH_MODE_FP = 0, HT_CALLGRAPH_MODE_DWARF };
 #define HT_MAX_TRIGGERS 4
 
 struct ht_options {
-	int pid; /* target process; 0 until known */
+	/*
+	 * The first process --pid names (as given until ht_options_resolve_targets(),
+	 * its process after); 0 without --pid. targets is the whole set.
+	 */
+	int pid;
+	int pids[HT_MAX_TARGET_PIDS]; /* --pid as given: processes or thread ids */
+	unsigned int npids;
+	const char *cgroup_arg;	       /* --cgroup as given */
+	const char *unit;	       /* --unit as given */
+	struct ht_target_spec targets; /* children and all set by the parser, the rest resolved */
 	/* By enum ht_breach_kind: --rq-delay, --off-cpu, ... (base/breach_kinds.h); 0: off */
 	uint64_t threshold_ns[HT_BREACH_KIND_MAX];
 	bool syscall_filter_on;
@@ -94,14 +104,19 @@ void ht_options_init(struct ht_options *o);
  */
 int ht_options_parse(struct ht_options *o, int argc, char **argv, bool run, bool *want_help);
 
+/*
+ * What the parsed options name, against the machine: each --pid to its
+ * process, --cgroup or --unit to a cgroup v2 directory and its id, into
+ * o->targets (o->pid becomes the first process). Every refusal says which
+ * target and why. Returns 0, or -1 with the reason in ht_last_error().
+ */
+int ht_options_resolve_targets(struct ht_options *o);
+
 /* "2ms", "500us", "1.5s", "250ns" -> nanoseconds; a unit is required. */
 int ht_parse_duration(const char *s, uint64_t *ns);
 
 /* "16M", "4k", "1G", "65536", "2MiB" -> bytes (powers of 1024). */
 int ht_parse_size(const char *s, uint64_t *bytes);
-
-/* A process id: a positive decimal number. */
-int ht_parse_pid(const char *s, int *pid);
 
 /* "read,futex,clock_nanosleep", the value of --OPT -> a bitmap of syscall numbers. */
 int ht_parse_syscall_list(const char *opt, const char *s, uint64_t bitmap[HT_MAX_SYSCALLS / 64]);

@@ -928,7 +928,8 @@ static int open_loop_fds(struct session *s)
 		return ht_fail("timerfd: %s", strerror(errno));
 	if (add_fd(s, ht_monitor_breach_fd(&s->monitor), EV_BREACH) ||
 	    add_fd(s, s->sigfd, EV_SIGNAL) || add_fd(s, s->statusfd, EV_STATUS) ||
-	    add_fd(s, s->pidfd, EV_TARGET_EXIT) || add_fd(s, s->durationfd, EV_DURATION) ||
+	    (s->pidfd >= 0 && add_fd(s, s->pidfd, EV_TARGET_EXIT)) ||
+	    add_fd(s, s->durationfd, EV_DURATION) ||
 	    add_fd(s, s->dumpfd, EV_DUMP) || add_fd(s, ht_dumper_fd(&s->dumper), EV_DUMP))
 		return -1;
 	return add_trigger_fds(s);
@@ -1683,34 +1684,42 @@ static void announce(struct session *s)
 		ht_format_duration(s->opt->pre_ns, buf, sizeof(buf)));
 }
 
-/* Watch TGID (and its CHILDREN): the spec the options will give. */
-static void target_one(struct session *s, int tgid, bool children)
+/* Whether SPEC is one process and nothing else: its pidfd says when it is gone. */
+static bool one_process(const struct ht_target_spec *spec)
 {
-	memset(&s->spec, 0, sizeof(s->spec));
-	s->spec.tgids[0] = tgid;
-	s->spec.ntgids = 1;
-	s->spec.children = children;
-	s->spec.self_tgid = getpid();
-	s->tgid = tgid;
+	return spec->ntgids == 1 && !spec->children && !spec->cgroup_on && !spec->all;
+}
+
+static int check_targets_privileges(const struct ht_target_spec *spec)
+{
+	for (unsigned int i = 0; i < spec->ntgids; i++)
+		if (ht_check_target_privileges(spec->tgids[i]))
+			return -1;
+	return 0;
 }
 
 int ht_session_record(struct ht_options *o)
 {
 	struct session s;
-	int tgid, status;
+	int status;
 
 	init_session(&s);
 	ignore_sigpipe();
+	/* The options resolved the targets: processes, cgroup, --all. */
+	s.spec = o->targets;
+	s.spec.self_tgid = getpid();
+	s.tgid = s.spec.ntgids ? s.spec.tgids[0] : 0;
 	status = HT_EXIT_USAGE;
-	if (ht_proc_resolve_target(o->pid, &tgid) || ht_check_monitor_privileges() ||
-	    ht_check_target_privileges(tgid) || ht_output_dir_check(o->output_dir) ||
-	    check_sources(o) || check_perf_events(&s, o) ||
-	    ht_out_stream_open(&s.out, o->json_path))
+	if (ht_check_monitor_privileges() || check_targets_privileges(&s.spec) ||
+	    ht_output_dir_check(o->output_dir) || check_sources(o) ||
+	    check_perf_events(&s, o) || ht_out_stream_open(&s.out, o->json_path))
 		goto fail;
-	s.pidfd = pidfd_open_target(tgid);
-	if (s.pidfd < 0)
-		goto fail;
-	target_one(&s, tgid, false);
+	/* One process: its pidfd ends the session, as the set's last exit would. */
+	if (one_process(&s.spec)) {
+		s.pidfd = pidfd_open_target(s.tgid);
+		if (s.pidfd < 0)
+			goto fail;
+	}
 	block_loop_signals();
 	status = start_session(&s, o);
 	if (status)
@@ -1839,9 +1848,9 @@ int ht_session_run(struct ht_options *o)
 	init_session(&s);
 	ignore_sigpipe();
 	status = HT_EXIT_USAGE;
-	if (ht_check_monitor_privileges() || ht_output_dir_check(o->output_dir) ||
-	    check_sources(o) || check_perf_events(&s, o) ||
-	    ht_out_stream_open(&s.out, o->json_path))
+	if (ht_check_monitor_privileges() || check_targets_privileges(&o->targets) ||
+	    ht_output_dir_check(o->output_dir) || check_sources(o) ||
+	    check_perf_events(&s, o) || ht_out_stream_open(&s.out, o->json_path))
 		goto fail;
 	status = HT_EXIT_FAILURE;
 	s.child = spawn_held(o->run_argv, o->json && !o->json_path, &go_fd, &err_fd);
@@ -1852,8 +1861,21 @@ int ht_session_run(struct ht_options *o)
 	s.pidfd = pidfd_open_target(s.child);
 	if (s.pidfd < 0)
 		goto fail;
-	/* Its children are its command's: followed, as perf record and strace -f do. */
-	target_one(&s, s.child, true);
+	/*
+	 * CMD first, then what --pid named beside it; its children are followed
+	 * unless --no-children, as perf record and strace -f do.
+	 */
+	s.spec = o->targets;
+	s.spec.self_tgid = getpid();
+	if (s.spec.ntgids == HT_MAX_TARGET_PIDS) {
+		ht_fail("run's command and %d processes: at most %d in all", HT_MAX_TARGET_PIDS,
+			HT_MAX_TARGET_PIDS);
+		goto fail;
+	}
+	memmove(&s.spec.tgids[1], &s.spec.tgids[0], s.spec.ntgids * sizeof(s.spec.tgids[0]));
+	s.spec.tgids[0] = s.child;
+	s.spec.ntgids++;
+	s.tgid = s.child;
 	block_loop_signals();
 	status = start_session(&s, o);
 	if (status)

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include "base/cgroup.h"
 #include "base/log.h"
 #include "base/proc.h"
 #include "kernel/targets.h"
@@ -159,6 +160,17 @@ static void take_out(struct ht_targets *t, int tgid)
 	list_remove(t, tgid);
 }
 
+/* A process of the watched cgroup's subtree, as the walk finds it. */
+static int seed_cgroup_process(int tgid, void *arg)
+{
+	struct ht_targets *t = arg;
+
+	/* hybtrace may run in the cgroup it watches: never its own target. */
+	if (tgid == t->spec.self_tgid || !valid_tgid(tgid))
+		return 0;
+	return ht_targets_add(t, tgid, HT_TARGET_BY_CGROUP);
+}
+
 int ht_targets_seed(struct ht_targets *t)
 {
 	const struct ht_target_spec *s = &t->spec;
@@ -169,7 +181,7 @@ int ht_targets_seed(struct ht_targets *t)
 		if (ht_targets_add(t, s->tgids[i], HT_TARGET_BY_PID))
 			return -1;
 	if (s->cgroup_on)
-		return ht_fail("--cgroup is not available yet");
+		return ht_cgroup_for_each_process(s->cgroup_path, seed_cgroup_process, t);
 	return 0;
 }
 
