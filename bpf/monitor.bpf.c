@@ -26,6 +26,7 @@ char LICENSE[] SEC("license") = "GPL";
 #include "clock.bpf.h"
 #include "flight_recorder.bpf.h"
 #include "block_stacks.bpf.h"
+#include "targets.bpf.h"
 
 /* test_skip_switch_in_every's count. */
 __u32 test_switch_ins = 0;
@@ -67,6 +68,7 @@ struct held_off_cpu {
 	__u32 flags; /* the wakeup's HT_BRF_JOINED */
 	__u32 softirq_vec;
 	__u32 block_stack_seq; /* --block-stacks: the stack sent for it; 0: lost */
+	__u32 tgid;	       /* the held thread's process, for the end's flush */
 	char waker_comm[HT_COMM_LEN];
 };
 
@@ -363,12 +365,6 @@ static __always_inline __u32 wake_context(__u32 *vec, bool *in_task)
 		return HT_WAKE_SOFTIRQ;
 	}
 	return HT_WAKE_TASK;
-}
-
-/* target_tgid is never 0 (user space refuses it), so idle tasks never match. */
-static __always_inline bool is_target(struct task_struct *p)
-{
-	return p->tgid == target_tgid;
 }
 
 /* Who owns a slot: the thread's pid and its start time, never 0 (pid 0 is no target). */
@@ -756,6 +752,7 @@ static __always_inline void hold_off_cpu(struct task_struct *p, struct task_stat
 		return;
 	h->start_ns = st->off_cpu_since_ns;
 	h->end_ns = now;
+	h->tgid = p->tgid;
 	h->state = st->off_cpu_state;
 	h->cpu = bpf_get_smp_processor_id();
 	h->wake_ns = st->wake_ns < now ? st->wake_ns : now;
@@ -1026,6 +1023,11 @@ int BPF_PROG(handle_sched_switch, bool preempt, struct task_struct *prev, struct
 		target_switch_out(ctx, prev, state, preempt, t.now);
 		if ((preempt || state == TASK_RUNNING) && t.clock)
 			note_preemption(prev, &t);
+		if (state & TASK_DEAD)
+			targets_exit(prev);
+	} else if (state & TASK_DEAD) {
+		/* A thread of a process whose last thread left the set first: its slot is free. */
+		state_release(prev);
 	}
 	if (next_target)
 		target_switch_in(next, &t, true);
@@ -1174,6 +1176,7 @@ SEC("tp_btf/sched_process_fork")
 int BPF_PROG(handle_sched_process_fork, struct task_struct *parent, struct task_struct *child)
 {
 	comm_update(child, child->comm, 0);
+	targets_fork(parent, child);
 	if (is_target(child))
 		fr_write(bpf_ktime_get_ns(), HT_FR_FORK, HT_FRF_TARGET, 0, parent->pid,
 			 child->pid, child->tgid);
@@ -1196,6 +1199,22 @@ int BPF_PROG(handle_sched_process_exit, struct task_struct *p)
 	if (is_target(p))
 		fr_write(bpf_ktime_get_ns(), HT_FR_EXIT, HT_FRF_TARGET, 0, p->pid, 0,
 			 p->exit_code);
+	return 0;
+}
+
+/* Attached with --cgroup only: the kernel formats the cgroup's path for it, under a lock. */
+SEC("tp_btf/cgroup_attach_task")
+int BPF_PROG(handle_cgroup_attach_task, struct cgroup *dst, const char *path,
+	     struct task_struct *task, bool threadgroup)
+{
+	targets_cgroup_moved(task);
+	return 0;
+}
+
+SEC("tp_btf/cgroup_rmdir")
+int BPF_PROG(handle_cgroup_rmdir, struct cgroup *cgrp, const char *path)
+{
+	targets_cgroup_removed(cgrp);
 	return 0;
 }
 
@@ -1309,7 +1328,9 @@ int BPF_PROG(handle_sys_enter, struct pt_regs *regs, long nr)
 	struct task_state *st;
 	__u64 now, held;
 
-	if ((bpf_get_current_pid_tgid() >> 32) != target_tgid)
+	__u64 id = bpf_get_current_pid_tgid();
+
+	if (!tgid_is_target(id >> 32, (__u32)id))
 		return 0;
 	cur = bpf_get_current_task_btf();
 	st = state_of(cur);
@@ -1342,7 +1363,9 @@ int BPF_PROG(handle_sys_exit, struct pt_regs *regs, long ret)
 	bool in_storage, breach;
 	__u32 flags = 0;
 
-	if ((bpf_get_current_pid_tgid() >> 32) != target_tgid)
+	__u64 id = bpf_get_current_pid_tgid();
+
+	if (!tgid_is_target(id >> 32, (__u32)id))
 		return 0;
 	cur = bpf_get_current_task_btf();
 	st = state_find(cur, false, &in_storage);
@@ -1405,7 +1428,7 @@ static long flush_slot(__u32 index, void *ctx)
 	b->start_ns = start;
 	b->end_ns = slot->st.held.end_ns;
 	b->tid = tid;
-	b->tgid = target_tgid;
+	b->tgid = slot->st.held.tgid;
 	b->cpu = slot->st.held.cpu;
 	b->syscall_nr = slot->st.syscall_nr;
 	fill_held(b, &slot->st.held, start);

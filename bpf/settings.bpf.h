@@ -13,8 +13,12 @@
 #include "hybtrace/records.h"
 #include "hybtrace/block_stack.h"
 
-/* The process traced; never 0 (user space refuses it), so idle tasks never match. */
-const volatile __u32 target_tgid = 0;
+/* The target set (targets.bpf.h, userspace/kernel/targets.h). */
+const volatile bool targets_all = false;	/* --all: every task but self_tgid's */
+const volatile __u32 self_tgid = 0;		/* hybtrace: never a target */
+const volatile bool targets_children = false;	/* --children: a target's forks are targets */
+const volatile bool targets_cgroup_on = false;	/* --cgroup: its subtree's processes are targets */
+const volatile __u64 target_cgroup_id = 0;	/* its kernfs id */
 const volatile bool prev_state_from_arg = true; /* false: read task_struct (pre-5.18) */
 
 /* Breach thresholds, 0: off. */

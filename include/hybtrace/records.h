@@ -206,6 +206,28 @@ static inline __u32 ht_task_state_index(__u32 state)
 	return 0;
 }
 
+/* What struct ht_target_event says. */
+enum ht_target_event_kind {
+	HT_TARGET_JOINED = 1,	      /* tgid became a target */
+	HT_TARGET_LEFT = 2,	      /* tgid's last thread exited, or it left the watched cgroup */
+	HT_TARGET_CGROUP_REMOVED = 3, /* the watched cgroup was removed */
+};
+
+/* Why a process joined (or, HT_TARGET_BY_CGROUP, left) the set. */
+#define HT_TARGET_BY_PID    0x1 /* --pid, or run's child: seeded by user space */
+#define HT_TARGET_BY_FORK   0x2 /* --children: forked by a target */
+#define HT_TARGET_BY_CGROUP 0x4 /* in the watched cgroup, or moved into (out of) it */
+
+/* A change of the target set, on the monitor's target_events ring. */
+struct ht_target_event {
+	__u64 time_ns;
+	__u32 kind; /* enum ht_target_event_kind */
+	__u32 tgid;
+	__u32 reason;	   /* HT_TARGET_BY_* */
+	__u32 parent_tgid; /* HT_TARGET_BY_FORK: the process that forked it */
+	char comm[HT_COMM_LEN];
+};
+
 /* Counters in a per-CPU array; nothing is dropped without one of these. */
 enum ht_counter {
 	HT_CNT_RB_DROPS = 0,	   /* breach reservations that failed */

@@ -341,7 +341,7 @@ class Attached:
         for o in self.json_lines():
             if o.get("type") == "attached":
                 return o
-        if "--json" not in self.proc.args and "hybtrace: watching pid " in self.stderr():
+        if "--json" not in self.proc.args and "hybtrace: watching " in self.stderr():
             return {"type": "attached"}
         return None
 

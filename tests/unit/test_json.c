@@ -153,6 +153,7 @@ TEST(a_breach_line_with_every_part)
 			     .preemptions = 1},
 		.block_stack = &fr,
 		.block_stack_missing = "never\tblocked",
+		.process_comm = "ser\"ver",
 	};
 
 	snprintf(bi.culprit_comm[0], sizeof(bi.culprit_comm[0]), "fifo_hog");
@@ -165,8 +166,8 @@ TEST(a_breach_line_with_every_part)
 	CHECK_STR(breach_line(&bi),
 		  "{\"type\":\"breach\",\"time_s\":12.345679,\"kind\":\"syscall\",\"duration_ns"
 		  "\":20000000,\"threshold_ns\":10000000,\"start_ns\":1000000,\"end_ns\":210000"
-		  "00,\"pid\":4000,\"tid\":4001,\"comm\":\"wor\\\"ker\",\"kinds\":[\"off-cpu\","
-		  "\"syscall\"],\"off_cpu\":{\"start_ns\":1500000,\"end_ns\":19800000,\"duratio"
+		  "00,\"pid\":4000,\"tid\":4001,\"comm\":\"wor\\\"ker\",\"process_comm\":\"ser"
+		  "\\\"ver\",\"kinds\":[\"off-cpu\",\"syscall\"],\"off_cpu\":{\"start_ns\":1500000,\"end_ns\":19800000,\"duratio"
 		  "n_ns\":18300000,\"threshold_ns\":5000000,\"waits_over_threshold\":2},\"cpu\""
 		  ":1,\"state\":\"S\",\"wake_cpu\":0,\"syscall_nr\":0,\"syscall\":\"read\",\"sy"
 		  "scall_ret\":-11,\"syscall_ret_name\":\"EAGAIN\",\"wait_for_work\":false,\"wo"
@@ -200,7 +201,7 @@ TEST(a_breach_line_with_the_fewest_parts)
 	CHECK_STR(breach_line(&bi),
 		  "{\"type\":\"breach\",\"time_s\":0.000000,\"kind\":\"rq-delay\",\"duration_ns"
 		  "\":4,\"threshold_ns\":1,\"start_ns\":5,\"end_ns\":9,\"pid\":7,\"tid\":7,\"co"
-		  "mm\":\"x\",\"kinds\":[\"rq-delay\"],\"cpu\":0,\"state\":\"R\",\"wake_cpu\":0"
+		  "mm\":\"x\",\"process_comm\":\"x\",\"kinds\":[\"rq-delay\"],\"cpu\":0,\"state\":\"R\",\"wake_cpu\":0"
 		  ",\"wait_for_work\":false,\"woken_by\":null,\"kernel_stack\":[]}\n");
 	bi.b.kind = HT_BREACH_SYSCALL;
 	bi.b.syscall_nr = 100000;
@@ -210,7 +211,7 @@ TEST(a_breach_line_with_the_fewest_parts)
 	CHECK_STR(breach_line(&bi),
 		  "{\"type\":\"breach\",\"time_s\":0.000000,\"kind\":\"syscall\",\"duration_ns"
 		  "\":4,\"threshold_ns\":1,\"start_ns\":5,\"end_ns\":9,\"pid\":7,\"tid\":7,\"co"
-		  "mm\":\"x\",\"kinds\":[\"syscall\"],\"cpu\":0,\"state\":\"R\",\"wake_cpu\":0,"
+		  "mm\":\"x\",\"process_comm\":\"x\",\"kinds\":[\"syscall\"],\"cpu\":0,\"state\":\"R\",\"wake_cpu\":0,"
 		  "\"syscall_nr\":100000,\"syscall\":null,\"syscall_ret\":3,\"syscall_ret_name"
 		  "\":null,\"wait_for_work\":false,\"woken_by\":{\"source\":\"softirq\",\"at_ns"
 		  "\":0,\"softirq\":\"net_rx\"},\"kernel_stack\":[]}\n");
@@ -219,7 +220,7 @@ TEST(a_breach_line_with_the_fewest_parts)
 	CHECK_STR(breach_line(&bi),
 		  "{\"type\":\"breach\",\"time_s\":0.000000,\"kind\":\"syscall\",\"duration_ns"
 		  "\":4,\"threshold_ns\":1,\"start_ns\":5,\"end_ns\":9,\"pid\":7,\"tid\":7,\"co"
-		  "mm\":\"x\",\"kinds\":[\"syscall\"],\"cpu\":0,\"state\":\"R\",\"wake_cpu\":0,"
+		  "mm\":\"x\",\"process_comm\":\"x\",\"kinds\":[\"syscall\"],\"cpu\":0,\"state\":\"R\",\"wake_cpu\":0,"
 		  "\"syscall_nr\":100000,\"syscall\":null,\"syscall_ret\":3,\"syscall_ret_name"
 		  "\":null,\"wait_for_work\":false,\"woken_by\":{\"source\":\"softirq\",\"at_ns"
 		  "\":0,\"softirq\":\"net_rx\",\"tid\":12,\"pid\":0,\"comm\":\"\",\"exiting\":f"

@@ -386,7 +386,10 @@ TEST(one_wait_of_both_kinds_in_its_dump)
 /* The live line and JSON object of one wait of both kinds. */
 TEST(one_wait_of_both_kinds_live)
 {
-	struct ht_breach_info bi = { .b = both_breach, .threshold_ns = 10000, .since_start_s = 1.5 };
+	struct ht_breach_info bi = { .b = both_breach,
+				     .threshold_ns = 10000,
+				     .since_start_s = 1.5,
+				     .process_comm = "server" };
 	char *out = NULL;
 	size_t len = 0;
 	FILE *f = open_memstream(&out, &len);
@@ -397,9 +400,11 @@ TEST(one_wait_of_both_kinds_live)
 	ht_breach_print_text(f, &bi);
 	ht_breach_print_json(f, &bi, NULL);
 	fclose(f);
-	CHECK(!strncmp(out, "1.500000 off-cpu+syscall 29.2us tid 4001 (worker) cpu 0: read = 1, "
-			    "off-cpu 29.0us (the longest of 2) in state S; woken by 4002 (writer)\n",
-		       126));
+	CHECK(!strncmp(out, "1.500000 off-cpu+syscall 29.2us tid 4001 (worker) pid 4000 (server) "
+			    "cpu 0: read = 1, off-cpu 29.0us (the longest of 2) in state S; woken "
+			    "by 4002 (writer)\n",
+		       146));
+	CHECK(strstr(out, "\"tid\":4001,\"comm\":\"worker\",\"process_comm\":\"server\"") != NULL);
 	CHECK(strstr(out, "\"kind\":\"syscall\",\"duration_ns\":29200,\"threshold_ns\":10000") !=
 	      NULL);
 	CHECK(strstr(out, "\"kinds\":[\"off-cpu\",\"syscall\"],\"off_cpu\":{\"start_ns\":1100,"

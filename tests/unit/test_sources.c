@@ -16,6 +16,9 @@ static void options(struct ht_options *o, const char *source)
 	ht_options_init(o);
 	o->source = source;
 	o->sample_history_bytes = 1ULL << 20;
+	/* One process named, as --pid N or run's command. */
+	o->targets.tgids[0] = 4242;
+	o->targets.ntgids = 1;
 }
 
 TEST(auto_takes_pt_where_there_is_pt)
@@ -31,6 +34,26 @@ TEST(auto_takes_pt_where_there_is_pt)
 	CHECK_EQ_U64(
 		ht_sources_memory_bytes(&o, 4),
 		ht_intelpt_memory_needed(o.pt_size_bytes, HT_INTELPT_SIDEBAND_BYTES, 4, false));
+	unsetenv("HYBTRACE_TEST_PT_SIDEBAND_ONLY");
+}
+
+/* Intel PT follows one process: for --cgroup or --all alone auto samples, and pt is refused. */
+TEST(auto_samples_a_cgroup_where_there_is_pt)
+{
+	struct ht_options o;
+
+	setenv("HYBTRACE_TEST_PT_SIDEBAND_ONLY", "1", 1);
+	options(&o, HT_SOURCE_AUTO);
+	o.targets.ntgids = 0;
+	o.targets.cgroup_on = true;
+	CHECK(!ht_sources_choose(&o));
+	CHECK_STR(o.source, "sample");
+	CHECK(!ht_sources_one_process(&o));
+	options(&o, "pt");
+	o.targets.ntgids = 0;
+	o.targets.all = true;
+	CHECK(!ht_sources_choose(&o));
+	CHECK_STR(ht_sources_one_process(&o), "Intel PT");
 	unsetenv("HYBTRACE_TEST_PT_SIDEBAND_ONLY");
 }
 
@@ -93,6 +116,7 @@ TEST(none_is_no_source)
 {
 	struct ht_options o;
 	struct ht_open_source v[HT_SOURCES_OPEN_MAX];
+	struct ht_target_spec self = { .tgids = { getpid() }, .ntgids = 1 };
 	unsigned int n = 7;
 
 	options(&o, HT_SOURCE_NONE);
@@ -100,7 +124,7 @@ TEST(none_is_no_source)
 	CHECK_STR(o.source, HT_SOURCE_NONE);
 	CHECK(ht_sources_title(&o) == NULL);
 	CHECK_EQ_U64(ht_sources_memory_bytes(&o, 4), 0);
-	CHECK(!ht_sources_open(&o, getpid(), 0, v, &n));
+	CHECK(!ht_sources_open(&o, &self, -1, 0, v, &n));
 	CHECK(n == 0);
 }
 

@@ -60,8 +60,9 @@ static int noop_breach(void *ctx, void *data, size_t size)
 /* The real proof: load and attach the monitor, watching ourselves, then detach. */
 static int probe_monitor(bool prev_state_arg, char *detail, size_t len)
 {
+	struct ht_target_spec self = { .tgids = { getpid() }, .ntgids = 1 };
 	struct ht_monitor_config cfg = {
-		.tgid = getpid(),
+		.targets = &self,
 		.threshold_ns[HT_BREACH_RQ_DELAY] = 1000000,
 		.history_bytes = 64 << 10,
 		.prev_state_from_arg = prev_state_arg,

@@ -78,6 +78,13 @@ struct kind_stats {
 
 struct session {
 	const struct ht_options *opt;
+	/* What is watched; hybtrace never is. */
+	struct ht_target_spec spec;
+	/*
+	 * The first process named (--pid, run's child), 0 with --cgroup or
+	 * --all alone: what is kept for one process (triggers, Intel PT,
+	 * marks, block stacks' symbols, own CPUs) is kept for it.
+	 */
 	int tgid;
 	char target_comm[HT_COMM_BUF];
 	struct ht_monitor monitor;
@@ -382,6 +389,11 @@ static int on_breach(void *ctx, void *data, size_t size)
 		ht_comm_lookup(s->comms, bi.b.tid, bi.b.cpu, comm, sizeof(comm));
 		snprintf(bi.b.comm, sizeof(bi.b.comm), "%.*s", HT_COMM_LEN - 1, comm);
 	}
+	if (bi.b.tgid == bi.b.tid)
+		snprintf(bi.process_comm, sizeof(bi.process_comm), "%.*s", HT_COMM_LEN, bi.b.comm);
+	else
+		ht_comm_lookup(s->comms, bi.b.tgid, bi.b.cpu, bi.process_comm,
+			       sizeof(bi.process_comm));
 	bi.since_start_s = (double)(int64_t)(bi.b.end_ns - s->start_ns) / 1e9;
 	/* Before anything ranks or prints it: a wait on a latch is no wait for work. */
 	ht_wait_sets_judge(&s->wait_sets, &bi.b, monotonic_ns());
@@ -593,12 +605,42 @@ static bool filters_on(const struct ht_options *o)
 	       o->filters.ignore_syscalls_on;
 }
 
+static const char *comm_of_pid(void *ctx, int pid)
+{
+	struct session *s = ctx;
+	static char buf[HT_COMM_BUF];
+
+	if (pid == s->tgid && s->target_comm[0])
+		return s->target_comm;
+	return ht_comm_lookup(s->comms, (uint32_t)pid, 0, buf, sizeof(buf));
+}
+
+/* "pid 12 (server)", "pids 12 (a), 14 (b) and their children", "cgroup /x", "all tasks" */
+static const char *targets_text(struct session *s, char *buf, size_t len)
+{
+	ht_targets_describe(&s->monitor.targets, buf, len, comm_of_pid, s);
+	return buf;
+}
+
+/* Processes that joined the set after the start (forks, cgroup moves), and left it. */
+static void print_target_processes_text(struct session *s, FILE *f)
+{
+	const struct ht_targets *t = &s->monitor.targets;
+
+	if (s->spec.all || (!s->spec.children && !s->spec.cgroup_on && s->spec.ntgids < 2))
+		return;
+	fprintf(f, "  processes: %llu watched in all, %llu still running, %llu changes lost\n",
+		(unsigned long long)t->joined, (unsigned long long)t->count,
+		(unsigned long long)ht_monitor_target_event_drops(&s->monitor));
+}
+
 static void print_summary_text(struct session *s, FILE *f, const struct ht_monitor_counters *c)
 {
-	char dur[32];
+	char dur[32], what[512];
 
-	fprintf(f, "\nhybtrace: watched pid %d (%s) for %.1fs\n", s->tgid, s->target_comm,
+	fprintf(f, "\nhybtrace: watched %s for %.1fs\n", targets_text(s, what, sizeof(what)),
 		(double)(monotonic_ns() - s->start_ns) / 1e9);
+	print_target_processes_text(s, f);
 	for (int k = 1; k < HT_BREACH_KIND_MAX; k++) {
 		const struct kind_stats *ks = &s->kinds[k];
 
@@ -676,6 +718,23 @@ static void print_dump_stats_json(struct session *s, struct ht_json *j)
 	ht_json_close(j);
 }
 
+/* "targets": {"pids": [...], "children": true, "cgroup": "/x" | null, "all": false} */
+static void print_targets_json(struct session *s, struct ht_json *j)
+{
+	ht_json_object(j, "targets");
+	ht_json_array(j, "pids");
+	for (unsigned int i = 0; i < s->spec.ntgids; i++)
+		ht_json_i64(j, NULL, s->spec.tgids[i]);
+	ht_json_close(j);
+	ht_json_bool(j, "children", s->spec.children);
+	if (s->spec.cgroup_on)
+		ht_json_str(j, "cgroup", s->spec.cgroup_path);
+	else
+		ht_json_null(j, "cgroup");
+	ht_json_bool(j, "all", s->spec.all);
+	ht_json_close(j);
+}
+
 /* The summary line up to its histograms, which print_summary adds. */
 static void print_summary_json(struct session *s, struct ht_json *j,
 			       const struct ht_monitor_counters *c)
@@ -685,6 +744,12 @@ static void print_summary_json(struct session *s, struct ht_json *j,
 	ht_json_str(j, "type", "summary");
 	ht_json_i64(j, "pid", s->tgid);
 	ht_json_str(j, "comm", s->target_comm);
+	print_targets_json(s, j);
+	ht_json_object(j, "target_processes");
+	ht_json_u64(j, "watched", s->monitor.targets.joined);
+	ht_json_u64(j, "running", s->monitor.targets.count);
+	ht_json_u64(j, "changes_lost", ht_monitor_target_event_drops(&s->monitor));
+	ht_json_close(j);
 	ht_json_fixed(j, "seconds", (double)(monotonic_ns() - s->start_ns) / 1e9, 3);
 	ht_json_object(j, "breaches");
 	for (int k = 1; k < HT_BREACH_KIND_MAX; k++) {
@@ -762,12 +827,14 @@ static void print_summary(struct session *s)
 	bool json = s->opt->json && !s->out_gone;
 	struct ht_monitor_counters c;
 	uint64_t slots[HT_HIST_SLOTS];
-	char title[128];
+	char title[640], what[512];
 	struct ht_json j;
 
 	clear_status_line(s);
 	/* `run` read the name before exec; what it is called now is what counts. */
-	ht_comm_lookup(s->comms, (uint32_t)s->tgid, 0, s->target_comm, sizeof(s->target_comm));
+	if (s->tgid)
+		ht_comm_lookup(s->comms, (uint32_t)s->tgid, 0, s->target_comm,
+			       sizeof(s->target_comm));
 	if (ht_monitor_read_counters(&s->monitor, &c)) {
 		ht_warn("%s", ht_last_error());
 		return;
@@ -792,8 +859,8 @@ static void print_summary(struct session *s)
 			ht_hist_print_json(&j, ht_breach_kind_name(k), slots, HT_HIST_SLOTS);
 		} else {
 			snprintf(title, sizeof(title),
-				 "%s of pid %d (%s), log2 buckets:", ht_breach_kinds[k].title,
-				 s->tgid, s->target_comm);
+				 "%s of %s, log2 buckets:", ht_breach_kinds[k].title,
+				 targets_text(s, what, sizeof(what)));
 			ht_hist_print(f, title, slots, HT_HIST_SLOTS);
 		}
 	}
@@ -861,7 +928,8 @@ static int open_loop_fds(struct session *s)
 		return ht_fail("timerfd: %s", strerror(errno));
 	if (add_fd(s, ht_monitor_breach_fd(&s->monitor), EV_BREACH) ||
 	    add_fd(s, s->sigfd, EV_SIGNAL) || add_fd(s, s->statusfd, EV_STATUS) ||
-	    add_fd(s, s->pidfd, EV_TARGET_EXIT) || add_fd(s, s->durationfd, EV_DURATION) ||
+	    (s->pidfd >= 0 && add_fd(s, s->pidfd, EV_TARGET_EXIT)) ||
+	    add_fd(s, s->durationfd, EV_DURATION) ||
 	    add_fd(s, s->dumpfd, EV_DUMP) || add_fd(s, ht_dumper_fd(&s->dumper), EV_DUMP))
 		return -1;
 	return add_trigger_fds(s);
@@ -1176,6 +1244,20 @@ static void drain_breaches(struct session *s)
 	}
 }
 
+/*
+ * The set's changes came in with the breaches: the session ends when the
+ * last target process is gone (--pid) or the cgroup is removed (--cgroup).
+ */
+static void check_targets(struct session *s)
+{
+	struct ht_targets *t = &s->monitor.targets;
+
+	/* Changes the kernel could not send: the bitmap says who is still there. */
+	ht_targets_resync(t, ht_monitor_target_event_drops(&s->monitor));
+	if (ht_targets_done(t, s->child != 0))
+		s->stop = true;
+}
+
 static int run_loop(struct session *s)
 {
 	struct epoll_event events[8];
@@ -1201,6 +1283,7 @@ static int run_loop(struct session *s)
 			switch (events[i].data.u64) {
 			case EV_BREACH:
 				ht_monitor_consume(&s->monitor);
+				check_targets(s);
 				break;
 			case EV_SIGNAL:
 				handle_signal(s);
@@ -1208,6 +1291,7 @@ static int run_loop(struct session *s)
 			case EV_STATUS:
 				drain_timer(s->statusfd);
 				housekeeping(s);
+				check_targets(s);
 				break;
 			case EV_DUMP:
 				drain_timer(s->dumpfd);
@@ -1277,7 +1361,8 @@ static int start_on_cpu_source(struct session *s)
 	uint64_t budget = o->max_memory_bytes -
 			  o->history_bytes * (uint64_t)libbpf_num_possible_cpus();
 
-	return ht_sources_open(o, s->tgid, budget, s->sources, &s->nsources);
+	return ht_sources_open(o, &s->spec, ht_monitor_targets_fd(&s->monitor), budget, s->sources,
+			       &s->nsources);
 }
 
 /* The event loop at a real-time priority: breaches are taken as soon as they end. */
@@ -1366,10 +1451,11 @@ static int probe_bpf_maps(void *ctx)
  * Everything between "we know the target" and "the loop runs". Returns 0, or
  * the exit status to fail with (the reason in ht_last_error()).
  */
-static int start_session(struct session *s, const struct ht_options *o, int tgid)
+static int start_session(struct session *s, const struct ht_options *o)
 {
+	int tgid = s->tgid;
 	struct ht_monitor_config cfg = {
-		.tgid = tgid,
+		.targets = &s->spec,
 		.syscall_filter_on = o->syscall_filter_on,
 		.filters = o->filters,
 		.history_bytes = o->history_bytes,
@@ -1381,10 +1467,16 @@ static int start_session(struct session *s, const struct ht_options *o, int tgid
 	struct btf *btf;
 
 	s->opt = o;
-	s->tgid = tgid;
 	s->status_on_tty = isatty(STDERR_FILENO);
-	if (ht_proc_thread_comm(tgid, s->target_comm, sizeof(s->target_comm)))
+	if (tgid && ht_proc_thread_comm(tgid, s->target_comm, sizeof(s->target_comm)))
 		snprintf(s->target_comm, sizeof(s->target_comm), "?");
+	if (!tgid && (o->ntriggers || o->block_stacks || ht_sources_one_process(o))) {
+		ht_fail("%s follows one process: name it with --pid or run",
+			o->ntriggers	  ? "--trigger"
+			: o->block_stacks ? "--block-stacks"
+					  : ht_sources_one_process(o));
+		return HT_EXIT_USAGE;
+	}
 	/* A missing or bad BTF file is the user's to fix: say so before anything loads. */
 	btf = ht_btf_open(o->btf_path);
 	if (!btf)
@@ -1463,7 +1555,9 @@ static int start_session(struct session *s, const struct ht_options *o, int tgid
 	if (o->rt_priority && set_realtime(o->rt_priority))
 		return HT_EXIT_FAILURE;
 	/* The dump builder runs by now: both threads keep off the target's CPUs. */
-	say_own_cpus(s, ht_own_cpus_init(&s->own_cpus, tgid, monotonic_ns()), monotonic_ns());
+	if (tgid)
+		say_own_cpus(s, ht_own_cpus_init(&s->own_cpus, tgid, monotonic_ns()),
+			     monotonic_ns());
 	return open_loop_fds(s) ? HT_EXIT_FAILURE : 0;
 }
 
@@ -1549,7 +1643,7 @@ static const char *on_cpu_source_name(const struct session *s)
 
 static void announce(struct session *s)
 {
-	char buf[64], reach[32];
+	char buf[64], reach[32], what[512];
 
 	s->announced = true;
 	if (s->opt->json) {
@@ -1561,6 +1655,7 @@ static void announce(struct session *s)
 		ht_json_str(&j, "type", "attached");
 		ht_json_i64(&j, "pid", s->tgid);
 		ht_json_str(&j, "comm", s->target_comm);
+		print_targets_json(s, &j);
 		ht_json_str(&j, "source", on_cpu_source_name(s));
 		ht_json_end_line(&j);
 		funlockfile(s->out.f);
@@ -1569,7 +1664,7 @@ static void announce(struct session *s)
 	}
 	if (s->opt->quiet)
 		return;
-	fprintf(stderr, "hybtrace: watching pid %d (%s)", s->tgid, s->target_comm);
+	fprintf(stderr, "hybtrace: watching %s", targets_text(s, what, sizeof(what)));
 	for (unsigned int k = 1; k < HT_BREACH_KIND_MAX; k++)
 		fprintf(stderr, "%s %s %s", k > 1 ? "," : ":", ht_breach_kinds[k].name,
 			threshold_of(s->opt, k)
@@ -1589,24 +1684,44 @@ static void announce(struct session *s)
 		ht_format_duration(s->opt->pre_ns, buf, sizeof(buf)));
 }
 
+/* Whether SPEC is one process and nothing else: its pidfd says when it is gone. */
+static bool one_process(const struct ht_target_spec *spec)
+{
+	return spec->ntgids == 1 && !spec->children && !spec->cgroup_on && !spec->all;
+}
+
+static int check_targets_privileges(const struct ht_target_spec *spec)
+{
+	for (unsigned int i = 0; i < spec->ntgids; i++)
+		if (ht_check_target_privileges(spec->tgids[i]))
+			return -1;
+	return 0;
+}
+
 int ht_session_record(struct ht_options *o)
 {
 	struct session s;
-	int tgid, status;
+	int status;
 
 	init_session(&s);
 	ignore_sigpipe();
+	/* The options resolved the targets: processes, cgroup, --all. */
+	s.spec = o->targets;
+	s.spec.self_tgid = getpid();
+	s.tgid = s.spec.ntgids ? s.spec.tgids[0] : 0;
 	status = HT_EXIT_USAGE;
-	if (ht_proc_resolve_target(o->pid, &tgid) || ht_check_monitor_privileges() ||
-	    ht_check_target_privileges(tgid) || ht_output_dir_check(o->output_dir) ||
-	    check_sources(o) || check_perf_events(&s, o) ||
-	    ht_out_stream_open(&s.out, o->json_path))
+	if (ht_check_monitor_privileges() || check_targets_privileges(&s.spec) ||
+	    ht_output_dir_check(o->output_dir) || check_sources(o) ||
+	    check_perf_events(&s, o) || ht_out_stream_open(&s.out, o->json_path))
 		goto fail;
-	s.pidfd = pidfd_open_target(tgid);
-	if (s.pidfd < 0)
-		goto fail;
+	/* One process: its pidfd ends the session, as the set's last exit would. */
+	if (one_process(&s.spec)) {
+		s.pidfd = pidfd_open_target(s.tgid);
+		if (s.pidfd < 0)
+			goto fail;
+	}
 	block_loop_signals();
-	status = start_session(&s, o, tgid);
+	status = start_session(&s, o);
 	if (status)
 		goto fail;
 	announce(&s);
@@ -1733,9 +1848,9 @@ int ht_session_run(struct ht_options *o)
 	init_session(&s);
 	ignore_sigpipe();
 	status = HT_EXIT_USAGE;
-	if (ht_check_monitor_privileges() || ht_output_dir_check(o->output_dir) ||
-	    check_sources(o) || check_perf_events(&s, o) ||
-	    ht_out_stream_open(&s.out, o->json_path))
+	if (ht_check_monitor_privileges() || check_targets_privileges(&o->targets) ||
+	    ht_output_dir_check(o->output_dir) || check_sources(o) ||
+	    check_perf_events(&s, o) || ht_out_stream_open(&s.out, o->json_path))
 		goto fail;
 	status = HT_EXIT_FAILURE;
 	s.child = spawn_held(o->run_argv, o->json && !o->json_path, &go_fd, &err_fd);
@@ -1746,8 +1861,23 @@ int ht_session_run(struct ht_options *o)
 	s.pidfd = pidfd_open_target(s.child);
 	if (s.pidfd < 0)
 		goto fail;
+	/*
+	 * CMD first, then what --pid named beside it; its children are followed
+	 * unless --no-children, as perf record and strace -f do.
+	 */
+	s.spec = o->targets;
+	s.spec.self_tgid = getpid();
+	if (s.spec.ntgids == HT_MAX_TARGET_PIDS) {
+		ht_fail("run's command and %d processes: at most %d in all", HT_MAX_TARGET_PIDS,
+			HT_MAX_TARGET_PIDS);
+		goto fail;
+	}
+	memmove(&s.spec.tgids[1], &s.spec.tgids[0], s.spec.ntgids * sizeof(s.spec.tgids[0]));
+	s.spec.tgids[0] = s.child;
+	s.spec.ntgids++;
+	s.tgid = s.child;
 	block_loop_signals();
-	status = start_session(&s, o, s.child);
+	status = start_session(&s, o);
 	if (status)
 		goto fail;
 	status = 127; /* as a shell says "command not found" */

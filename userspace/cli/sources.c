@@ -27,19 +27,30 @@ struct source_entry {
 	/* What --help says auto takes it for: "Intel PT where present" (the richest first). */
 	const char *auto_help;
 	const char *size_option; /* the option that sizes its rings; NULL: it has none */
-	/* Its configuration for TGID, with BUDGET_BYTES of --max-memory left; NULL: none. */
-	void (*configure)(const struct ht_options *o, int tgid, uint64_t budget_bytes,
-			  union source_config *cfg);
+	/* Its configuration for SPEC, with BUDGET_BYTES of --max-memory left; NULL: none. */
+	void (*configure)(const struct ht_options *o, const struct ht_target_spec *spec,
+			  int targets_fd, uint64_t budget_bytes, union source_config *cfg);
 	/* Options that only it serves, given whether it was chosen; 0, or -1. */
 	int (*options_check)(const struct ht_options *o, bool chosen);
 };
 
-static void configure_sample(const struct ht_options *o, int tgid, uint64_t budget_bytes,
-			     union source_config *cfg)
+/* The one process SPEC names and no other, or 0. */
+static int only_process(const struct ht_target_spec *spec)
+{
+	if (spec->ntgids != 1 || spec->children || spec->cgroup_on || spec->all)
+		return 0;
+	return spec->tgids[0];
+}
+
+static void configure_sample(const struct ht_options *o, const struct ht_target_spec *spec,
+			     int targets_fd, uint64_t budget_bytes, union source_config *cfg)
 {
 	(void)budget_bytes;
 	cfg->sample = (struct ht_sampler_config){
-		.tgid = tgid,
+		.tgid = only_process(spec),
+		.targets_fd = targets_fd,
+		.targets_all = spec->all,
+		.self_tgid = spec->self_tgid,
 		.freq_hz = o->sample_freq_hz,
 		.ring_bytes = o->sample_history_bytes,
 		.callgraph = o->callgraph == HT_CALLGRAPH_MODE_DWARF ? HT_CALLGRAPH_DWARF
@@ -49,11 +60,13 @@ static void configure_sample(const struct ht_options *o, int tgid, uint64_t budg
 	};
 }
 
-static void configure_pt(const struct ht_options *o, int tgid, uint64_t budget_bytes,
-			 union source_config *cfg)
+/* Intel PT follows one process: the first named. */
+static void configure_pt(const struct ht_options *o, const struct ht_target_spec *spec,
+			 int targets_fd, uint64_t budget_bytes, union source_config *cfg)
 {
+	(void)targets_fd;
 	cfg->pt = (struct ht_intelpt_config){
-		.tgid = tgid,
+		.tgid = spec->ntgids ? spec->tgids[0] : 0,
 		.aux_bytes = o->pt_size_bytes,
 		.memory_budget_bytes = budget_bytes,
 		/* Tests on machines without PT: the sideband, maps and raw captures, no PT bytes.
@@ -156,6 +169,8 @@ int ht_sources_choose(struct ht_options *o)
 
 	if (!strcmp(o->source, HT_SOURCE_AUTO)) {
 		for (size_t i = NSOURCES; i-- > 0;) {
+			if (sources[i].ops->one_process && !o->targets.ntgids)
+				continue;
 			if (!sources[i].ops->usable()) {
 				o->source = sources[i].ops->name;
 				break;
@@ -174,15 +189,23 @@ int ht_sources_choose(struct ht_options *o)
 	return 0;
 }
 
+const char *ht_sources_one_process(const struct ht_options *o)
+{
+	const struct source_entry *e = chosen(o);
+
+	return e && e->ops->one_process ? e->ops->title : NULL;
+}
+
 uint64_t ht_sources_memory_bytes(const struct ht_options *o, unsigned int ncpus)
 {
 	const struct source_entry *e = chosen(o);
+	struct ht_target_spec none = { 0 };
 	union source_config cfg = { 0 };
 
 	if (!e)
 		return 0;
 	if (e->configure)
-		e->configure(o, 0, 0, &cfg);
+		e->configure(o, &none, -1, 0, &cfg);
 	return e->ops->memory_bytes(&cfg, ncpus);
 }
 
@@ -214,8 +237,8 @@ const char *ht_sources_title(const struct ht_options *o)
 	return e ? e->ops->title : NULL;
 }
 
-int ht_sources_open(const struct ht_options *o, int tgid, uint64_t budget_bytes,
-		    struct ht_open_source *v, unsigned int *n)
+int ht_sources_open(const struct ht_options *o, const struct ht_target_spec *spec, int targets_fd,
+		    uint64_t budget_bytes, struct ht_open_source *v, unsigned int *n)
 {
 	const struct source_entry *e = chosen(o);
 	union source_config cfg = { 0 };
@@ -225,7 +248,7 @@ int ht_sources_open(const struct ht_options *o, int tgid, uint64_t budget_bytes,
 	if (!e)
 		return 0;
 	if (e->configure)
-		e->configure(o, tgid, budget_bytes, &cfg);
+		e->configure(o, spec, targets_fd, budget_bytes, &cfg);
 	state = calloc(1, e->ops->state_bytes ? e->ops->state_bytes : 1);
 	if (!state)
 		return ht_fail("out of memory");

@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "cli/options.h"
+#include "kernel/targets.h"
 #include "sources/source.h"
 
 /*
@@ -30,6 +31,9 @@ const char *ht_sources_help(char *buf, size_t len);
  */
 int ht_sources_choose(struct ht_options *o);
 
+/* The chosen source's title if it follows one process only (Intel PT), else NULL. */
+const char *ht_sources_one_process(const struct ht_options *o);
+
 /* The chosen source's share of --max-memory on NCPUS CPUs. */
 uint64_t ht_sources_memory_bytes(const struct ht_options *o, unsigned int ncpus);
 
@@ -46,11 +50,12 @@ bool ht_sources_need_perf_events(const struct ht_options *o);
 const char *ht_sources_title(const struct ht_options *o);
 
 /*
- * Open the chosen source for TGID, with BUDGET_BYTES of --max-memory left,
- * into V (HT_SOURCES_OPEN_MAX of them); *N gets how many. 0, or -1.
+ * Open the chosen source for the targets SPEC names (the monitor's target
+ * set is TARGETS_FD), with BUDGET_BYTES of --max-memory left, into V
+ * (HT_SOURCES_OPEN_MAX of them); *N gets how many. 0, or -1.
  */
-int ht_sources_open(const struct ht_options *o, int tgid, uint64_t budget_bytes,
-		    struct ht_open_source *v, unsigned int *n);
+int ht_sources_open(const struct ht_options *o, const struct ht_target_spec *spec, int targets_fd,
+		    uint64_t budget_bytes, struct ht_open_source *v, unsigned int *n);
 void ht_sources_close(struct ht_open_source *v, unsigned int n);
 
 /*

@@ -434,6 +434,9 @@ out:
  */
 static void start_symbolizing(struct ht_dump_builder *b, bool dwarf)
 {
+	/* --cgroup or --all alone: no one process whose maps serve every sample (yet). */
+	if (b->cfg->tgid <= 0)
+		return;
 	b->symbolizer = ht_symbolizer_new(b->cfg->tgid);
 	if (b->symbolizer && dwarf)
 		b->unwinder = ht_dwarf_unwinder_new(b->cfg->tgid);

@@ -129,10 +129,13 @@ void ht_breach_print_text(FILE *f, const struct ht_breach_info *bi)
 
 	/* One line even while the dump thread prints too. */
 	flockfile(f);
-	fprintf(f, "%.6f %s %s tid %u (%.*s) cpu %u", bi->since_start_s,
+	fprintf(f, "%.6f %s %s tid %u (%.*s)", bi->since_start_s,
 		ht_breach_kinds_name(ht_breach_kinds_of(b->kinds, b->kind), kinds, sizeof(kinds)),
 		ht_format_duration(b->end_ns - b->start_ns, dur, sizeof(dur)), b->tid, HT_COMM_LEN,
-		b->comm, b->cpu);
+		b->comm);
+	if (b->tgid != b->tid)
+		fprintf(f, " pid %u (%s)", b->tgid, bi->process_comm[0] ? bi->process_comm : "?");
+	fprintf(f, " cpu %u", b->cpu);
 	switch (b->kind) {
 	case HT_BREACH_RQ_DELAY:
 		print_culprits_text(f, bi);
@@ -268,6 +271,7 @@ void ht_breach_print_json(FILE *f, const struct ht_breach_info *bi, const struct
 	ht_json_u64(&j, "pid", b->tgid);
 	ht_json_u64(&j, "tid", b->tid);
 	ht_json_str(&j, "comm", comm);
+	ht_json_str(&j, "process_comm", bi->process_comm[0] ? bi->process_comm : comm);
 	print_kinds_json(&j, b);
 	ht_json_u64(&j, "cpu", b->cpu);
 	ht_json_str(&j, "state", state);

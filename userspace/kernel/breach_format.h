@@ -16,6 +16,7 @@ struct ht_ksyms;
 /* A breach with what user space added: names, culprits, time since start. */
 struct ht_breach_info {
 	struct ht_breach b;
+	char process_comm[HT_COMM_BUF]; /* b.tgid's name (its main thread's) */
 	uint64_t threshold_ns;
 	double since_start_s;
 	bool have_culprits;
@@ -32,7 +33,10 @@ const char *ht_wake_source_name(uint32_t source);
 /* "net_rx", "timer"...: the kernel's softirq_to_name, lower case; "unknown" past them. */
 const char *ht_softirq_name(uint32_t vec);
 
-/* "12.345678 rq-delay 4.21ms tid 123 (worker) cpu 0: ran instead ...; woken by ..." */
+/*
+ * "12.345678 rq-delay 4.21ms tid 123 (worker) pid 120 (server) cpu 0: ran
+ * instead ...; woken by ...": the process only when it is not the thread.
+ */
 void ht_breach_print_text(FILE *f, const struct ht_breach_info *bi);
 
 /* One JSON object on one line, kernel stack symbolized with KSYMS (may be NULL). */

@@ -68,6 +68,35 @@ static long read_pid_max(void)
 	return pid_max;
 }
 
+/*
+ * The programs that keep the target set go in before the set is seeded, and
+ * before those that judge targets: a fork, a move or an exit during the
+ * seeding is theirs. The skeleton's attach skips the links set here.
+ */
+static const char *const target_keepers[] = {
+	"handle_sched_process_fork",
+	"handle_cgroup_attach_task",
+	"handle_cgroup_rmdir",
+};
+
+static int attach_by_name(struct monitor_bpf *skel, const char *const *names, size_t n)
+{
+	const struct bpf_object_skeleton *s = skel->skeleton;
+
+	for (size_t i = 0; i < n; i++) {
+		for (int p = 0; p < s->prog_cnt; p++) {
+			struct bpf_program *prog = *s->progs[p].prog;
+
+			if (strcmp(s->progs[p].name, names[i]) || !bpf_program__autoload(prog))
+				continue;
+			*s->progs[p].link = bpf_program__attach(prog);
+			if (!*s->progs[p].link)
+				return -errno;
+		}
+	}
+	return 0;
+}
+
 /* Programs for tracepoints some kernels lack: skipped there, with what they add lost. */
 static void disable_missing_tracepoints(struct monitor_bpf *skel, const struct btf *btf)
 {
@@ -117,28 +146,22 @@ static void disable_missing_context_pairs(struct monitor_bpf *skel, const struct
  */
 static int attach_context_exits(struct monitor_bpf *skel)
 {
-	const struct bpf_object_skeleton *s = skel->skeleton;
+	const char *names[CONTEXT_PAIRS];
 
-	for (size_t i = 0; i < CONTEXT_PAIRS; i++) {
-		for (int p = 0; p < s->prog_cnt; p++) {
-			struct bpf_program *prog = *s->progs[p].prog;
-
-			if (strcmp(s->progs[p].name, context_pairs[i].exit_prog) ||
-			    !bpf_program__autoload(prog))
-				continue;
-			*s->progs[p].link = bpf_program__attach(prog);
-			if (!*s->progs[p].link)
-				return -errno;
-		}
-	}
-	return 0;
+	for (size_t i = 0; i < CONTEXT_PAIRS; i++)
+		names[i] = context_pairs[i].exit_prog;
+	return attach_by_name(skel, names, CONTEXT_PAIRS);
 }
 
 /* Every knob of bpf/settings.bpf.h, in its order. */
 static void set_settings(struct monitor_bpf *skel, const struct ht_monitor_config *cfg,
 			 unsigned int slot_shift, unsigned int thread_slots)
 {
-	skel->rodata->target_tgid = (__u32)cfg->tgid;
+	skel->rodata->targets_all = cfg->targets->all;
+	skel->rodata->self_tgid = (__u32)cfg->targets->self_tgid;
+	skel->rodata->targets_children = cfg->targets->children;
+	skel->rodata->targets_cgroup_on = cfg->targets->cgroup_on;
+	skel->rodata->target_cgroup_id = cfg->targets->cgroup_id;
 	skel->rodata->prev_state_from_arg = cfg->prev_state_from_arg;
 	/* Each breach kind's threshold knob (base/breach_kinds.h). */
 	skel->rodata->rq_delay_thresh_ns = cfg->threshold_ns[HT_BREACH_RQ_DELAY];
@@ -182,6 +205,9 @@ static int configure(struct monitor_bpf *skel, const struct ht_monitor_config *c
 		err = bpf_map__set_max_entries(skel->maps.clock_syncs, ncpus);
 	if (!err)
 		err = bpf_map__set_max_entries(skel->maps.thread_slots, thread_slots);
+	/* Pins matter only where a cgroup move could take a target out. */
+	if (!err && !cfg->targets->cgroup_on)
+		err = bpf_map__set_max_entries(skel->maps.pinned_procs, 1);
 	/* Unused without --block-stacks: the smallest ring there is. */
 	if (!err && !cfg->block_stack_mode)
 		err = bpf_map__set_max_entries(skel->maps.block_stack_rb, (__u32)getpagesize());
@@ -201,6 +227,11 @@ static int configure(struct monitor_bpf *skel, const struct ht_monitor_config *c
 	if (!cfg->threshold_ns[HT_BREACH_SYSCALL] || !cfg->threshold_ns[HT_BREACH_OFF_CPU] ||
 	    libbpf_probe_bpf_helper(BPF_PROG_TYPE_RAW_TRACEPOINT, BPF_FUNC_loop, NULL) <= 0)
 		bpf_program__set_autoload(skel->progs.flush_held, false);
+	/* Every cgroup move on the machine formats a path for this tracepoint: --cgroup only. */
+	if (!cfg->targets->cgroup_on) {
+		bpf_program__set_autoload(skel->progs.handle_cgroup_attach_task, false);
+		bpf_program__set_autoload(skel->progs.handle_cgroup_rmdir, false);
+	}
 	disable_missing_tracepoints(skel, btf);
 	disable_missing_context_pairs(skel, btf);
 	return 0;
@@ -251,8 +282,9 @@ int ht_monitor_open(struct ht_monitor *m, const struct ht_monitor_config *cfg)
 	int ncpus, err;
 
 	memset(m, 0, sizeof(*m));
-	if (cfg->tgid <= 0)
-		return ht_fail("pid 0 is never a target");
+	if (!cfg->targets->all && !cfg->targets->ntgids && !cfg->targets->cgroup_on)
+		return ht_fail("nothing to watch");
+	ht_targets_init(&m->targets, cfg->targets);
 	ht_monitor_quiet_libbpf();
 	btf = ht_btf_open(cfg->btf_path);
 	if (!btf)
@@ -285,6 +317,14 @@ int ht_monitor_open(struct ht_monitor *m, const struct ht_monitor_config *cfg)
 		ht_fail("cannot open the breach ring buffer: %s", strerror(errno));
 		goto fail;
 	}
+	if (ring_buffer__add(m->breach_rb, bpf_map__fd(m->skel->maps.target_events),
+			     ht_targets_on_event, &m->targets)) {
+		ht_fail("cannot open the target event ring buffer: %s", strerror(errno));
+		goto fail;
+	}
+	if (ht_targets_map(&m->targets, bpf_map__fd(m->skel->maps.target_procs),
+			   cfg->targets->cgroup_on ? bpf_map__fd(m->skel->maps.pinned_procs) : -1))
+		goto fail;
 	if (cfg->block_stack_mode) {
 		m->block_rb = ring_buffer__new(bpf_map__fd(m->skel->maps.block_stack_rb),
 					       cfg->on_block_stack, cfg->on_block_stack_ctx, NULL);
@@ -293,6 +333,14 @@ int ht_monitor_open(struct ht_monitor *m, const struct ht_monitor_config *cfg)
 			goto fail;
 		}
 	}
+	err = attach_by_name(m->skel, target_keepers,
+			     sizeof(target_keepers) / sizeof(target_keepers[0]));
+	if (err) {
+		load_failure("cannot attach the BPF programs", err);
+		goto fail;
+	}
+	if (ht_targets_seed(&m->targets))
+		goto fail;
 	err = attach_context_exits(m->skel);
 	if (!err)
 		err = monitor_bpf__attach(m->skel);
@@ -300,6 +348,7 @@ int ht_monitor_open(struct ht_monitor *m, const struct ht_monitor_config *cfg)
 		load_failure("cannot attach the BPF programs", err);
 		goto fail;
 	}
+	ht_targets_check_seeded(&m->targets);
 	m->syscalls_on = cfg->threshold_ns[HT_BREACH_SYSCALL] != 0;
 	m->attached_ns = ht_monotonic_ns();
 	return 0;
@@ -319,6 +368,7 @@ void ht_monitor_close(struct ht_monitor *m)
 	if (m->heads_mem)
 		munmap(m->heads_mem, m->heads_len);
 	monitor_bpf__destroy(m->skel);
+	ht_targets_free(&m->targets);
 	memset(m, 0, sizeof(*m));
 }
 
@@ -355,6 +405,16 @@ int ht_monitor_consume(struct ht_monitor *m)
 int ht_monitor_consume_block_stacks(struct ht_monitor *m)
 {
 	return m->block_rb ? ring_buffer__consume(m->block_rb) : 0;
+}
+
+int ht_monitor_targets_fd(const struct ht_monitor *m)
+{
+	return bpf_map__fd(m->skel->maps.target_procs);
+}
+
+uint64_t ht_monitor_target_event_drops(const struct ht_monitor *m)
+{
+	return __atomic_load_n(&m->skel->bss->target_event_drops, __ATOMIC_RELAXED);
 }
 
 uint64_t ht_monitor_block_stack_drops(const struct ht_monitor *m)

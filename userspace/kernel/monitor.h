@@ -13,13 +13,14 @@
 #include "hybtrace/records.h"
 #include "kernel/breach_filters.h"
 #include "kernel/recorder.h"
+#include "kernel/targets.h"
 
 struct monitor_bpf;
 
 #define HT_DO_SOFTIRQ_RANGES 4 /* DO_SOFTIRQ_RANGES in bpf/settings.bpf.h */
 
 struct ht_monitor_config {
-	int tgid;
+	const struct ht_target_spec *targets; /* what is watched */
 	uint64_t threshold_ns[HT_BREACH_KIND_MAX]; /* by enum ht_breach_kind; 0: off */
 	bool syscall_filter_on;
 	uint64_t syscall_filter[HT_MAX_SYSCALLS / 64];
@@ -47,6 +48,8 @@ struct ht_monitor {
 	struct ring_buffer *breach_rb;
 	struct ring_buffer *block_rb; /* NULL without --block-stacks */
 	struct ht_recorder recorder;
+	/* The target set: seeded at open, kept from the kernel's events by ht_monitor_consume. */
+	struct ht_targets targets;
 	void *records_mem, *heads_mem;
 	size_t records_len, heads_len;
 	unsigned int ncpus;
@@ -67,7 +70,10 @@ int ht_monitor_open(struct ht_monitor *m, const struct ht_monitor_config *cfg);
 /* Detach, unmap, free. Safe on a zeroed or half-opened monitor. */
 void ht_monitor_close(struct ht_monitor *m);
 
-/* The fd to poll for breaches, and the call that delivers them. */
+/*
+ * The fd to poll for breaches and changes of the target set, and the call
+ * that delivers them (breaches to on_breach, changes to m->targets).
+ */
 int ht_monitor_breach_fd(const struct ht_monitor *m);
 int ht_monitor_consume(struct ht_monitor *m);
 
@@ -94,6 +100,12 @@ int ht_monitor_read_hist(const struct ht_monitor *m, unsigned int kind,
 
 /* The comm map's entry for PID. Returns 0, or -1 if it has none. */
 int ht_monitor_lookup_comm(const struct ht_monitor *m, uint32_t pid, struct ht_comm_entry *out);
+
+/* The target_procs map, which the sampling filter shares. */
+int ht_monitor_targets_fd(const struct ht_monitor *m);
+
+/* Events of the target set the kernel's ring had no room for. */
+uint64_t ht_monitor_target_event_drops(const struct ht_monitor *m);
 
 /* Keep libbpf's messages for the one-line error; HYBTRACE_DEBUG=1 shows them all. */
 void ht_monitor_quiet_libbpf(void);

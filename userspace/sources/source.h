@@ -85,6 +85,12 @@ struct ht_source_ops {
 	 * check` does not ask perf events for it.
 	 */
 	bool no_perf_events;
+	/*
+	 * It follows the threads of one process (the first --pid, or run's
+	 * command): --cgroup or --all alone need another source, and auto
+	 * passes it over for them.
+	 */
+	bool one_process;
 	size_t state_bytes;
 	/* `hybtrace check`: print its rows through ROW; returns whether it works here. */
 	bool (*check)(void (*row)(const char *what, bool ok, const char *detail));

@@ -273,6 +273,7 @@ static void pt_close(void *state)
 const struct ht_source_ops ht_intelpt_source = {
 	.name = "pt",
 	.title = "Intel PT",
+	.one_process = true,
 	.state_bytes = sizeof(struct ht_intelpt),
 	.check = pt_check,
 	.check_auto = "Intel PT",

@@ -82,6 +82,7 @@ static void sample_lower(const void *state, const void *frozen, const struct ht_
 {
 	const struct ht_sampler *sampler = state;
 	struct timeline *tl = l->tl;
+	struct ht_sampler_frozen own;
 	struct ht_sample_set set;
 	struct ht_user_window uw;
 	char count[32];
@@ -92,7 +93,17 @@ static void sample_lower(const void *state, const void *frozen, const struct ht_
 	tl_meta_set(tl, HT_META_CALLGRAPH,
 		    sampler->cfg.callgraph == HT_CALLGRAPH_DWARF ? "dwarf" : "fp");
 	ht_source_meta_u64(tl, HT_META_FREEZE_LATE, l->frozen_ns - l->t1);
-	if (!frozen || ht_sampler_frozen_samples(frozen, l->t0, l->t1, &set))
+	if (!frozen)
+		return;
+	/*
+	 * Rings of several target processes: the dump's process's samples, which
+	 * its maps symbolize; the others' count as foreign until a dump has a
+	 * track group per process.
+	 */
+	own = *(const struct ht_sampler_frozen *)frozen;
+	if (!own.tgid)
+		own.tgid = l->tgid;
+	if (ht_sampler_frozen_samples(&own, l->t0, l->t1, &set))
 		return;
 	/* Libraries load late: the maps are read again for every dump. */
 	if (l->symbolizer)

@@ -84,7 +84,13 @@ static int load_filter(struct ht_sampler *s)
 	s->filter = sample_filter_bpf__open();
 	if (!s->filter)
 		return ht_fail("cannot open the sampling filter: %s", strerror(errno));
-	s->filter->rodata->target_tgid = (__u32)s->cfg.tgid;
+	s->filter->rodata->targets_all = s->cfg.targets_all;
+	s->filter->rodata->self_tgid = (__u32)s->cfg.self_tgid;
+	/* The monitor's map: the set it keeps as processes fork and exit is the filter's. */
+	if (!s->cfg.targets_all &&
+	    bpf_map__reuse_fd(s->filter->maps.target_procs, s->cfg.targets_fd))
+		return ht_fail("cannot share the target set with the sampling filter: %s",
+			       strerror(errno));
 	if (sample_filter_bpf__load(s->filter))
 		return ht_fail("cannot load the sampling filter: %s", strerror(errno));
 	return 0;
@@ -317,9 +323,9 @@ static int parse_sample(const uint8_t *rec, size_t len, const struct ht_sample_f
 		smp->period = take_u64(&r);
 	if (fmt->sample_type & PERF_SAMPLE_CALLCHAIN)
 		parse_callchain(&r, smp);
-	if ((int)smp->pid != tgid || smp->time_ns < t0 || smp->time_ns > t1 || r.bad) {
+	if ((tgid && (int)smp->pid != tgid) || smp->time_ns < t0 || smp->time_ns > t1 || r.bad) {
 		set->malformed += r.bad;
-		set->foreign += !r.bad && (int)smp->pid != tgid;
+		set->foreign += !r.bad && tgid && (int)smp->pid != tgid;
 		return 0;
 	}
 	if (fmt->sample_type & PERF_SAMPLE_REGS_USER)

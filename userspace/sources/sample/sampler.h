@@ -26,7 +26,11 @@
 enum ht_callgraph { HT_CALLGRAPH_FP, HT_CALLGRAPH_DWARF };
 
 struct ht_sampler_config {
-	int tgid;
+	int tgid; /* the one target process; 0: several, the filter keeps each's samples */
+	/* The target set the filter tests: the monitor's target_procs map, and its --all. */
+	int targets_fd;
+	bool targets_all;
+	int self_tgid;
 	unsigned int freq_hz;
 	uint64_t ring_bytes; /* per CPU, rounded up to a power of two of pages */
 	enum ht_callgraph callgraph;
@@ -116,7 +120,7 @@ void ht_sample_set_free(struct ht_sample_set *set);
 
 /*
  * Parse one backward ring's data (SIZE bytes, a power of two) from HEAD,
- * newest record first, appending the samples of TGID in [t0, t1].
+ * newest record first, appending the samples of TGID (0: any) in [t0, t1].
  * Exposed for tests and fuzzing.
  */
 int ht_sample_ring_parse(const uint8_t *data, size_t size, uint64_t head,
