@@ -457,14 +457,22 @@ def trace_packets(path):
 
 _KNOWN_OPTIONS = {}
 
+# For each option a command line with it that is bad input whether or not hybtrace has it.
+OPTION_PROBES = {
+    "--children": ["--children", "--pid", "0"],
+    "--cgroup": ["--cgroup", "/nonexistent/hybtrace-probe"],
+    "--all": ["--all", "--pid", "0"],
+}
 
-def hybtrace_knows(option, probe):
-    """Whether hybtrace takes OPTION. PROBE is a command line with it that is bad input
-    whether or not it does (exit 2, nothing attached): only the message tells an option it
-    does not know ("bad option '--x'") from one it refuses there."""
+
+def hybtrace_knows(option):
+    """Whether hybtrace takes OPTION, of OPTION_PROBES. Its probe is bad input either way
+    (exit 2, nothing attached): only the message tells an option hybtrace does not know
+    ("bad option '--x'") from one it refuses there."""
     if option not in _KNOWN_OPTIONS:
         try:
-            p = subprocess.run([HYBTRACE] + probe, capture_output=True, text=True, timeout=20)
+            p = subprocess.run([HYBTRACE] + OPTION_PROBES[option], capture_output=True,
+                               text=True, timeout=20)
             _KNOWN_OPTIONS[option] = "bad option '%s'" % option not in p.stderr
         except subprocess.TimeoutExpired:
             # It took the line and ran: it knows the option (and the probe was not bad input).
@@ -498,13 +506,13 @@ class Cgroup:
     time of each move in or out; removed at the end, once whatever is left in it has been
     moved back to the test's own cgroup."""
 
-    def __init__(self, subdirs=()):
+    def __init__(self, subdirs=(), prefix="hybtrace-test"):
         mount = cgroup_v2_mount()
         if not mount:
             raise Skip("no cgroup v2 mount in /proc/self/mountinfo")
         self.mount = mount
         self.home = own_cgroup_v2()
-        self.name = "hybtrace-test-%d" % os.getpid()
+        self.name = "%s-%d" % (prefix, os.getpid())
         self.path = os.path.join(mount, self.name)
         if os.path.isdir(self.path):
             self.remove()

@@ -13,10 +13,12 @@
  *   forked                    the worker, once fork() returned: "child" and
  *                             "fork_ns", taken just before fork()
  *   req_sleep_start/_end      the child, around its sleep
- *   req_end                   the child, after its burst, just before _exit
+ *   req_end                   the child, after its burst, just before _exit,
+ *                             with its run-queue time as the kernel counts it
  *   reaped                    the worker, once waitpid() returned the child:
  *                             no instruction of the child runs after this
- *   worker_end, done          the worker, the master, at the end
+ *   worker_end                the worker, at its end, with its run-queue time
+ *   done                      the master, at the end
  *
  * usage: prefork [WORKERS [REQUESTS [SLEEP_MS [BURST_MS [WORK_MS [CPU]]]]]]
  *        prefork hog CPU MS
@@ -48,7 +50,8 @@ static void request(uint64_t sleep_ns, uint64_t burst_ns)
 	wl_sleep_ns(sleep_ns);
 	wl_log("req_sleep_end", "\"worker\":%d", getppid());
 	wl_spin_until(wl_now_ns() + burst_ns);
-	wl_log("req_end", "\"worker\":%d", getppid());
+	wl_log("req_end", "\"worker\":%d,\"run_delay_ns\":%llu", getppid(),
+	       (unsigned long long)wl_run_delay_ns());
 	_exit(0);
 }
 
@@ -77,7 +80,7 @@ static void worker(int master, long requests, uint64_t sleep_ns, uint64_t burst_
 		wl_log("reaped", "\"child\":%d,\"request\":%ld,\"fork_ns\":%llu", child, i,
 		       (unsigned long long)fork_ns);
 	}
-	wl_log("worker_end", NULL);
+	wl_log("worker_end", "\"run_delay_ns\":%llu", (unsigned long long)wl_run_delay_ns());
 	_exit(0);
 }
 
