@@ -28,6 +28,9 @@ import threading
 import time
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+# The integration tests' helpers for cgroups and for hybtrace's options.
+sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
+import harness  # noqa: E402
 HYBTRACE = os.path.join(ROOT, "build", "hybtrace")
 EMPTY_PROGS = os.path.join(ROOT, "build", "bench", "empty_progs")
 BENCH_DECODE = os.path.join(ROOT, "build", "bench", "bench_decode")
@@ -269,10 +272,11 @@ class PerfRecordAttached:
             shutil.rmtree(self.dir, ignore_errors=True)
 
 
-def run_measured(cmd, prefix=(), background=None):
+def run_measured(cmd, prefix=(), background=None, preexec_fn=None):
     bg = background() if background else None
     try:
-        p = subprocess.run(list(prefix) + cmd, capture_output=True, text=True, timeout=600)
+        p = subprocess.run(list(prefix) + cmd, capture_output=True, text=True, timeout=600,
+                           preexec_fn=preexec_fn)
     finally:
         if bg:
             bg.stop()
@@ -283,11 +287,11 @@ def hybtrace_run(opts, outdir):
     return [HYBTRACE, "run", "--quiet", "--output", outdir] + opts + ["--"]
 
 
-def interleave(configs, runs, cmd):
+def interleave(configs, runs, cmd, preexec_fn=None):
     results = {name: [] for name, _, _ in configs}
     for i in range(runs):
         for name, prefix, background in configs:
-            results[name].append(run_measured(cmd, prefix, background))
+            results[name].append(run_measured(cmd, prefix, background, preexec_fn))
     return results
 
 
@@ -885,6 +889,69 @@ def section_decode(args, out):
     return r
 
 
+def hybtrace_watching_targets(out, opts):
+    """hybtrace watching what OPTS name (--cgroup, --all), once it says it is attached."""
+    return Background([HYBTRACE, "--quiet", "--json", "--output", out] + opts,
+                      r'"type":"attached"')
+
+
+def section_service(args, out):
+    """A service of 100 processes in a cgroup of its own (many_procs pingpong: 50 pairs
+    passing a byte), watched through --cgroup; and every task watched (--all) beside
+    bpftrace's runqlat, which watches every task too, on the service and on perf bench."""
+    title = "10. a 100-process service: many_procs pingpong 100, usecs/message"
+    missing = [o for o in ("--cgroup", "--all") if not harness.hybtrace_knows(o)]
+    if missing:
+        log("\n%s\n  skipped: this hybtrace has no %s" % (title, " or ".join(missing)))
+        return None
+    # About 2 us a message on 2 CPUs: 0.8 s a run (run to run within 7% at half of it).
+    rounds = 200 if args.smoke else 4000
+    cmd = [os.path.join(WORKLOADS, "many_procs"), "pingpong", "100", str(rounds)]
+    try:
+        cg = harness.Cgroup(prefix="hybtrace-bench")
+    except harness.Skip as e:
+        raise BenchFailure("cannot make the service's cgroup: %s" % e)
+
+    def watch(opts):
+        return lambda: hybtrace_watching_targets(out, opts)
+    try:
+        configs = [
+            ("untraced", (), None),
+            ("empty BPF on sched_switch+wakeup (floor)", (), empty_progs),
+            ("hybtrace --cgroup, defaults", (), watch(["--cgroup", cg.path])),
+            ("hybtrace --cgroup --source none", (), watch(["--cgroup", cg.path, "--source",
+                                                           "none"])),
+            ("hybtrace --all, defaults", (), watch(["--all"])),
+            ("hybtrace --all --source none", (), watch(["--all", "--source", "none"])),
+            ("bpftrace runqlat logic", (), bpftrace_runqlat),
+        ]
+        # Untraced too, the service runs in its cgroup: every configuration alike.
+        results = interleave(configs, args.runs, cmd, preexec_fn=cg.join)
+    finally:
+        cg.remove()
+    print_ratios(title, results, "untraced", {})
+    print_over("--cgroup over the empty programs, same run",
+               results["hybtrace --cgroup, defaults"],
+               results["empty BPF on sched_switch+wakeup (floor)"])
+    for name in ("hybtrace --all, defaults", "hybtrace --all --source none"):
+        print_over("%s over bpftrace runqlat" % name[9:], results[name],
+                   results["bpftrace runqlat logic"])
+    # The machine-wide peers on the usual microbenchmark, where every switch is watched.
+    loops = 20000 if args.smoke else 200000
+    configs = [
+        ("untraced", (), None),
+        ("hybtrace --all, defaults", (), watch(["--all"])),
+        ("hybtrace --all --source none", (), watch(["--all", "--source", "none"])),
+        ("bpftrace runqlat logic", (), bpftrace_runqlat),
+    ]
+    pipe = interleave(configs, args.runs, pipe_cmd(loops))
+    print_ratios("   every task watched: perf bench sched pipe -T, usecs/op", pipe, "untraced", {})
+    for name in ("hybtrace --all, defaults", "hybtrace --all --source none"):
+        print_over("%s over bpftrace runqlat" % name[9:], pipe[name],
+                   pipe["bpftrace runqlat logic"])
+    return results, pipe
+
+
 SECTIONS = {
     "self": section_overhead_self,
     "others": section_overhead_others,
@@ -895,6 +962,7 @@ SECTIONS = {
     "marks": section_marks,
     "decode": section_decode,
     "softirq": section_softirq_cost,
+    "service": section_service,
 }
 
 

@@ -453,3 +453,135 @@ def trace_packets(path):
         data = f.read()
     return [list(pb_fields(value)) for number, wire, value in pb_fields(data)
             if number == 1 and wire == 2]
+
+
+_KNOWN_OPTIONS = {}
+
+# For each option a command line with it that is bad input whether or not hybtrace has it.
+OPTION_PROBES = {
+    "--children": ["--children", "--pid", "0"],
+    "--cgroup": ["--cgroup", "/nonexistent/hybtrace-probe"],
+    "--all": ["--all", "--pid", "0"],
+}
+
+
+def hybtrace_knows(option):
+    """Whether hybtrace takes OPTION, of OPTION_PROBES. Its probe is bad input either way
+    (exit 2, nothing attached): only the message tells an option hybtrace does not know
+    ("bad option '--x'") from one it refuses there."""
+    if option not in _KNOWN_OPTIONS:
+        try:
+            p = subprocess.run([HYBTRACE] + OPTION_PROBES[option], capture_output=True,
+                               text=True, timeout=20)
+            _KNOWN_OPTIONS[option] = "bad option '%s'" % option not in p.stderr
+        except subprocess.TimeoutExpired:
+            # It took the line and ran: it knows the option (and the probe was not bad input).
+            _KNOWN_OPTIONS[option] = True
+    return _KNOWN_OPTIONS[option]
+
+
+def cgroup_v2_mount():
+    """Where cgroup v2 is mounted: /sys/fs/cgroup, or /sys/fs/cgroup/unified where a machine
+    mounts both versions (hybrid); None without one."""
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            fields = line.split()
+            # Optional fields end at "-", then the filesystem type.
+            if fields[fields.index("-") + 1] == "cgroup2":
+                return fields[4].replace("\\040", " ")
+    return None
+
+
+def own_cgroup_v2():
+    """The cgroup v2 directory this process is in (its "0::" line), absolute."""
+    with open("/proc/self/cgroup") as f:
+        for line in f:
+            if line.startswith("0::"):
+                return os.path.join(cgroup_v2_mount(), line[3:].strip().lstrip("/"))
+    raise Skip("this process has no cgroup v2 line in /proc/self/cgroup")
+
+
+class Cgroup:
+    """A cgroup v2 directory a test makes under the v2 mount (SUBDIRS beneath it), with the
+    time of each move in or out; removed at the end, once whatever is left in it has been
+    moved back to the test's own cgroup."""
+
+    def __init__(self, subdirs=(), prefix="hybtrace-test"):
+        mount = cgroup_v2_mount()
+        if not mount:
+            raise Skip("no cgroup v2 mount in /proc/self/mountinfo")
+        self.mount = mount
+        self.home = own_cgroup_v2()
+        self.name = "%s-%d" % (prefix, os.getpid())
+        self.path = os.path.join(mount, self.name)
+        if os.path.isdir(self.path):
+            self.remove()
+        os.mkdir(self.path)
+        self.dirs = [self.path]
+        for sub in subdirs:
+            self.dirs.append(os.path.join(self.path, sub))
+            os.mkdir(self.dirs[-1])
+
+    def dir(self, sub=None):
+        return os.path.join(self.path, sub) if sub else self.path
+
+    def move(self, pid, path):
+        """Move process PID into cgroup PATH: the monotonic times just before and just after
+        the write, between which the kernel moved it."""
+        before_ns = time.monotonic_ns()
+        with open(os.path.join(path, "cgroup.procs"), "w") as f:
+            f.write("%d\n" % pid)
+        return before_ns, time.monotonic_ns()
+
+    def procs(self, path=None):
+        with open(os.path.join(path or self.path, "cgroup.procs")) as f:
+            return [int(l) for l in f if l.strip()]
+
+    def join(self):
+        """For preexec_fn: the forked child moves itself in before it execs."""
+        with open(os.path.join(self.path, "cgroup.procs"), "w") as f:
+            f.write("0\n")
+
+    def remove(self, timeout_s=10):
+        """Move what is left back home, then remove the directories, deepest first (a
+        process that just exited may hold its cgroup a moment: retried)."""
+        dirs = sorted((os.path.join(d, s) for d, subs, _ in os.walk(self.path) for s in subs),
+                      key=len, reverse=True) + [self.path]
+        for d in dirs:
+            deadline = time.monotonic() + timeout_s
+            while os.path.isdir(d):
+                try:
+                    for pid in self.procs(d):
+                        try:
+                            self.move(pid, self.home)
+                        except OSError:
+                            pass  # gone meanwhile
+                    os.rmdir(d)
+                except OSError:
+                    if time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.02)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.remove()
+
+
+def proc_status(pid, *keys):
+    """Fields of /proc/PID/status in kB (VmRSS, RssAnon...): {key: int}; {} once it is gone."""
+    try:
+        with open("/proc/%d/status" % pid) as f:
+            return {l.split(":")[0]: int(l.split()[1]) for l in f
+                    if l.split(":")[0] in keys}
+    except OSError:
+        return {}
+
+
+def open_fds(pid):
+    """The descriptors process PID holds; None once it is gone."""
+    try:
+        return len(os.listdir("/proc/%d/fd" % pid))
+    except OSError:
+        return None
