@@ -14,7 +14,7 @@ mkdir -p "$out"
 echo "== hybtrace run --rq-delay 1ms --output $out -- demo_service"
 echo "   (a worker thread handles a request every 2 ms; a batch job takes its CPU)"
 echo
-build/hybtrace run --rq-delay 1ms --max-dumps 3 --output "$out" --quiet \
+build/hybtrace run --rq-delay 1ms --max-dumps 3 --output "$out" --quiet --no-children \
 	-- build/workloads/demo_service 2 | awk '
 	/^[0-9.]+ rq-delay/ && n < 8 { print; n++; next }
 	/^[0-9.]+ rq-delay/ { more++; next }

@@ -62,7 +62,7 @@ def rq_delay_dump_names_the_culprit():
         # other tasks lengthened): the hog leads the waits it alone makes.
         run = hybtrace(["run", "--json", "--rq-delay", "500us", "--output", out,
                         "--min-interval", "100ms", "--max-dumps", "8", "--dump-policy", "first",
-                        "--", workload("rq_contention"), "0", "1500"])
+                        "--no-children", "--", workload("rq_contention"), "0", "1500"])
         check(run.rc == 0, run.describe())
         hog = run.events("contention_start")[0]["hog_pid"]
         victim = run.events("contention_start")[0]["tid"]
@@ -147,7 +147,7 @@ def demo_dumps_in_perfetto():
     trace_processor()
     with tempfile.TemporaryDirectory() as out:
         run = hybtrace(["run", "--json", "--rq-delay", "1ms", "--max-dumps", "3", "--output",
-                        out, "--", workload("demo_service"), "2"], timeout=120)
+                        out, "--no-children", "--", workload("demo_service"), "2"], timeout=120)
         check(run.rc == 0, run.describe())
         check(dumps_in(out), "no dump: " + run.describe())
         flows, stacks = check_in_perfetto(out)
@@ -530,7 +530,7 @@ def report_json_ran_instead_is_the_live_breachs():
     need_root()
     with tempfile.TemporaryDirectory() as out:
         run = hybtrace(["run", "--json", "--rq-delay", "500us", "--output", out,
-                        "--min-interval", "100ms", "--max-dumps", "6",
+                        "--min-interval", "100ms", "--max-dumps", "6", "--no-children",
                         "--", workload("rq_contention"), "0", "1000"])
         check(run.rc == 0, run.describe())
         hog = run.events("contention_start")[0]["hog_pid"]
@@ -585,7 +585,7 @@ def a_wait_moved_while_queued_names_the_same_culprits_live_and_dumped():
         raise Skip("needs two CPUs")
     with tempfile.TemporaryDirectory() as out:
         run = hybtrace(["run", "--json", "--rq-delay", "10ms", "--output", out,
-                        "--min-interval", "0ms", "--max-dumps", "8", "--",
+                        "--min-interval", "0ms", "--max-dumps", "8", "--no-children", "--",
                         workload("migrate_wait"), "80", "queued"])
         check(run.rc == 0, run.describe())
         hogs, moved = run.events("hogs"), run.events("moved")

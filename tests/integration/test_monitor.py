@@ -25,7 +25,7 @@ def judged(run):
 
 def rq_delay_scenario(extra_args, env=None):
     run = hybtrace(["run", "--json", "--rq-delay", "500us"] + extra_args +
-                   ["--", workload("rq_contention"), "0", "2000"], timeout=60, env=env)
+                   ["--no-children", "--", workload("rq_contention"), "0", "2000"], timeout=60, env=env)
     check(run.rc == 0, "hybtrace failed\n" + run.describe())
     start = run.events("contention_start")
     end = run.events("contention_end")
@@ -279,7 +279,7 @@ def syscall_waker_outlives_a_preemption_after_the_wakeup():
     if "[never]" in thp:
         raise Skip("needs transparent huge pages (madvise)")
     run = hybtrace(["run", "--json", "--rq-delay", "off", "--off-cpu", "2ms", "--syscall", "2ms",
-                    "--syscalls", "read", "--max-dumps", "0", "--",
+                    "--syscalls", "read", "--max-dumps", "0", "--no-children", "--",
                     workload("wake_preempt"), "12", "3"], timeout=60)
     check(run.rc == 0, "hybtrace failed\n" + run.describe())
     reads = list(zip(run.events("read_start"), run.events("read_end")))
@@ -390,7 +390,7 @@ def hybtrace_keeps_off_its_targets_cpu():
     with Control(start=True) as control, tempfile.TemporaryDirectory() as tmp:
         env = dict(control.env, HT_WORKLOAD_LOG=os.path.join(tmp, "workload.log"))
         h = Attached(["run", "--json", "--rq-delay", "500us", "--min-interval", "100ms",
-                      "--", workload("rq_contention"), "0", "1500"], env=env)
+                      "--no-children", "--", workload("rq_contention"), "0", "1500"], env=env)
         try:
             h.wait_attached()
             control.start()
@@ -434,7 +434,7 @@ def pingpong_scenario(out, hog=False, rps=False):
     breach that covers it (on a loaded machine the receiver may reach its recv after the
     reply came: that round has none)."""
     run = hybtrace(["run", "--json", "--rq-delay", "off", "--off-cpu", "1ms",
-                    "--max-dumps", "1", "--output", out, "--",
+                    "--max-dumps", "1", "--output", out, "--no-children", "--",
                     workload("tcp_pingpong"), "20", "10"] + (["hog"] if hog else [])
                    + (["rps"] if rps else []),
                    timeout=60)
@@ -694,7 +694,7 @@ def untraced_switches_still_end_their_waits():
         return
     with tempfile.TemporaryDirectory() as out:
         run = hybtrace(["run", "--json", "--rq-delay", "10ms", "--output", out,
-                        "--min-interval", "0ms", "--max-dumps", "8", "--",
+                        "--min-interval", "0ms", "--max-dumps", "8", "--no-children", "--",
                         workload("migrate_wait"), "150"], env=UNTRACED_SWITCHES)
         check(run.rc == 0, run.describe())
         migrate, migrated = run.events("migrate"), run.events("migrated")

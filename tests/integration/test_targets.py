@@ -112,7 +112,7 @@ def run_follows_a_wrapper_scripts_grandchild():
                   % (len(unseen), run.describe()))
             check_process_names(mine, {series}, ("series",))
         else:
-            check(not mine, "--no-children reported the grandchild %d: %r" % (series, mine[0]))
+            check(not mine, "--no-children reported the grandchild %d: %r" % (series, mine[:1]))
             others = [b for b in breaches if b["pid"] not in targets["pids"]]
             check(not others, "--no-children reported pid %d, not the script %r"
                   % (others[0]["pid"] if others else 0, targets["pids"]))

@@ -98,7 +98,7 @@ def idle_waits_are_labelled_and_the_slow_request_is_dumped():
     need_root()
     with tempfile.TemporaryDirectory() as out:
         run = hybtrace(["run", "--json", "--output", out] + THRESHOLDS + ONE_INTERVAL +
-                       NOT_EXEC + ["--"] + SERVER)
+                       NOT_EXEC + ["--no-children", "--"] + SERVER)
         check(run.rc == 0, run.describe())
         idle = long_idle_waits(run)
         check(len(idle) >= 10, "the workload waited for work only %d times: %r"
@@ -190,7 +190,8 @@ def off_cpu_states_d_drops_s_sleeps():
     do not, and the summary counts them as left out."""
     need_root()
     run = hybtrace(["run", "--json", "--rq-delay", "off", "--off-cpu", "10ms",
-                    "--off-cpu-states", "D", "--", workload("epoll_server"), "4", "40", "1",
+                    "--off-cpu-states", "D", "--no-children", "--", workload("epoll_server"), "4",
+                    "40", "1",
                     "25", "vfork", "20"])
     check(run.rc == 0, run.describe())
     main = tid_of(run, "vfork_start")
@@ -220,7 +221,7 @@ def ignore_syscalls_drops_those_breaches():
     with tempfile.TemporaryDirectory() as out:
         run = hybtrace(["run", "--json", "--output", out, "--ignore-syscalls",
                         "epoll_wait,execve"] +
-                       THRESHOLDS + ONE_INTERVAL + ["--"] + SERVER)
+                       THRESHOLDS + ONE_INTERVAL + ["--no-children", "--"] + SERVER)
         check(run.rc == 0, run.describe())
         live = run.breaches()
         check(not [b for b in live if b.get("syscall") == "epoll_wait"],

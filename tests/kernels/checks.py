@@ -637,7 +637,7 @@ SLEEPS = "--syscall 10ms --syscalls clock_nanosleep"
 # every few ms all along), and a dump being written passes over the first breaches of the
 # intervals after it: the worst of each interval, the six worst kept, which the hog's waits
 # are unless startup stalled longer.
-RQ = "run %s --rq-delay 500us --min-interval 200ms --max-dumps 6" % OUT
+RQ = "run %s --rq-delay 500us --min-interval 200ms --max-dumps 6 --no-children" % OUT
 # Sampling interrupts cost tens of times more under TCG: a low rate and long phases. The
 # first round's dump, frozen while the program runs on (a later one may be worse, and end
 # in the exit).
@@ -669,9 +669,9 @@ SCENARIOS = [
     Scenario("syscall-off-cpu", 3, "run", "run %s %s --off-cpu 10ms --max-dumps 0 "
              "-- $W/sleeper 15 3" % (OUT, SLEEPS), check_sleeps_woken_by_the_timer),
     Scenario("loopback-wakeup", 3, "run", "run %s --rq-delay off --off-cpu 1ms "
-             "--max-dumps 0 -- $W/tcp_pingpong 20 10 hog" % OUT, check_loopback_wakeup),
+             "--max-dumps 0 --no-children -- $W/tcp_pingpong 20 10 hog" % OUT, check_loopback_wakeup),
     Scenario("softirq-irq-exit", 3, "run", "run %s --rq-delay off --off-cpu 1ms "
-             "--max-dumps 0 -- $W/tcp_pingpong 20 10 rps" % OUT, check_softirq_on_irq_exit),
+             "--max-dumps 0 --no-children -- $W/tcp_pingpong 20 10 rps" % OUT, check_softirq_on_irq_exit),
     Scenario("summary", 3, "run", "run %s --syscall 1ms --min-interval 500ms --max-dumps 2 "
              "-- $W/breach_storm 2 2000" % OUT, check_summary_counts),
     # Waits at the start breach too on a slow guest: a threshold only the long wait behind
@@ -679,7 +679,7 @@ SCENARIOS = [
     # one host thread runs both vCPUs, and the migrator took more than 50 ms from the
     # hog's word to its pin once, when the hog was done (no wait at all).
     Scenario("migration", 3, "run", "run %s --rq-delay 10ms --min-interval 0ms --max-dumps 8 "
-             "-- $W/migrate_wait 150" % OUT, check_migration),
+             "--no-children -- $W/migrate_wait 150" % OUT, check_migration),
     Scenario("sample-fp", 2, "run", SAMPLE + " -- $W/callstack 150 15 1",
              check_call_structure),
     Scenario("sample-fp-p3", 3, "run", SAMPLE + " -- $W/callstack 150 15 1",
