@@ -599,8 +599,9 @@ static __always_inline void target_switch_out(void *ctx, struct task_struct *pre
 	}
 }
 
+/* WANT_STACK: NEXT is being switched in, its kernel stack is where it waited. */
 static __always_inline void judge_rq_delay(struct task_struct *next, struct task_state *st,
-					   __u64 since, __u64 now)
+					   __u64 since, __u64 now, bool want_stack)
 {
 	/* Two CPUs' clock estimates (clock_sync) may put a short wait's end before its start. */
 	__u64 delta = now > since ? now - since : 0;
@@ -611,7 +612,7 @@ static __always_inline void judge_rq_delay(struct task_struct *next, struct task
 	if (!st)
 		st = state_of(next);
 	if (st)
-		emit_breach(HT_BREACH_RQ_DELAY, next, st, since, now, true, NULL);
+		emit_breach(HT_BREACH_RQ_DELAY, next, st, since, now, want_stack, NULL);
 }
 
 /*
@@ -644,7 +645,7 @@ static __always_inline bool rq_delay_from_sched_info(struct task_struct *next,
 		if (since > t->now)
 			since = t->now;
 		count(HT_CNT_RQ_SCHED_INFO);
-		judge_rq_delay(next, NULL, since, t->now);
+		judge_rq_delay(next, NULL, since, t->now, true);
 	}
 	return true;
 }
@@ -878,13 +879,19 @@ out:
 	st->syscall_since_ns = 0;
 }
 
-/* An off-CPU wait over the threshold: a breach, unless the filters leave it out. */
+/*
+ * An off-CPU wait over the threshold: a breach, unless the filters leave it
+ * out. TRACED: NEXT is being switched in, so its kernel stack and saved
+ * registers are where it slept; else it is leaving the CPU again
+ * (untraced_switch_in()), maybe in another syscall, and neither is known.
+ */
 static __always_inline void off_cpu_breach(struct task_struct *next, struct task_state *st,
-					   __u64 now)
+					   __u64 now, bool traced)
 {
-	struct sleep_syscall sc;
+	struct sleep_syscall sc = { .nr = -1 };
 
-	sleep_syscall_of(next, st, &sc);
+	if (traced)
+		sleep_syscall_of(next, st, &sc);
 	if ((off_cpu_states &&
 	     !(off_cpu_states & (1U << ht_task_state_index(st->off_cpu_state)))) ||
 	    (off_cpu_syscalls_on && !syscall_in(off_cpu_syscalls, sc.nr)) ||
@@ -896,7 +903,7 @@ static __always_inline void off_cpu_breach(struct task_struct *next, struct task
 	if (held_for_syscall(st))
 		hold_off_cpu(next, st, now);
 	else
-		emit_breach(HT_BREACH_OFF_CPU, next, st, st->off_cpu_since_ns, now, true, &sc);
+		emit_breach(HT_BREACH_OFF_CPU, next, st, st->off_cpu_since_ns, now, traced, &sc);
 }
 
 /*
@@ -923,7 +930,7 @@ static __always_inline void target_switch_in(struct task_struct *next, const str
 	if (st->runnable_since_ns && !rq_done) {
 		count(HT_CNT_RQ_THREAD_STATE);
 		count_judged(in_storage);
-		judge_rq_delay(next, st, st->runnable_since_ns, now);
+		judge_rq_delay(next, st, st->runnable_since_ns, now, traced);
 	}
 	st->runnable_since_ns = 0;
 	if (st->off_cpu_since_ns && off_cpu_thresh_ns) {
@@ -933,7 +940,7 @@ static __always_inline void target_switch_in(struct task_struct *next, const str
 		count_judged(in_storage);
 		hist_add(HT_BREACH_OFF_CPU, delta);
 		if (delta >= off_cpu_thresh_ns)
-			off_cpu_breach(next, st, now);
+			off_cpu_breach(next, st, now, traced);
 	}
 	st->off_cpu_since_ns = 0;
 	/*

