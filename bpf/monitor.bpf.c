@@ -599,9 +599,8 @@ static __always_inline void target_switch_out(void *ctx, struct task_struct *pre
 	}
 }
 
-/* WANT_STACK: NEXT is being switched in, its kernel stack is where it waited. */
 static __always_inline void judge_rq_delay(struct task_struct *next, struct task_state *st,
-					   __u64 since, __u64 now, bool want_stack)
+					   __u64 since, __u64 now)
 {
 	/* Two CPUs' clock estimates (clock_sync) may put a short wait's end before its start. */
 	__u64 delta = now > since ? now - since : 0;
@@ -612,7 +611,7 @@ static __always_inline void judge_rq_delay(struct task_struct *next, struct task
 	if (!st)
 		st = state_of(next);
 	if (st)
-		emit_breach(HT_BREACH_RQ_DELAY, next, st, since, now, want_stack, NULL);
+		emit_breach(HT_BREACH_RQ_DELAY, next, st, since, now, true, NULL);
 }
 
 /*
@@ -645,7 +644,7 @@ static __always_inline bool rq_delay_from_sched_info(struct task_struct *next,
 		if (since > t->now)
 			since = t->now;
 		count(HT_CNT_RQ_SCHED_INFO);
-		judge_rq_delay(next, NULL, since, t->now, true);
+		judge_rq_delay(next, NULL, since, t->now);
 	}
 	return true;
 }
@@ -930,7 +929,7 @@ static __always_inline void target_switch_in(struct task_struct *next, const str
 	if (st->runnable_since_ns && !rq_done) {
 		count(HT_CNT_RQ_THREAD_STATE);
 		count_judged(in_storage);
-		judge_rq_delay(next, st, st->runnable_since_ns, now, traced);
+		judge_rq_delay(next, st, st->runnable_since_ns, now);
 	}
 	st->runnable_since_ns = 0;
 	if (st->off_cpu_since_ns && off_cpu_thresh_ns) {
