@@ -82,6 +82,15 @@ def check_process_names(breaches, pids, comms):
               % (b["pid"], b["comm"], b.get("process_comm"), comms, b))
 
 
+
+def end_workload_and_hybtrace(wl, ht):
+    """However a test ended: the workload killed if it still runs, hybtrace's pipes closed."""
+    if wl.poll() is None:
+        wl.kill()
+        wl.wait()
+    if ht:
+        ht.close()
+
 @test
 def run_follows_a_wrapper_scripts_grandchild():
     """`run` follows a script's children to any depth; --no-children watches the script
@@ -273,11 +282,7 @@ def cgroup_members_breach_only_while_members():
             rc = ht.wait(30)
         finally:
             control.stop()
-            if wl.poll() is None:
-                wl.kill()
-                wl.wait()
-            if ht:
-                ht.close()
+            end_workload_and_hybtrace(wl, ht)
         events = read_log(log)
     check(rc == 0, "rc %d once its cgroup was removed\n%s" % (rc, ht.describe()))
     breaches = ht.breaches()
@@ -467,11 +472,7 @@ def cgroup_of_many_processes():
                 pass  # the count below says which
             rc = ht.stop()
         finally:
-            if wl.poll() is None:
-                wl.kill()
-                wl.wait()
-            if ht:
-                ht.close()
+            end_workload_and_hybtrace(wl, ht)
         events = read_log(log)
     check(rc == 0, "rc %d after SIGINT\n%s" % (rc, ht.describe()))
     kids = {e["pid"] for e in events if e["event"] == "child_start"}
