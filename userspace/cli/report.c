@@ -670,6 +670,8 @@ static void print_timeline_json(struct ht_json *j, const struct dump_view *v,
 		ht_json_i64(j, "cpu", line_cpu(tl, e));
 		ht_json_str(j, "thread", thread_label(tl, e, who, sizeof(who)));
 		ht_json_str(j, "name", event_name(tl, e));
+		/* A sampled libc frame may share a syscall's name: the category tells them apart. */
+		ht_json_str(j, "category", tl_str_get(tl, e->category));
 		ht_json_str(j, "what", what);
 		ht_json_close(j);
 	}
