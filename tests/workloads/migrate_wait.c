@@ -83,6 +83,32 @@ static pid_t start_hog(const char *name, int cpu, uint64_t hold_ns, int ready, i
 	_exit(0);
 }
 
+/*
+ * Spin until UNTIL, then log the stretches the thread did not run, as it saw
+ * them ("gaps": [last seen running, running again] pairs over 500 us): its
+ * own account of when each wait began. Under load the kernel may give a
+ * starved thread a turn between two FIFO hogs' (the fair server), and a wait
+ * that spans the move then begins at its last turn, not at the start.
+ */
+static void spin_noting_gaps(uint64_t until)
+{
+	char gaps[16 * 48] = "";
+	size_t used = 0;
+	int n = 0;
+	uint64_t last = wl_now_ns(), now;
+
+	while ((now = wl_now_ns()) < until) {
+		if (now - last > 500000 && n < 16) {
+			used += (size_t)snprintf(gaps + used, sizeof(gaps) - used, "%s[%llu,%llu]",
+						 n ? "," : "", (unsigned long long)last,
+						 (unsigned long long)now);
+			n++;
+		}
+		last = now;
+	}
+	wl_log("gaps", "\"gaps\":[%s]", gaps);
+}
+
 static int queued(uint64_t hold_ns)
 {
 	uint64_t start_ns, move_ns;
@@ -119,7 +145,7 @@ static int queued(uint64_t hold_ns)
 	wl_log("hogs", "\"cpu0_hog\":%d,\"cpu1_hog\":%d,\"start_ns\":%llu,\"move_ns\":%llu",
 	       hogs[0], hogs[1], (unsigned long long)start_ns, (unsigned long long)move_ns);
 	/* Runnable throughout: preempted at the start, waiting until the CPU 0 hog is done. */
-	wl_spin_until(start_ns + hold_ns + 10000000ULL);
+	spin_noting_gaps(start_ns + hold_ns + 10000000ULL);
 	wl_log("waited", "\"cpu\":%d", sched_getcpu());
 	for (int i = 0; i < 2; i++)
 		waitpid(hogs[i], NULL, 0);
