@@ -885,7 +885,10 @@ def run_does_not_report_its_own_hold_of_the_child():
         check(len(sleeps) == 3, "workload log incomplete\n" + run.describe())
         tid = sleeps[0][0]["tid"]
         mine = [b for b in run.breaches() if b["tid"] == tid]
-        before = [b for b in mine if b["start_ns"] < sleeps[0][0]["ts_ns"]]
+        # The held wait is 60 ms asleep; the command's own start (its execve, its loader's
+        # syscalls) may breach on a loaded machine, and is the command's to report.
+        before = [b for b in mine if b["start_ns"] < sleeps[0][0]["ts_ns"]
+                  and b["duration_ns"] >= 40_000_000]
         check(not before, "the child's wait for attach was reported: %r" % before)
         for start, end in sleeps:
             check(any(within(b, start["ts_ns"], end["ts_ns"]) for b in mine),
