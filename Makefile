@@ -12,10 +12,11 @@ BTF_FILE ?= /sys/kernel/btf/vmlinux
 # Debian 12 packages the build, the tests and the demo need.
 # lld: ld.lld for the stop function's clang -flto test; libc6-dbg: libc's debug file, which
 # the symbolizer tests read; postgresql-15: postgres, initdb and pgbench for the acceptance
-# check of the dump policy (tests/integration/test_postgres.py).
+# checks of the dump policy and of whole services (tests/integration/test_postgres.py);
+# nginx: the preforking web server of the services' acceptance check (test_nginx.py).
 DEB_PACKAGES := make gcc clang llvm libbpf-dev bpftool libelf-dev libdw-dev libipt-dev \
 	zlib1g-dev pkg-config protobuf-compiler python3 libclang-rt-14-dev binutils libcap2-bin \
-	lld libc6-dbg postgresql-15
+	lld libc6-dbg postgresql-15 nginx
 
 # `make V=1` shows every command.
 ifeq ($(V),1)

@@ -55,6 +55,42 @@ static __always_inline void copy_comm(char *dst, struct task_struct *p)
 	d[1] = *(__u64 *)&p->comm[8];
 }
 
+/* The kernel's MAX_PID_NS_LEVEL: pid namespaces nest at most this deep. */
+#define PID_NS_MAX_LEVEL 32
+
+/* The number PID has at LEVEL, its innermost namespace's when LEVEL is pid->level. */
+static __always_inline __u32 pid_nr_at(struct pid *pid, unsigned int level)
+{
+	struct upid upid = {};
+
+	/* numbers[] at a variable index: a probe read, which the verifier lets take it. */
+	bpf_probe_read_kernel(&upid, sizeof(upid),
+			      (void *)((unsigned long)pid + bpf_core_field_offset(pid->numbers) +
+				       level * sizeof(upid)));
+	return upid.nr;
+}
+
+/*
+ * P's pid and its process's in P's own pid namespace where that is not the
+ * initial one (a container's); both 0 where it is. For breaches, not the
+ * hot path: a few loads and two probe reads. A thread already released in
+ * its exit has no pid left: 0.
+ */
+static __always_inline void task_ns_pids(struct task_struct *p, __u32 *ns_tid, __u32 *ns_tgid)
+{
+	struct pid *tid_pid = p->thread_pid, *tgid_pid = p->signal->pids[PIDTYPE_TGID];
+	unsigned int level = tid_pid ? tid_pid->level : 0;
+
+	*ns_tid = 0;
+	*ns_tgid = 0;
+	if (!level || level > PID_NS_MAX_LEVEL)
+		return;
+	*ns_tid = pid_nr_at(tid_pid, level);
+	/* A process's threads share its pid namespace: the same level. */
+	if (tgid_pid)
+		*ns_tgid = pid_nr_at(tgid_pid, level);
+}
+
 /*
  * The state PREV leaves the CPU in, at sched_switch: the tracepoint's last
  * argument since 5.18 (prev_state_from_arg), else task_struct's field.

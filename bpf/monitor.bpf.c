@@ -69,6 +69,7 @@ struct held_off_cpu {
 	__u32 softirq_vec;
 	__u32 block_stack_seq; /* --block-stacks: the stack sent for it; 0: lost */
 	__u32 tgid;	       /* the held thread's process, for the end's flush */
+	__u32 ns_tid, ns_tgid; /* ... and its pids in its own pid namespace (task_ns_pids) */
 	char waker_comm[HT_COMM_LEN];
 };
 
@@ -497,6 +498,7 @@ static __always_inline void emit_breach(__u32 kind, struct task_struct *p, struc
 	b->end_ns = end_ns;
 	b->tid = p->pid;
 	b->tgid = p->tgid;
+	task_ns_pids(p, &b->ns_tid, &b->ns_tgid);
 	b->cpu = bpf_get_smp_processor_id();
 	b->syscall_nr = sleep ? sleep->nr : st->syscall_since_ns ? st->syscall_nr : -1;
 	b->syscall_ret = 0;
@@ -753,6 +755,7 @@ static __always_inline void hold_off_cpu(struct task_struct *p, struct task_stat
 	h->start_ns = st->off_cpu_since_ns;
 	h->end_ns = now;
 	h->tgid = p->tgid;
+	task_ns_pids(p, &h->ns_tid, &h->ns_tgid);
 	h->state = st->off_cpu_state;
 	h->cpu = bpf_get_smp_processor_id();
 	h->wake_ns = st->wake_ns < now ? st->wake_ns : now;
@@ -844,6 +847,7 @@ static __always_inline void emit_syscall_end(struct task_struct *p, struct task_
 	}
 	b->tid = p->pid;
 	b->tgid = p->tgid;
+	task_ns_pids(p, &b->ns_tid, &b->ns_tgid);
 	b->cpu = bpf_get_smp_processor_id();
 	b->syscall_nr = st->syscall_nr;
 	b->syscall_ret = ret;
@@ -1435,6 +1439,8 @@ static long flush_slot(__u32 index, void *ctx)
 	b->end_ns = slot->st.held.end_ns;
 	b->tid = tid;
 	b->tgid = slot->st.held.tgid;
+	b->ns_tid = slot->st.held.ns_tid;
+	b->ns_tgid = slot->st.held.ns_tgid;
 	b->cpu = slot->st.held.cpu;
 	b->syscall_nr = slot->st.syscall_nr;
 	fill_held(b, &slot->st.held, start);

@@ -166,6 +166,13 @@ struct ht_breach {
 	 */
 	__u32 block_stack_seq;
 	__u32 syscall_fd; /* with HT_BRF_SYSCALL_FD: the syscall's first argument */
+	/*
+	 * The thread's and its process's pids in their own pid namespace (a
+	 * container's), where that is not the initial one; 0 otherwise. tid
+	 * and tgid are the initial namespace's, as every program sees them.
+	 */
+	__u32 ns_tid;
+	__u32 ns_tgid;
 	__u32 pad;
 };
 

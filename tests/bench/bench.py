@@ -31,6 +31,7 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 # The integration tests' helpers for cgroups and for hybtrace's options.
 sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
 import harness  # noqa: E402
+import services  # noqa: E402
 HYBTRACE = os.path.join(ROOT, "build", "hybtrace")
 EMPTY_PROGS = os.path.join(ROOT, "build", "bench", "empty_progs")
 BENCH_DECODE = os.path.join(ROOT, "build", "bench", "bench_decode")
@@ -952,6 +953,73 @@ def section_service(args, out):
     return results, pipe
 
 
+NGINX_WORKERS = 4
+NGINX_CONNECTIONS = 8
+
+
+def nginx_round(config, seconds, out):
+    """One run of nginx (a master and NGINX_WORKERS workers) under http_load for SECONDS,
+    watched as CONFIG says: usecs per request (1 / the load's requests per second)."""
+    ng = services.Nginx(NGINX_WORKERS)
+    cg = bg = None
+    try:
+        if config == "run":
+            bg = Background([HYBTRACE, "run", "--quiet", "--json", "--output", out, "--"] +
+                            ng.command(), r'"type":"attached"')
+            ng.wait_ready(proc=bg.p)
+        else:
+            if config == "cgroup":
+                cg = harness.Cgroup(prefix="hybtrace-bench-nginx")
+            ng.start(preexec_fn=cg.join if cg else None)
+            ng.wait_ready()
+            if config == "cgroup":
+                bg = hybtrace_watching_targets(out, ["--cgroup", cg.path])
+            elif config == "pid":
+                pids = [ng.master] + ng.workers()
+                bg = hybtrace_watching_targets(out, ["--pid", ",".join(map(str, pids)),
+                                                     "--children"])
+        done = services.http_load(ng.port, NGINX_CONNECTIONS, seconds, -1,
+                                  os.path.join(out, "http_load.log"))
+        if done["errors"] or not done["requests"]:
+            raise BenchFailure("http_load under %s: %r" % (config, done))
+        if config == "run":
+            # hybtrace ends with nginx.
+            ng.stop()
+            bg.p.wait(timeout=60)
+        elif bg:
+            bg.stop()
+            bg = None
+        return 1e6 / done["per_s"]
+    except harness.Failure as e:
+        raise BenchFailure(str(e))
+    finally:
+        if bg:
+            bg.stop(check=False)
+        ng.close()
+        if cg:
+            cg.remove()
+
+
+def section_nginx(args, out):
+    """nginx from Debian, a master and 4 workers, serving http_load's keep-alive requests on
+    2 CPUs, untraced and watched the three ways a service is: its cgroup, its processes' pids
+    with --children, and run; hybtrace with its defaults."""
+    title = "11. nginx, %d workers, under http_load (%d connections): usecs/request" % (
+        NGINX_WORKERS, NGINX_CONNECTIONS)
+    if not os.access(services.NGINX, os.X_OK):
+        log("\n%s\n  skipped: nginx is not installed (make deps installs it)" % title)
+        return None
+    seconds = 1 if args.smoke else 4
+    configs = [("untraced", "untraced"), ("hybtrace --cgroup", "cgroup"),
+               ("hybtrace --pid (all 5) --children", "pid"), ("hybtrace run -- nginx", "run")]
+    results = {name: [] for name, _ in configs}
+    for _ in range(args.runs):
+        for name, config in configs:
+            results[name].append(nginx_round(config, seconds, out))
+    print_ratios(title, results, "untraced", {})
+    return results
+
+
 SECTIONS = {
     "self": section_overhead_self,
     "others": section_overhead_others,
@@ -963,6 +1031,7 @@ SECTIONS = {
     "decode": section_decode,
     "softirq": section_softirq_cost,
     "service": section_service,
+    "nginx": section_nginx,
 }
 
 

@@ -12,8 +12,11 @@ import subprocess
 import tempfile
 import time
 
-from harness import (Attached, Failure, NoTool, Skip, check, need_root, report_json, test,
-                     tp_query, trace_processor, wait_for)
+from harness import (Attached, Cgroup, Failure, NoTool, Skip, check, need_root, report_json,
+                     test, tp_query, trace_processor, wait_for)
+from services import (PER_PROCESS_TRACK_GROUPS, Hog, alive, check_named_hog,
+                      check_service_breaches, check_service_dumps, children_of, describe,
+                      need_service_targets, pinned)
 
 # Debian's postgresql-15 (make deps installs it) holds all four.
 PG_BIN = "/usr/lib/postgresql/15/bin"
@@ -51,32 +54,6 @@ def as_postgres(args):
     return ["setpriv", "--reuid", PG_USER, "--regid", PG_USER, "--init-groups", "--"] + args
 
 
-def children_of(ppid):
-    """(pid, cmdline) of the processes whose parent is PPID."""
-    out = []
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            with open("/proc/%s/stat" % name) as f:
-                if int(f.read().rsplit(")", 1)[1].split()[1]) != ppid:
-                    continue
-            with open("/proc/%s/cmdline" % name, "rb") as f:
-                cmd = f.read().replace(b"\0", b" ").decode(errors="replace").strip()
-        except (OSError, ValueError, IndexError):
-            continue
-        out.append((int(name), cmd))
-    return out
-
-
-def alive(pid):
-    try:
-        os.kill(pid, 0)
-        return True
-    except ProcessLookupError:
-        return False
-
-
 class Cluster:
     """A postgres cluster in a temporary directory, reachable only on its Unix socket there.
     close() stops it (pg_ctl stop -m immediate) and kills whatever of it is left, on every
@@ -91,7 +68,8 @@ class Cluster:
             os.mkdir(d, 0o700)
             shutil.chown(d, PG_USER, PG_USER)
         self.log_path = os.path.join(self.dir, "postgres.log")
-        self.postmaster = None
+        self.postmaster = None  # its Popen, when the test started it
+        self.pid = None  # the postmaster's pid, from postmaster.pid
         self.env = dict(os.environ, PGHOST=self.sock, PGUSER=PG_USER, PGDATABASE=PG_USER,
                         HOME=self.dir)
 
@@ -102,30 +80,52 @@ class Cluster:
             " ".join(args[:2]), p.returncode, p.stdout[-2000:], p.stderr[-2000:]))
         return p.stdout
 
-    def start(self):
-        self.run([os.path.join(PG_BIN, "initdb"), "-D", self.data, "-U", PG_USER, "-A",
-                  "trust", "--no-sync", "--no-instructions", "--locale=C", "-E", "UTF8"], 120)
-        with open(self.log_path, "w") as log:
-            self.postmaster = subprocess.Popen(as_postgres([
-                os.path.join(PG_BIN, "postgres"), "-D", self.data,
-                "-c", "listen_addresses=", "-c", "unix_socket_directories=" + self.sock,
-                "-c", "synchronous_commit=on", "-c", "fsync=on", "-c", "shared_buffers=16MB",
-                "-c", "max_connections=20"]), stdout=log, stderr=subprocess.STDOUT,
-                cwd=self.dir)
+    def init(self):
+        """initdb, once."""
+        if not os.path.exists(os.path.join(self.data, "PG_VERSION")):
+            self.run([os.path.join(PG_BIN, "initdb"), "-D", self.data, "-U", PG_USER, "-A",
+                      "trust", "--no-sync", "--no-instructions", "--locale=C", "-E", "UTF8"],
+                     120)
+
+    def command(self):
+        """The postmaster's command line, as the postgres user."""
+        return as_postgres([
+            os.path.join(PG_BIN, "postgres"), "-D", self.data,
+            "-c", "listen_addresses=", "-c", "unix_socket_directories=" + self.sock,
+            "-c", "synchronous_commit=on", "-c", "fsync=on", "-c", "shared_buffers=16MB",
+            "-c", "max_connections=20"])
+
+    def start(self, prefix=(), preexec_fn=None):
+        """initdb if not done yet, then the postmaster (PREFIX before its command, e.g.
+        taskset), until it takes clients."""
+        self.init()
+        with open(self.log_path, "a") as log:
+            self.postmaster = subprocess.Popen(list(prefix) + self.command(), stdout=log,
+                                               stderr=subprocess.STDOUT, cwd=self.dir,
+                                               preexec_fn=preexec_fn)
+        self.wait_ready(self.postmaster)
+
+    def wait_ready(self, proc):
+        """Until the postmaster takes clients; PROC is what exits if it fails (its Popen,
+        or hybtrace's under run). Its pid, from postmaster.pid, is self.pid."""
         # postmaster.pid's 8th line is the postmaster's status; "ready" once it takes clients.
         pid_file = os.path.join(self.data, "postmaster.pid")
 
         def ready():
-            check(self.postmaster.poll() is None, "postgres exited with %s:\n%s"
-                  % (self.postmaster.returncode, self.log()))
+            check(proc.poll() is None, "postgres exited with %s:\n%s"
+                  % (proc.returncode, self.log()))
             try:
                 with open(pid_file) as f:
                     lines = f.read().splitlines()
             except OSError:
                 return False
-            return len(lines) >= 8 and lines[7].strip() == "ready"
+            if len(lines) < 8 or lines[7].strip() != "ready":
+                return False
+            self.pid = int(lines[0])
+            return True
 
         wait_for(ready, 60, "postgres to accept connections\n" + self.log())
+        return self.pid
 
     def log(self):
         try:
@@ -134,34 +134,62 @@ class Cluster:
         except OSError:
             return ""
 
+    def logged_pids(self, text=None):
+        """The pids of the processes that wrote to the log (TEXT, else its file): the
+        default log_line_prefix, "%m [%p] ", names each line's process. The startup
+        process, forked and gone before the postmaster takes clients, says it there."""
+        if text is None:
+            try:
+                with open(self.log_path) as f:
+                    text = f.read()
+            except OSError:
+                text = ""
+        return {int(m) for m in re.findall(r" \[(\d+)\] [A-Z]+: ", text)}
+
+    def children(self):
+        """(pid, cmdline) of the postmaster's children: its backends and helpers."""
+        return children_of(self.pid) if self.pid else []
+
     def backends(self):
         """The pids of client backends (pgbench's connections)."""
-        return sorted(pid for pid, cmd in children_of(self.postmaster.pid)
+        return sorted(pid for pid, cmd in self.children()
                       if cmd.startswith("postgres: %s %s [local]" % (PG_USER, PG_USER)))
 
-    def close(self):
+    def stop(self, mode="immediate"):
+        """pg_ctl stop -m MODE ("fast": a clean end, exit status 0), until the postmaster
+        and its children are gone (those left are killed)."""
+        if not self.pid:
+            return
+        left = [pid for pid, _ in self.children()]
+        if alive(self.pid):
+            try:
+                subprocess.run(as_postgres([os.path.join(PG_BIN, "pg_ctl"), "stop", "-D",
+                                            self.data, "-m", mode, "-w", "-t", "20"]),
+                               capture_output=True, timeout=30, cwd=self.dir)
+            except subprocess.TimeoutExpired:
+                pass
         if self.postmaster:
-            left = [pid for pid, _ in children_of(self.postmaster.pid)]
-            if self.postmaster.poll() is None:
-                try:
-                    subprocess.run(as_postgres([os.path.join(PG_BIN, "pg_ctl"), "stop", "-D",
-                                                self.data, "-m", "immediate", "-w", "-t",
-                                                "20"]), capture_output=True, timeout=30,
-                                   cwd=self.dir)
-                except subprocess.TimeoutExpired:
-                    pass
             try:
                 self.postmaster.wait(timeout=10)
             except subprocess.TimeoutExpired:
                 self.postmaster.kill()
                 self.postmaster.wait()
-            # Backends leave when the postmaster dies; any that lingers goes now.
-            for pid in left:
-                if alive(pid):
-                    try:
-                        os.kill(pid, signal.SIGKILL)
-                    except ProcessLookupError:
-                        pass
+        else:
+            try:
+                wait_for(lambda: not alive(self.pid), 10, "postgres to stop")
+            except Failure:
+                os.kill(self.pid, signal.SIGKILL)
+        # Backends leave when the postmaster dies; any that lingers goes now.
+        for pid in left:
+            if alive(pid):
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+        self.postmaster = self.pid = None
+
+    def close(self):
+        self.stop()
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
@@ -422,4 +450,124 @@ def postgres_dumps_are_its_worst_waits():
         kill_process(bench)
         if ht:
             ht.close()
+        cluster.close()
+
+
+SERVICE_LOAD_S = 3
+# Run-queue waits alone: postgres shares CPU 0 with the hog, pgbench runs on CPU 1.
+SERVICE_OPTIONS = ["--json", "--quiet", "--rq-delay", "500us", "--max-dumps", "2",
+                   "--min-interval", "500ms"]
+
+
+def postgres_watched(cluster, mode, tmp):
+    """The cluster (postmaster and all it forks on CPU 0, beside a hog pinned there) under
+    pgbench (CPU 1), watched as MODE says: "cgroup", "pid" (--pid POSTMASTER --children:
+    pgbench's connections, made after attach, fork the backends) or "run"."""
+    out = os.path.join(tmp, "dumps-" + mode)
+    os.mkdir(out)
+    opts = SERVICE_OPTIONS + ["--output", out]
+    hog = ht = cg = bench = postmaster = None
+    before = {}
+    seen = {}
+    try:
+        hog = Hog(0, os.path.join(tmp, "hog-%s.log" % mode))
+        if mode == "cgroup":
+            cg = Cgroup(prefix="hybtrace-pg")
+            cluster.start(pinned(0), preexec_fn=cg.join)
+            ht = Attached(["--cgroup", cg.path] + opts)
+            ht.wait_attached(30)
+        elif mode == "pid":
+            cluster.start(pinned(0))
+            # Its helpers (checkpointer, walwriter...) run before attach: not targets.
+            before = dict(cluster.children())
+            ht = Attached(["--pid", str(cluster.pid), "--children"] + opts)
+            ht.wait_attached(30)
+        else:
+            ht = Attached(["run"] + opts + ["--"] + pinned(0) + cluster.command(),
+                          cwd=cluster.dir)
+            ht.wait_attached(30)
+            cluster.wait_ready(ht.proc)
+        postmaster = cluster.pid
+        bench = subprocess.Popen(pinned(1) + as_postgres([
+            os.path.join(PG_BIN, "pgbench"), "-n", "-c", str(CLIENTS), "-j", "2", "-T",
+            str(SERVICE_LOAD_S)]), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            text=True, cwd=cluster.dir, env=cluster.env)
+        # The postmaster's children as /proc lists them while pgbench runs (ps's view).
+        def look():
+            seen.update(cluster.children())
+            return bench.poll() is not None
+        wait_for(look, SERVICE_LOAD_S + 60, "pgbench to end")
+        bench_out = bench.stdout.read()
+        check(bench.returncode == 0, "pgbench exited with %d:\n%s"
+              % (bench.returncode, bench_out[-2000:]))
+        if mode == "run":
+            # hybtrace ends with its command, with its exit status: a clean stop's 0.
+            cluster.stop("fast")
+            rc = ht.wait(60)
+        else:
+            rc = ht.stop()
+        check(rc == 0, "hybtrace:\n" + ht.describe())
+        ht.close()
+    finally:
+        kill_process(bench)
+        if ht:
+            ht.close()
+        cluster.stop()
+        if hog:
+            hog.close()
+        if cg:
+            cg.remove()
+    targets = [o for o in ht.json_lines() if o.get("type") == "attached"][0]["targets"]
+    if mode == "cgroup":
+        check(targets["cgroup"] and targets["cgroup"].endswith(cg.name),
+              "targets %r, not the cgroup %s" % (targets, cg.path))
+    else:
+        check(targets["pids"] == [postmaster] and targets["children"] is True,
+              "targets %r, want the postmaster %d and its children" % (targets, postmaster))
+    inside = {postmaster: "the postmaster"}
+    inside.update({pid: cmd for pid, cmd in seen.items() if pid not in before})
+    if mode == "run":
+        # Its log went to hybtrace's stderr, with the pid of each process that wrote it.
+        inside.update({pid: "a postgres process that logged" for pid in
+                       cluster.logged_pids(ht.stderr()) if pid not in inside})
+    outside = {hog.pid: "the hog (pf_hog)", bench.pid: "pgbench"}
+    outside.update({pid: "%s (running before attach)" % cmd for pid, cmd in before.items()})
+    backends = sorted(pid for pid, cmd in seen.items() if "[local]" in cmd)
+    check(len(backends) >= CLIENTS, "pgbench's %d backends not seen: %r" % (CLIENTS, seen))
+    breaches = ht.breaches()
+    # Under run the postmaster is named by taskset and setpriv, which exec it, until it runs.
+    names = ("postgres", "taskset", "setpriv") if mode == "run" else ("postgres",)
+    check_service_breaches(breaches, inside, outside, names, ht.describe)
+    breached = {b["pid"] for b in breaches if b["pid"] in backends}
+    check(len(breached) >= 2, "breaches of %d of the %d backends %r: %s" % (
+        len(breached), len(backends), backends, "; ".join(describe(b) for b in breaches[:10])))
+    named = check_named_hog(breaches, set(backends), hog.pid, "backends")
+    ndumps = check_service_dumps(out, breaches, inside)
+    tps = re.search(r"tps = ([0-9.]+)", bench_out)
+    print("    %s: postmaster %d, backends %r; %s tps; %d breaches (%d backends, %d waits "
+          "behind the hog), %d dumps%s" % (
+              mode, postmaster, backends, tps.group(1) if tps else "?", len(breaches),
+              len(breached), len(named), ndumps, "" if PER_PROCESS_TRACK_GROUPS else
+              "; each backend's own process in the dumps not checked (needs one track group "
+              "per process)"))
+
+
+@test
+def postgres_watched_three_ways():
+    """postgres under pgbench beside a pinned hog, watched by its cgroup, by its
+    postmaster's pid with --children (each new connection's backend a target) and under
+    run: the breaches are of its backends (as /proc lists the postmaster's children), none
+    of the hog, pgbench or, under --pid, the helpers running before attach."""
+    need_root()
+    need_postgres()
+    need_service_targets()
+    cluster = Cluster()
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            cluster.start()
+            cluster.run([os.path.join(PG_BIN, "pgbench"), "-i", "-s", "1", "-q"], 120)
+            cluster.stop("fast")
+            for mode in ("cgroup", "pid", "run"):
+                postgres_watched(cluster, mode, tmp)
+    finally:
         cluster.close()

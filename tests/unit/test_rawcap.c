@@ -104,6 +104,9 @@ static void make_full(struct ht_rawcap *c, size_t pt_len)
 	c->breach.off_cpu_start_ns = c->start_ns + 1;
 	c->breach.off_cpu_end_ns = c->end_ns - 1;
 	c->breach.off_cpu_threshold_ns = 7000000;
+	/* 1.4: a thread of a process in a container, as its own pid namespace numbers them. */
+	c->breach.ns_tid = 8;
+	c->breach.ns_tgid = 7;
 	c->pt.pmu_type = 8;
 	c->pt.config = 0x3012601;
 	c->pt.fields = (struct ht_pt_fields){1, 1, 1, 1, 1, 1, 3, 2, 3};
@@ -468,7 +471,7 @@ TEST(an_older_minor_is_read)
  */
 TEST(a_minor_2_breach_without_flags_is_read)
 {
-	const size_t added = 4 + 4 + 4 + 3 * 8 + 4;
+	const size_t added = 4 + 4 + 4 + 3 * 8 + 4 + 2 * 4;
 	struct ht_rawcap c, r;
 	char err[256];
 	size_t len, at, end;
@@ -497,6 +500,42 @@ TEST(a_minor_2_breach_without_flags_is_read)
 	r.breach.off_cpu_end_ns = c.breach.off_cpu_end_ns;
 	r.breach.off_cpu_threshold_ns = c.breach.off_cpu_threshold_ns;
 	r.breach.softirq_vec = c.breach.softirq_vec;
+	r.breach.ns_tid = c.breach.ns_tid;
+	r.breach.ns_tgid = c.breach.ns_tgid;
+	check_same(&c, &r, true);
+	ht_rawcap_free(&r);
+	ht_rawcap_free(&c);
+	free(b);
+}
+
+/* Format 1.3: the breach ended at its softirq vector, without its pids in its own namespace. */
+TEST(a_minor_3_breach_without_namespace_pids_is_read)
+{
+	const size_t added = 2 * 4;
+	struct ht_rawcap c, r;
+	char err[256];
+	size_t len, at, end;
+	uint8_t *b;
+
+	make_full(&c, 64);
+	b = file_bytes(&c, &len);
+	CHECK(b != NULL);
+	at = find_section(b, len, HT_RAWSEC_BREACH, 0);
+	CHECK(at != 0);
+	end = at + 16 + get64(b + at + 8);
+	put64(b + at + 8, get64(b + at + 8) - added);
+	memmove(b + end - added, b + end, len - end);
+	len -= added;
+	fix_crc(b, at);
+	b[10] = 3; /* minor */
+	CHECK(!read_mem(b, len, &r, err, sizeof(err)));
+	CHECK_STR(err, "");
+	CHECK_EQ_U64(r.breach.ns_tid, 0);
+	CHECK_EQ_U64(r.breach.ns_tgid, 0);
+	CHECK_EQ_U64(r.breach.softirq_vec, c.breach.softirq_vec);
+	CHECK_EQ_U64(r.breach.off_cpu_threshold_ns, c.breach.off_cpu_threshold_ns);
+	r.breach.ns_tid = c.breach.ns_tid;
+	r.breach.ns_tgid = c.breach.ns_tgid;
 	check_same(&c, &r, true);
 	ht_rawcap_free(&r);
 	ht_rawcap_free(&c);
@@ -557,7 +596,7 @@ TEST(a_newer_major_is_refused)
 	b[8] = 2;
 	b[10] = 3;
 	CHECK(read_mem(b, len, &r, err, sizeof(err)) == -1);
-	CHECK_STR(err, "x.raw: made by a newer hybtrace (format 2.3); this one reads up to 1.3");
+	CHECK_STR(err, "x.raw: made by a newer hybtrace (format 2.3); this one reads up to 1.4");
 	CHECK(!r.nstreams && !r.maps && !r.clocks && !r.comms);
 	ht_rawcap_free(&c);
 	free(b);

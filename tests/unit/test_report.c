@@ -424,6 +424,48 @@ TEST(one_wait_of_both_kinds_live)
 	free(out);
 }
 
+/*
+ * A thread in a container's pid namespace: the live line adds its pids there
+ * beside the process, the JSON ns_pid and ns_tid; a thread of the initial
+ * namespace (ns_tid 0) has neither.
+ */
+TEST(a_thread_in_a_container_names_its_pids_there)
+{
+	struct ht_breach_info bi = { .b = both_breach,
+				     .threshold_ns = 10000,
+				     .process_comm = "server" };
+	char *out = NULL;
+	size_t len = 0;
+	FILE *f;
+
+	bi.b.ns_tid = 8;
+	bi.b.ns_tgid = 7;
+	f = open_memstream(&out, &len);
+	CHECK(f != NULL);
+	if (!f)
+		return;
+	ht_breach_print_text(f, &bi);
+	ht_breach_print_json(f, &bi, NULL);
+	/* The process's first thread: one pid. */
+	bi.b.tid = bi.b.tgid;
+	bi.b.ns_tid = 7;
+	snprintf(bi.b.comm, sizeof(bi.b.comm), "server");
+	ht_breach_print_text(f, &bi);
+	/* The initial namespace: no word of it. */
+	bi.b.ns_tid = 0;
+	bi.b.ns_tgid = 0;
+	ht_breach_print_text(f, &bi);
+	ht_breach_print_json(f, &bi, NULL);
+	fclose(f);
+	CHECK(strstr(out, " tid 4001 (worker) pid 4000 (server) [ns tid 8 pid 7] cpu 0: read = 1"));
+	CHECK(strstr(out, "\"process_comm\":\"server\",\"ns_pid\":7,\"ns_tid\":8,\"kinds\""));
+	CHECK(strstr(out, " tid 4000 (server) [ns pid 7] cpu 0: read = 1"));
+	CHECK(strstr(out, " tid 4000 (server) cpu 0: read = 1"));
+	/* Of the two JSON objects, the first alone. */
+	CHECK(strstr(out, "\"ns_") && !strstr(strstr(out, "\"ns_") + 1, "\"ns_pid\""));
+	free(out);
+}
+
 #define SENDER 7000 /* another process, whose send ran the softirq that woke A */
 
 /*

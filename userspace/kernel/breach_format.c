@@ -120,6 +120,21 @@ static void print_off_cpu_part_text(FILE *f, const struct ht_breach *b)
 	fprintf(f, " in state %c", ht_task_state_letter(b->state));
 }
 
+/*
+ * A thread in a pid namespace below the initial one (a container): its own
+ * pids there beside, " [ns pid 7]" for a process's first thread, else
+ * " [ns tid 8 pid 7]".
+ */
+static void print_ns_pids_text(FILE *f, const struct ht_breach *b)
+{
+	if (!b->ns_tid)
+		return;
+	if (b->tid == b->tgid || !b->ns_tgid)
+		fprintf(f, " [ns pid %u]", b->ns_tid);
+	else
+		fprintf(f, " [ns tid %u pid %u]", b->ns_tid, b->ns_tgid);
+}
+
 void ht_breach_print_text(FILE *f, const struct ht_breach_info *bi)
 {
 	const struct ht_breach *b = &bi->b;
@@ -135,6 +150,7 @@ void ht_breach_print_text(FILE *f, const struct ht_breach_info *bi)
 		b->comm);
 	if (b->tgid != b->tid)
 		fprintf(f, " pid %u (%s)", b->tgid, bi->process_comm[0] ? bi->process_comm : "?");
+	print_ns_pids_text(f, b);
 	fprintf(f, " cpu %u", b->cpu);
 	switch (b->kind) {
 	case HT_BREACH_RQ_DELAY:
@@ -272,6 +288,11 @@ void ht_breach_print_json(FILE *f, const struct ht_breach_info *bi, const struct
 	ht_json_u64(&j, "tid", b->tid);
 	ht_json_str(&j, "comm", comm);
 	ht_json_str(&j, "process_comm", bi->process_comm[0] ? bi->process_comm : comm);
+	/* Only for a thread in a pid namespace below the initial one (a container). */
+	if (b->ns_tid) {
+		ht_json_u64(&j, "ns_pid", b->ns_tgid);
+		ht_json_u64(&j, "ns_tid", b->ns_tid);
+	}
 	print_kinds_json(&j, b);
 	ht_json_u64(&j, "cpu", b->cpu);
 	ht_json_str(&j, "state", state);

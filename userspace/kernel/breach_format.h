@@ -35,7 +35,9 @@ const char *ht_softirq_name(uint32_t vec);
 
 /*
  * "12.345678 rq-delay 4.21ms tid 123 (worker) pid 120 (server) cpu 0: ran
- * instead ...; woken by ...": the process only when it is not the thread.
+ * instead ...; woken by ...": the process only when it is not the thread;
+ * a thread in a container's pid namespace adds its pids there,
+ * "... pid 120 (server) [ns tid 8 pid 7] cpu 0".
  */
 void ht_breach_print_text(FILE *f, const struct ht_breach_info *bi);
 

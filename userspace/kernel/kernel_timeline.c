@@ -663,6 +663,10 @@ static void add_breach(struct builder *b)
 		tl_event_arg_uint(b->tl, events[i], HT_ARG_WAIT_FOR_WORK,
 				  ht_breach_waits_for_work(br));
 		tl_event_arg_str(b->tl, events[i], HT_ARG_KINDS, kinds);
+		if (br->ns_tid) {
+			tl_event_arg_uint(b->tl, events[i], HT_ARG_NS_PID, br->ns_tgid);
+			tl_event_arg_uint(b->tl, events[i], HT_ARG_NS_TID, br->ns_tid);
+		}
 		/* One wait of two kinds: the off-CPU interval in its syscall, its threshold. */
 		if (br->kind == HT_BREACH_OFF_CPU || !(kind_bits & HT_KIND_BIT(HT_BREACH_OFF_CPU)))
 			continue;

@@ -27,7 +27,7 @@ struct ht_dwarf_unwinder;
  * What a frozen capture of any source fits in, inside the dump's capture:
  * Intel PT's raw capture, the largest, so that a capture is no larger than it was.
  */
-#define HT_SOURCE_FROZEN_BYTES 2192
+#define HT_SOURCE_FROZEN_BYTES 2200
 /* Sources open at once: --source picks one. */
 #define HT_SOURCES_OPEN_MAX 1
 

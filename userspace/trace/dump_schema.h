@@ -55,6 +55,9 @@
 #define HT_ARG_TID	     "tid"
 #define HT_ARG_PID	     "pid"
 #define HT_ARG_COMM	     "comm"
+/* breach: a thread in a container's pid namespace, its pids there (tid, pid: the initial one's) */
+#define HT_ARG_NS_PID	     "ns_pid"
+#define HT_ARG_NS_TID	     "ns_tid"
 #define HT_ARG_CPU	     "cpu"
 #define HT_ARG_WAIT_FOR_WORK "wait_for_work"  /* breach: 1 when a thread parked for new work */
 #define HT_ARG_STATE	     "state"	      /* "S", "D", "R+" (preempted) ..., or: */

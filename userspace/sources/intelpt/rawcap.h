@@ -33,9 +33,9 @@
 /*
  * 1.1: the mmap page's TSC conversion in CLOCKS; 1.2: COMMS, machine and
  * command in META; 1.3: a breach's flags, kinds, off-CPU interval and
- * softirq vector in BREACH.
+ * softirq vector in BREACH; 1.4: its pids in its own pid namespace.
  */
-#define HT_RAWCAP_MINOR	 3
+#define HT_RAWCAP_MINOR	 4
 #define HT_RAWCAP_SUFFIX ".hybtrace-raw"
 
 /* Section tags. */

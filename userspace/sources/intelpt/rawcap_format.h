@@ -35,7 +35,7 @@
 _Static_assert(sizeof(struct ht_flight_record) == 32,
 	       "ht_flight_record changed: update put_fr_event/rd_fr_event and FR_EVENT_BYTES");
 /* block_stack_seq and syscall_fd serve the live session only: what they led to is in flags. */
-_Static_assert(sizeof(struct ht_breach) == 416,
+_Static_assert(sizeof(struct ht_breach) == 424,
 	       "ht_breach changed: update write_breach/parse_breach");
 /* COMMS entries are fixed-size: a longer comm would be a new section. */
 _Static_assert(HT_COMM_LEN == 16, "HT_COMM_LEN changed: COMMS entries are pid + 16 bytes");

@@ -238,6 +238,10 @@ static void parse_breach(struct rd *r, struct ht_breach *x)
 	x->off_cpu_end_ns = rd_u64(r);
 	x->off_cpu_threshold_ns = rd_u64(r);
 	x->softirq_vec = rd_u32(r);
+	if (!rd_left(r))
+		return; /* 1.3 ends here */
+	x->ns_tid = rd_u32(r);
+	x->ns_tgid = rd_u32(r);
 }
 
 static void parse_pt_config(struct rd *r, struct ht_rawcap_pt_config *p)

@@ -241,6 +241,9 @@ static void write_breach(struct writer *w, struct mbuf *b, const struct ht_breac
 	mb_u64(b, x->off_cpu_end_ns);
 	mb_u64(b, x->off_cpu_threshold_ns);
 	mb_u32(b, x->softirq_vec);
+	/* 1.4: its pids in its own pid namespace (a container's), 0 in the initial one. */
+	mb_u32(b, x->ns_tid);
+	mb_u32(b, x->ns_tgid);
 	w_section(w, HT_RAWSEC_BREACH, b, NULL, 0);
 }
 
