@@ -321,7 +321,7 @@ FUZZ_RAWCAP_READER_SRCS := $(wildcard userspace/sources/intelpt/rawcap_*.c) user
 FUZZ_MARKS_SRCS := userspace/sources/marks/marks.c userspace/symbols/proc_maps.c userspace/symbols/target_files.c userspace/base/proc.c userspace/base/log.c
 # Command lines: options and the trigger specs they carry.
 FUZZ_OPTIONS_SRCS := userspace/cli/options.c userspace/base/syscalls.c userspace/triggers/trigger_spec.c \
-	userspace/symbols/symbolizer.c userspace/symbols/proc_maps.c userspace/symbols/elf_symbols.c userspace/symbols/perf_map.c \
+	userspace/symbols/symbolizer.c userspace/symbols/elf_cache.c userspace/symbols/proc_maps.c userspace/symbols/elf_symbols.c userspace/symbols/perf_map.c \
 	userspace/symbols/target_files.c userspace/symbols/module_names.c \
 	userspace/base/proc.c userspace/base/log.c
 # The breach kinds' rows name the threshold options.
