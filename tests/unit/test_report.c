@@ -54,7 +54,7 @@ static void write_dump(const char *name, const char *kind, uint64_t t0, uint64_t
 	struct ht_kernel_window kw = { .tgid = TGID, .target_comm = "target", .t0 = t0, .t1 = t1,
 				       .w = &w, .comms = &comms, .breach = breach,
 				       .threshold_ns = dump_threshold_ns, .ksyms = dump_ksyms };
-	struct ht_user_window uw = { .tgid = TGID, .t0 = t0, .t1 = t1, .period_ns = 100,
+	struct ht_user_window uw = { .t0 = t0, .t1 = t1, .period_ns = 100,
 				     .samples = dump_samples, .breach = breach };
 	char path[PATH_MAX], err[256], buf[32];
 
