@@ -189,6 +189,13 @@ $(BUILD)/workloads/mutex_convoy_nofp: tests/workloads/mutex_convoy.c tests/workl
 	$(Q)$(CC) -D_GNU_SOURCE -O2 -g -fomit-frame-pointer -Wall -Wextra -Werror -Iinclude -o $@ $< -lpthread
 WORKLOAD_BINS += $(BUILD)/workloads/mutex_convoy_nofp
 
+# procs_spin's two other programs: the same source, functions of other names.
+$(BUILD)/workloads/procs_spin_%: tests/workloads/procs_spin.c tests/workloads/workload.h | $(BUILD)/workloads
+	$(call msg,WORKLOAD,$@)
+	$(Q)$(CC) -D_GNU_SOURCE -DROLE=$* -O2 -g -fno-omit-frame-pointer -Wall -Wextra -Werror -Iinclude -o $@ $< -lpthread
+WORKLOAD_BINS += $(BUILD)/workloads/procs_spin_beta $(BUILD)/workloads/procs_spin_gamma
+$(BUILD)/workloads/procs_spin: $(BUILD)/workloads/procs_spin_beta $(BUILD)/workloads/procs_spin_gamma
+
 # The library trigger_target loads with dlopen; not a program of its own.
 WORKLOAD_BINS := $(filter-out $(BUILD)/workloads/libtrig,$(WORKLOAD_BINS)) $(BUILD)/workloads/libtrig.so
 $(BUILD)/workloads/libtrig.so: tests/workloads/libtrig.c | $(BUILD)/workloads
