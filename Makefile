@@ -247,7 +247,8 @@ demo: deps
 
 # The benchmark: hybtrace next to the tools a user would pick instead, in one run.
 BENCH_PACKAGES := bpftrace linux-perf
-BENCH_BINS := $(BUILD)/bench/empty_progs $(BUILD)/bench/mark_bench $(BUILD)/bench/bench_decode
+BENCH_BINS := $(BUILD)/bench/empty_progs $(BUILD)/bench/mark_bench $(BUILD)/bench/bench_decode \
+	$(BUILD)/bench/bench_symbols
 
 bench-deps: deps
 	@missing=""; for p in $(BENCH_PACKAGES); do \
@@ -285,6 +286,11 @@ $(BUILD)/bench/bench_decode: tests/pt/bench_decode.c $(TEST_LIB_HDRS) $(BUILD)/t
 	$(call msg,LINK,$@)
 	$(Q)$(CC) $(CPPFLAGS_ALL) -Itests/pt $(CFLAGS) $(WARNINGS) -o $@ $< $(BUILD)/tests/libhttest.a \
 		$(BUILD)/libhybtrace.a $(LDLIBS)
+
+# Symbol tables of many processes mapping the same files, shared or each its own.
+$(BUILD)/bench/bench_symbols: tests/bench/bench_symbols.c $(BUILD)/libhybtrace.a | $(BUILD)/bench
+	$(call msg,LINK,$@)
+	$(Q)$(CC) $(CPPFLAGS_ALL) $(CFLAGS) $(WARNINGS) -o $@ $< $(BUILD)/libhybtrace.a $(LDLIBS)
 
 bench: bench-deps
 	$(MAKE) all $(WORKLOAD_BINS) $(BENCH_BINS)
