@@ -143,19 +143,23 @@ DUMP_OPTIONS = ["--json", "--rq-delay", "2ms", "--source", "sample", "--pre", "6
 def run_dumps_each_process_of_a_tree_with_its_own_symbols():
     """run follows procs_spin's children (two other programs, after exec): a dump holds
     the three processes, each its own process group in Perfetto, each thread under its
-    own process, each process's frames its own program's functions; report names each
-    thread's process, and the dump is named after the breach's process."""
+    own process, each process's frames its own program's functions (frame-pointer and
+    DWARF call stacks); report names each thread's process, and the dump is named after
+    the breach's process."""
     need_processes()
-    with tempfile.TemporaryDirectory() as out:
-        run = hybtrace(["run"] + DUMP_OPTIONS + ["--output", out, "--",
-                                                 workload("procs_spin"), "30"] + SPIN_ARGS,
-                       timeout=120)
-        check(run.rc == 0, "hybtrace or procs_spin failed\n" + run.describe())
-        roles = roles_of(run.log, run.describe())
-        check(run.events("done"), "procs_spin did not run to its end\n" + run.describe())
-        seen = check_dumps(out, roles, run.describe())
-        best = max(seen, key=lambda p: sum(1 for v in seen[p].values() if v["frames"]))
-        check_report(best, roles, run.describe())
+    # Frame pointers, then DWARF: an unwinder per process too.
+    for callgraph in ("fp", "dwarf"):
+        with tempfile.TemporaryDirectory() as out:
+            run = hybtrace(["run", "--callgraph", callgraph] + DUMP_OPTIONS +
+                           ["--output", out, "--", workload("procs_spin"), "30"] + SPIN_ARGS,
+                           timeout=120)
+            describe = "--callgraph %s\n%s" % (callgraph, run.describe())
+            check(run.rc == 0, "hybtrace or procs_spin failed\n" + describe)
+            roles = roles_of(run.log, describe)
+            check(run.events("done"), "procs_spin did not run to its end\n" + describe)
+            seen = check_dumps(out, roles, describe)
+            best = max(seen, key=lambda p: sum(1 for v in seen[p].values() if v["frames"]))
+            check_report(best, roles, describe)
 
 
 @test

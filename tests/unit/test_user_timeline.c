@@ -439,3 +439,25 @@ TEST(each_process_named_by_its_own_symbols)
 	tl_free(tl);
 	ht_symbolizer_set_free(symbols);
 }
+
+/* A kernel thread's samples (--all) have kernel frames alone: no process's symbols are asked. */
+TEST(kernel_only_samples_ask_for_no_symbols)
+{
+	static const uint64_t k[] = {KFUNC};
+	struct ht_symbolizer_set *symbols = ht_symbolizer_set_new(false, 0);
+	struct ht_symbolizer_set_stats st;
+	struct timeline *tl;
+
+	CHECK(symbols != NULL);
+	if (!symbols)
+		return;
+	set.count = 0;
+	add_sample(T1, 1000, NULL, 0, k, 1);
+	samples[0].pid = (uint32_t)getpid();
+	tl = build(symbols, NULL);
+	ht_symbolizer_set_get_stats(symbols, &st);
+	CHECK_EQ_U64(st.processes, 0);
+	CHECK_EQ_U64(st.made, 0);
+	tl_free(tl);
+	ht_symbolizer_set_free(symbols);
+}

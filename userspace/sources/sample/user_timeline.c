@@ -134,10 +134,13 @@ static unsigned int sample_frames(struct builder *b, const struct ht_sample *smp
 	uint64_t user[HT_SAMPLE_MAX_FRAMES];
 	const uint64_t *kernel = smp->frames;
 	unsigned int nuser = smp->nr_user, n = 0;
+	bool dwarf = smp->regs_abi && smp->stack_len;
 
-	use_process(b, smp->pid);
+	/* A kernel thread's (--all) has no user frames, nor maps to ask for. */
+	if (nuser || dwarf)
+		use_process(b, smp->pid);
 	memcpy(user, smp->frames + smp->nr_kernel, nuser * sizeof(user[0]));
-	if (b->unwinder && smp->regs_abi && smp->stack_len) {
+	if (dwarf && b->unwinder) {
 		struct ht_user_regs regs = { .abi = smp->regs_abi };
 		unsigned int nregs = smp->nr_regs < HT_DWARF_SAMPLE_NREGS ? smp->nr_regs
 									  : HT_DWARF_SAMPLE_NREGS;
@@ -148,7 +151,8 @@ static unsigned int sample_frames(struct builder *b, const struct ht_sample *smp
 				      smp->stack_len, user, HT_SAMPLE_MAX_FRAMES - smp->nr_kernel);
 		nuser = got > 0 ? (unsigned int)got : 0;
 	}
-	nuser = plausible_user_frames(b, user, nuser);
+	if (nuser)
+		nuser = plausible_user_frames(b, user, nuser);
 	for (unsigned int i = nuser; i-- > 0;)
 		name_user_frame(b, user[i], i > 0, &out[n++]);
 	for (unsigned int i = smp->nr_kernel; i-- > 0;)
