@@ -154,9 +154,9 @@ int main(int argc, char **argv)
 				pause();
 		}
 	}
-	/* Let an exec'd program map its libraries. */
+	/* Let an exec'd program map its libraries (50 interpreters starting on 2 CPUs: seconds). */
 	if (program)
-		sleep(1);
+		sleep(10);
 	/* Warm the page cache and libelf: the first reader would pay for both. */
 	shared_tables(pids, 1, &r);
 	private_tables(pids, n, &r);
