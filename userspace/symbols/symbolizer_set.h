@@ -45,7 +45,9 @@ void ht_symbolizer_set_free(struct ht_symbolizer_set *set);
  * The symbolizer of process TGID: made now (reading its maps), or the one
  * held, its maps read again if they were not since ht_symbolizer_set_stale().
  * NULL with ht_last_error() when its maps cannot be read (it is gone, say);
- * not tried again until the next ht_symbolizer_set_stale().
+ * not tried again until the next ht_symbolizer_set_stale(). What it returns
+ * stays valid until the next ht_symbolizer_set_stale() or the set's free:
+ * only a process not asked for since then gives way.
  */
 struct ht_symbolizer *ht_symbolizer_set_get(struct ht_symbolizer_set *set, int tgid);
 
