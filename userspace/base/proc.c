@@ -104,8 +104,10 @@ int ht_proc_start_time(int pid, unsigned long long *ticks)
 		return -1;
 	/* Field 22; comm (field 2) may hold spaces and parentheses, so count after the last ')'. */
 	p = strrchr(buf, ')');
-	if (!p || sscanf(p + 1, " %*c" " %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d"
-			 " %*d %*d %*d %*d %llu",
+	/* state ppid pgrp session tty_nr tpgid flags minflt .. stime cutime .. itrealvalue */
+	if (!p || sscanf(p + 1,
+			 " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d %*d"
+			 " %*d %llu",
 			 ticks) != 1)
 		return -1;
 	return 0;

@@ -20,8 +20,8 @@ struct ht_comm_cache;
 struct ht_ksyms;
 
 struct ht_kernel_window {
-	int tgid;		 /* the one target named; 0: none (a cgroup, the machine) */
-	const char *target_comm; /* its name */
+	int tgid;			  /* the one target named; 0: none (--cgroup, --all) */
+	const char *target_comm;	  /* its name */
 	uint64_t t0, t1;		  /* the window asked for */
 	const struct ht_fr_window *w;	  /* what the recorder gave for it */
 	const struct ht_sched_index *idx; /* its switches per CPU */
