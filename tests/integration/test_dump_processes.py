@@ -17,6 +17,7 @@ import tempfile
 from harness import (HYBTRACE, Attached, Cgroup, Control, Skip, check, hybtrace,
                      hybtrace_knows, need_root, read_log, report_json, test, tp_query,
                      trace_processor, wait_for, workload)
+from perfetto_checks import check_dump
 
 ROLES = ("alpha", "beta", "gamma")
 # Rounds of 20 ms of CPU then 10 ms of sleep, the three on CPU 0.
@@ -93,6 +94,9 @@ def check_dumps(out_dir, roles, describe):
     """Every dump's processes as Perfetto sees them; returns {path: processes_seen}."""
     paths = dump_files(out_dir)
     check(paths, "no dump written\n" + describe)
+    # Imported without errors, wakeup flows between processes' threads included.
+    for path in paths:
+        check_dump(path)
     seen = {path: processes_seen(path, roles) for path in paths}
     # A window holding several processes' events, each with its own frames named.
     several = [p for p, s in seen.items()
