@@ -190,6 +190,13 @@ $(BUILD)/workloads/mutex_convoy_nofp: tests/workloads/mutex_convoy.c tests/workl
 	$(Q)$(CC) -D_GNU_SOURCE -O2 -g -fomit-frame-pointer -Wall -Wextra -Werror -Iinclude -o $@ $< -lpthread
 WORKLOAD_BINS += $(BUILD)/workloads/mutex_convoy_nofp
 
+# procs_spin's two other programs: the same source, functions of other names.
+$(BUILD)/workloads/procs_spin_%: tests/workloads/procs_spin.c tests/workloads/workload.h | $(BUILD)/workloads
+	$(call msg,WORKLOAD,$@)
+	$(Q)$(CC) -D_GNU_SOURCE -DROLE=$* -O2 -g -fno-omit-frame-pointer -Wall -Wextra -Werror -Iinclude -o $@ $< -lpthread
+WORKLOAD_BINS += $(BUILD)/workloads/procs_spin_beta $(BUILD)/workloads/procs_spin_gamma
+$(BUILD)/workloads/procs_spin: $(BUILD)/workloads/procs_spin_beta $(BUILD)/workloads/procs_spin_gamma
+
 # The library trigger_target loads with dlopen; not a program of its own.
 WORKLOAD_BINS := $(filter-out $(BUILD)/workloads/libtrig,$(WORKLOAD_BINS)) $(BUILD)/workloads/libtrig.so
 $(BUILD)/workloads/libtrig.so: tests/workloads/libtrig.c | $(BUILD)/workloads
@@ -241,7 +248,8 @@ demo: deps
 
 # The benchmark: hybtrace next to the tools a user would pick instead, in one run.
 BENCH_PACKAGES := bpftrace linux-perf
-BENCH_BINS := $(BUILD)/bench/empty_progs $(BUILD)/bench/mark_bench $(BUILD)/bench/bench_decode
+BENCH_BINS := $(BUILD)/bench/empty_progs $(BUILD)/bench/mark_bench $(BUILD)/bench/bench_decode \
+	$(BUILD)/bench/bench_symbols
 
 bench-deps: deps
 	@missing=""; for p in $(BENCH_PACKAGES); do \
@@ -279,6 +287,11 @@ $(BUILD)/bench/bench_decode: tests/pt/bench_decode.c $(TEST_LIB_HDRS) $(BUILD)/t
 	$(call msg,LINK,$@)
 	$(Q)$(CC) $(CPPFLAGS_ALL) -Itests/pt $(CFLAGS) $(WARNINGS) -o $@ $< $(BUILD)/tests/libhttest.a \
 		$(BUILD)/libhybtrace.a $(LDLIBS)
+
+# Symbol tables of many processes mapping the same files, shared or each its own.
+$(BUILD)/bench/bench_symbols: tests/bench/bench_symbols.c $(BUILD)/libhybtrace.a | $(BUILD)/bench
+	$(call msg,LINK,$@)
+	$(Q)$(CC) $(CPPFLAGS_ALL) $(CFLAGS) $(WARNINGS) -o $@ $< $(BUILD)/libhybtrace.a $(LDLIBS)
 
 bench: bench-deps
 	$(MAKE) all $(WORKLOAD_BINS) $(BENCH_BINS)
@@ -322,7 +335,7 @@ FUZZ_RAWCAP_READER_SRCS := $(wildcard userspace/sources/intelpt/rawcap_*.c) user
 FUZZ_MARKS_SRCS := userspace/sources/marks/marks.c userspace/symbols/proc_maps.c userspace/symbols/target_files.c userspace/base/proc.c userspace/base/log.c
 # Command lines: options and the trigger specs they carry.
 FUZZ_OPTIONS_SRCS := userspace/cli/options.c userspace/base/syscalls.c userspace/triggers/trigger_spec.c \
-	userspace/symbols/symbolizer.c userspace/symbols/proc_maps.c userspace/symbols/elf_symbols.c userspace/symbols/perf_map.c \
+	userspace/symbols/symbolizer.c userspace/symbols/elf_cache.c userspace/symbols/proc_maps.c userspace/symbols/elf_symbols.c userspace/symbols/perf_map.c \
 	userspace/symbols/target_files.c userspace/symbols/module_names.c \
 	userspace/base/proc.c userspace/base/log.c
 # The breach kinds' rows name the threshold options.

@@ -21,22 +21,39 @@ static void add(unsigned int cpu, uint64_t ts, uint8_t kind, uint8_t flags, uint
 	events[nevents++] = fx_fr_event(cpu, ts, kind, flags, a, b, aux, arg);
 }
 
-static struct timeline *build(uint64_t t0, uint64_t t1, const struct ht_breach *breach)
+static struct ht_comm_cache comms;
+
+/* The window over the events added, the one target named TARGET (0: none, as --cgroup). */
+static struct timeline *build_named(uint64_t t0, uint64_t t1, const struct ht_breach *breach,
+				    int target)
 {
 	struct ht_fr_window w = fx_fr_window(events, nevents, t0, t1);
-	static struct ht_comm_cache comms;
 	struct timeline *tl = tl_new();
-	struct ht_kernel_window kw = { .tgid = TGID, .target_comm = "target", .t0 = t0, .t1 = t1,
-				       .w = &w, .comms = &comms, .breach = breach,
-				       .threshold_ns = 1000 };
+	struct ht_kernel_window kw = { .tgid = target, .target_comm = target ? "target" : NULL,
+				       .t0 = t0, .t1 = t1, .w = &w, .comms = &comms,
+				       .breach = breach, .threshold_ns = 1000 };
 	char why[256];
 
-	ht_comm_cache_init(&comms, NULL);
 	CHECK(!fx_kernel_timeline_lower(tl, &kw));
 	CHECK(tl_validate(tl, why, sizeof(why)) == 0);
 	if (tl_validate(tl, why, sizeof(why)))
 		printf("     %s\n", why);
+	ht_comm_cache_free(&comms);
 	return tl;
+}
+
+/* Names and processes from the tests alone: this machine's pid 4001 is someone else. */
+static void comms_offline(void)
+{
+	ht_comm_cache_free(&comms);
+	ht_comm_cache_init(&comms, NULL);
+	comms.offline = true;
+}
+
+static struct timeline *build(uint64_t t0, uint64_t t1, const struct ht_breach *breach)
+{
+	comms_offline();
+	return build_named(t0, t1, breach, TGID);
 }
 
 /* The N-th slice named NAME on the kernel track of TID, or NULL. */
@@ -279,5 +296,131 @@ TEST(many_thread_creations_keep_their_parent)
 		}
 	}
 	CHECK_EQ_U64(created, 40);
+	tl_free(tl);
+}
+
+/* Processes of another service beside the target's: two workers, each with a thread. */
+#define P1 6000
+#define P1_T 6001
+#define P2 7000
+#define P2_T 7002
+#define P3 8000 /* a process of the set with no event in the window */
+
+/* Process PID's track, or NULL. */
+static const struct tl_track *process_track(const struct timeline *tl, int pid)
+{
+	for (size_t i = 0; i < tl_track_count(tl); i++)
+		if (tl_track(tl, i)->kind == TL_TRACK_PROCESS && tl_track(tl, i)->pid == pid)
+			return tl_track(tl, i);
+	return NULL;
+}
+
+static size_t process_tracks(const struct timeline *tl)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < tl_track_count(tl); i++)
+		n += tl_track(tl, i)->kind == TL_TRACK_PROCESS;
+	return n;
+}
+
+/* Thread TID's track is under process PID's track, with PID, and so is its kernel track. */
+static bool thread_in(const struct timeline *tl, uint32_t tid, int pid)
+{
+	const struct tl_track *p = process_track(tl, pid), *thread = NULL, *kernel = NULL;
+
+	for (size_t i = 0; i < tl_track_count(tl); i++) {
+		const struct tl_track *t = tl_track(tl, i);
+
+		if (t->kind == TL_TRACK_THREAD && (uint32_t)t->tid == tid)
+			thread = t;
+		if (t->kind == TL_TRACK_THREAD_KERNEL && (uint32_t)t->tid == tid)
+			kernel = t;
+	}
+	return p && thread && kernel && thread->parent_uuid == p->uuid && thread->pid == pid &&
+	       kernel->parent_uuid == thread->uuid && kernel->pid == pid;
+}
+
+static void seed(uint32_t tid, uint32_t tgid, const char *comm)
+{
+	CHECK(!ht_comm_cache_seed_tgid(&comms, tid, tgid));
+	CHECK(!ht_comm_cache_seed(&comms, tid, comm));
+}
+
+TEST(each_process_its_own_track_group_breach_first)
+{
+	struct ht_breach br = { .kind = HT_BREACH_RQ_DELAY, .tid = P2_T, .tgid = P2,
+				.start_ns = 2000, .end_ns = 3000 };
+	const struct tl_track *first;
+	struct timeline *tl;
+
+	comms_offline();
+	seed(P1, P1, "worker1");
+	seed(P1_T, P1, "w1-thread");
+	seed(P2, P2, "worker2");
+	seed(P2_T, P2, "w2-thread");
+	seed(P3, P3, "idle");
+	nevents = 0;
+	/* P1's thread runs, is preempted by P2's, which waited 1 us: the breach. */
+	add(0, 1000, HT_FR_SWITCH, HT_FRF_NEXT_TARGET, HOG, P1_T, 0, 0);
+	add(1, 1500, HT_FR_SWITCH, HT_FRF_NEXT_TARGET, HOG, P1, 0, 0);
+	add(0, 2000, HT_FR_WAKEUP, HT_FRF_TARGET, P2_T, P1_T, 0, HT_WAKE_TASK);
+	add(0, 3000, HT_FR_SWITCH, HT_FRF_PREV_TARGET | HT_FRF_NEXT_TARGET | HT_FRF_PREEMPT, P1_T,
+	    P2_T, 0, 0);
+	tl = build_named(500, 4000, &br, 0);
+	/* The breach's process leads; no process of the set without an event has a track. */
+	first = tl_track(tl, 0);
+	CHECK(first->kind == TL_TRACK_PROCESS && first->pid == P2);
+	CHECK_STR(tl_str_get(tl, first->name), "worker2");
+	CHECK(process_track(tl, P1) && !strcmp(tl_str_get(tl, process_track(tl, P1)->name),
+					       "worker1"));
+	CHECK(!process_track(tl, P3) && !process_track(tl, 0));
+	CHECK_EQ_U64(process_tracks(tl), 2);
+	CHECK(thread_in(tl, P2_T, P2));
+	CHECK(thread_in(tl, P1_T, P1));
+	CHECK(thread_in(tl, P1, P1));
+	/* The wakeup crosses processes: waker and wakee keep their own. */
+	CHECK(kslice(tl, P2_T, HT_EV_RUNQUEUE, 0) != NULL);
+	tl_free(tl);
+}
+
+TEST(thread_of_an_unknown_process_after_its_fork_record)
+{
+	struct timeline *tl;
+
+	comms_offline();
+	seed(P1, P1, "worker1");
+	nevents = 0;
+	/* P1 forks a new process (9100) and a thread (9101); neither is known to the cache. */
+	add(0, 1000, HT_FR_FORK, HT_FRF_TARGET, P1, 9100, 0, 9100);
+	add(0, 1100, HT_FR_FORK, HT_FRF_TARGET, P1, 9101, 0, P1);
+	add(0, 1200, HT_FR_EXIT, HT_FRF_TARGET, 9100, 0, 0, 0);
+	tl = build_named(500, 2000, NULL, 0);
+	CHECK(thread_in(tl, P1, P1));
+	CHECK(thread_in(tl, 9100, 9100));
+	CHECK(thread_in(tl, 9101, P1));
+	CHECK_EQ_U64(process_tracks(tl), 2);
+	tl_free(tl);
+}
+
+TEST(one_target_named_keeps_its_track_even_without_events)
+{
+	struct timeline *tl;
+
+	comms_offline();
+	nevents = 0;
+	/* A manual dump of a quiet target: its process track, named as the session named it. */
+	tl = build_named(500, 2000, NULL, TGID);
+	CHECK(tl_track(tl, 0)->kind == TL_TRACK_PROCESS && tl_track(tl, 0)->pid == TGID);
+	CHECK_STR(tl_str_get(tl, tl_track(tl, 0)->name), "target");
+	CHECK_EQ_U64(process_tracks(tl), 1);
+	tl_free(tl);
+	/* Its threads, unknown to the cache (offline), are its own. */
+	comms_offline();
+	nevents = 0;
+	add(0, 1000, HT_FR_SWITCH, HT_FRF_NEXT_TARGET, HOG, A, 0, 0);
+	tl = build_named(500, 2000, NULL, TGID);
+	CHECK(thread_in(tl, A, TGID));
+	CHECK_EQ_U64(process_tracks(tl), 1);
 	tl_free(tl);
 }

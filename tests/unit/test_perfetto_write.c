@@ -737,7 +737,7 @@ TEST(sample_frames_nest_root_first_in_the_file)
 	struct ht_sample_set set = {0};
 	struct ht_sample smp = {.time_ns = 1000, .pid = 7, .tid = 7, .nr_user = 4};
 	struct ht_user_window uw = {
-		.tgid = 7, .t0 = 0, .t1 = 5000, .period_ns = 1000, .samples = &set};
+		.t0 = 0, .t1 = 5000, .period_ns = 1000, .samples = &set};
 	/* Leaf first, as perf gives a callchain; no symbolizer: named by address. */
 	static const uint64_t chain[] = {0x4000, 0x3000, 0x2000, 0x1000};
 	struct timeline *tl = tl_new();

@@ -220,3 +220,39 @@ TEST(target_pids_refused)
 	CHECK(refused(zombie, 1, exited, NULL));
 	waitpid(pid, NULL, 0);
 }
+
+TEST(thread_to_process_and_start_time)
+{
+	unsigned long long mine = 0, its = 0, again = 0;
+	char path[64], buf[1024], *field;
+	int tids[3], tgid = 0;
+	pid_t child = child_with_threads(tids), dead;
+
+	CHECK(child > 0 && tids[1] > 0);
+	if (child <= 0 || tids[1] <= 0)
+		goto out;
+	CHECK(!ht_proc_tgid(tids[1], &tgid) && tgid == child);
+	CHECK(!ht_proc_tgid(child, &tgid) && tgid == child);
+	/* Field 22 of /proc/PID/stat, counted by spaces after the comm's ')'. */
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)getpid());
+	CHECK(!ht_read_small_file(path, buf, sizeof(buf)));
+	field = strrchr(buf, ')');
+	for (int i = 0; field && i < 20; i++)
+		field = strchr(field + 1, ' ');
+	CHECK(field && !ht_proc_start_time(getpid(), &mine));
+	CHECK(field && mine == strtoull(field + 1, NULL, 10));
+	CHECK(!ht_proc_start_time(child, &its) && its >= mine);
+	CHECK(!ht_proc_start_time(child, &again) && again == its);
+out:
+	if (child > 0) {
+		kill(child, SIGKILL);
+		waitpid(child, NULL, 0);
+	}
+	/* A process that is gone has neither. */
+	dead = fork();
+	if (dead == 0)
+		_exit(0);
+	waitpid(dead, NULL, 0);
+	CHECK(ht_proc_tgid(dead, &tgid) == -1);
+	CHECK(ht_proc_start_time(dead, &its) == -1);
+}

@@ -54,7 +54,7 @@ static void write_dump(const char *name, const char *kind, uint64_t t0, uint64_t
 	struct ht_kernel_window kw = { .tgid = TGID, .target_comm = "target", .t0 = t0, .t1 = t1,
 				       .w = &w, .comms = &comms, .breach = breach,
 				       .threshold_ns = dump_threshold_ns, .ksyms = dump_ksyms };
-	struct ht_user_window uw = { .tgid = TGID, .t0 = t0, .t1 = t1, .period_ns = 100,
+	struct ht_user_window uw = { .t0 = t0, .t1 = t1, .period_ns = 100,
 				     .samples = dump_samples, .breach = breach };
 	char path[PATH_MAX], err[256], buf[32];
 
@@ -640,4 +640,45 @@ TEST(off_cpu_wait_prints_its_breach_culprit_and_stacks)
 	ht_ksyms_free(ksyms);
 	/* The other tests list the directory as setup() made it. */
 	CHECK(!unlink(path));
+}
+
+/*
+ * A dump of two processes (a worker of another service woke the target's
+ * thread): each thread is labelled with its own process in the text, and
+ * the JSON timeline names it in "pid" and "process" beside an unchanged
+ * "thread". A dump of one process keeps its labels as they were.
+ */
+TEST(threads_of_several_processes_name_their_process)
+{
+	char path[PATH_MAX], *argv[] = { "report", path, NULL };
+	char *json_argv[] = { "report", "--json", path, NULL };
+	char *text, *json;
+
+	setup();
+	CHECK(!ht_comm_cache_seed(&comms, 5000, "other"));
+	CHECK(!ht_comm_cache_seed(&comms, 5001, "peer"));
+	CHECK(!ht_comm_cache_seed_tgid(&comms, 5001, 5000));
+	CHECK(!ht_comm_cache_seed_tgid(&comms, A, TGID));
+	nevents = 0;
+	add(0, 400, HT_FR_SWITCH, HT_FRF_PREV_TARGET, A, 0, 0, 1 /* S */);
+	add(1, 800, HT_FR_SWITCH, HT_FRF_NEXT_TARGET, 0, 5001, 0, 0);
+	add(0, 1000, HT_FR_WAKEUP, HT_FRF_TARGET, A, 5001, 0, HT_WAKE_TASK | 1 << 8);
+	add(0, 5000, HT_FR_SWITCH, HT_FRF_NEXT_TARGET, 0, A, 0, 0);
+	write_dump("two-processes.perfetto-trace", "rq-delay", 100, 6000, &rq_breach);
+	snprintf(path, sizeof(path), "%s/two-processes.perfetto-trace", dir);
+	text = report(2, argv);
+	CHECK(strstr(text, " worker[4001] pid 4000 (target) ") != NULL);
+	CHECK(strstr(text, " peer[5001] pid 5000 (other) ") != NULL);
+	json = report(3, json_argv);
+	CHECK(strstr(json, "\"thread\":\"peer[5001]\",\"pid\":5000,\"process\":\"other\"") != NULL);
+	CHECK(strstr(json, "\"thread\":\"worker[4001]\",\"pid\":4000,\"process\":\"target\"") !=
+	      NULL);
+	free(text);
+	free(json);
+	/* One process: "comm[tid]" alone, as before. */
+	snprintf(path, sizeof(path), "%s/hybtrace-4000-20261201-100000.000-rq-delay.perfetto-trace",
+		 dir);
+	text = report(2, argv);
+	CHECK(strstr(text, " worker[4001] ") && !strstr(text, "worker[4001] pid"));
+	free(text);
 }

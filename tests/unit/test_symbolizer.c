@@ -24,6 +24,7 @@
 #include "check.h"
 #include "programs.h"
 #include "base/log.h"
+#include "symbols/elf_cache.h"
 #include "symbols/proc_maps.h"
 #include "symbols/symbolizer.h"
 #include "symbols/target_files.h"
@@ -139,7 +140,9 @@ static int build_programs(void)
 	       " && cp prog_pie prog_badcrc && strip --strip-all prog_badcrc"
 	       " && cp prog_stripped.debug prog_badcrc.debug"
 	       " && objcopy --add-gnu-debuglink=prog_badcrc.debug prog_badcrc"
-	       " && echo changed >> prog_badcrc.debug",
+	       " && echo changed >> prog_badcrc.debug"
+	       /* Another inode with the same build-id: one program in two containers' layers. */
+	       " && cp prog_pie prog_pie_copy",
 	       dir))
 		return -1;
 	built = 1;
@@ -733,6 +736,78 @@ static const struct ht_mapping *libc_code(const struct ht_maps *maps)
 		if (ht_mapping_is_exec(&maps->v[i]) && strstr(maps->v[i].path, "/libc.so"))
 			return &maps->v[i];
 	return NULL;
+}
+
+/* Every function the child prints symbolizes to its name through S. */
+static void check_own_functions(struct ht_symbolizer *s, const struct child *c)
+{
+	CHECK_STR(function_at(s, c->global), "prog_global_function");
+	CHECK_STR(function_at(s, c->local), "prog_local_function");
+	CHECK_STR(function_at(s, c->lib), "ht_lib_function");
+}
+
+TEST(processes_share_symbol_tables)
+{
+	struct ht_elf_cache_stats cache_first, cache_all;
+	struct ht_symbolizer_stats first, same, copy, other;
+	struct ht_symbolizer *s[4] = {NULL};
+	static const char *const programs[4] = {"prog_pie", "prog_pie", "prog_pie_copy",
+						"prog_nopie"};
+	struct ht_elf_cache *cache;
+	struct child c[4];
+	int started = 0;
+
+	REQUIRE_PROGRAMS();
+	cache = ht_elf_cache_new();
+	CHECK(cache != NULL);
+	if (!cache)
+		return;
+	for (; started < 4; started++)
+		if (child_start(&c[started], programs[started]))
+			break;
+	CHECK(started == 4);
+	if (started < 4)
+		goto out;
+	/* One after the other: each symbolizes its own process, the first reads what they share. */
+	s[0] = ht_symbolizer_new_shared(c[0].pid, cache);
+	CHECK(s[0] != NULL);
+	if (!s[0])
+		goto out;
+	check_own_functions(s[0], &c[0]);
+	ht_symbolizer_get_stats(s[0], &first);
+	ht_elf_cache_get_stats(cache, &cache_first);
+	CHECK_EQ_U64(first.elf_reads, 2); /* the program and libhtlib, whose addresses it asked */
+	CHECK_EQ_U64(first.tables_shared, 0);
+	for (int i = 1; i < 4; i++) {
+		s[i] = ht_symbolizer_new_shared(c[i].pid, cache);
+		CHECK(s[i] != NULL);
+		if (!s[i])
+			goto out;
+		check_own_functions(s[i], &c[i]);
+	}
+	ht_symbolizer_get_stats(s[1], &same);
+	ht_symbolizer_get_stats(s[2], &copy);
+	ht_symbolizer_get_stats(s[3], &other);
+	/* The same program, the same libraries: nothing read again. */
+	CHECK_EQ_U64(same.elf_reads, 0);
+	CHECK_EQ_U64(same.tables_shared, 2);
+	/* A copy of it (another inode, the same build-id) shares the program's table too. */
+	CHECK_EQ_U64(copy.elf_reads, 0);
+	/* Another program (another build-id) is read; the libraries it shares are not. */
+	CHECK_EQ_U64(other.elf_reads, 1);
+	/* And no process's symbolizer names another's addresses (a mix-up would). */
+	CHECK(strcmp(function_at(s[0], c[3].global), "prog_global_function") ||
+	      c[3].global == c[0].global);
+	/* Files held until read: one per file, not per process. */
+	ht_elf_cache_get_stats(cache, &cache_all);
+	CHECK_EQ_U64(cache_all.tables, cache_first.tables + 1);
+	CHECK(cache_all.held_fds <= cache_first.held_fds + 2);
+out:
+	for (int i = 0; i < 4; i++)
+		ht_symbolizer_free(s[i]);
+	for (int i = 0; i < started; i++)
+		child_stop(&c[i]);
+	ht_elf_cache_free(cache);
 }
 
 TEST(speed_100k_addresses_in_libc)

@@ -9,12 +9,14 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include "check.h"
 #include "hybtrace/records.h"
 #include "sources/sample/sampler.h"
 #include "sources/sample/user_timeline.h"
 #include "symbols/symbolizer.h"
+#include "symbols/symbolizer_set.h"
 #include "trace/dump_schema.h"
 #include "trace/timeline.h"
 
@@ -55,15 +57,14 @@ static void add_sample(uint32_t tid, uint64_t t_ns, const uint64_t *user, unsign
 		s->frames[nkernel + i] = user[nuser - 1 - i];
 }
 
-/* The window every test builds: the samples above, no symbolizer unless given. */
-static struct timeline *build(struct ht_symbolizer *symbolizer, const struct ht_breach *breach)
+/* The window every test builds: the samples above, no symbols unless given. */
+static struct timeline *build(struct ht_symbolizer_set *symbols, const struct ht_breach *breach)
 {
-	struct ht_user_window uw = {.tgid = TGID,
-				    .t0 = 0,
+	struct ht_user_window uw = {.t0 = 0,
 				    .t1 = 100000,
 				    .period_ns = PERIOD_NS,
 				    .samples = &set,
-				    .symbolizer = symbolizer,
+				    .symbols = symbols,
 				    .breach = breach};
 	struct timeline *tl = tl_new();
 
@@ -222,8 +223,7 @@ TEST(threads_interleaved_get_tracks_of_their_own)
 		{T2, 0, "0x1000", 1100, 3100, 2},
 		{T2, 1, "0x5000", 1100, 3100, 2},
 	};
-	const struct ht_user_window uw = {
-		.tgid = TGID, .t1 = 100000, .period_ns = PERIOD_NS, .samples = &set};
+	const struct ht_user_window uw = {.t1 = 100000, .period_ns = PERIOD_NS, .samples = &set};
 	struct timeline *tl;
 	int process;
 
@@ -369,6 +369,7 @@ TEST(frames_named_by_the_symbolizer_and_garbage_cut)
 		{T1, 2, "ut_leaf_fn", 1000, 2000, 1},
 	};
 	struct ht_symbolizer *s = ht_symbolizer_new(getpid());
+	struct ht_symbolizer_set *symbols;
 	struct timeline *tl;
 	uint64_t user[5];
 
@@ -383,8 +384,80 @@ TEST(frames_named_by_the_symbolizer_and_garbage_cut)
 	user[4] = (uint64_t)(uintptr_t)ut_leaf_fn;
 	set.count = 0;
 	add_sample(T1, 1000, user, 5, NULL, 0);
-	tl = build(s, NULL);
+	samples[0].pid = (uint32_t)getpid();
+	symbols = ht_symbolizer_set_new(false, 0);
+	CHECK(symbols != NULL);
+	tl = build(symbols, NULL);
 	check_slices(tl, want, sizeof(want) / sizeof(want[0]));
 	tl_free(tl);
+	ht_symbolizer_set_free(symbols);
 	ht_symbolizer_free(s);
+}
+
+/*
+ * Samples of two processes: each named by its own process's symbols, each
+ * thread under its own process's track. The second process is gone (its
+ * symbols cannot be had): its frames stay addresses, though the same
+ * addresses name functions of this one.
+ */
+TEST(each_process_named_by_its_own_symbols)
+{
+	static const struct seen_slice want[] = {
+		{T1, 0, "ut_leaf_fn", 1000, 2000, 1},
+		{T2, 0, "", 1100, 2100, 1},
+	};
+	struct ht_symbolizer_set *symbols = ht_symbolizer_set_new(false, 0);
+	uint64_t user[1] = {(uint64_t)(uintptr_t)ut_leaf_fn};
+	struct seen_slice addr = want[1];
+	pid_t gone = fork();
+	struct timeline *tl;
+
+	if (gone == 0)
+		_exit(0);
+	CHECK(symbols && gone > 0);
+	if (!symbols || gone <= 0)
+		return;
+	waitpid(gone, NULL, 0);
+	snprintf(addr.name, sizeof(addr.name), "0x%llx", (unsigned long long)user[0]);
+	set.count = 0;
+	add_sample(T1, 1000, user, 1, NULL, 0);
+	add_sample(T2, 1100, user, 1, NULL, 0);
+	samples[0].pid = (uint32_t)getpid();
+	samples[1].pid = (uint32_t)gone;
+	tl = build(symbols, NULL);
+	check_slices(tl, (struct seen_slice[]){want[0], addr}, 2);
+	for (size_t i = 0; i < tl_track_count(tl); i++) {
+		const struct tl_track *t = tl_track(tl, i);
+		long parent = tl_track_find(tl, t->parent_uuid);
+
+		if (t->kind != TL_TRACK_THREAD)
+			continue;
+		CHECK(t->pid == (t->tid == T1 ? getpid() : gone));
+		CHECK(parent >= 0 && tl_track(tl, (size_t)parent)->kind == TL_TRACK_PROCESS &&
+		      tl_track(tl, (size_t)parent)->pid == t->pid);
+	}
+	tl_free(tl);
+	ht_symbolizer_set_free(symbols);
+}
+
+/* A kernel thread's samples (--all) have kernel frames alone: no process's symbols are asked. */
+TEST(kernel_only_samples_ask_for_no_symbols)
+{
+	static const uint64_t k[] = {KFUNC};
+	struct ht_symbolizer_set *symbols = ht_symbolizer_set_new(false, 0);
+	struct ht_symbolizer_set_stats st;
+	struct timeline *tl;
+
+	CHECK(symbols != NULL);
+	if (!symbols)
+		return;
+	set.count = 0;
+	add_sample(T1, 1000, NULL, 0, k, 1);
+	samples[0].pid = (uint32_t)getpid();
+	tl = build(symbols, NULL);
+	ht_symbolizer_set_get_stats(symbols, &st);
+	CHECK_EQ_U64(st.processes, 0);
+	CHECK_EQ_U64(st.made, 0);
+	tl_free(tl);
+	ht_symbolizer_set_free(symbols);
 }

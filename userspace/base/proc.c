@@ -90,6 +90,29 @@ static int read_tgid(int pid, int *tgid)
 	return 0;
 }
 
+int ht_proc_tgid(int tid, int *tgid)
+{
+	return read_tgid(tid, tgid);
+}
+
+int ht_proc_start_time(int pid, unsigned long long *ticks)
+{
+	char path[64], buf[1024], *p;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+	if (ht_read_small_file(path, buf, sizeof(buf)))
+		return -1;
+	/* Field 22; comm (field 2) may hold spaces and parentheses, so count after the last ')'. */
+	p = strrchr(buf, ')');
+	/* state ppid pgrp session tty_nr tpgid flags minflt .. stime cutime .. itrealvalue */
+	if (!p || sscanf(p + 1,
+			 " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d %*d"
+			 " %*d %llu",
+			 ticks) != 1)
+		return -1;
+	return 0;
+}
+
 int ht_proc_resolve_target(int pid, int *tgid)
 {
 	unsigned long flags;

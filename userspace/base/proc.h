@@ -31,6 +31,15 @@ int ht_parse_pid_list(const char *arg, int *pids, unsigned int max, unsigned int
  */
 int ht_resolve_target_pids(const int *in, unsigned int n, int *tgids);
 
+/* The process of thread TID (its Tgid in /proc/TID/status). 0, or -1 when it is gone. */
+int ht_proc_tgid(int tid, int *tgid);
+
+/*
+ * When process PID started, in clock ticks after boot (/proc/PID/stat field
+ * 22): a pid used again by another process gives another. 0, or -1.
+ */
+int ht_proc_start_time(int pid, unsigned long long *ticks);
+
 /* Read the comm of thread TID into buf (NUL-terminated). Returns 0 or -1. */
 int ht_proc_thread_comm(int tid, char *buf, size_t len);
 

@@ -591,19 +591,59 @@ static size_t pick_lines(const struct dump_view *v, const struct report_options 
 	return n;
 }
 
-static const char *thread_label(const struct timeline *tl, const struct tl_event *e, char *buf,
-				size_t len)
+/* How many processes have tracks in the dump: with several, threads are named with theirs. */
+static size_t process_count(const struct timeline *tl)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < tl_track_count(tl); i++)
+		n += tl_track(tl, i)->kind == TL_TRACK_PROCESS;
+	return n;
+}
+
+/* The thread track of event E's thread (a kernel track's parent), or NULL. */
+static const struct tl_track *thread_track_of(const struct timeline *tl, const struct tl_event *e)
 {
 	const struct tl_track *t = track_of(tl, e);
+	long p;
 
-	if (t->kind == TL_TRACK_THREAD || t->kind == TL_TRACK_THREAD_KERNEL) {
-		const struct tl_track *parent = t;
-		long p;
+	if (t->kind == TL_TRACK_THREAD)
+		return t;
+	/* A kernel track's name is "comm (kernel)": the thread's track has the comm. */
+	if (t->kind == TL_TRACK_THREAD_KERNEL)
+		return (p = tl_track_find(tl, t->parent_uuid)) >= 0 ? tl_track(tl, (size_t)p) : t;
+	return NULL;
+}
 
-		/* A kernel track's name is "comm (kernel)": the thread's track has the comm. */
-		if (t->kind == TL_TRACK_THREAD_KERNEL && (p = tl_track_find(tl, t->parent_uuid)) >= 0)
-			parent = tl_track(tl, (size_t)p);
-		snprintf(buf, len, "%s[%d]", tl_str_get(tl, parent->name), t->tid);
+/* The track of thread track T's process: its parent, else the one of its pid; or NULL. */
+static const struct tl_track *process_of(const struct timeline *tl, const struct tl_track *t)
+{
+	long p = t->parent_uuid ? tl_track_find(tl, t->parent_uuid) : -1;
+
+	if (p >= 0 && tl_track(tl, (size_t)p)->kind == TL_TRACK_PROCESS)
+		return tl_track(tl, (size_t)p);
+	for (size_t i = 0; i < tl_track_count(tl); i++)
+		if (tl_track(tl, i)->kind == TL_TRACK_PROCESS && tl_track(tl, i)->pid == t->pid)
+			return tl_track(tl, i);
+	return NULL;
+}
+
+/*
+ * Who event E is of: "comm[tid]" for a thread, with its process when
+ * WITH_PROCESS ("worker[7604] pid 7600 (server)"), "-" for a CPU's track.
+ */
+static const char *thread_label(const struct timeline *tl, const struct tl_event *e,
+				bool with_process, char *buf, size_t len)
+{
+	const struct tl_track *t = track_of(tl, e), *thread = thread_track_of(tl, e), *process;
+
+	if (thread) {
+		int used = snprintf(buf, len, "%s[%d]", tl_str_get(tl, thread->name), t->tid);
+
+		process = with_process ? process_of(tl, thread) : NULL;
+		if (process && used >= 0 && (size_t)used < len)
+			snprintf(buf + used, len - (size_t)used, " pid %d (%s)", process->pid,
+				 tl_str_get(tl, process->name));
 	} else if (t->kind == TL_TRACK_CPU) {
 		snprintf(buf, len, "-");
 	} else {
@@ -629,7 +669,8 @@ static int line_cpu(const struct timeline *tl, const struct tl_event *e)
 static void print_timeline_text(const struct dump_view *v, const struct report_options *o)
 {
 	const struct timeline *tl = v->tl;
-	char who[64], what[512], cpu[16];
+	char who[128], what[512], cpu[16];
+	bool several = process_count(tl) > 1;
 	size_t omitted, n;
 	struct line *lines;
 
@@ -643,7 +684,7 @@ static void print_timeline_text(const struct dump_view *v, const struct report_o
 		snprintf(cpu, sizeof(cpu), c >= 0 ? "cpu %d" : "", c);
 		describe(tl, e, what, sizeof(what));
 		printf("  %+10.3f  %-6s %-22s %s\n", ((double)e->ts_ns - (double)v->start_ns) / 1e6,
-		       cpu, thread_label(tl, e, who, sizeof(who)), what);
+		       cpu, thread_label(tl, e, several, who, sizeof(who)), what);
 	}
 	if (omitted)
 		printf("  (%zu events further from the breach not shown; --all shows them)\n", omitted);
@@ -654,7 +695,8 @@ static void print_timeline_json(struct ht_json *j, const struct dump_view *v,
 				const struct report_options *o)
 {
 	const struct timeline *tl = v->tl;
-	char who[64], what[512];
+	const struct tl_track *thread, *process;
+	char who[128], what[512];
 	size_t omitted, n;
 	struct line *lines;
 
@@ -668,7 +710,14 @@ static void print_timeline_json(struct ht_json *j, const struct dump_view *v,
 		ht_json_i64(j, "t_ns", (int64_t)(e->ts_ns - v->start_ns));
 		ht_json_u64(j, "dur_ns", e->dur_ns);
 		ht_json_i64(j, "cpu", line_cpu(tl, e));
-		ht_json_str(j, "thread", thread_label(tl, e, who, sizeof(who)));
+		ht_json_str(j, "thread", thread_label(tl, e, false, who, sizeof(who)));
+		/* The thread's process, by its own fields: "thread" keeps its "comm[tid]". */
+		thread = thread_track_of(tl, e);
+		process = thread ? process_of(tl, thread) : NULL;
+		if (process) {
+			ht_json_i64(j, "pid", process->pid);
+			ht_json_str(j, "process", tl_str_get(tl, process->name));
+		}
 		ht_json_str(j, "name", event_name(tl, e));
 		/* A sampled libc frame may share a syscall's name: the category tells them apart. */
 		ht_json_str(j, "category", tl_str_get(tl, e->category));

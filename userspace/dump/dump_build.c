@@ -20,9 +20,8 @@
 #include "base/output.h"
 #include "trace/perfetto_write.h"
 #include "kernel/sched_index.h"
-#include "symbols/symbolizer.h"
+#include "symbols/symbolizer_set.h"
 #include "trace/timeline.h"
-#include "symbols/unwind_dwarf.h"
 #include "kernel/wait_for_work.h"
 
 uint64_t ht_monotonic_to_realtime(uint64_t monotonic_ns)
@@ -75,6 +74,19 @@ static void meta_u64(struct timeline *tl, const char *key, uint64_t v)
 }
 
 /*
+ * The process a dump is of: the breach's (or the trigger's hit's), else the
+ * one target named; 0 for a manual dump of a cgroup or of every task.
+ */
+static int dump_process(const struct ht_dumper_config *cfg, const struct ht_dump_job *job)
+{
+	if (job->has_breach && job->breach.tgid)
+		return (int)job->breach.tgid;
+	if (job->has_hit && job->hit.pid)
+		return (int)job->hit.pid;
+	return cfg->tgid;
+}
+
+/*
  * Where and when the dump was made: this machine and now live; what the raw
  * capture recorded when one is decoded (MADE has the machine then).
  */
@@ -96,7 +108,7 @@ static void set_metadata(const struct ht_dumper_config *cfg, struct timeline *tl
 	tl_meta_set(tl, HT_META_CPU_MODEL,
 		    made ? made->cpu_model : ht_machine_cpu_model(buf, sizeof(buf)));
 	tl_meta_set(tl, HT_META_CMDLINE, made ? made->cmdline : cfg->cmdline);
-	meta_u64(tl, HT_META_TARGET_PID, (uint64_t)cfg->tgid);
+	meta_u64(tl, HT_META_TARGET_PID, (uint64_t)dump_process(cfg, job));
 	tl_meta_set(tl, HT_META_TARGET_COMM, cfg->target_comm);
 	tl_meta_set(tl, HT_META_KIND, job->kind);
 	format_wall_clock(realtime_of(c, job->end_ns), buf, sizeof(buf));
@@ -133,12 +145,19 @@ static void set_metadata(const struct ht_dumper_config *cfg, struct timeline *tl
 	meta_u64(tl, HT_META_DEFERRED, job->deferred);
 }
 
+/* What the symbols of the processes could not be had for, once each. */
+static void say_symbol_notes(struct ht_dump_builder *b)
+{
+	const char *note;
+
+	while (b->symbols && (note = ht_symbolizer_set_next_note(b->symbols)))
+		ht_warn("%s", note);
+}
+
 void ht_dump_builder_refresh(struct ht_dump_builder *b)
 {
-	if (b->symbolizer)
-		ht_symbolizer_refresh(b->symbolizer);
-	if (b->unwinder)
-		ht_dwarf_unwinder_refresh(b->unwinder);
+	if (b->symbols)
+		ht_symbolizer_set_refresh(b->symbols);
 }
 
 void ht_dump_window(const struct ht_dumper_config *cfg, const struct ht_dump_job *job,
@@ -240,10 +259,13 @@ static void add_sources(struct ht_dump_builder *b, struct timeline *tl,
 		.live = b->cfg->monitor != NULL,
 		.breach = job->has_breach ? &job->breach : NULL,
 		.ksyms = b->cfg->ksyms,
-		.symbolizer = b->symbolizer,
-		.unwinder = b->unwinder,
+		.comms = b->comms,
+		.symbols = b->symbols,
 	};
 
+	/* Each process's maps are read again when its first stack is named. */
+	if (b->symbols)
+		ht_symbolizer_set_stale(b->symbols);
 	if (!c->nfrozen)
 		tl_meta_set(tl, HT_META_SOURCE, "none");
 	for (unsigned int i = 0; i < c->nfrozen; i++) {
@@ -251,6 +273,7 @@ static void add_sources(struct ht_dump_builder *b, struct timeline *tl,
 
 		f->ops->lower(f->state, f->frozen ? f->u.bytes : NULL, &l);
 	}
+	say_symbol_notes(b);
 }
 
 static void add_hit_args(struct timeline *tl, long ev, const struct ht_dump_job *job)
@@ -313,7 +336,8 @@ static int build_timeline(struct ht_dump_builder *b, struct timeline *tl,
 			  const struct ht_dump_job *job, const struct ht_dump_capture *c,
 			  uint64_t not_dumped)
 {
-	char target_comm[HT_COMM_LEN + 8];
+	char target_comm[HT_COMM_LEN + 8], dump_comm[HT_COMM_LEN + 8];
+	int process = dump_process(b->cfg, job);
 	struct tl_clock_snapshot snap;
 	struct ht_source_origin origin;
 	struct ht_kernel_window kw;
@@ -322,6 +346,7 @@ static int build_timeline(struct ht_dump_builder *b, struct timeline *tl,
 
 	/* `run` named the target before its exec: what it is called now is what counts. */
 	ht_comm_lookup(b->comms, (uint32_t)b->cfg->tgid, 0, target_comm, sizeof(target_comm));
+	ht_comm_lookup(b->comms, (uint32_t)process, 0, dump_comm, sizeof(dump_comm));
 	if (ht_sched_index_build(&c->w, &idx))
 		return -1;
 	kw = (struct ht_kernel_window){
@@ -346,7 +371,7 @@ static int build_timeline(struct ht_dump_builder *b, struct timeline *tl,
 		tl_set_clock_snapshot(tl, &snap);
 	}
 	set_metadata(b->cfg, tl, job, c, not_dumped);
-	tl_meta_set(tl, HT_META_TARGET_COMM, target_comm);
+	tl_meta_set(tl, HT_META_TARGET_COMM, process ? dump_comm : "");
 	rc = ht_kernel_timeline_build(tl, &kw);
 	ht_sched_index_free(&idx);
 	if (!rc) {
@@ -405,8 +430,8 @@ int ht_dump_builder_write(struct ht_dump_builder *b, const struct ht_dump_job *j
 	if (b->cfg->base_name)
 		snprintf(base, sizeof(base), "%s", b->cfg->base_name);
 	else
-		ht_dump_base_name(b->cfg->tgid, ht_monotonic_to_realtime(job->end_ns), job->kind,
-				  base, sizeof(base));
+		ht_dump_base_name(dump_process(b->cfg, job), ht_monotonic_to_realtime(job->end_ns),
+				  job->kind, base, sizeof(base));
 	if (ht_output_begin(b->cfg->output_dir, &f))
 		goto out;
 	if (pftw_write_fd(tl, f.fd, err, sizeof(err))) {
@@ -428,20 +453,21 @@ out:
 }
 
 /*
- * Symbols (and DWARF unwinding) for the target, kept across dumps. Without
- * them dumps still come, with addresses for names; a target that is already
- * gone needs no word about it.
+ * Symbols (and DWARF unwinding) for every target process, kept across
+ * dumps, made for a process when a dump first has its samples. The target
+ * named gets its own now, so that its files are held from the start (it
+ * may exit right after a breach). Without them dumps still come, with
+ * addresses for names; a process that is already gone needs no word.
  */
-static void start_symbolizing(struct ht_dump_builder *b, bool dwarf)
+static int start_symbolizing(struct ht_dump_builder *b, bool dwarf)
 {
-	/* --cgroup or --all alone: no one process whose maps serve every sample (yet). */
-	if (b->cfg->tgid <= 0)
-		return;
-	b->symbolizer = ht_symbolizer_new(b->cfg->tgid);
-	if (b->symbolizer && dwarf)
-		b->unwinder = ht_dwarf_unwinder_new(b->cfg->tgid);
-	if ((!b->symbolizer || (dwarf && !b->unwinder)) && kill(b->cfg->tgid, 0) == 0)
-		ht_warn("user-space stacks will show addresses only: %s", ht_last_error());
+	b->symbols = ht_symbolizer_set_new(dwarf, 0);
+	if (!b->symbols)
+		return -1;
+	if (b->cfg->tgid > 0 && ht_symbolizer_set_get(b->symbols, b->cfg->tgid) && dwarf)
+		ht_symbolizer_set_unwinder(b->symbols, b->cfg->tgid);
+	say_symbol_notes(b);
+	return 0;
 }
 
 int ht_dump_builder_init(struct ht_dump_builder *b, const struct ht_dumper_config *cfg)
@@ -457,16 +483,16 @@ int ht_dump_builder_init(struct ht_dump_builder *b, const struct ht_dumper_confi
 	for (unsigned int i = 0; i < cfg->nsources; i++)
 		if (cfg->sources[i].ops->symbols)
 			symbols |= cfg->sources[i].ops->symbols(cfg->sources[i].state);
-	if (symbols & HT_SOURCE_SYMBOLS)
-		start_symbolizing(b, symbols & HT_SOURCE_DWARF);
+	if ((symbols & HT_SOURCE_SYMBOLS) && start_symbolizing(b, symbols & HT_SOURCE_DWARF)) {
+		ht_dump_builder_free(b);
+		return -1;
+	}
 	return 0;
 }
 
 void ht_dump_builder_free(struct ht_dump_builder *b)
 {
-	ht_symbolizer_free(b->symbolizer);
-	if (b->unwinder)
-		ht_dwarf_unwinder_free(b->unwinder);
+	ht_symbolizer_set_free(b->symbols);
 	if (b->comms)
 		ht_comm_cache_free(b->comms);
 	free(b->comms);

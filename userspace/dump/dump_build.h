@@ -23,15 +23,14 @@
 struct ht_monitor;
 struct ht_ksyms;
 struct ht_comm_cache;
-struct ht_symbolizer;
-struct ht_dwarf_unwinder;
+struct ht_symbolizer_set;
 
 struct ht_dumper_config {
 	const char *output_dir;
 	uint64_t pre_ns, post_ns;
 	struct ht_dump_policy policy;
-	int tgid;
-	const char *target_comm;
+	int tgid;		 /* the one target named (--pid's first, run's); 0: none */
+	const char *target_comm; /* its name */
 	const char *cmdline;
 	bool json; /* report written dumps as JSON lines on json_out */
 	FILE *json_out;
@@ -87,8 +86,8 @@ struct ht_dump_capture {
 struct ht_dump_builder {
 	const struct ht_dumper_config *cfg;
 	struct ht_comm_cache *comms;
-	struct ht_symbolizer *symbolizer;   /* for a source that asks (HT_SOURCE_SYMBOLS) */
-	struct ht_dwarf_unwinder *unwinder; /* with --callgraph dwarf */
+	/* Each target process's, for a source that asks (HT_SOURCE_SYMBOLS, _DWARF). */
+	struct ht_symbolizer_set *symbols;
 	/* The last dump written: its file (so that only it is ever removed) and its raw capture. */
 	uint64_t written_dev, written_ino;
 	char raw_path[PATH_MAX + 64]; /* "" when none was kept */
@@ -106,7 +105,7 @@ void ht_dump_capture_free(struct ht_dump_capture *c);
 int ht_dump_builder_init(struct ht_dump_builder *b, const struct ht_dumper_config *cfg);
 void ht_dump_builder_free(struct ht_dump_builder *b);
 
-/* Re-read the target's mappings; a target that is gone keeps what was known. */
+/* Re-read the target processes' mappings; a process that is gone keeps what was known. */
 void ht_dump_builder_refresh(struct ht_dump_builder *b);
 
 /*

@@ -4,7 +4,9 @@
  * fork, exec, rename and exit) first, then names seeded from a raw capture,
  * then /proc, then "[exited]". An offline cache (decoding a capture made
  * elsewhere or earlier) never reads /proc: this machine's pid N is not the
- * traced one's.
+ * traced one's. And tid -> tgid the same way: the comm map keeps each
+ * task's process, for a thread that has exited too (until no dump to be
+ * written can show it), /proc answers for a living one.
  */
 #ifndef HT_COMM_CACHE_H
 #define HT_COMM_CACHE_H
@@ -25,8 +27,20 @@ struct ht_comm_cache {
 	/* Seeded names, sorted by pid: never evicted, unlike the slots. */
 	struct ht_pid_name *seeded;
 	size_t nseeded, seeded_cap;
+	/* Seeded processes, sorted by tid. */
+	struct ht_comm_task {
+		uint32_t tid, tgid;
+	} *seeded_tgids;
+	size_t nseeded_tgids, seeded_tgids_cap;
 	/* /proc answers, direct-mapped by pid % slots: a collision just reads /proc again. */
 	struct ht_pid_name slots[HT_COMM_CACHE_SLOTS];
+	/*
+	 * /proc's tid -> tgid, the same way. Only tasks the comm map does not
+	 * know are asked: untouched since attach, so neither gone nor replaced.
+	 */
+	struct {
+		uint32_t tid, tgid;
+	} tgid_slots[HT_COMM_CACHE_SLOTS];
 };
 
 /* Zeroed: live (offline false), nothing seeded. */
@@ -42,10 +56,23 @@ void ht_comm_cache_free(struct ht_comm_cache *c);
 int ht_comm_cache_seed(struct ht_comm_cache *c, uint32_t pid, const char *comm);
 
 /*
+ * Thread TID is of process TGID (e.g. a capture's, or a test's); seeding a
+ * tid again moves it. 0, or -1 with ht_fail() (memory: it is not kept).
+ */
+int ht_comm_cache_seed_tgid(struct ht_comm_cache *c, uint32_t tid, uint32_t tgid);
+
+/*
  * The comm of PID into buf (at least HT_COMM_LEN + 8 bytes); pid 0 is the
  * idle task, "swapper/CPU". Returns buf.
  */
 const char *ht_comm_lookup(struct ht_comm_cache *c, uint32_t pid, unsigned int cpu, char *buf,
 			   size_t len);
+
+/*
+ * The process (thread-group id) of thread TID: the comm map's, a seeded
+ * one, /proc's; 0 when unknown: offline and not seeded, a task gone and
+ * forgotten, or pid 0.
+ */
+uint32_t ht_comm_tgid(struct ht_comm_cache *c, uint32_t tid);
 
 #endif /* HT_COMM_CACHE_H */

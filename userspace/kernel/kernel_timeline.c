@@ -57,7 +57,7 @@ struct builder {
 	size_t nslots;
 	int *cpu_tracks; /* -1: none yet */
 	bool *cpu_used;
-	int hybtrace_track, process_track;
+	int hybtrace_track;
 	uint64_t next_flow;
 	size_t cursor; /* the index of the record being walked */
 };
@@ -114,15 +114,58 @@ static int grow_threads(struct builder *b)
 	return 0;
 }
 
-static struct thread_build *thread_of(struct builder *b, uint32_t tid)
+/*
+ * The process of thread TID: HINT when a record says (a fork's child), the
+ * breach's for its thread, else the comm cache's (the comm map keeps a
+ * thread that exited); unknown (offline), the target's, else its own.
+ */
+static int process_of(const struct builder *b, uint32_t tid, uint32_t hint)
+{
+	const struct ht_breach *br = b->kw->breach;
+	uint32_t tgid = hint;
+
+	if (!tgid && br && br->tid == tid)
+		tgid = br->tgid;
+	if (!tgid)
+		tgid = ht_comm_tgid(b->kw->comms, tid);
+	if (!tgid)
+		tgid = b->kw->tgid > 0 ? (uint32_t)b->kw->tgid : tid;
+	return (int)tgid;
+}
+
+int ht_timeline_process_track(struct timeline *tl, struct ht_comm_cache *comms, int tgid)
+{
+	struct tl_track_desc desc = { .kind = TL_TRACK_PROCESS, .pid = tgid };
+	char comm[HT_COMM_LEN + 8];
+
+	for (size_t i = tl_track_count(tl); i-- > 0;) {
+		const struct tl_track *t = tl_track(tl, i);
+
+		if (t->kind == TL_TRACK_PROCESS && t->pid == tgid)
+			return (int)i;
+	}
+	/* A process is named as its main thread is. */
+	if (comms)
+		ht_comm_lookup(comms, (uint32_t)tgid, 0, comm, sizeof(comm));
+	else
+		snprintf(comm, sizeof(comm), "pid %d", tgid);
+	desc.name = comm;
+	return tl_add_track(tl, &desc);
+}
+
+/* Thread TID's state, made with its tracks (under its process's, HINT as process_of() says). */
+static struct thread_build *thread_of(struct builder *b, uint32_t tid, uint32_t hint)
 {
 	struct thread_build *t = find_thread(b, tid);
 	char comm[HT_COMM_LEN + 8], name[HT_COMM_LEN + 32];
 	struct tl_track_desc desc = { 0 };
+	int tgid, process;
 
 	if (t)
 		return t;
-	if (grow_threads(b))
+	tgid = process_of(b, tid, hint);
+	process = ht_timeline_process_track(b->tl, b->kw->comms, tgid);
+	if (process < 0 || grow_threads(b))
 		return NULL;
 	t = &b->threads[b->nthreads];
 	memset(t, 0, sizeof(*t));
@@ -131,9 +174,9 @@ static struct thread_build *thread_of(struct builder *b, uint32_t tid)
 	b->slots[slot_of(b, tid)] = (uint32_t)++b->nthreads;
 	comm_of(b, tid, 0, comm, sizeof(comm));
 	desc.kind = TL_TRACK_THREAD;
-	desc.parent_uuid = tl_track(b->tl, (size_t)b->process_track)->uuid;
+	desc.parent_uuid = tl_track(b->tl, (size_t)process)->uuid;
 	desc.name = comm;
-	desc.pid = b->kw->tgid;
+	desc.pid = tgid;
 	desc.tid = (int32_t)tid;
 	t->thread_track = tl_add_track(b->tl, &desc);
 	snprintf(name, sizeof(name), "%s" HT_TRACK_KERNEL_SUFFIX, comm);
@@ -539,7 +582,7 @@ static int walk_event(struct builder *b, const struct ht_fr_event *e)
 
 	if (!tid)
 		return 0;
-	t = thread_of(b, tid);
+	t = thread_of(b, tid, 0);
 	if (!t)
 		return ht_fail("out of memory building the timeline");
 	switch (e->rec.kind) {
@@ -549,7 +592,7 @@ static int walk_event(struct builder *b, const struct ht_fr_event *e)
 			on_switch_out(b, t, e);
 		if (e->rec.flags & HT_FRF_NEXT_TARGET) {
 			/* May move the array too; t is not used after this. */
-			t = thread_of(b, e->rec.tid_b);
+			t = thread_of(b, e->rec.tid_b, 0);
 			if (!t)
 				return ht_fail("out of memory building the timeline");
 			on_switch_in(b, t, e);
@@ -574,7 +617,7 @@ static int walk_event(struct builder *b, const struct ht_fr_event *e)
 		break;
 	case HT_FR_FORK:
 		/* Adding the child may move the array: look the parent up again after. */
-		if (!thread_of(b, e->rec.tid_b) || !(t = find_thread(b, tid)))
+		if (!thread_of(b, e->rec.tid_b, (uint32_t)e->rec.arg) || !(t = find_thread(b, tid)))
 			return ht_fail("out of memory building the timeline");
 		lifecycle_instant(b, t, "thread created", e->rec.ts_ns, HT_ARG_TID, e->rec.tid_b);
 		break;
@@ -692,12 +735,19 @@ static void add_window(struct builder *b)
 			  HT_EV_CLIPPED, HT_CAT_WINDOW);
 }
 
+/*
+ * The dump's process first, with the track of its name: the breach's, else
+ * the one target named. Every other process's track comes with its first
+ * thread, so only processes with an event in the window have one.
+ */
 static int add_base_tracks(struct builder *b)
 {
+	const struct ht_breach *br = b->kw->breach;
+	int lead = br && br->tgid ? (int)br->tgid : b->kw->tgid;
 	struct tl_track_desc process = {
 		.kind = TL_TRACK_PROCESS,
 		.name = b->kw->target_comm,
-		.pid = b->kw->tgid,
+		.pid = lead,
 	};
 	/* The writer keeps its metadata on the same track. */
 	struct tl_track_desc hybtrace = {
@@ -705,10 +755,14 @@ static int add_base_tracks(struct builder *b)
 		.uuid = TL_HYBTRACE_UUID,
 		.name = HT_TRACK_HYBTRACE,
 	};
+	int lead_track = 0;
 
-	b->process_track = tl_add_track(b->tl, &process);
+	if (lead > 0)
+		lead_track = lead == b->kw->tgid && b->kw->target_comm
+				     ? tl_add_track(b->tl, &process)
+				     : ht_timeline_process_track(b->tl, b->kw->comms, lead);
 	b->hybtrace_track = tl_add_track(b->tl, &hybtrace);
-	if (b->process_track < 0 || b->hybtrace_track < 0)
+	if (lead_track < 0 || b->hybtrace_track < 0)
 		return ht_fail("cannot add tracks: %s", tl_strerror(b->tl));
 	return 0;
 }
@@ -730,7 +784,7 @@ int ht_kernel_timeline_build(struct timeline *tl, const struct ht_kernel_window 
 	if (add_base_tracks(&b))
 		goto out;
 	/* The breached thread first, so it leads the process's threads. */
-	if (kw->breach && !thread_of(&b, kw->breach->tid))
+	if (kw->breach && !thread_of(&b, kw->breach->tid, kw->breach->tgid))
 		goto out;
 	for (b.cursor = 0; b.cursor < kw->w->count; b.cursor++)
 		if (walk_event(&b, &kw->w->events[b.cursor]))

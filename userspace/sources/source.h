@@ -20,8 +20,7 @@
 struct ht_ksyms;
 struct ht_comm_cache;
 struct ht_fr_window;
-struct ht_symbolizer;
-struct ht_dwarf_unwinder;
+struct ht_symbolizer_set;
 
 /*
  * What a frozen capture of any source fits in, inside the dump's capture:
@@ -32,7 +31,7 @@ struct ht_dwarf_unwinder;
 #define HT_SOURCES_OPEN_MAX 1
 
 /* ops->symbols: what the builder keeps for a source's user-space stacks. */
-#define HT_SOURCE_SYMBOLS 1u /* the target's symbols */
+#define HT_SOURCE_SYMBOLS 1u /* each target process's symbols */
 #define HT_SOURCE_DWARF	  2u /* and DWARF unwinding */
 
 /* The dump a source is frozen for: a capture kept for later decoding records it. */
@@ -46,14 +45,20 @@ struct ht_source_freeze {
 /* What lowering a frozen capture into the dump's timeline has at hand (builder thread). */
 struct ht_source_lowering {
 	struct timeline *tl;
-	int tgid;
+	int tgid;			/* the one target named (a one_process source's); 0: none */
 	uint64_t t0, t1;		/* the window */
 	uint64_t frozen_ns;		/* when the sources were frozen */
 	bool live;			/* false: `hybtrace decode` of a kept capture */
 	const struct ht_breach *breach; /* NULL: no breach */
 	const struct ht_ksyms *ksyms;
-	struct ht_symbolizer *symbolizer;   /* NULL unless ops->symbols asked for it */
-	struct ht_dwarf_unwinder *unwinder; /* NULL unless HT_SOURCE_DWARF */
+	struct ht_comm_cache *comms; /* names (and processes) of tasks, for tracks it makes */
+	/*
+	 * Each process's user-space symbols: ht_symbolizer_set_get(symbols, tgid),
+	 * and ht_symbolizer_set_unwinder() with HT_SOURCE_DWARF, for the process
+	 * of each stack (symbols/symbolizer_set.h); maps read again once per
+	 * dump. NULL unless ops->symbols asked for them.
+	 */
+	struct ht_symbolizer_set *symbols;
 };
 
 /* Where and when a capture was made, when it says so itself (a kept raw capture). */

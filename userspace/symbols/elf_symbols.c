@@ -847,6 +847,40 @@ out:
 	return found;
 }
 
+int ht_elf_build_id_fd(int fd, const char *name, char *out, size_t len)
+{
+	struct ht_elf_symbols *e = symbols_new(name);
+	struct reader r = {.e = e};
+	struct stat st;
+	GElf_Ehdr eh;
+	int found = -1;
+
+	if (!e)
+		return -1;
+	if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
+		ht_fail("%s: not a regular file", name);
+		goto out;
+	}
+	r.file_size = (uint64_t)st.st_size;
+	elf_version(EV_CURRENT);
+	/* Only the headers and the notes are read: not the symbols, the costly part. */
+	r.elf = elf_begin(fd, ELF_C_READ, NULL);
+	if (!r.elf) {
+		ht_fail("%s: %s", name, elf_errmsg(-1));
+		goto out;
+	}
+	if (read_header(&r, &eh) || read_note_segments(&r))
+		goto out;
+	found = e->build_id && strlen(e->build_id) < len;
+	if (found)
+		memcpy(out, e->build_id, strlen(e->build_id) + 1);
+out:
+	if (r.elf)
+		elf_end(r.elf);
+	ht_elf_symbols_free(e);
+	return found;
+}
+
 void ht_elf_symbols_free(struct ht_elf_symbols *e)
 {
 	if (!e)

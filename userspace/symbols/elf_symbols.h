@@ -102,4 +102,13 @@ int ht_elf_load_bias(const struct ht_elf_symbols *e, uint64_t map_start, uint64_
  */
 int ht_elf_soname(int fd, const char *name, char *out, size_t len);
 
+/*
+ * The GNU build-id of the ELF file FD as lowercase hex into OUT (LEN
+ * bytes), from its PT_NOTE segments, without reading its symbols. NAME is
+ * for messages. Returns 1 when it has one, 0 when it has none (or one
+ * longer than LEN), -1 with ht_last_error() when FD is not a readable ELF
+ * file.
+ */
+int ht_elf_build_id_fd(int fd, const char *name, char *out, size_t len);
+
 #endif /* HT_ELF_SYMBOLS_H */

@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
  * Symbolizer of one target process. Its files are read through
- * target_files.c, as the target sees them. Per file (device, inode, path)
- * the symbol table is read once, on first use, and kept while the file
- * stays mapped with the same size and mtime.
+ * target_files.c, as the target sees them. Per file (device, inode, size,
+ * mtime) the symbol table is read once, on first use, and kept while the
+ * file stays mapped; the tables live in a cache (elf_cache.c) that
+ * symbolizers of other processes may share.
  */
 #include <elf.h>
 #include <errno.h>
@@ -14,8 +15,10 @@
 #include <string.h>
 #include <sys/auxv.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 #include "base/proc.h"
+#include "symbols/elf_cache.h"
 #include "symbols/elf_symbols.h"
 #include "base/log.h"
 #include "symbols/perf_map.h"
@@ -28,27 +31,18 @@
 /* Notes beyond this are dropped: each is meant to be logged. */
 #define MAX_NOTES 1024
 
-enum module_state { MODULE_UNREAD, MODULE_READ, MODULE_FAILED };
-
-/* One mapped file (or the vdso) and its symbols. */
+/*
+ * One mapped file (or the vdso) as this process maps it; its symbols are
+ * the cache's, shared with every process that maps the same file.
+ */
 struct module {
 	char *path;
 	uint32_t dev_major, dev_minor;
 	uint64_t inode;
 	uint64_t vdso_size; /* for "[vdso]", whose key is its size */
 	int is_vdso;
-	enum module_state state;
-	struct ht_elf_symbols *elf;
-	char *source;	 /* where the symbols came from, for ht_symbolizer_source() */
-	off_t file_size; /* of the file read, to tell when it changes */
-	struct timespec file_mtime;
 	int used; /* mapped in the maps being built */
-	/*
-	 * The file, opened when the mapping was first seen: its symbols can be
-	 * read later even if the target has exited by then. -1: not held.
-	 */
-	int held_fd;
-	char *held_source;
+	struct ht_elf_file *file;
 };
 
 /* Per mapping of the current maps, parallel to maps.v. */
@@ -70,6 +64,8 @@ struct jit_map {
 struct ht_symbolizer {
 	int pid;
 	struct ht_target target;
+	struct ht_elf_cache *cache;
+	int own_cache; /* made for this symbolizer alone */
 	struct ht_maps maps;
 	struct mapping_info *info;
 	struct module **modules;
@@ -123,6 +119,12 @@ static int looks_like_elf(int fd)
 
 /* ---- Separate debug files ---- */
 
+/* A file's symbols being read, before the cache shares them. */
+struct loading {
+	struct ht_elf_symbols *elf;
+	char *source;
+};
+
 struct debug_want {
 	const char *build_id; /* must match when both files have one */
 	int check_crc;
@@ -166,8 +168,8 @@ static struct ht_elf_symbols *check_debug_file(struct ht_symbolizer *s, int fd, 
 	return d;
 }
 
-/* One candidate, opened as FD (or not: -1, -2); returns 1 when its symbols were added to MOD. */
-static int add_debug_file(struct ht_symbolizer *s, struct module *mod, int fd, const char *shown,
+/* One candidate, opened as FD (or not: -1, -2); returns 1 when its symbols were added to LD. */
+static int add_debug_file(struct ht_symbolizer *s, struct loading *ld, int fd, const char *shown,
 			  const struct debug_want *want)
 {
 	struct ht_elf_symbols *d;
@@ -182,29 +184,29 @@ static int add_debug_file(struct ht_symbolizer *s, struct module *mod, int fd, c
 	close(fd);
 	if (!d)
 		return 0;
-	if (ht_elf_symbols_merge(mod->elf, d)) {
+	if (ht_elf_symbols_merge(ld->elf, d)) {
 		note(s, "%s", ht_last_error());
 		return 0;
 	}
-	if (asprintf(&source, "%s (symbols from %s)", mod->source, shown) >= 0) {
-		free(mod->source);
-		mod->source = source;
+	if (asprintf(&source, "%s (symbols from %s)", ld->source, shown) >= 0) {
+		free(ld->source);
+		ld->source = source;
 	}
 	return 1;
 }
 
 /* Try the file at PATH, in the target's root or on the host. */
-static int try_debug_file(struct ht_symbolizer *s, struct module *mod, const char *path,
+static int try_debug_file(struct ht_symbolizer *s, struct loading *ld, const char *path,
 			  int in_root, const struct debug_want *want)
 {
 	char shown[4400];
 	int fd = ht_target_open_file(&s->target, path, in_root, shown, sizeof(shown));
 
-	return add_debug_file(s, mod, fd, shown, want);
+	return add_debug_file(s, ld, fd, shown, want);
 }
 
 /* By build-id, in the target's root, then on the host. */
-static int find_by_build_id(struct ht_symbolizer *s, struct module *mod, const char *build_id)
+static int find_by_build_id(struct ht_symbolizer *s, struct loading *ld, const char *build_id)
 {
 	struct debug_want want = {.build_id = build_id};
 	char shown[4400];
@@ -213,7 +215,7 @@ static int find_by_build_id(struct ht_symbolizer *s, struct module *mod, const c
 	for (int place = 0; place < HT_DEBUG_PLACES; place++) {
 		fd = ht_target_open_build_id_debug(&s->target, build_id, place, shown,
 						   sizeof(shown));
-		if (add_debug_file(s, mod, fd, shown, &want))
+		if (add_debug_file(s, ld, fd, shown, &want))
 			return 1;
 	}
 	return 0;
@@ -229,11 +231,11 @@ static int is_plain_file_name(const char *name)
  * .gnu_debuglink NAME next to the file, in .debug/ beside it, and under
  * /usr/lib/debug/DIR, as gdb looks; the CRC must match.
  */
-static int find_by_debuglink(struct ht_symbolizer *s, struct module *mod, const char *path,
+static int find_by_debuglink(struct ht_symbolizer *s, struct loading *ld, const char *path,
 			     const char *name, uint32_t crc)
 {
 	struct debug_want want = {
-		.build_id = ht_elf_symbols_build_id(mod->elf), .check_crc = 1, .crc = crc};
+		.build_id = ht_elf_symbols_build_id(ld->elf), .check_crc = 1, .crc = crc};
 	const char *slash = strrchr(path, '/');
 	int dir_len = slash ? (int)(slash - path) : 0;
 	char candidate[4400];
@@ -241,28 +243,28 @@ static int find_by_debuglink(struct ht_symbolizer *s, struct module *mod, const 
 	if (!is_plain_file_name(name) || !slash || ht_path_is_deleted(path))
 		return 0;
 	snprintf(candidate, sizeof(candidate), "%.*s/%s", dir_len, path, name);
-	if (strcmp(candidate, path) && try_debug_file(s, mod, candidate, 1, &want))
+	if (strcmp(candidate, path) && try_debug_file(s, ld, candidate, 1, &want))
 		return 1;
 	snprintf(candidate, sizeof(candidate), "%.*s/.debug/%s", dir_len, path, name);
-	if (try_debug_file(s, mod, candidate, 1, &want))
+	if (try_debug_file(s, ld, candidate, 1, &want))
 		return 1;
 	snprintf(candidate, sizeof(candidate), "/usr/lib/debug%.*s/%s", dir_len, path, name);
-	return try_debug_file(s, mod, candidate, 1, &want) ||
-	       (!s->target.same_root && try_debug_file(s, mod, candidate, 0, &want));
+	return try_debug_file(s, ld, candidate, 1, &want) ||
+	       (!s->target.same_root && try_debug_file(s, ld, candidate, 0, &want));
 }
 
 /* A file without .symtab: look for its separate debug file. */
-static void add_debug_symbols(struct ht_symbolizer *s, struct module *mod, const char *path)
+static void add_debug_symbols(struct ht_symbolizer *s, struct loading *ld, const char *path)
 {
-	const char *build_id = ht_elf_symbols_build_id(mod->elf);
+	const char *build_id = ht_elf_symbols_build_id(ld->elf);
 	const char *link;
 	uint32_t crc;
 
-	if (build_id && find_by_build_id(s, mod, build_id))
+	if (build_id && find_by_build_id(s, ld, build_id))
 		return;
-	link = ht_elf_symbols_debuglink(mod->elf, &crc);
+	link = ht_elf_symbols_debuglink(ld->elf, &crc);
 	if (link)
-		find_by_debuglink(s, mod, path, link, crc);
+		find_by_debuglink(s, ld, path, link, crc);
 }
 
 /* ---- The vdso ---- */
@@ -286,116 +288,218 @@ static struct ht_elf_symbols *read_vdso(struct ht_symbolizer *s, const struct ht
 	return e;
 }
 
-/* ---- Modules ---- */
+/* ---- Modules: this process's view of the files the cache shares ---- */
 
-static void module_release_file(struct module *mod)
+/* MOD's symbols, once read; NULL before, or when they could not be. */
+static struct ht_elf_symbols *module_elf(const struct module *mod)
 {
-	if (mod->held_fd >= 0)
-		close(mod->held_fd);
-	mod->held_fd = -1;
-	free(mod->held_source);
-	mod->held_source = NULL;
+	const struct ht_elf_file *f = mod->file;
+
+	return f && f->state == HT_ELF_FILE_READ ? f->table->elf : NULL;
 }
 
-static void module_reset(struct module *mod)
-{
-	ht_elf_symbols_free(mod->elf);
-	mod->elf = NULL;
-	free(mod->source);
-	mod->source = NULL;
-	mod->state = MODULE_UNREAD;
-	module_release_file(mod);
-}
-
-/* Open MOD's file now, while the target surely lives; read its symbols later, on first use. */
-static void module_hold_file(struct ht_symbolizer *s, struct module *mod,
-			     const struct ht_mapping *m)
-{
-	struct stat st;
-
-	if (mod->is_vdso || mod->held_fd >= 0 || mod->state != MODULE_UNREAD)
-		return;
-	mod->held_fd = ht_target_open_mapping(&s->target, m, &mod->held_source, &st);
-	if (mod->held_fd < 0) {
-		note(s, "%s", ht_last_error());
-		return;
-	}
-	mod->file_size = st.st_size;
-	mod->file_mtime = st.st_mtim;
-}
-
-static void module_free(struct module *mod)
+static void module_free(struct ht_symbolizer *s, struct module *mod)
 {
 	if (!mod)
 		return;
-	module_reset(mod);
+	ht_elf_cache_put_file(s->cache, mod->file);
 	free(mod->path);
 	free(mod);
 }
 
-static struct ht_elf_symbols *read_module_file(struct ht_symbolizer *s, struct module *mod,
-					       const struct ht_mapping *m, char **source)
+/* The file behind M as the cache knows files: its maps' device and inode, ST's size and mtime. */
+static struct ht_elf_file_id file_id(const struct ht_mapping *m, const struct stat *st)
 {
-	struct ht_elf_symbols *e;
+	return (struct ht_elf_file_id){
+		.dev = makedev(m->dev_major, m->dev_minor),
+		.inode = m->inode,
+		.size = st ? (int64_t)st->st_size : -1,
+		.mtime_ns =
+			st ? (int64_t)st->st_mtim.tv_sec * 1000000000LL + st->st_mtim.tv_nsec : 0,
+	};
+}
+
+/* Keep FD (SOURCE, its path) in F until its symbols are read; else close it. */
+static void hold_in(struct ht_elf_file *f, int fd, char *source)
+{
+	if (fd >= 0 && f->state == HT_ELF_FILE_UNREAD && f->held_fd < 0 && source) {
+		f->held_fd = fd;
+		f->held_source = source;
+		return;
+	}
+	if (fd >= 0)
+		close(fd);
+	free(source);
+}
+
+/*
+ * The shared file of MOD, mapped by M: the one the cache knows, else a new
+ * one, which holds the file open now, while the target surely lives, so
+ * that its symbols can be read later even if it has exited by then.
+ */
+static struct ht_elf_file *attach_file(struct ht_symbolizer *s, const struct module *mod,
+				       const struct ht_mapping *m)
+{
+	struct ht_elf_file_id id = {.vdso_bytes = mod->vdso_size};
+	struct ht_elf_file *f;
+	char *source = NULL;
+	struct stat st;
+	int fd = -1;
+
+	if (!mod->is_vdso) {
+		fd = ht_target_open_mapping(&s->target, m, &source, &st);
+		if (fd < 0)
+			note(s, "%s", ht_last_error());
+		id = file_id(m, fd >= 0 ? &st : NULL);
+	}
+	f = ht_elf_cache_find_file(s->cache, &id);
+	if (f && f->state == HT_ELF_FILE_READ)
+		s->stats.tables_shared++;
+	if (!f)
+		f = ht_elf_cache_add_file(s->cache, &id);
+	if (f)
+		hold_in(f, fd, source);
+	else if (fd >= 0)
+		close(fd);
+	if (!f)
+		free(source);
+	return f;
+}
+
+/* A file not read yet and not held (it could not be opened before): try again now. */
+static void hold_again(struct ht_symbolizer *s, struct module *mod, const struct ht_mapping *m)
+{
+	struct ht_elf_file *f = mod->file;
+	char *source = NULL;
 	struct stat st;
 	int fd;
 
-	if (mod->held_fd >= 0) {
+	if (mod->is_vdso || f->state != HT_ELF_FILE_UNREAD || f->held_fd >= 0)
+		return;
+	fd = ht_target_open_mapping(&s->target, m, &source, &st);
+	if (fd < 0) {
+		note(s, "%s", ht_last_error());
+		return;
+	}
+	hold_in(f, fd, source);
+}
+
+/* The file of MOD open for reading: the one held, else opened through mapping M. */
+static int open_module_file(struct ht_symbolizer *s, struct module *mod, const struct ht_mapping *m,
+			    char **source)
+{
+	struct ht_elf_file *f = mod->file;
+	struct stat st;
+	int fd;
+
+	if (f->held_fd >= 0) {
 		/* The file held since the mapping appeared: the target may be gone by now. */
-		fd = dup(mod->held_fd);
-		*source = mod->held_source ? strdup(mod->held_source) : NULL;
+		fd = dup(f->held_fd);
+		*source = f->held_source ? strdup(f->held_source) : NULL;
 		if (fd < 0 || lseek(fd, 0, SEEK_SET) < 0 || !*source) {
 			note(s, "%s: %s", mod->path, strerror(errno));
 			if (fd >= 0)
 				close(fd);
-			return NULL;
+			free(*source);
+			*source = NULL;
+			return -1;
 		}
-	} else {
-		fd = ht_target_open_mapping(&s->target, m, source, &st);
-		if (fd < 0) {
-			note(s, "%s", ht_last_error());
-			return NULL;
-		}
-		mod->file_size = st.st_size;
-		mod->file_mtime = st.st_mtim;
+		return fd;
 	}
-	if (!looks_like_elf(fd)) {
-		close(fd);
+	fd = ht_target_open_mapping(&s->target, m, source, &st);
+	if (fd < 0)
+		note(s, "%s", ht_last_error());
+	return fd;
+}
+
+/*
+ * The table of FD's file (SOURCE, mapped at M): the cache's when a table
+ * with its build-id (or, without one, of the same file) was read already,
+ * else read now, with its debug file's symbols. NULL when it has none.
+ */
+static struct ht_elf_table *read_module_file(struct ht_symbolizer *s, struct module *mod,
+					     const struct ht_mapping *m, int fd, char *source)
+{
+	char build_id[160], key[256];
+	struct ht_elf_table *t;
+	struct loading ld;
+	int has_id;
+
+	if (!looks_like_elf(fd))
+		return NULL;
+	has_id = ht_elf_build_id_fd(fd, source, build_id, sizeof(build_id));
+	if (has_id < 0) {
+		note(s, "%s", ht_last_error());
 		return NULL;
 	}
-	e = ht_elf_symbols_open_fd(fd, *source);
-	close(fd);
-	if (!e)
+	ht_elf_table_key(has_id ? build_id : NULL, &mod->file->id, key, sizeof(key));
+	t = ht_elf_cache_find_table(s->cache, key);
+	if (t) {
+		s->stats.tables_shared++;
+		return t;
+	}
+	s->stats.elf_reads++;
+	ld = (struct loading){.elf = ht_elf_symbols_open_fd(fd, source), .source = strdup(source)};
+	if (!ld.elf || !ld.source) {
+		note(s, "%s", ld.elf ? "out of memory" : ht_last_error());
+		ht_elf_symbols_free(ld.elf);
+		free(ld.source);
+		return NULL;
+	}
+	if (!(ht_elf_symbols_flags(ld.elf) & HT_ELF_HAS_SYMTAB))
+		add_debug_symbols(s, &ld, m->path);
+	t = ht_elf_cache_add_table(s->cache, key, ld.elf, ld.source);
+	free(ld.source);
+	return t;
+}
+
+/* The vdso's table: the kernel maps one image into every process of an ABI. */
+static struct ht_elf_table *read_module_vdso(struct ht_symbolizer *s, struct module *mod,
+					     const struct ht_mapping *m)
+{
+	struct ht_elf_symbols *elf;
+	struct ht_elf_table *t;
+	char *source = NULL;
+	char key[256];
+
+	s->stats.elf_reads++;
+	elf = read_vdso(s, m, &source);
+	if (!elf) {
 		note(s, "%s", ht_last_error());
-	return e;
+		return NULL;
+	}
+	ht_elf_table_key(ht_elf_symbols_build_id(elf), &mod->file->id, key, sizeof(key));
+	t = ht_elf_cache_add_table(s->cache, key, elf, source);
+	free(source);
+	return t;
 }
 
 /* Read MOD's symbols on first use, through mapping M. */
 static void module_load(struct ht_symbolizer *s, struct module *mod, const struct ht_mapping *m)
 {
+	struct ht_elf_file *f = mod->file;
+	struct ht_elf_table *t = NULL;
 	char *source = NULL;
+	int fd;
 
-	if (mod->state != MODULE_UNREAD)
+	if (!f || f->state != HT_ELF_FILE_UNREAD)
 		return;
-	s->stats.elf_reads++;
-	mod->state = MODULE_FAILED;
+	f->state = HT_ELF_FILE_FAILED;
 	if (mod->is_vdso) {
-		mod->elf = read_vdso(s, m, &source);
-		if (!mod->elf)
-			note(s, "%s", ht_last_error());
+		t = read_module_vdso(s, mod, m);
 	} else {
-		mod->elf = read_module_file(s, mod, m, &source);
-	}
-	if (!mod->elf) {
+		fd = open_module_file(s, mod, m, &source);
+		if (fd >= 0) {
+			t = read_module_file(s, mod, m, fd, source);
+			close(fd);
+		}
 		free(source);
-		return;
 	}
-	mod->source = source;
-	mod->state = MODULE_READ;
 	/* Read: the symbols are ours now, the file is no longer needed. */
-	module_release_file(mod);
-	if (!mod->is_vdso && !(ht_elf_symbols_flags(mod->elf) & HT_ELF_HAS_SYMTAB))
-		add_debug_symbols(s, mod, m->path);
+	if (t)
+		ht_elf_file_set_table(f, t);
+	else
+		ht_elf_file_release(f);
 }
 
 /* Mappings of files (and the vdso) are modules; anonymous memory, [heap], [stack] are not. */
@@ -430,12 +534,17 @@ static struct module *module_new(struct ht_symbolizer *s, const struct ht_mappin
 		free(mod);
 		return NULL;
 	}
-	mod->held_fd = -1;
 	mod->dev_major = m->dev_major;
 	mod->dev_minor = m->dev_minor;
 	mod->inode = m->inode;
 	mod->is_vdso = !strcmp(m->path, "[vdso]");
 	mod->vdso_size = m->end - m->start;
+	mod->file = attach_file(s, mod, m);
+	if (!mod->file) {
+		free(mod->path);
+		free(mod);
+		return NULL;
+	}
 	s->modules[s->nmodules++] = mod;
 	return mod;
 }
@@ -444,12 +553,15 @@ static struct module *module_new(struct ht_symbolizer *s, const struct ht_mappin
 static int module_changed(struct ht_symbolizer *s, const struct module *mod,
 			  const struct ht_mapping *m)
 {
+	const struct ht_elf_file *f = mod->file;
+	struct ht_elf_file_id now;
 	struct stat st;
 
-	if (mod->is_vdso || mod->state != MODULE_READ || ht_target_stat_mapping(&s->target, m, &st))
+	if (mod->is_vdso || f->state != HT_ELF_FILE_READ ||
+	    ht_target_stat_mapping(&s->target, m, &st))
 		return 0;
-	return st.st_size != mod->file_size || st.st_mtim.tv_sec != mod->file_mtime.tv_sec ||
-	       st.st_mtim.tv_nsec != mod->file_mtime.tv_nsec;
+	now = file_id(m, &st);
+	return now.size != f->id.size || now.mtime_ns != f->id.mtime_ns;
 }
 
 /* The module of mapping M, reused when it is the same file, else a new one. */
@@ -457,6 +569,7 @@ static struct module *module_for(struct ht_symbolizer *s, const struct ht_mappin
 				 struct module *prev)
 {
 	struct module *mod = NULL;
+	struct ht_elf_file *f;
 
 	/* A file's mappings come one after another. */
 	if (prev && module_is(prev, m))
@@ -466,11 +579,20 @@ static struct module *module_for(struct ht_symbolizer *s, const struct ht_mappin
 			mod = s->modules[i];
 	if (!mod)
 		return module_new(s, m);
-	if (!mod->used) {
-		mod->used = 1;
-		if (mod->state == MODULE_FAILED || module_changed(s, mod, m))
-			module_reset(mod); /* changed, or worth another try */
+	if (mod->used)
+		return mod;
+	mod->used = 1;
+	/* Worth another try; for every process that maps it, as it is one file. */
+	if (mod->file->state == HT_ELF_FILE_FAILED)
+		mod->file->state = HT_ELF_FILE_UNREAD;
+	if (module_changed(s, mod, m)) {
+		f = attach_file(s, mod, m);
+		if (!f)
+			return NULL;
+		ht_elf_cache_put_file(s->cache, mod->file);
+		mod->file = f;
 	}
+	hold_again(s, mod, m);
 	return mod;
 }
 
@@ -482,7 +604,7 @@ static void drop_unused_modules(struct ht_symbolizer *s)
 		if (s->modules[i]->used)
 			s->modules[n++] = s->modules[i];
 		else
-			module_free(s->modules[i]);
+			module_free(s, s->modules[i]);
 	}
 	s->nmodules = n;
 }
@@ -568,7 +690,6 @@ int ht_symbolizer_refresh(struct ht_symbolizer *s)
 			return ht_fail("out of memory");
 		}
 		prev->used = 1;
-		module_hold_file(s, prev, &maps.v[i]);
 		info[i].module = prev;
 	}
 	drop_unused_modules(s);
@@ -580,7 +701,7 @@ int ht_symbolizer_refresh(struct ht_symbolizer *s)
 	return 0;
 }
 
-struct ht_symbolizer *ht_symbolizer_new(int pid)
+struct ht_symbolizer *ht_symbolizer_new_shared(int pid, struct ht_elf_cache *cache)
 {
 	struct ht_symbolizer *s = calloc(1, sizeof(*s));
 
@@ -589,6 +710,15 @@ struct ht_symbolizer *ht_symbolizer_new(int pid)
 		return NULL;
 	}
 	s->pid = pid;
+	s->cache = cache;
+	if (!cache) {
+		s->cache = ht_elf_cache_new();
+		s->own_cache = 1;
+		if (!s->cache) {
+			free(s);
+			return NULL;
+		}
+	}
 	ht_target_init(&s->target, pid);
 	if (ht_symbolizer_refresh(s)) {
 		ht_symbolizer_free(s);
@@ -597,12 +727,17 @@ struct ht_symbolizer *ht_symbolizer_new(int pid)
 	return s;
 }
 
+struct ht_symbolizer *ht_symbolizer_new(int pid)
+{
+	return ht_symbolizer_new_shared(pid, NULL);
+}
+
 void ht_symbolizer_free(struct ht_symbolizer *s)
 {
 	if (!s)
 		return;
 	for (size_t i = 0; i < s->nmodules; i++)
-		module_free(s->modules[i]);
+		module_free(s, s->modules[i]);
 	free(s->modules);
 	ht_maps_free(&s->maps);
 	free(s->info);
@@ -611,6 +746,8 @@ void ht_symbolizer_free(struct ht_symbolizer *s)
 		free(s->notes[i]);
 	free(s->notes);
 	ht_target_close(&s->target);
+	if (s->own_cache)
+		ht_elf_cache_free(s->cache);
 	free(s);
 }
 
@@ -625,11 +762,11 @@ static struct module *mapping_symbols(struct ht_symbolizer *s, size_t i)
 	if (!info->module)
 		return NULL;
 	module_load(s, info->module, m);
-	if (!info->module->elf)
+	if (!module_elf(info->module))
 		return NULL;
 	if (!info->bias_state)
-		info->bias_state = ht_elf_load_bias(info->module->elf, m->start, m->end, m->offset,
-						    m->perms, &info->bias)
+		info->bias_state = ht_elf_load_bias(module_elf(info->module), m->start, m->end,
+						    m->offset, m->perms, &info->bias)
 					   ? -1
 					   : 1;
 	return info->module;
@@ -672,11 +809,11 @@ int ht_symbolize(struct ht_symbolizer *s, uint64_t addr, struct ht_symbol *out)
 		symbolize_jit(s, m, addr, out);
 		return 0;
 	}
-	out->build_id = ht_elf_symbols_build_id(mod->elf);
+	out->build_id = ht_elf_symbols_build_id(module_elf(mod));
 	/* Functions live in code; a data mapping's bias can be ambiguous (RELRO). */
 	if (s->info[i].bias_state != 1 || !ht_mapping_is_exec(m))
 		return 0;
-	sym = ht_elf_symbols_find(mod->elf, addr - s->info[i].bias);
+	sym = ht_elf_symbols_find(module_elf(mod), addr - s->info[i].bias);
 	if (sym) {
 		out->function = sym->name;
 		out->function_offset = addr - s->info[i].bias - sym->addr;
@@ -705,7 +842,7 @@ const char *ht_symbolizer_source(struct ht_symbolizer *s, uint64_t addr)
 	const struct ht_mapping *m = ht_maps_find(&s->maps, addr);
 	struct module *mod = m ? mapping_symbols(s, (size_t)(m - s->maps.v)) : NULL;
 
-	return mod ? mod->source : NULL;
+	return mod ? mod->file->table->source : NULL;
 }
 
 /* Whether the first LEN bytes of PATH are WANT, all of it. */
@@ -738,13 +875,13 @@ static int lookup_in_mapping(struct ht_symbolizer *s, size_t i, const char *name
 	/* Functions live in code; a data mapping's bias can be ambiguous (RELRO). */
 	if (!mod || s->info[i].bias_state != 1)
 		return 0;
-	n = ht_elf_symbols_lookup(mod->elf, name, NULL, 0);
+	n = ht_elf_symbols_lookup(module_elf(mod), name, NULL, 0);
 	if (!n)
 		return 0;
 	syms = malloc(n * sizeof(*syms));
 	if (!syms)
 		return ht_fail("out of memory");
-	ht_elf_symbols_lookup(mod->elf, name, syms, n);
+	ht_elf_symbols_lookup(module_elf(mod), name, syms, n);
 	for (size_t k = 0; k < n; k++) {
 		uint64_t addr = syms[k]->addr + s->info[i].bias;
 
@@ -756,7 +893,7 @@ static int lookup_in_mapping(struct ht_symbolizer *s, size_t i, const char *name
 				.addr = addr,
 				.size = syms[k]->size,
 				.module = m->path,
-				.build_id = ht_elf_symbols_build_id(mod->elf),
+				.build_id = ht_elf_symbols_build_id(module_elf(mod)),
 			};
 		(*found)++;
 	}
@@ -790,5 +927,5 @@ void ht_symbolizer_get_stats(const struct ht_symbolizer *s, struct ht_symbolizer
 	*out = s->stats;
 	out->modules = 0;
 	for (size_t i = 0; i < s->nmodules; i++)
-		out->modules += s->modules[i]->elf != NULL;
+		out->modules += module_elf(s->modules[i]) != NULL;
 }

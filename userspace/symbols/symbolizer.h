@@ -3,7 +3,9 @@
  * The user-space symbolizer of one target process: address -> function,
  * module and offset; function name -> runtime addresses. ELF symbol tables
  * are read once per file and kept across refreshes while the file stays
- * the same. Not thread-safe: one symbolizer per thread.
+ * the same, in a cache (elf_cache.h) that the symbolizers of several
+ * processes may share (symbolizer_set.h keeps one per process). Not
+ * thread-safe: one symbolizer, and the cache it uses, per thread.
  */
 #ifndef HT_SYMBOLIZER_H
 #define HT_SYMBOLIZER_H
@@ -12,6 +14,7 @@
 #include <stdint.h>
 
 struct ht_symbolizer;
+struct ht_elf_cache;
 
 struct ht_symbol {
 	const char *function;	  /* NULL when unknown */
@@ -35,11 +38,18 @@ struct ht_symbol_address {
 struct ht_symbolizer_stats {
 	size_t modules;	       /* ELF files held now */
 	size_t elf_reads;      /* ELF files read since creation: cache misses */
+	size_t tables_shared;  /* tables another symbolizer of its cache had read already */
 	size_t perf_map_reads; /* perf map (re)reads */
 };
 
 /* For process PID; reads its maps. Returns NULL with ht_last_error() set. */
 struct ht_symbolizer *ht_symbolizer_new(int pid);
+
+/*
+ * The same, its symbol tables kept in CACHE, shared with every other
+ * symbolizer of CACHE (NULL: a cache of its own). CACHE outlives it.
+ */
+struct ht_symbolizer *ht_symbolizer_new_shared(int pid, struct ht_elf_cache *cache);
 void ht_symbolizer_free(struct ht_symbolizer *s);
 
 /*

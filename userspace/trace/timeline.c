@@ -1646,7 +1646,7 @@ int tl_thread_track(struct timeline *tl, int pid, int tid)
 
 		if (t->kind == TL_TRACK_THREAD && t->tid == tid)
 			return (int)i;
-		if (t->kind == TL_TRACK_PROCESS)
+		if (t->kind == TL_TRACK_PROCESS && t->pid == pid)
 			parent = t->uuid;
 	}
 	snprintf(name, sizeof(name), "tid %d", tid);

@@ -175,7 +175,10 @@ size_t tl_track_count(const struct timeline *tl);
 const struct tl_track *tl_track(const struct timeline *tl, size_t index);
 /* Index of the track with UUID, or -ENOENT. */
 long tl_track_find(const struct timeline *tl, uint64_t uuid);
-/* The track of thread TID of PID, made (under the process track) when no source drew one. */
+/*
+ * The track of thread TID of PID, made (under PID's process track, if there
+ * is one) when no source drew one.
+ */
 int tl_thread_track(struct timeline *tl, int pid, int tid);
 
 /* Events: each returns the event's index (valid until tl_sort()), or -errno. */

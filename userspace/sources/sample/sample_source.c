@@ -11,8 +11,6 @@
 #include "sources/sample/sample_source.h"
 #include "sources/sample/sampler.h"
 #include "sources/sample/user_timeline.h"
-#include "symbols/symbolizer.h"
-#include "symbols/unwind_dwarf.h"
 #include "trace/dump_schema.h"
 #include "trace/timeline.h"
 
@@ -82,7 +80,6 @@ static void sample_lower(const void *state, const void *frozen, const struct ht_
 {
 	const struct ht_sampler *sampler = state;
 	struct timeline *tl = l->tl;
-	struct ht_sampler_frozen own;
 	struct ht_sample_set set;
 	struct ht_user_window uw;
 	char count[32];
@@ -95,30 +92,18 @@ static void sample_lower(const void *state, const void *frozen, const struct ht_
 	ht_source_meta_u64(tl, HT_META_FREEZE_LATE, l->frozen_ns - l->t1);
 	if (!frozen)
 		return;
-	/*
-	 * Rings of several target processes: the dump's process's samples, which
-	 * its maps symbolize; the others' count as foreign until a dump has a
-	 * track group per process.
-	 */
-	own = *(const struct ht_sampler_frozen *)frozen;
-	if (!own.tgid)
-		own.tgid = l->tgid;
-	if (ht_sampler_frozen_samples(&own, l->t0, l->t1, &set))
+	/* Every target process's samples, each on its thread's track, by its own symbols. */
+	if (ht_sampler_frozen_samples(frozen, l->t0, l->t1, &set))
 		return;
-	/* Libraries load late: the maps are read again for every dump. */
-	if (l->symbolizer)
-		ht_symbolizer_refresh(l->symbolizer);
-	if (l->unwinder)
-		ht_dwarf_unwinder_refresh(l->unwinder);
 	uw = (struct ht_user_window){
-		.tgid = l->tgid,
 		.t0 = l->t0,
 		.t1 = l->t1,
 		.period_ns = sampler->period_ns,
 		.samples = &set,
-		.symbolizer = l->symbolizer,
+		.symbols = l->symbols,
+		.dwarf = sampler->cfg.callgraph == HT_CALLGRAPH_DWARF,
 		.ksyms = l->ksyms,
-		.unwinder = l->unwinder,
+		.comms = l->comms,
 		.breach = l->breach,
 	};
 	if (ht_user_timeline_build(tl, &uw))

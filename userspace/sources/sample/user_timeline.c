@@ -3,9 +3,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include "trace/dump_schema.h"
+#include "kernel/kernel_timeline.h"
 #include "symbols/ksyms.h"
 #include "base/log.h"
 #include "symbols/symbolizer.h"
+#include "symbols/symbolizer_set.h"
 #include "trace/timeline.h"
 #include "symbols/unwind_dwarf.h"
 #include "sources/sample/user_timeline.h"
@@ -33,29 +35,37 @@ struct thread_flame {
 struct builder {
 	struct timeline *tl;
 	const struct ht_user_window *uw;
-	int process_track;
 	tl_str category;
+	/* The symbols of the process of the sample being named (the last one asked for). */
+	int tgid;
+	struct ht_symbolizer *symbolizer;
+	struct ht_dwarf_unwinder *unwinder;
 };
 
-/* The thread's track, made here if the kernel window had no event of it. */
-static int thread_track(struct builder *b, uint32_t tid)
+/* The thread's track, made here (under its process's) if the kernel window had no event of it. */
+static int thread_track(struct builder *b, uint32_t tgid, uint32_t tid)
 {
-	struct tl_track_desc desc = { .kind = TL_TRACK_THREAD, .pid = b->uw->tgid, .tid = (int32_t)tid };
-	char name[32];
-
 	for (size_t i = 0; i < tl_track_count(b->tl); i++) {
 		const struct tl_track *t = tl_track(b->tl, i);
 
 		if (t->kind == TL_TRACK_THREAD && (uint32_t)t->tid == tid)
 			return (int)i;
-		if (t->kind == TL_TRACK_PROCESS && b->process_track < 0)
-			b->process_track = (int)i;
 	}
-	snprintf(name, sizeof(name), "tid %u", tid);
-	desc.name = name;
-	if (b->process_track >= 0)
-		desc.parent_uuid = tl_track(b->tl, (size_t)b->process_track)->uuid;
-	return tl_add_track(b->tl, &desc);
+	if (ht_timeline_process_track(b->tl, b->uw->comms, (int)tgid) < 0)
+		return -1;
+	return tl_thread_track(b->tl, (int)tgid, (int)tid);
+}
+
+/* Process TGID's symbolizer and unwinder, for the frames of its samples; NULL: addresses. */
+static void use_process(struct builder *b, uint32_t tgid)
+{
+	if (b->tgid == (int)tgid)
+		return;
+	b->tgid = (int)tgid;
+	b->symbolizer = b->uw->symbols ? ht_symbolizer_set_get(b->uw->symbols, (int)tgid) : NULL;
+	b->unwinder = b->uw->symbols && b->uw->dwarf
+			      ? ht_symbolizer_set_unwinder(b->uw->symbols, (int)tgid)
+			      : NULL;
 }
 
 static void name_user_frame(struct builder *b, uint64_t addr, bool return_address,
@@ -68,7 +78,7 @@ static void name_user_frame(struct builder *b, uint64_t addr, bool return_addres
 
 	out->address = addr;
 	out->module = NULL;
-	if (b->uw->symbolizer && !ht_symbolize(b->uw->symbolizer, lookup, &sym)) {
+	if (b->symbolizer && !ht_symbolize(b->symbolizer, lookup, &sym)) {
 		out->module = sym.module;
 		out->name = tl_intern(b->tl, ht_symbol_format(&sym, lookup, buf, sizeof(buf)));
 		return;
@@ -103,38 +113,46 @@ static unsigned int plausible_user_frames(struct builder *b, const uint64_t *use
 {
 	struct ht_symbol sym;
 
-	if (!b->uw->symbolizer)
+	if (!b->symbolizer)
 		return n;
 	for (unsigned int i = 0; i < n; i++) {
 		uint64_t lookup = i ? user[i] - 1 : user[i];
 
-		if (ht_symbolize(b->uw->symbolizer, lookup, &sym) || !sym.executable)
+		if (ht_symbolize(b->symbolizer, lookup, &sym) || !sym.executable)
 			return i;
 	}
 	return n;
 }
 
-/* The sample's frames, root first: user frames outermost first, then kernel frames. */
+/*
+ * The sample's frames, root first: user frames outermost first, then kernel
+ * frames; the user frames by its own process's symbols.
+ */
 static unsigned int sample_frames(struct builder *b, const struct ht_sample *smp,
 				  struct named_frame *out)
 {
 	uint64_t user[HT_SAMPLE_MAX_FRAMES];
 	const uint64_t *kernel = smp->frames;
 	unsigned int nuser = smp->nr_user, n = 0;
+	bool dwarf = smp->regs_abi && smp->stack_len;
 
+	/* A kernel thread's (--all) has no user frames, nor maps to ask for. */
+	if (nuser || dwarf)
+		use_process(b, smp->pid);
 	memcpy(user, smp->frames + smp->nr_kernel, nuser * sizeof(user[0]));
-	if (b->uw->unwinder && smp->regs_abi && smp->stack_len) {
+	if (dwarf && b->unwinder) {
 		struct ht_user_regs regs = { .abi = smp->regs_abi };
 		unsigned int nregs = smp->nr_regs < HT_DWARF_SAMPLE_NREGS ? smp->nr_regs
 									  : HT_DWARF_SAMPLE_NREGS;
 		int got;
 
 		memcpy(regs.regs, smp->regs, nregs * sizeof(smp->regs[0]));
-		got = ht_dwarf_unwind(b->uw->unwinder, &regs, b->uw->samples->blob + smp->stack_offset,
+		got = ht_dwarf_unwind(b->unwinder, &regs, b->uw->samples->blob + smp->stack_offset,
 				      smp->stack_len, user, HT_SAMPLE_MAX_FRAMES - smp->nr_kernel);
 		nuser = got > 0 ? (unsigned int)got : 0;
 	}
-	nuser = plausible_user_frames(b, user, nuser);
+	if (nuser)
+		nuser = plausible_user_frames(b, user, nuser);
 	for (unsigned int i = nuser; i-- > 0;)
 		name_user_frame(b, user[i], i > 0, &out[n++]);
 	for (unsigned int i = smp->nr_kernel; i-- > 0;)
@@ -201,6 +219,7 @@ static void add_breach_stacks(struct builder *b)
 	const struct ht_breach *br = b->uw->breach;
 	const struct ht_sample_set *set = b->uw->samples;
 	const struct ht_sample *before = NULL, *after = NULL;
+	uint32_t tgid;
 	int track;
 
 	if (!br)
@@ -217,7 +236,8 @@ static void add_breach_stacks(struct builder *b)
 	}
 	if (!before && !after)
 		return;
-	track = thread_track(b, br->tid);
+	tgid = before ? before->pid : after->pid;
+	track = thread_track(b, tgid, br->tid);
 	if (track < 0)
 		return;
 	if (before)
@@ -227,8 +247,10 @@ static void add_breach_stacks(struct builder *b)
 }
 
 static struct thread_flame *flame_of(struct builder *b, struct thread_flame **flames, size_t *n,
-				     size_t *cap, uint32_t tid, uint32_t **tids)
+				     size_t *cap, const struct ht_sample *smp, uint32_t **tids)
 {
+	uint32_t tid = smp->tid;
+
 	for (size_t i = 0; i < *n; i++)
 		if ((*tids)[i] == tid)
 			return &(*flames)[i];
@@ -246,14 +268,14 @@ static struct thread_flame *flame_of(struct builder *b, struct thread_flame **fl
 		*cap = c;
 	}
 	memset(&(*flames)[*n], 0, sizeof((*flames)[0]));
-	(*flames)[*n].track = thread_track(b, tid);
+	(*flames)[*n].track = thread_track(b, smp->pid, tid);
 	(*tids)[*n] = tid;
 	return &(*flames)[(*n)++];
 }
 
 int ht_user_timeline_build(struct timeline *tl, const struct ht_user_window *uw)
 {
-	struct builder b = { .tl = tl, .uw = uw, .process_track = -1 };
+	struct builder b = { .tl = tl, .uw = uw, .tgid = -1 };
 	struct named_frame frames[HT_SAMPLE_MAX_FRAMES];
 	struct thread_flame *flames = NULL;
 	uint32_t *tids = NULL;
@@ -263,7 +285,7 @@ int ht_user_timeline_build(struct timeline *tl, const struct ht_user_window *uw)
 	b.category = tl_intern(tl, HT_CAT_USER);
 	for (size_t i = 0; i < uw->samples->count; i++) {
 		const struct ht_sample *smp = &uw->samples->v[i];
-		struct thread_flame *f = flame_of(&b, &flames, &nflames, &cap, smp->tid, &tids);
+		struct thread_flame *f = flame_of(&b, &flames, &nflames, &cap, smp, &tids);
 		unsigned int n;
 
 		if (!f || f->track < 0) {

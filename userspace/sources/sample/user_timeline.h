@@ -14,19 +14,24 @@
 #include "sources/sample/sampler.h"
 
 struct timeline;
-struct ht_symbolizer;
+struct ht_symbolizer_set;
 struct ht_ksyms;
-struct ht_dwarf_unwinder;
+struct ht_comm_cache;
 
 struct ht_user_window {
-	int tgid;
 	uint64_t t0, t1;
 	uint64_t period_ns;
-	const struct ht_sample_set *samples; /* time order */
-	struct ht_symbolizer *symbolizer;    /* user frames */
-	const struct ht_ksyms *ksyms;	     /* kernel frames; NULL: addresses */
-	struct ht_dwarf_unwinder *unwinder;  /* NULL: the samples' frame-pointer chains */
-	const struct ht_breach *breach;	     /* its thread gets stacks before and after */
+	const struct ht_sample_set *samples; /* time order, of any target process */
+	/*
+	 * User frames, by the symbolizer of each sample's process; NULL:
+	 * addresses. With dwarf, each process's unwinder too; else the samples'
+	 * frame-pointer chains.
+	 */
+	struct ht_symbolizer_set *symbols;
+	bool dwarf;
+	const struct ht_ksyms *ksyms;	/* kernel frames; NULL: addresses */
+	struct ht_comm_cache *comms;	/* names the process track a thread needs; NULL: "pid N" */
+	const struct ht_breach *breach; /* its thread gets stacks before and after */
 };
 
 /* Add the samples' slices to TL. Returns 0, or -1 with ht_last_error(). */
