@@ -12,12 +12,6 @@ import tempfile
 from harness import (Skip, check, hybtrace_knows, need_root, read_log, tp_query,
                      trace_processor, wait_for, workload)
 
-# Set once the dump builder draws each target process as its own track group (the
-# procs-dump part of issue 17). Until then a dump draws its threads under the first target
-# process (none, pid 0, with --cgroup alone): the checks that a breached thread's own
-# process is in the dump are left out, and the tests say so.
-PER_PROCESS_TRACK_GROUPS = False
-
 # Debian's nginx package (make deps installs it).
 NGINX = "/usr/sbin/nginx"
 
@@ -298,8 +292,7 @@ def check_service_dumps(out, breaches, inside):
                            "using (upid) where t.tid = %d" % tid)
         check(threads, "%s: no thread %d (pid %d, %s) in the dump" % (path, tid, pid,
                                                                      inside[pid]))
-        if PER_PROCESS_TRACK_GROUPS:
-            check([r["pid"] for r in threads] == [pid],
-                  "%s: thread %d is of process %r in the dump, not %d"
-                  % (path, tid, [r["pid"] for r in threads], pid))
+        check([r["pid"] for r in threads] == [pid],
+              "%s: thread %d is of process %r in the dump, not %d"
+              % (path, tid, [r["pid"] for r in threads], pid))
     return len(paths)

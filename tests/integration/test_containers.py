@@ -16,7 +16,6 @@ from harness import (Attached, Cgroup, Control, Skip, check, hybtrace_knows, nee
                      workload)
 # Until the dump builder draws each target process as its own track group, a breached
 # thread's process in the dump is checked under --pid alone, where it is the first target.
-from services import PER_PROCESS_TRACK_GROUPS
 
 ROUNDS = 8
 SLEEP_MS = 30
@@ -131,10 +130,10 @@ def parse_live_lines(stdout):
     return out
 
 
-def check_dumps(out_dir, breaches, host_pid, own_groups):
+def check_dumps(out_dir, breaches, host_pid):
     """Each dump's breach, as Perfetto reads it, names the pids a breach line gave its
-    thread, both sides of the namespace; OWN_GROUPS: the thread's process in the dump is
-    its own (host_pid)."""
+    thread, both sides of the namespace, and the thread's process in the dump is its own
+    (host_pid)."""
     paths = sorted(os.path.join(out_dir, n) for n in os.listdir(out_dir)
                    if n.endswith(".perfetto-trace"))
     check(paths, "no dump written in %s" % out_dir)
@@ -154,12 +153,11 @@ def check_dumps(out_dir, breaches, host_pid, own_groups):
               "%s: the breach of tid %d says ns_pid %r ns_tid %r, its line %r" % (
                   path, tid, args.get("debug.ns_pid"), args.get("debug.ns_tid"), want))
         seen_thread |= want["ns_tid"] != want["ns_pid"]
-        if own_groups:
-            procs = tp_query(path, "select p.pid from thread t join process p using (upid) "
-                             "where t.tid = %d" % tid)
-            check([r["pid"] for r in procs] == [host_pid],
-                  "%s: thread %d belongs to process %r in the dump, not %d" % (
-                      path, tid, procs, host_pid))
+        procs = tp_query(path, "select p.pid from thread t join process p using (upid) "
+                         "where t.tid = %d" % tid)
+        check([r["pid"] for r in procs] == [host_pid],
+              "%s: thread %d belongs to process %r in the dump, not %d" % (
+                  path, tid, procs, host_pid))
     return len(paths), seen_thread
 
 
@@ -238,14 +236,10 @@ def contained_sleeper(watch):
                 check(watch == "cgroup" and b["pid"] == box.proc.pid and "ns_pid" not in b,
                       "a breach of pid %d (%s, pids %r) outside the target: %r"
                       % (b["pid"], b.get("comm"), inside, b))
-        ndumps, thread_dumped = check_dumps(
-            out, breaches, host, own_groups=watch == "pid" or PER_PROCESS_TRACK_GROUPS)
+        ndumps, thread_dumped = check_dumps(out, breaches, host)
         check(thread_dumped, "no dump is of the thread, whose two pids differ")
         print("    %s: sleeper pid %d (pid %d inside), thread tid %d inside; %d breaches, "
-              "%d dumps%s" % (watch, host, ns_pid, ns_tid, len(mine), ndumps,
-                              "" if watch == "pid" or PER_PROCESS_TRACK_GROUPS else
-                              "; its process in the dump not checked (needs one track group "
-                              "per process)"))
+              "%d dumps" % (watch, host, ns_pid, ns_tid, len(mine), ndumps))
 
 
 @test

@@ -10,7 +10,7 @@ import os
 import tempfile
 
 from harness import Attached, Cgroup, check, test
-from services import (PER_PROCESS_TRACK_GROUPS, Hog, Nginx, check_named_hog,
+from services import (Hog, Nginx, check_named_hog,
                       check_service_breaches, check_service_dumps, describe, http_load,
                       need_nginx, need_service_targets, pinned)
 
@@ -97,13 +97,10 @@ def nginx_watched(mode):
         named = check_named_hog(breaches, set(workers), hog.pid, "workers")
         ndumps = check_service_dumps(out, breaches, inside)
         print("    %s: master %d, workers %r%s; %.0f requests/s; %d breaches (%d workers, "
-              "%d waits behind the hog), %d dumps%s" % (
+              "%d waits behind the hog), %d dumps" % (
                   mode, nginx.master, workers,
                   " (forked by the reload; before it %r)" % old_workers if old_workers else "",
-                  load["per_s"], len(breaches), len(breached), len(named), ndumps,
-                  "" if PER_PROCESS_TRACK_GROUPS else
-                  "; each worker's own process in the dumps not checked (needs one track "
-                  "group per process)"))
+                  load["per_s"], len(breaches), len(breached), len(named), ndumps))
 
 
 @test

@@ -14,7 +14,7 @@ import time
 
 from harness import (Attached, Cgroup, Failure, NoTool, Skip, check, need_root, report_json,
                      test, tp_query, trace_processor, wait_for)
-from services import (PER_PROCESS_TRACK_GROUPS, Hog, alive, check_named_hog,
+from services import (Hog, alive, check_named_hog,
                       check_service_breaches, check_service_dumps, children_of, describe,
                       need_service_targets, pinned)
 
@@ -545,11 +545,9 @@ def postgres_watched(cluster, mode, tmp):
     ndumps = check_service_dumps(out, breaches, inside)
     tps = re.search(r"tps = ([0-9.]+)", bench_out)
     print("    %s: postmaster %d, backends %r; %s tps; %d breaches (%d backends, %d waits "
-          "behind the hog), %d dumps%s" % (
+          "behind the hog), %d dumps" % (
               mode, postmaster, backends, tps.group(1) if tps else "?", len(breaches),
-              len(breached), len(named), ndumps, "" if PER_PROCESS_TRACK_GROUPS else
-              "; each backend's own process in the dumps not checked (needs one track group "
-              "per process)"))
+              len(breached), len(named), ndumps))
 
 
 @test
