@@ -1197,6 +1197,7 @@ SEC("tp_btf/sched_process_exec")
 int BPF_PROG(handle_sched_process_exec, struct task_struct *p, pid_t old_pid)
 {
 	comm_update(p, p->comm, 0);
+	targets_exec(p);
 	if (is_target(p))
 		fr_write(bpf_ktime_get_ns(), HT_FR_EXEC, HT_FRF_TARGET, 0, p->pid, old_pid, 0);
 	return 0;

@@ -208,6 +208,18 @@ static __always_inline void targets_exit(struct task_struct *p)
 		target_event(HT_TARGET_LEFT, p, 0, 0);
 }
 
+/*
+ * P, a target, runs a new program: user space reads its maps again at once,
+ * or a program that exits soon after would be symbolized with the maps of
+ * the one before (run's child: hybtrace's own). Not with --all: every exec
+ * on the machine would be read.
+ */
+static __always_inline void targets_exec(struct task_struct *p)
+{
+	if (!targets_all && tgid_is_target(p->tgid, p->pid))
+		target_event(HT_TARGET_EXEC, p, 0, 0);
+}
+
 /* The watched cgroup is removed: the session ends (--cgroup). */
 static __always_inline void targets_cgroup_removed(struct cgroup *cgrp)
 {

@@ -218,6 +218,7 @@ enum ht_target_event_kind {
 	HT_TARGET_JOINED = 1,	      /* tgid became a target */
 	HT_TARGET_LEFT = 2,	      /* tgid's last thread exited, or it left the watched cgroup */
 	HT_TARGET_CGROUP_REMOVED = 3, /* the watched cgroup was removed */
+	HT_TARGET_EXEC = 4,	      /* tgid, a target, runs a new program (exec) */
 };
 
 /* Why a process joined (or, HT_TARGET_BY_CGROUP, left) the set. */

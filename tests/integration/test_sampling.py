@@ -58,14 +58,15 @@ def off_cpu_within(rep, thread_tid, lo, hi):
     return total
 
 
-def call_structure(binary, extra, mode=()):
+def call_structure(binary, extra, mode=(), env=None):
     with tempfile.TemporaryDirectory() as out:
         # Only the sleep dumps: a write of the workload's log can take 10 ms on a loaded
         # machine, and its dump, taken before work_a ran, would be the one read.
         run = hybtrace(["run", "--json", "--rq-delay", "off", "--syscall", "10ms",
                         "--syscalls", "clock_nanosleep", "--min-interval", "0ms",
                         "--sample-freq", "10000", "--pre", "250ms", "--output", out] + extra +
-                       ["--", workload(binary), "30", "15", "1"] + list(mode), timeout=120)
+                       ["--", workload(binary), "30", "15", "1"] + list(mode), timeout=120,
+                       env=env)
         check(run.rc == 0, run.describe())
         tid = run.events("a_start")[0]["tid"]
         dumps = [report(p) for p in glob.glob(os.path.join(out, "*-syscall.perfetto-trace"))]
@@ -101,6 +102,16 @@ def call_structure(binary, extra, mode=()):
 def frame_pointer_stacks_show_the_call_structure():
     need_root()
     call_structure("callstack", ["--callgraph", "fp"])
+
+
+@test
+def stacks_of_a_program_that_exits_before_any_dump_is_built_are_symbolized():
+    """run's child is hybtrace's fork until its exec: its maps must be read again as it
+    execs. The builder here neither builds nor re-reads maps when idle until the workload
+    (about 60 ms) is long gone, so only the read at its exec knows the program's files."""
+    need_root()
+    call_structure("callstack", ["--callgraph", "fp"],
+                   env={"HYBTRACE_TEST_BUILDER_LATE_MS": "2000"})
 
 
 @test

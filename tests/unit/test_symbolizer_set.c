@@ -7,7 +7,10 @@
  * own and its symbol names the truth.
  */
 #include <signal.h>
+#include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -157,5 +160,72 @@ TEST(exited_process_still_named_gone_one_fails_quietly)
 	CHECK(ht_symbolizer_set_get(set, 0) == NULL && ht_symbolizer_set_get(set, -3) == NULL);
 out:
 	reap(a);
+	ht_symbolizer_set_free(set);
+}
+
+/* /proc/PID/exe names PATH: PID has run it (exec). */
+static bool runs(pid_t pid, const char *path)
+{
+	char link[64], exe[4096];
+	ssize_t n;
+
+	snprintf(link, sizeof(link), "/proc/%d/exe", (int)pid);
+	n = readlink(link, exe, sizeof(exe) - 1);
+	if (n < 0)
+		return false;
+	exe[n] = '\0';
+	return !strcmp(exe, path);
+}
+
+TEST(reread_at_exec_drops_the_old_programs_maps_and_makes_a_new_process_one)
+{
+	struct ht_symbolizer_set *set = ht_symbolizer_set_new(true, 1);
+	char sleep_path[4096] = "/bin/sleep";
+	int go[2] = {-1, -1};
+	pid_t a = -1, b = sleeper();
+	struct ht_symbolizer *sa;
+
+	CHECK(set && b > 0 && !pipe(go));
+	if (!set || b <= 0 || go[0] < 0)
+		goto out;
+	if (!realpath("/bin/sleep", sleep_path))
+		CHECK(0);
+	a = fork();
+	if (a == 0) {
+		char c;
+
+		close(go[1]);
+		if (read(go[0], &c, 1) == 1)
+			execl("/bin/sleep", "sleep", "30", (char *)NULL);
+		_exit(1);
+	}
+	CHECK(a > 0);
+	if (a <= 0)
+		goto out;
+	/* Before its exec, A is this test's fork: the marker is named. */
+	sa = ht_symbolizer_set_get(set, a);
+	CHECK_STR(function_at(sa, marker), "set_test_marker_function");
+	CHECK(write(go[1], "x", 1) == 1);
+	for (int i = 0; i < 5000 && !runs(a, sleep_path); i++)
+		usleep(1000);
+	CHECK(runs(a, sleep_path));
+	/* The maps as they are after the exec: sleep has nothing at the marker's address. */
+	ht_symbolizer_set_reread(set, a);
+	CHECK(ht_symbolizer_set_get(set, a) == sa);
+	CHECK_STR(function_at(sa, marker), "");
+	CHECK(ht_symbolizer_set_unwinder(set, a) != NULL);
+	/* A process not held is made, but is not of the current dump: it gives way. */
+	ht_symbolizer_set_reread(set, b);
+	CHECK_EQ_U64(stats(set).made, 2);
+	CHECK(ht_symbolizer_set_get(set, getpid()) != NULL);
+	CHECK_EQ_U64(stats(set).evicted, 1);
+	CHECK(ht_symbolizer_set_get(set, a) == sa);
+out:
+	if (go[0] >= 0)
+		close(go[0]);
+	if (go[1] >= 0)
+		close(go[1]);
+	reap(a);
+	reap(b);
 	ht_symbolizer_set_free(set);
 }

@@ -1376,6 +1376,25 @@ static int set_realtime(unsigned int priority)
 	return 0;
 }
 
+/*
+ * HYBTRACE_TEST_BUILDER_LATE_MS: for up to 10000 ms after its start the dump
+ * builder neither builds nor re-reads the targets' maps when idle (a short
+ * program has exited by then), else 0.
+ */
+static uint64_t test_builder_late_ns(void)
+{
+	const char *v = getenv("HYBTRACE_TEST_BUILDER_LATE_MS");
+	unsigned long n = v ? strtoul(v, NULL, 10) : 0;
+
+	return n <= 10000 ? n * 1000000ULL : 0;
+}
+
+/* A target process runs a new program: the ring's callback, on the event loop. */
+static void on_target_exec(void *ctx, int tgid)
+{
+	ht_dumper_exec(ctx, tgid);
+}
+
 static int start_dumper(struct session *s)
 {
 	s->marks.tgid = s->tgid;
@@ -1399,6 +1418,7 @@ static int start_dumper(struct session *s)
 		.nsources = s->nsources,
 		.rt_priority = o->rt_priority,
 		.marks = &s->marks,
+		.test_builder_late_ns = test_builder_late_ns(),
 	};
 
 	return ht_dumper_start(&s->dumper, &cfg);
@@ -1530,6 +1550,9 @@ static int start_session(struct session *s, const struct ht_options *o)
 	find_do_softirq(s->ksyms, &cfg);
 	if (ht_monitor_open(&s->monitor, &cfg))
 		return HT_EXIT_FAILURE;
+	/* Events are read in the run loop only, once the dumper runs. */
+	s->monitor.targets.on_exec = on_target_exec;
+	s->monitor.targets.on_exec_ctx = &s->dumper;
 	ht_comm_cache_init(s->comms, &s->monitor);
 	/* Rates count the monitor's records, from its attach on. */
 	s->last_status_ns = s->monitor.attached_ns;

@@ -160,6 +160,12 @@ void ht_dump_builder_refresh(struct ht_dump_builder *b)
 		ht_symbolizer_set_refresh(b->symbols);
 }
 
+void ht_dump_builder_reread(struct ht_dump_builder *b, int tgid)
+{
+	if (b->symbols)
+		ht_symbolizer_set_reread(b->symbols, tgid);
+}
+
 void ht_dump_window(const struct ht_dumper_config *cfg, const struct ht_dump_job *job,
 		    uint64_t *t0, uint64_t *t1)
 {

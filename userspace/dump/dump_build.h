@@ -42,6 +42,8 @@ struct ht_dumper_config {
 	const char *decoded_from; /* `hybtrace decode`: the raw capture's path */
 	unsigned int rt_priority; /* the builder thread's, while urgent; 0: off */
 	const struct ht_marks_source *marks; /* NULL: no user marks are read */
+	/* Tests: the builder neither builds nor re-reads maps idle this long after its start. */
+	uint64_t test_builder_late_ns;
 };
 
 struct ht_dump_job {
@@ -107,6 +109,9 @@ void ht_dump_builder_free(struct ht_dump_builder *b);
 
 /* Re-read the target processes' mappings; a process that is gone keeps what was known. */
 void ht_dump_builder_refresh(struct ht_dump_builder *b);
+
+/* Read process TGID's maps again now: it runs a new program. The builder thread's. */
+void ht_dump_builder_reread(struct ht_dump_builder *b, int tgid);
 
 /*
  * Build the dump of JOB from C and write it into the output directory.

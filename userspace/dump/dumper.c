@@ -30,6 +30,13 @@
 #define WARM_FAST_PERIOD_NS   2000000000ULL
 #define WARM_INTERVAL_NS      1000000000ULL
 
+/*
+ * When a process's maps are read after its exec: at once, then as the
+ * dynamic loader has mapped its libraries, and once its constructors ran.
+ */
+static const uint64_t exec_reads_ns[] = { 0, 10000000ULL, 100000000ULL };
+#define EXEC_READS (sizeof(exec_reads_ns) / sizeof(exec_reads_ns[0]))
+
 static void sleep_until(uint64_t monotonic_ns)
 {
 	struct timespec ts = { (time_t)(monotonic_ns / 1000000000ULL),
@@ -146,21 +153,79 @@ static void build_one(struct ht_dumper *d, const struct ht_dump_job *job,
 	}
 }
 
+/* Whether the builder may take a capture now (the test knob holds it back). */
+static bool may_build(const struct ht_dumper *d, uint64_t now_ns)
+{
+	return d->queued && now_ns >= d->late_until_ns;
+}
+
+/* When the builder has something to do next, waiting: CLOCK_MONOTONIC ns. Lock held. */
+static uint64_t next_due(const struct ht_dumper *d)
+{
+	uint64_t due = d->warm_due_ns;
+
+	for (unsigned int i = 0; i < d->nexecs; i++) {
+		uint64_t at = d->execs[i].exec_ns + exec_reads_ns[d->execs[i].step];
+
+		if (at < due)
+			due = at;
+	}
+	if (d->queued && d->late_until_ns < due)
+		due = d->late_until_ns;
+	return due;
+}
+
+/* Read the maps of the processes whose exec is due a read at NOW_NS. Lock held. */
+static void serve_execs(struct ht_dumper *d, uint64_t now_ns)
+{
+	int due[HT_DUMP_EXECS];
+	unsigned int n = 0, kept = 0;
+
+	for (unsigned int i = 0; i < d->nexecs; i++) {
+		struct ht_dump_exec *x = &d->execs[i];
+
+		if (x->exec_ns + exec_reads_ns[x->step] <= now_ns) {
+			due[n++] = x->tgid;
+			/* Reads missed while a dump was built are one read now. */
+			while (x->step < EXEC_READS &&
+			       x->exec_ns + exec_reads_ns[x->step] <= now_ns)
+				x->step++;
+		}
+		if (x->step < EXEC_READS)
+			d->execs[kept++] = *x;
+	}
+	d->nexecs = kept;
+	if (!n)
+		return;
+	pthread_mutex_unlock(&d->lock);
+	for (unsigned int i = 0; i < n; i++)
+		ht_dump_builder_reread(&d->builder, due[i]);
+	pthread_mutex_lock(&d->lock);
+}
+
 /*
  * Wait for a capture; meanwhile re-read the target's mappings now and then,
  * so the symbols of its files are at hand even if it exits just as a breach
- * happens. Called and returns with the lock held.
+ * happens, and those of a process that ran a new program at once. Called
+ * and returns with the lock held.
  */
 static void idle_wait(struct ht_dumper *d)
 {
-	bool young = ht_clock_ns(CLOCK_MONOTONIC) - d->started_ns < WARM_FAST_PERIOD_NS;
-	uint64_t deadline = ht_clock_ns(CLOCK_REALTIME) +
-			    (young ? WARM_FAST_INTERVAL_NS : WARM_INTERVAL_NS);
+	uint64_t now = ht_clock_ns(CLOCK_MONOTONIC), due = next_due(d);
+	uint64_t deadline = ht_clock_ns(CLOCK_REALTIME) + (due > now ? due - now : 0);
 	struct timespec ts = { (time_t)(deadline / 1000000000ULL), (long)(deadline % 1000000000ULL) };
+	bool young;
 
-	if (pthread_cond_timedwait(&d->wake, &d->lock, &ts) != ETIMEDOUT || d->queued ||
-	    d->stopping)
+	if (due > now)
+		pthread_cond_timedwait(&d->wake, &d->lock, &ts);
+	if (d->stopping)
 		return;
+	now = ht_clock_ns(CLOCK_MONOTONIC);
+	serve_execs(d, now);
+	if (now < d->warm_due_ns || may_build(d, now) || d->stopping)
+		return;
+	young = now - d->started_ns < WARM_FAST_PERIOD_NS;
+	d->warm_due_ns = now + (young ? WARM_FAST_INTERVAL_NS : WARM_INTERVAL_NS);
 	pthread_mutex_unlock(&d->lock);
 	ht_dump_builder_refresh(&d->builder);
 	pthread_mutex_lock(&d->lock);
@@ -177,7 +242,7 @@ static void *builder_main(void *arg)
 		struct ht_dump_job job;
 		uint64_t seq, not_dumped, one = 1;
 
-		while (!d->queued && !d->stopping)
+		while (!may_build(d, ht_clock_ns(CLOCK_MONOTONIC)) && !d->stopping)
 			idle_wait(d);
 		if (!d->queued)
 			break;
@@ -208,6 +273,9 @@ int ht_dumper_start(struct ht_dumper *d, const struct ht_dumper_config *cfg)
 	memset(d, 0, sizeof(*d));
 	d->cfg = *cfg;
 	d->started_ns = ht_clock_ns(CLOCK_MONOTONIC);
+	d->late_until_ns = d->started_ns + cfg->test_builder_late_ns;
+	d->warm_due_ns = (cfg->test_builder_late_ns ? d->late_until_ns : d->started_ns) +
+			 WARM_FAST_INTERVAL_NS;
 	d->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (d->wake_fd < 0)
 		return ht_fail("eventfd: %s", strerror(errno));
@@ -381,6 +449,26 @@ static void hand_over(struct ht_dumper *d, const struct ht_dump_action *a)
 	release(h);
 	memset(d->said, 0, sizeof(d->said));
 	pthread_cond_signal(&d->wake);
+}
+
+void ht_dumper_exec(struct ht_dumper *d, int tgid)
+{
+	unsigned int i = 0;
+
+	if (!d->started || tgid <= 0)
+		return;
+	pthread_mutex_lock(&d->lock);
+	while (i < d->nexecs && d->execs[i].tgid != tgid)
+		i++;
+	/* Full: the idle re-reads and the next dump's still come. */
+	if (i < HT_DUMP_EXECS) {
+		d->execs[i] = (struct ht_dump_exec){ .tgid = tgid,
+						     .exec_ns = ht_clock_ns(CLOCK_MONOTONIC) };
+		if (i == d->nexecs)
+			d->nexecs++;
+		pthread_cond_signal(&d->wake);
+	}
+	pthread_mutex_unlock(&d->lock);
 }
 
 void ht_dumper_tick(struct ht_dumper *d, uint64_t now_ns)

@@ -24,6 +24,15 @@
  */
 #define HT_DUMP_HELD 5
 
+/* Processes that ran a new program whose maps the builder is to read (a few at once). */
+#define HT_DUMP_EXECS 16
+
+struct ht_dump_exec {
+	int tgid;
+	unsigned int step; /* how many of its reads are done */
+	uint64_t exec_ns;  /* when the event loop heard of it (CLOCK_MONOTONIC) */
+};
+
 struct ht_dump_held {
 	bool used;
 	struct ht_dump_job job;
@@ -51,6 +60,10 @@ struct ht_dumper {
 	uint64_t queue_seq, queue_not_dumped;
 	bool building;
 	uint64_t building_t0; /* the window start of the dump being written */
+	struct ht_dump_exec execs[HT_DUMP_EXECS];
+	unsigned int nexecs;
+	/* The builder's: its next idle re-read of the maps; no builds before late_until_ns. */
+	uint64_t warm_due_ns, late_until_ns;
 	/* Skip reasons already printed since the last dump: each is said once. */
 	bool said[HT_DUMP_DECISIONS];
 };
@@ -65,6 +78,13 @@ int ht_dumper_fd(const struct ht_dumper *d);
 
 /* When ht_dumper_tick is next due (CLOCK_MONOTONIC ns), or 0 when nothing waits. */
 uint64_t ht_dumper_deadline(struct ht_dumper *d);
+
+/*
+ * Process TGID runs a new program: the builder reads its maps now and again
+ * shortly after (the dynamic loader maps its libraries), for a program that
+ * may exit before the next dump. Any thread.
+ */
+void ht_dumper_exec(struct ht_dumper *d, int tgid);
 
 /* Freeze what is due at NOW_NS and hand it to the builder. Event loop only. */
 void ht_dumper_tick(struct ht_dumper *d, uint64_t now_ns);

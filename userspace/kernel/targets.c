@@ -212,6 +212,10 @@ int ht_targets_on_event(void *ctx, void *data, size_t size)
 	case HT_TARGET_CGROUP_REMOVED:
 		t->cgroup_removed = true;
 		break;
+	case HT_TARGET_EXEC:
+		if (t->on_exec && valid_tgid((int)e.tgid))
+			t->on_exec(t->on_exec_ctx, (int)e.tgid);
+		break;
 	}
 	return 0;
 }

@@ -54,6 +54,9 @@ struct ht_targets {
 	uint64_t joined, left; /* processes that joined and left since the start */
 	bool cgroup_removed;   /* the watched cgroup is gone */
 	uint64_t drops_seen;   /* the kernel's event drops already checked against the bitmap */
+	/* Called (by the ring's callback) as a target process runs a new program; may be NULL. */
+	void (*on_exec)(void *ctx, int tgid);
+	void *on_exec_ctx;
 };
 
 /* Zero T and keep SPEC. */

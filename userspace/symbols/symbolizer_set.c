@@ -275,6 +275,26 @@ void ht_symbolizer_set_refresh(struct ht_symbolizer_set *set)
 	}
 }
 
+void ht_symbolizer_set_reread(struct ht_symbolizer_set *set, int tgid)
+{
+	struct entry *e = tgid > 0 ? find(set, tgid) : NULL;
+	/* A new entry is not of the current dump: it may give way like any other. */
+	uint64_t asked_in = e ? e->asked_in : set->generation - 1;
+
+	if (e) {
+		/* Not fresh, not failed in this generation: read (or tried) again below. */
+		e->symbolizer_fresh = e->unwinder_fresh = 0;
+		e->symbolizer_failed = e->unwinder_failed = 0;
+	}
+	if (!ht_symbolizer_set_get(set, tgid))
+		return;
+	if (set->dwarf)
+		ht_symbolizer_set_unwinder(set, tgid);
+	e = find(set, tgid);
+	if (e)
+		e->asked_in = asked_in;
+}
+
 void ht_symbolizer_set_get_stats(const struct ht_symbolizer_set *set,
 				 struct ht_symbolizer_set_stats *out)
 {

@@ -61,6 +61,14 @@ void ht_symbolizer_set_stale(struct ht_symbolizer_set *set);
 void ht_symbolizer_set_refresh(struct ht_symbolizer_set *set);
 
 /*
+ * Read process TGID's maps again now, its symbolizer (and unwinder) made if
+ * it has none: it runs a new program, which may exit before the next dump.
+ * Not between a get and the dump it serves; it does not make TGID one of
+ * the current dump's.
+ */
+void ht_symbolizer_set_reread(struct ht_symbolizer_set *set, int tgid);
+
+/*
  * Something the caller may want to log once: a live process whose
  * symbolizer or unwinder could not be made. NULL when there is nothing new.
  */
