@@ -314,6 +314,10 @@ enum ht_dump_decision ht_dumper_offer(struct ht_dumper *d, const struct ht_dump_
 		t1 = now;
 	o = (struct ht_dump_offer){
 		.id = id,
+		/* --max-dumps-per-process counts it against its breach's or its hit's process. */
+		.tgid = job->has_breach ? (int)job->breach.tgid
+			: job->has_hit	? (int)job->hit.pid
+					: 0,
 		.rank = ht_dump_job_rank(job),
 		.window_end_ns = t1,
 		.ended_ns = job->has_breach ? job->breach.end_ns : 0,
