@@ -523,12 +523,15 @@ static void print_dump_stats_text(struct session *s, FILE *f)
 	ht_dumper_stats(&s->dumper, &d);
 	fprintf(f,
 		"  dumps: %u kept (%sB) in %s, %u written, %u replaced by worse ones, %u failed; "
-		"not dumped: %llu min-interval, %llu max-dumps, %llu max-disk, %llu during another "
-		"dump (policy %s)\n",
+		"not dumped: %llu min-interval, %llu max-dumps, ",
 		d.written - d.replaced, ht_format_count((double)d.bytes, size, sizeof(size)),
 		s->opt->output_dir, d.written, d.replaced, d.failed,
 		(unsigned long long)d.skipped[HT_DUMP_SKIP_INTERVAL],
-		(unsigned long long)d.skipped[HT_DUMP_SKIP_COUNT],
+		(unsigned long long)d.skipped[HT_DUMP_SKIP_COUNT]);
+	if (s->opt->max_dumps_per_process)
+		fprintf(f, "%llu max-dumps-per-process, ",
+			(unsigned long long)d.skipped[HT_DUMP_SKIP_PROCESS]);
+	fprintf(f, "%llu max-disk, %llu during another dump (policy %s)\n",
 		(unsigned long long)d.skipped[HT_DUMP_SKIP_DISK],
 		(unsigned long long)d.skipped[HT_DUMP_SKIP_BUSY],
 		s->opt->dump_rule == HT_DUMP_RULE_FIRST ? "first" : "worst");
@@ -714,6 +717,7 @@ static void print_dump_stats_json(struct session *s, struct ht_json *j)
 	ht_json_u64(j, "max_dumps", d.skipped[HT_DUMP_SKIP_COUNT]);
 	ht_json_u64(j, "max_disk", d.skipped[HT_DUMP_SKIP_DISK]);
 	ht_json_u64(j, "busy", d.skipped[HT_DUMP_SKIP_BUSY]);
+	ht_json_u64(j, "max_dumps_per_process", d.skipped[HT_DUMP_SKIP_PROCESS]);
 	ht_json_close(j);
 	ht_json_close(j);
 }
@@ -1387,7 +1391,8 @@ static int start_dumper(struct session *s)
 		.output_dir = o->output_dir,
 		.pre_ns = o->pre_ns,
 		.post_ns = o->post_ns,
-		.policy = { o->min_interval_ns, o->max_dumps, o->max_disk_bytes, o->dump_rule },
+		.policy = { o->min_interval_ns, o->max_dumps, o->max_disk_bytes, o->dump_rule,
+			    o->max_dumps_per_process },
 		.tgid = s->tgid,
 		.target_comm = s->target_comm,
 		.cmdline = o->cmdline,
