@@ -312,8 +312,15 @@ static __always_inline void hist_add(__u32 kind, __u32 tgid, __u64 delta_ns)
 	if (c)
 		*c += 1;
 	h = proc_hist_of(tgid);
-	if (h && kind >= 1 && kind <= HT_PROC_HIST_KINDS)
-		__sync_fetch_and_add(&h->slots[kind - 1][slot], 1);
+	if (h && kind >= 1 && kind <= HT_PROC_HIST_KINDS) {
+		__u64 bucket = slot;
+
+		/* Linux 6.1's verifier loses slot's bound over the lookups: bound it again. */
+		_Static_assert(!(HT_HIST_SLOTS & (HT_HIST_SLOTS - 1)), "a power of two");
+		barrier_var(bucket);
+		bucket &= HT_HIST_SLOTS - 1;
+		__sync_fetch_and_add(&h->slots[kind - 1][bucket], 1);
+	}
 }
 
 /* P's process is gone (its last thread switches out dead): its slot is user space's to take. */
