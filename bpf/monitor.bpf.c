@@ -283,8 +283,8 @@ static __always_inline struct ht_proc_hist *proc_hist_of(__u32 tgid)
 		if (h->owner == tgid)
 			return h;
 		/* Another CPU may take it first, maybe for this process too. */
-		if (!h->owner && (!__sync_val_compare_and_swap(&h->owner, 0, tgid) ||
-				  h->owner == tgid))
+		if (!h->owner &&
+		    (!__sync_val_compare_and_swap(&h->owner, 0, tgid) || h->owner == tgid))
 			return h;
 	}
 	key = proc_hist_mask + 1;
@@ -1107,7 +1107,7 @@ int BPF_PROG(handle_sched_switch, bool preempt, struct task_struct *prev, struct
 	} else if (state & TASK_DEAD) {
 		/* A thread of a process whose last thread left the set first: its slot is free. */
 		state_release(prev);
-		/* A process that left the set (a cgroup move) while alive gives its slot back now. */
+		/* A process that left the set (a cgroup move) alive gives its slot back now. */
 		proc_hist_exit(prev);
 	}
 	if (next_target)

@@ -259,8 +259,8 @@ static char *printed(const struct ht_proc_entry *rows, long n, const struct ht_p
 
 	if (json)
 		ht_json_begin(&j, f);
-	ht_proc_stats_print(f, json ? &j : NULL, thresholds, rows, n, rest, rest_processes,
-			    outside, NSLOTS);
+	ht_proc_stats_print(f, json ? &j : NULL, thresholds, rows, n, rest, rest_processes, outside,
+			    NSLOTS);
 	if (json)
 		ht_json_end_line(&j);
 	fclose(f);
@@ -315,7 +315,8 @@ TEST(the_summary_shows_the_most_breaches_first_and_sums_the_others)
 			   "\"waits_breached\":12,\"breaches\":{\"rq-delay\":{\"count\":0,"));
 	CHECK(strstr(json, "\"off-cpu\":{\"count\":12,\"max_ns\":12000,\"max_tid\":112,"
 			   "\"max_comm\":\"t112\",\"wait_for_work\":{\"count\":0,\"max_ns\":0}}"));
-	CHECK(strstr(json, "\"histograms\":{\"rq-delay\":[{\"from_us\":0,\"to_us\":1,\"count\":0},"));
+	CHECK(strstr(json,
+		     "\"histograms\":{\"rq-delay\":[{\"from_us\":0,\"to_us\":1,\"count\":0},"));
 	CHECK(strstr(json, "{\"pid\":101,"));
 	CHECK(strstr(json, "\"other_processes\":{\"processes\":0,\"intervals_without_slot\":0,"
 			   "\"histogram_slots\":8,\"waits_breached\":0,"));

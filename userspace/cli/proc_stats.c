@@ -188,8 +188,7 @@ static void bound_gone(struct ht_proc_stats *s)
 	remove_at(s, least);
 }
 
-void ht_proc_stats_gone(struct ht_proc_stats *s, int tgid,
-			const struct ht_proc_hist_counts *counts)
+void ht_proc_stats_gone(struct ht_proc_stats *s, int tgid, const struct ht_proc_hist_counts *counts)
 {
 	struct ht_proc_entry *e = find(s, tgid, false);
 
@@ -276,8 +275,7 @@ bool ht_summary_measures(const uint64_t *threshold_ns, unsigned int kind)
 }
 
 /* "12 waits breached: off-cpu 10, largest 35.1ms (tid 1240 worker); rq-delay 2, ..." */
-static void print_counts_text(FILE *f, const uint64_t *threshold_ns,
-			      const struct ht_proc_entry *e)
+static void print_counts_text(FILE *f, const uint64_t *threshold_ns, const struct ht_proc_entry *e)
 {
 	const char *sep = ":";
 	char dur[32];
@@ -288,7 +286,8 @@ static void print_counts_text(FILE *f, const uint64_t *threshold_ns,
 
 		if (!threshold_ns[k] || !ks->count)
 			continue;
-		fprintf(f, "%s %s %llu", sep, ht_breach_kind_name(k), (unsigned long long)ks->count);
+		fprintf(f, "%s %s %llu", sep, ht_breach_kind_name(k),
+			(unsigned long long)ks->count);
 		if (ks->worst.count)
 			fprintf(f, ", largest %s (tid %u %s)",
 				ht_format_duration(ks->worst.max_ns, dur, sizeof(dur)),
@@ -308,8 +307,8 @@ static void print_hists_text(FILE *f, const uint64_t *threshold_ns, const struct
 	for (unsigned int k = 1; k < HT_BREACH_KIND_MAX; k++) {
 		if (!ht_summary_measures(threshold_ns, k) || !ht_proc_hist_total(&e->hist, k))
 			continue;
-		snprintf(title, sizeof(title), "  %s of %s, log2 buckets:", ht_breach_kinds[k].title,
-			 whose);
+		snprintf(title, sizeof(title),
+			 "  %s of %s, log2 buckets:", ht_breach_kinds[k].title, whose);
 		ht_hist_print_used(f, title, e->hist.slots[k - 1], HT_HIST_SLOTS);
 	}
 }
@@ -364,8 +363,8 @@ static void print_text(FILE *f, const uint64_t *threshold_ns, const struct ht_pr
 		return;
 	for (unsigned int k = 1; k < HT_BREACH_KIND_MAX; k++)
 		unslotted |= ht_proc_hist_total(outside, k) != 0;
-	fprintf(f, "\n%llu other process%s%s: ", (unsigned long long)others, others == 1 ? "" : "es",
-		unslotted ? ", and those no histogram slot took" : "");
+	fprintf(f, "\n%llu other process%s%s: ", (unsigned long long)others,
+		others == 1 ? "" : "es", unslotted ? ", and those no histogram slot took" : "");
 	print_counts_text(f, threshold_ns, &sum);
 	print_hists_text(f, threshold_ns, &sum, "the other processes");
 }
@@ -433,9 +432,9 @@ static void print_json(struct ht_json *j, const uint64_t *threshold_ns,
 }
 
 void ht_proc_stats_print(FILE *f, struct ht_json *j, const uint64_t *threshold_ns,
-			 const struct ht_proc_entry *rows, long n,
-			 const struct ht_proc_entry *rest, uint64_t rest_processes,
-			 const struct ht_proc_hist_counts *outside, unsigned int nslots)
+			 const struct ht_proc_entry *rows, long n, const struct ht_proc_entry *rest,
+			 uint64_t rest_processes, const struct ht_proc_hist_counts *outside,
+			 unsigned int nslots)
 {
 	if (j)
 		print_json(j, threshold_ns, rows, n, rest, rest_processes, outside, nslots);

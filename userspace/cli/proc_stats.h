@@ -119,8 +119,8 @@ bool ht_summary_measures(const uint64_t *threshold_ns, unsigned int kind);
  * processes no slot took (already in REST's histograms), NSLOTS the slots.
  */
 void ht_proc_stats_print(FILE *f, struct ht_json *j, const uint64_t *threshold_ns,
-			 const struct ht_proc_entry *rows, long n,
-			 const struct ht_proc_entry *rest, uint64_t rest_processes,
-			 const struct ht_proc_hist_counts *outside, unsigned int nslots);
+			 const struct ht_proc_entry *rows, long n, const struct ht_proc_entry *rest,
+			 uint64_t rest_processes, const struct ht_proc_hist_counts *outside,
+			 unsigned int nslots);
 
 #endif /* HT_PROC_STATS_H */
