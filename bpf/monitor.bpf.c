@@ -154,6 +154,15 @@ struct {
 	__uint(max_entries, HT_HIST_ENTRIES);
 } hists SEC(".maps");
 
+/* Per-process histograms (struct ht_proc_hist): user space reads them mapped. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__type(key, __u32);
+	__type(value, struct ht_proc_hist);
+	__uint(max_entries, 1); /* set by user space: a power of two, and one for the rest */
+} proc_hists SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__type(key, __u32);
@@ -257,18 +266,80 @@ static __always_inline __u32 log2_u64(__u64 v)
 	return r;
 }
 
-static __always_inline void hist_add(__u32 kind, __u64 delta_ns)
+/*
+ * Process TGID's histogram slot: the one it owns among the probes from
+ * tgid modulo the slots, or the first free one there, taken; else the
+ * rest's, after the last slot. A slot marked gone is no one's to take.
+ */
+static __always_inline struct ht_proc_hist *proc_hist_of(__u32 tgid)
+{
+	struct ht_proc_hist *h;
+	__u32 key;
+
+	for (__u32 i = 0; i < HT_PROC_HIST_PROBES; i++) {
+		key = (tgid + i) & proc_hist_mask;
+		h = bpf_map_lookup_elem(&proc_hists, &key);
+		if (!h)
+			return NULL;
+		if (h->owner == tgid)
+			return h;
+		/* Another CPU may take it first, maybe for this process too. */
+		if (!h->owner &&
+		    (!__sync_val_compare_and_swap(&h->owner, 0, tgid) || h->owner == tgid))
+			return h;
+	}
+	key = proc_hist_mask + 1;
+	return bpf_map_lookup_elem(&proc_hists, &key);
+}
+
+/*
+ * One interval judged, of process TGID: counted in the session's histogram
+ * and its process's. Not once the session ends (breaches_stopped): the
+ * summary reads both, and they add up.
+ */
+static __always_inline void hist_add(__u32 kind, __u32 tgid, __u64 delta_ns)
 {
 	__u32 slot = log2_u64(delta_ns / 1000);
+	struct ht_proc_hist *h;
 	__u32 idx;
 	__u64 *c;
 
+	if (breaches_stopped)
+		return;
 	if (slot >= HT_HIST_SLOTS)
 		slot = HT_HIST_SLOTS - 1;
 	idx = HT_HIST_INDEX(kind, slot);
 	c = bpf_map_lookup_elem(&hists, &idx);
 	if (c)
 		*c += 1;
+	h = proc_hist_of(tgid);
+	if (h && kind >= 1 && kind <= HT_PROC_HIST_KINDS) {
+		__u64 bucket = slot;
+
+		/* Linux 6.1's verifier loses slot's bound over the lookups: bound it again. */
+		_Static_assert(!(HT_HIST_SLOTS & (HT_HIST_SLOTS - 1)), "a power of two");
+		barrier_var(bucket);
+		bucket &= HT_HIST_SLOTS - 1;
+		__sync_fetch_and_add(&h->slots[kind - 1][bucket], 1);
+	}
+}
+
+/* P's process is gone (its last thread switches out dead): its slot is user space's to take. */
+static __always_inline void proc_hist_exit(struct task_struct *p)
+{
+	__u32 tgid = p->tgid, key;
+	struct ht_proc_hist *h;
+
+	if (p->signal->live.counter)
+		return;
+	for (__u32 i = 0; i < HT_PROC_HIST_PROBES; i++) {
+		key = (tgid + i) & proc_hist_mask;
+		h = bpf_map_lookup_elem(&proc_hists, &key);
+		if (h && h->owner == tgid) {
+			__sync_val_compare_and_swap(&h->owner, tgid, tgid | HT_PROC_HIST_GONE);
+			return;
+		}
+	}
 }
 
 static __always_inline bool context_active(struct cpu_context *c, int kind)
@@ -607,7 +678,7 @@ static __always_inline void judge_rq_delay(struct task_struct *next, struct task
 	/* Two CPUs' clock estimates (clock_sync) may put a short wait's end before its start. */
 	__u64 delta = now > since ? now - since : 0;
 
-	hist_add(HT_BREACH_RQ_DELAY, delta);
+	hist_add(HT_BREACH_RQ_DELAY, next->tgid, delta);
 	if (!rq_delay_thresh_ns || delta < rq_delay_thresh_ns)
 		return;
 	if (!st)
@@ -941,7 +1012,7 @@ static __always_inline void target_switch_in(struct task_struct *next, const str
 		__u64 delta = now > st->off_cpu_since_ns ? now - st->off_cpu_since_ns : 0;
 
 		count_judged(in_storage);
-		hist_add(HT_BREACH_OFF_CPU, delta);
+		hist_add(HT_BREACH_OFF_CPU, next->tgid, delta);
 		if (delta >= off_cpu_thresh_ns)
 			off_cpu_breach(next, st, now, traced);
 	}
@@ -1033,11 +1104,15 @@ int BPF_PROG(handle_sched_switch, bool preempt, struct task_struct *prev, struct
 		target_switch_out(ctx, prev, state, preempt, t.now);
 		if ((preempt || state == TASK_RUNNING) && t.clock)
 			note_preemption(prev, &t);
-		if (state & TASK_DEAD)
+		if (state & TASK_DEAD) {
 			targets_exit(prev);
+			proc_hist_exit(prev);
+		}
 	} else if (state & TASK_DEAD) {
 		/* A thread of a process whose last thread left the set first: its slot is free. */
 		state_release(prev);
+		/* A process that left the set (a cgroup move) alive gives its slot back now. */
+		proc_hist_exit(prev);
 	}
 	if (next_target)
 		target_switch_in(next, &t, true);
@@ -1386,7 +1461,7 @@ int BPF_PROG(handle_sys_exit, struct pt_regs *regs, long ret)
 	delta = now - st->syscall_since_ns;
 	count_judged(in_storage);
 	fr_write(now, HT_FR_SYS_EXIT, HT_FRF_TARGET, st->syscall_nr, cur->pid, 0, ret);
-	hist_add(HT_BREACH_SYSCALL, delta);
+	hist_add(HT_BREACH_SYSCALL, id >> 32, delta);
 	breach = delta >= syscall_thresh_ns && syscall_watched(st->syscall_nr);
 	if (breach && syscall_ignored(st->syscall_nr)) {
 		count_filtered();

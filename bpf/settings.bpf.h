@@ -41,6 +41,7 @@ const volatile __u64 ignore_syscalls[HT_MAX_SYSCALLS / 64] = {};
 /* Sizes of maps user space sizes. */
 const volatile __u32 fr_slot_shift = 0;	   /* log2 of flight records per CPU */
 const volatile __u32 thread_slot_mask = 0; /* thread_slots - 1: a power of two less one */
+const volatile __u32 proc_hist_mask = 0;   /* proc_hists' slots - 1 (one more for the rest) */
 
 /* Run-queue waits from task_struct::sched_info (CONFIG_SCHED_INFO); false: the thread's state. */
 const volatile bool rq_from_sched_info = true;

@@ -258,4 +258,23 @@ enum ht_counter {
 #define HT_HIST_INDEX(kind, slot) ((kind) * HT_HIST_SLOTS + (slot))
 #define HT_HIST_ENTRIES		  (HT_BREACH_KIND_MAX * HT_HIST_SLOTS)
 
+/*
+ * The same histograms per process: a slot per target process in an
+ * mmapable array, taken by the first interval of its process judged at
+ * tgid modulo the slots, or one of the next HT_PROC_HIST_PROBES - 1; the
+ * element after the last slot counts the intervals of processes that found
+ * none. Counted with atomic adds: a process's threads run on several CPUs.
+ * Once the process's last thread is gone the slot is marked, and user
+ * space takes its counts and frees it (a new process of the same pid does
+ * not match the mark).
+ */
+#define HT_PROC_HIST_KINDS  (HT_BREACH_KIND_MAX - 1) /* row kind - 1 */
+#define HT_PROC_HIST_PROBES 4
+#define HT_PROC_HIST_GONE   (1ULL << 32) /* in owner, beside the tgid */
+
+struct ht_proc_hist {
+	__u64 owner; /* 0: free; the tgid; the tgid | HT_PROC_HIST_GONE */
+	__u64 slots[HT_PROC_HIST_KINDS][HT_HIST_SLOTS];
+};
+
 #endif /* HYBTRACE_RECORDS_H */

@@ -160,6 +160,10 @@ def bad_options():
     expect_usage_error(["--pid", str(os.getpid()), "--syscalls", "read"], "--syscall")
     expect_usage_error(["run"], "command")
     expect_usage_error(["frobnicate"], "unknown command")
+    expect_usage_error(["--pid", str(os.getpid()), "--max-dumps-per-process", "0"],
+                       "--max-dumps 0")
+    expect_usage_error(["--pid", str(os.getpid()), "--max-dumps-per-process", "one"],
+                       "not a count")
 
 
 @test

@@ -25,14 +25,22 @@ struct sim {
 	bool fail_next_write;
 };
 
-static void sim_init(struct sim *s, enum ht_dump_rule rule, uint64_t min_interval_ns,
-		     unsigned int max_dumps, uint64_t max_disk_bytes)
+static void sim_init_per_process(struct sim *s, enum ht_dump_rule rule, uint64_t min_interval_ns,
+				 unsigned int max_dumps, uint64_t max_disk_bytes,
+				 unsigned int max_dumps_per_process)
 {
-	struct ht_dump_policy p = { min_interval_ns, max_dumps, max_disk_bytes, rule };
+	struct ht_dump_policy p = { min_interval_ns, max_dumps, max_disk_bytes, rule,
+				    max_dumps_per_process };
 
 	memset(s, 0, sizeof(*s));
 	ht_dump_engine_init(&s->e, &p);
 	s->bytes_per_dump = 10;
+}
+
+static void sim_init(struct sim *s, enum ht_dump_rule rule, uint64_t min_interval_ns,
+		     unsigned int max_dumps, uint64_t max_disk_bytes)
+{
+	sim_init_per_process(s, rule, min_interval_ns, max_dumps, max_disk_bytes, 0);
 }
 
 static void say(struct sim *s, const char *fmt, unsigned long long a, unsigned long long b)
@@ -91,6 +99,22 @@ static void run(struct sim *s, uint64_t now_ns)
 static enum ht_dump_decision offer(struct sim *s, uint64_t id, double ratio, uint64_t now_ns)
 {
 	struct ht_dump_offer o = { .id = id,
+				   .rank = { HT_RANK_BREACH, ratio },
+				   .window_end_ns = now_ns + POST_NS };
+	struct ht_dump_offer_result r = ht_dump_engine_offer(&s->e, &o, now_ns);
+
+	if (r.dropped)
+		say(s, "%sX%llu", r.dropped_id, 0);
+	run(s, now_ns);
+	return r.decision;
+}
+
+/* A breach of process TGID, as offer(). */
+static enum ht_dump_decision offer_of(struct sim *s, uint64_t id, int tgid, double ratio,
+				      uint64_t now_ns)
+{
+	struct ht_dump_offer o = { .id = id,
+				   .tgid = tgid,
 				   .rank = { HT_RANK_BREACH, ratio },
 				   .window_end_ns = now_ns + POST_NS };
 	struct ht_dump_offer_result r = ht_dump_engine_offer(&s->e, &o, now_ns);
@@ -531,6 +555,123 @@ TEST(max_dumps_zero_never_dumps)
 	run_until(&s, 100 * MS);
 	CHECK_STR(s.log, "");
 	CHECK(ht_dump_engine_idle(&s.e));
+	sim_free(&s);
+}
+
+/* The kept dumps of process TGID, by their ratios, worst first (at most 8). */
+static size_t kept_of(const struct sim *s, int tgid, double *ratios)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < s->e.nkept && n < 8; i++) {
+		double r = s->e.kept[i].rank.ratio;
+		size_t at = n;
+
+		if (s->e.kept[i].tgid != tgid)
+			continue;
+		n++;
+		while (at > 0 && ratios[at - 1] < r) {
+			ratios[at] = ratios[at - 1];
+			at--;
+		}
+		ratios[at] = r;
+	}
+	return n;
+}
+
+TEST(per_process_limit_keeps_each_process_worst)
+{
+	static struct sim s;
+	/* (process, ratio), each in an interval of its own. */
+	const struct {
+		int tgid;
+		double ratio;
+		enum ht_dump_decision want;
+	} offers[] = {
+		{ 100, 1.5, HT_DUMP_NOW },	    { 200, 1.2, HT_DUMP_NOW },
+		{ 100, 1.1, HT_DUMP_SKIP_PROCESS }, { 100, 2.0, HT_DUMP_NOW },
+		{ 200, 3.0, HT_DUMP_NOW },	    { 200, 2.5, HT_DUMP_SKIP_PROCESS },
+		{ 100, 2.0, HT_DUMP_SKIP_PROCESS },
+	};
+	double ratios[8];
+
+	sim_init_per_process(&s, HT_DUMP_RULE_WORST, 100 * MS, 10, 1ULL << 30, 1);
+	for (uint64_t i = 0; i < sizeof(offers) / sizeof(offers[0]); i++) {
+		CHECK(offer_of(&s, i, offers[i].tgid, offers[i].ratio, i * 1000 * MS) ==
+		      offers[i].want);
+		run_until(&s, i * 1000 * MS + 500 * MS);
+	}
+	/* Each process's worse replaced its own least bad, never the other's. */
+	CHECK_STR(s.log, "F0 W0 F1 W1 F3 W3 R0>3 F4 W4 R1>4");
+	CHECK_EQ_U64(s.e.st.skipped[HT_DUMP_SKIP_PROCESS], 3);
+	CHECK_EQ_U64(s.e.st.skipped[HT_DUMP_SKIP_COUNT], 0);
+	CHECK_EQ_U64(s.e.nkept, 2);
+	memset(ratios, 0, sizeof(ratios));
+	CHECK(kept_of(&s, 100, ratios) == 1 && ratios[0] == 2.0);
+	CHECK(kept_of(&s, 200, ratios) == 1 && ratios[0] == 3.0);
+	sim_free(&s);
+}
+
+TEST(per_process_limit_beside_the_sessions)
+{
+	static struct sim s;
+
+	/* Two a process, two in all: the session's limit holds over a process under its own. */
+	sim_init_per_process(&s, HT_DUMP_RULE_WORST, 100 * MS, 2, 1ULL << 30, 2);
+	CHECK(offer_of(&s, 0, 100, 1.1, 0) == HT_DUMP_NOW);
+	run_until(&s, 500 * MS);
+	CHECK(offer_of(&s, 1, 100, 1.2, 1000 * MS) == HT_DUMP_NOW);
+	run_until(&s, 1500 * MS);
+	/* Process 200 has none, but the session is full: the least bad of all goes. */
+	CHECK(offer_of(&s, 2, 200, 5.0, 2000 * MS) == HT_DUMP_NOW);
+	run_until(&s, 2500 * MS);
+	/* Process 100 is under its two, and not worse than the least bad of the session. */
+	CHECK(offer_of(&s, 3, 100, 1.15, 3000 * MS) == HT_DUMP_SKIP_COUNT);
+	run_until(&s, 3500 * MS);
+	CHECK_STR(s.log, "F0 W0 F1 W1 F2 W2 R0>2");
+	CHECK_EQ_U64(s.e.nkept, 2);
+	CHECK_EQ_U64(s.e.st.skipped[HT_DUMP_SKIP_PROCESS], 0);
+	CHECK_EQ_U64(s.e.st.skipped[HT_DUMP_SKIP_COUNT], 1);
+	sim_free(&s);
+}
+
+TEST(per_process_limit_under_the_first_rule_and_for_asked_dumps)
+{
+	static struct sim s;
+
+	sim_init_per_process(&s, HT_DUMP_RULE_FIRST, 100 * MS, 10, 1ULL << 30, 1);
+	CHECK(offer_of(&s, 0, 100, 1.0, 0) == HT_DUMP_NOW);
+	run_until(&s, 500 * MS);
+	CHECK(offer_of(&s, 1, 100, 9.0, 1000 * MS) == HT_DUMP_SKIP_PROCESS);
+	run_until(&s, 1500 * MS);
+	/* A manual dump is of no process: it counts against none. */
+	CHECK(offer_asked(&s, 2, 2000 * MS) == HT_DUMP_NOW);
+	run_until(&s, 2500 * MS);
+	CHECK(offer_of(&s, 3, 200, 1.0, 3000 * MS) == HT_DUMP_NOW);
+	run_until(&s, 3500 * MS);
+	CHECK_STR(s.log, "F0 W0 F2 W2 F3 W3");
+	CHECK(!strcmp(ht_dump_decision_reason(HT_DUMP_SKIP_PROCESS, HT_DUMP_RULE_FIRST),
+		      "max-dumps-per-process reached for its process"));
+	sim_free(&s);
+}
+
+TEST(per_process_limit_counts_a_dump_still_being_written)
+{
+	static struct sim s;
+
+	/* The builder still writes process 100's first when its second, worse, is chosen. */
+	sim_init_per_process(&s, HT_DUMP_RULE_WORST, 100 * MS, 10, 1ULL << 30, 1);
+	s.builder_slow = true;
+	CHECK(offer_of(&s, 0, 100, 1.5, 0) == HT_DUMP_NOW);
+	run_until(&s, 150 * MS);
+	CHECK(offer_of(&s, 1, 100, 1.4, 200 * MS) == HT_DUMP_SKIP_PROCESS);
+	CHECK(offer_of(&s, 2, 100, 2.0, 300 * MS) == HT_DUMP_NOW);
+	run_until(&s, 450 * MS);
+	finish_write(&s);
+	run_until(&s, 500 * MS);
+	finish_write(&s);
+	CHECK_STR(s.log, "F0 W0 F2 W2 R0>2");
+	CHECK_EQ_U64(s.e.nkept, 1);
 	sim_free(&s);
 }
 

@@ -189,6 +189,29 @@ TEST(dump_policy_option)
 	CHECK_STR(ht_last_error(), "--dump-policy: 'last' is not worst or first");
 }
 
+TEST(max_dumps_per_process_option)
+{
+	static const char *const set[] = { "hybtrace", "--pid", "3", "--max-dumps-per-process",
+					   "2" };
+	static const char *const zero[] = { "hybtrace", "--pid", "3", "--max-dumps-per-process",
+					    "00" };
+	static const char *const bad[] = { "hybtrace", "--pid", "3", "--max-dumps-per-process",
+					   "two" };
+	static const char *const none[] = { "hybtrace", "--pid", "3" };
+	struct ht_options o;
+
+	CHECK(!parse(none, 3, false, &o));
+	CHECK_EQ_U64(o.max_dumps_per_process, 0);
+	CHECK(!parse(set, 5, false, &o));
+	CHECK_EQ_U64(o.max_dumps_per_process, 2);
+	CHECK_EQ_U64(o.max_dumps, HT_DEFAULT_MAX_DUMPS);
+	CHECK(parse(zero, 5, false, &o) == -1);
+	CHECK(strstr(ht_last_error(), "--max-dumps 0") != NULL);
+	CHECK(parse(bad, 5, false, &o) == -1);
+	CHECK_STR(ht_last_error(),
+		  "--max-dumps-per-process: 'two' is not a count from 0 to 1000000");
+}
+
 TEST(off_cpu_state_lists)
 {
 	uint32_t states = 0;

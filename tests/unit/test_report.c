@@ -45,6 +45,8 @@ static uint64_t dump_threshold_ns = 1000;
 /* Kernel symbols for the breach's stack and samples of the target, when a test sets them. */
 static const struct ht_ksyms *dump_ksyms;
 static const struct ht_sample_set *dump_samples;
+/* The process the dump says it is of (HT_META_PROCESS_PID), when a test sets it. */
+static const char *dump_process_pid, *dump_process_comm;
 
 static void write_dump(const char *name, const char *kind, uint64_t t0, uint64_t t1,
 		       const struct ht_breach *breach)
@@ -64,6 +66,10 @@ static void write_dump(const char *name, const char *kind, uint64_t t0, uint64_t
 	tl_meta_set(tl, HT_META_TARGET_PID, "4000");
 	tl_meta_set(tl, HT_META_TARGET_COMM, "target");
 	tl_meta_set(tl, HT_META_KIND, kind);
+	if (dump_process_pid) {
+		tl_meta_set(tl, HT_META_PROCESS_PID, dump_process_pid);
+		tl_meta_set(tl, HT_META_PROCESS_COMM, dump_process_comm);
+	}
 	tl_meta_set(tl, HT_META_WALL_CLOCK, "2026-12-01T10:00:00.000+0000");
 	snprintf(buf, sizeof(buf), "%llu", (unsigned long long)t0);
 	tl_meta_set(tl, HT_META_WINDOW_START, buf);
@@ -213,6 +219,67 @@ TEST(directory_lists_by_ratio_to_the_threshold)
 	/* The other tests list the directory as setup() made it. */
 	snprintf(path, sizeof(path), "%s/%s", dir, name);
 	CHECK(!unlink(path));
+}
+
+/*
+ * --by-process: the dumps of each process together, worst first, the
+ * process whose worst is worst first; a dump made before dumps named their
+ * process is its target's; a manual dump is of no process, last.
+ */
+TEST(directory_by_process_groups_worst_first)
+{
+	static const struct {
+		const char *name, *pid, *comm;
+		uint64_t threshold_ns; /* over a wait of 4000 ns */
+	} dumps[] = {
+		{ "a-2x", "5000", "alpha", 2000 }, { "b-3x", "6000", "beta", 1333 },
+		{ "a-4x", "5000", "alpha", 1000 }, { "old-1.5x", NULL, NULL, 2666 },
+	};
+	char sub[PATH_MAX], name[64];
+	char *argv[] = { "report", "--by-process", sub, NULL };
+	char *json_argv[] = { "report", "--json", "--by-process", sub, NULL };
+	char *text, *json, *a4, *a2, *b3, *old, *manual;
+
+	setup();
+	snprintf(sub, sizeof(sub), "%s/procs", dir);
+	CHECK(!mkdir(sub, 0700));
+	for (size_t i = 0; i < sizeof(dumps) / sizeof(dumps[0]); i++) {
+		rq_delay_events();
+		dump_process_pid = dumps[i].pid;
+		dump_process_comm = dumps[i].comm;
+		dump_threshold_ns = dumps[i].threshold_ns;
+		snprintf(name, sizeof(name), "procs/%s.perfetto-trace", dumps[i].name);
+		write_dump(name, "rq-delay", 100, 6000, &rq_breach);
+	}
+	dump_process_pid = dump_process_comm = NULL;
+	dump_threshold_ns = 1000;
+	nevents = 0;
+	write_dump("procs/manual.perfetto-trace", "manual", 100, 6000, NULL);
+
+	text = report(3, argv);
+	a4 = strstr(text, "pid 5000 (alpha): 2 dumps\n");
+	b3 = strstr(text, "\npid 6000 (beta): 1 dump\n");
+	old = strstr(text, "\npid 4000 (target): 1 dump\n");
+	manual = strstr(text, "\nof no process (manual, exit or unreadable): 1 dump\n");
+	CHECK(a4 == text && b3 && old && manual && a4 < b3 && b3 < old && old < manual);
+	CHECK(a4 && strstr(a4, "a-4x") < strstr(a4, "a-2x") && strstr(a4, "a-2x") < b3);
+	CHECK(manual && strstr(manual, "manual.perfetto-trace"));
+	if (!a4 || !b3 || !old || !manual)
+		printf("     %s\n", text);
+
+	json = report(4, json_argv);
+	a4 = strstr(json, "[{\"pid\":5000,\"process\":\"alpha\",\"dumps\":[{\"file\":");
+	a2 = a4 ? strstr(a4, "/a-2x.perfetto-trace") : NULL;
+	b3 = strstr(json, "]},{\"pid\":6000,\"process\":\"beta\",\"dumps\":[{\"file\":");
+	old = strstr(json, "]},{\"pid\":4000,\"process\":\"target\",\"dumps\":[{\"file\":");
+	manual = strstr(json, "]},{\"pid\":null,\"process\":null,\"dumps\":[{\"file\":");
+	CHECK(a4 == json && a2 && b3 && old && manual && a2 < b3 && b3 < old && old < manual);
+	CHECK(a4 && strstr(a4, "/a-4x.perfetto-trace") < a2);
+	if (!a4 || !b3 || !old || !manual)
+		printf("     %s\n", json);
+	free(text);
+	free(json);
+	sh("rm -rf '%s'", sub);
 }
 
 /* report --json gives a breach's culprits in the fields of the live JSON line. */

@@ -24,7 +24,9 @@ static uint64_t slot_high(unsigned int i)
 	return (1ULL << (i + 1)) - 1;
 }
 
-void ht_hist_print(FILE *f, const char *title, const uint64_t *slots, unsigned int nslots)
+/* From bucket FROM on: 0, as runqlat prints, or the first with a count. */
+static void print_from(FILE *f, const char *title, const uint64_t *slots, unsigned int nslots,
+		       unsigned int from)
 {
 	unsigned int last = last_used_slot(slots, nslots);
 	uint64_t max = 0;
@@ -38,7 +40,7 @@ void ht_hist_print(FILE *f, const char *title, const uint64_t *slots, unsigned i
 		if (slots[i] > max)
 			max = slots[i];
 	fprintf(f, "%14s%10s : count    distribution\n", "usecs", "");
-	for (unsigned int i = 0; i < last; i++) {
+	for (unsigned int i = from; i < last; i++) {
 		unsigned int stars = (unsigned int)(slots[i] * BAR_WIDTH / max);
 
 		fprintf(f, "%10llu -> %-10llu : %-8llu |", (unsigned long long)slot_low(i),
@@ -47,6 +49,20 @@ void ht_hist_print(FILE *f, const char *title, const uint64_t *slots, unsigned i
 			fputc(s < stars ? '*' : ' ', f);
 		fputs("|\n", f);
 	}
+}
+
+void ht_hist_print(FILE *f, const char *title, const uint64_t *slots, unsigned int nslots)
+{
+	print_from(f, title, slots, nslots, 0);
+}
+
+void ht_hist_print_used(FILE *f, const char *title, const uint64_t *slots, unsigned int nslots)
+{
+	unsigned int first = 0;
+
+	while (first < nslots && !slots[first])
+		first++;
+	print_from(f, title, slots, nslots, first);
 }
 
 void ht_hist_print_json(struct ht_json *j, const char *key, const uint64_t *slots,

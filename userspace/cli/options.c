@@ -202,6 +202,7 @@ enum {
 	OPT_POST,
 	OPT_MIN_INTERVAL,
 	OPT_MAX_DUMPS,
+	OPT_MAX_DUMPS_PER_PROCESS,
 	OPT_MAX_DISK,
 	OPT_DUMP_ON_EXIT,
 	OPT_DUMP_POLICY,
@@ -243,6 +244,7 @@ static const struct option other_options[] = {
 	{ "post", required_argument, NULL, OPT_POST },
 	{ "min-interval", required_argument, NULL, OPT_MIN_INTERVAL },
 	{ "max-dumps", required_argument, NULL, OPT_MAX_DUMPS },
+	{ "max-dumps-per-process", required_argument, NULL, OPT_MAX_DUMPS_PER_PROCESS },
 	{ "max-disk", required_argument, NULL, OPT_MAX_DISK },
 	{ "dump-on-exit", no_argument, NULL, OPT_DUMP_ON_EXIT },
 	{ "dump-policy", required_argument, NULL, OPT_DUMP_POLICY },
@@ -441,6 +443,14 @@ static int parse_dump_option(struct ht_options *o, int opt, const char *arg)
 		return parse_margin("min-interval", arg, &o->min_interval_ns);
 	case OPT_MAX_DUMPS:
 		return parse_count("max-dumps", arg, &o->max_dumps);
+	case OPT_MAX_DUMPS_PER_PROCESS:
+		if (parse_count("max-dumps-per-process", arg, &o->max_dumps_per_process))
+			return -1;
+		/* Left out, no process has a limit of its own; --max-dumps 0 dumps nothing. */
+		if (!o->max_dumps_per_process)
+			return ht_fail("--max-dumps-per-process: 0 would dump nothing: use "
+				       "--max-dumps 0 for that");
+		return 0;
 	case OPT_MAX_DISK:
 		if (ht_parse_size(arg, &o->max_disk_bytes))
 			return ht_fail("--max-disk: %s", ht_last_error());
@@ -783,6 +793,8 @@ void ht_options_usage(void)
 	       "  --post DUR           window after the breach (default 2ms)\n"
 	       "  --min-interval DUR   at most one dump per DUR (default 1s)\n"
 	       "  --max-dumps N        dumps kept (default 20; 0: never dump)\n"
+	       "  --max-dumps-per-process N  dumps kept of each process (default: no limit\n"
+	       "                       but --max-dumps): the worst of each, by the same rule\n"
 	       "  --max-disk SIZE      disk budget for all dumps (default 512M)\n"
 	       "  --dump-policy RULE   worst (default): the worst breach of each --min-interval,\n"
 	       "                       by its ratio to its threshold, and a worse one replaces\n"

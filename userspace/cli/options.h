@@ -54,6 +54,7 @@ struct ht_options {
 	uint64_t pre_ns, post_ns;
 	uint64_t min_interval_ns;
 	unsigned int max_dumps; /* 0: never */
+	unsigned int max_dumps_per_process; /* 0: no limit but max_dumps */
 	uint64_t max_disk_bytes;
 	bool dump_on_exit;
 	enum ht_dump_rule dump_rule; /* --dump-policy */

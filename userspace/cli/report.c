@@ -35,6 +35,7 @@
 struct report_options {
 	bool json;
 	bool all;
+	bool by_process; /* a directory's dumps grouped by the process each is of */
 };
 
 /* What a dump says about its breach, found once. */
@@ -1233,6 +1234,10 @@ struct dir_row {
 	char comm[HT_COMM_LEN + 8];
 	uint64_t pid;
 	char process[HT_COMM_LEN + 8];
+	/* The process its breach or hit is of; 0: none (manual, exit, unreadable). */
+	uint64_t of_pid;
+	char of_comm[HT_COMM_LEN + 8];
+	size_t order, group; /* --by-process: its place worst first, its process's worst's */
 };
 
 /* Breaches first, then trigger, manual and exit dumps, then waits for work. */
@@ -1285,6 +1290,14 @@ static void fill_row(struct dir_row *r)
 	snprintf(r->comm, sizeof(r->comm), "%s", v.has_breach ? v.comm : thread_name(tl, v.tid));
 	r->pid = meta_u64(tl, HT_META_TARGET_PID, 0);
 	snprintf(r->process, sizeof(r->process), "%s", meta_str(tl, HT_META_TARGET_COMM));
+	/* Dumps made before they named their process had one target process. */
+	if (tl_meta_get(tl, HT_META_PROCESS_PID)) {
+		r->of_pid = meta_u64(tl, HT_META_PROCESS_PID, 0);
+		snprintf(r->of_comm, sizeof(r->of_comm), "%s", meta_str(tl, HT_META_PROCESS_COMM));
+	} else if (r->has_thread) {
+		r->of_pid = r->pid;
+		snprintf(r->of_comm, sizeof(r->of_comm), "%s", r->process);
+	}
 	r->headline = strdup(r->kind);
 	tl_free(tl);
 }
@@ -1296,12 +1309,124 @@ static bool is_dump_name(const char *name)
 	return name[0] != '.' && n > s && !strcmp(name + n - s, HT_DUMP_SUFFIX);
 }
 
+static void print_row_json(struct ht_json *j, const struct dir_row *r)
+{
+	ht_json_object(j, NULL);
+	ht_json_str(j, "file", r->path);
+	if (r->error) {
+		ht_json_str(j, "error", r->error);
+	} else {
+		ht_json_str(j, "kind", r->kind);
+		ht_json_u64(j, "duration_ns", r->duration_ns);
+		if (r->threshold_ns)
+			ht_json_u64(j, "threshold_ns", r->threshold_ns);
+		if (r->has_thread) {
+			ht_json_u64(j, "tid", r->tid);
+			ht_json_str(j, "comm", r->comm);
+		}
+		ht_json_u64(j, "pid", r->pid);
+		ht_json_str(j, "process", r->process);
+		ht_json_str(j, "wall_clock", r->wall_clock);
+		ht_json_bool(j, "wait_for_work", r->wait_for_work);
+	}
+	ht_json_close(j);
+}
+
+static void print_row_text(const struct dir_row *r)
+{
+	char dur[32], who[HT_COMM_LEN + 48];
+
+	if (r->error) {
+		printf("  %-10s %-9s %-24s %s\n", "?", "unreadable", r->error, "");
+		return;
+	}
+	/* Whose dump: the thread that breached or hit, else the whole process. */
+	if (r->has_thread)
+		snprintf(who, sizeof(who), "tid %u (%s)%s", r->tid, r->comm,
+			 r->wait_for_work ? ", waiting for work" : "");
+	else
+		snprintf(who, sizeof(who), "pid %" PRIu64 " (%s)", r->pid, r->process);
+	printf("  %-10s %-9s %-24s %-24s  %s\n",
+	       r->duration_ns ? ht_format_duration(r->duration_ns, dur, sizeof(dur)) : "-", r->kind,
+	       r->wall_clock, who, r->path);
+}
+
+/*
+ * --by-process: each process's dumps together, worst first, the process
+ * whose worst dump is worst first; the dumps of no process (manual, exit,
+ * unreadable) last. Each row's group is the place of its process's worst.
+ */
+static int by_process_cmp(const void *a, const void *b)
+{
+	const struct dir_row *x = a, *y = b;
+
+	if (x->group != y->group)
+		return x->group < y->group ? -1 : 1;
+	return x->order < y->order ? -1 : x->order > y->order;
+}
+
+static void group_by_process(struct dir_row *rows, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		size_t k = 0;
+
+		rows[i].order = i;
+		while (k < i && rows[k].of_pid != rows[i].of_pid)
+			k++;
+		rows[i].group = !rows[i].of_pid ? n : k < i ? rows[k].group : i;
+	}
+	qsort(rows, n, sizeof(*rows), by_process_cmp);
+}
+
+static size_t group_end(const struct dir_row *rows, size_t n, size_t from)
+{
+	size_t to = from + 1;
+
+	while (to < n && rows[to].of_pid == rows[from].of_pid)
+		to++;
+	return to;
+}
+
+static void print_groups_json(struct ht_json *j, const struct dir_row *rows, size_t n)
+{
+	for (size_t i = 0; i < n; i = group_end(rows, n, i)) {
+		ht_json_object(j, NULL);
+		if (rows[i].of_pid) {
+			ht_json_u64(j, "pid", rows[i].of_pid);
+			ht_json_str(j, "process", rows[i].of_comm);
+		} else {
+			ht_json_null(j, "pid");
+			ht_json_null(j, "process");
+		}
+		ht_json_array(j, "dumps");
+		for (size_t k = i; k < group_end(rows, n, i); k++)
+			print_row_json(j, &rows[k]);
+		ht_json_close(j);
+		ht_json_close(j);
+	}
+}
+
+static void print_groups_text(const struct dir_row *rows, size_t n)
+{
+	for (size_t i = 0; i < n; i = group_end(rows, n, i)) {
+		size_t count = group_end(rows, n, i) - i;
+
+		if (rows[i].of_pid)
+			printf("%spid %" PRIu64 " (%s): %zu dump%s\n", i ? "\n" : "",
+			       rows[i].of_pid, rows[i].of_comm, count, count == 1 ? "" : "s");
+		else
+			printf("%sof no process (manual, exit or unreadable): %zu dump%s\n",
+			       i ? "\n" : "", count, count == 1 ? "" : "s");
+		for (size_t k = i; k < i + count; k++)
+			print_row_text(&rows[k]);
+	}
+}
+
 static int report_dir(const char *dir, const struct report_options *o)
 {
 	struct dir_row *rows = NULL;
 	size_t n = 0, cap = 0;
 	struct dirent *de;
-	char dur[32], who[HT_COMM_LEN + 48];
 	struct ht_json j;
 	DIR *d = opendir(dir);
 
@@ -1327,51 +1452,26 @@ static int report_dir(const char *dir, const struct report_options *o)
 	closedir(d);
 	if (n > 1)
 		qsort(rows, n, sizeof(*rows), row_cmp);
+	if (o->by_process && n > 1)
+		group_by_process(rows, n);
 	if (o->json)
 		ht_json_begin_array(&j, stdout);
 	else if (!n)
 		printf("no dumps (*" HT_DUMP_SUFFIX ") in %s\n", dir);
+	if (o->by_process && o->json)
+		print_groups_json(&j, rows, n);
+	else if (o->by_process)
+		print_groups_text(rows, n);
+	for (size_t i = 0; i < n && !o->by_process; i++) {
+		if (o->json)
+			print_row_json(&j, &rows[i]);
+		else
+			print_row_text(&rows[i]);
+	}
 	for (size_t i = 0; i < n; i++) {
-		struct dir_row *r = &rows[i];
-
-		if (o->json) {
-			ht_json_object(&j, NULL);
-			ht_json_str(&j, "file", r->path);
-			if (r->error) {
-				ht_json_str(&j, "error", r->error);
-			} else {
-				ht_json_str(&j, "kind", r->kind);
-				ht_json_u64(&j, "duration_ns", r->duration_ns);
-				if (r->threshold_ns)
-					ht_json_u64(&j, "threshold_ns", r->threshold_ns);
-				if (r->has_thread) {
-					ht_json_u64(&j, "tid", r->tid);
-					ht_json_str(&j, "comm", r->comm);
-				}
-				ht_json_u64(&j, "pid", r->pid);
-				ht_json_str(&j, "process", r->process);
-				ht_json_str(&j, "wall_clock", r->wall_clock);
-				ht_json_bool(&j, "wait_for_work", r->wait_for_work);
-			}
-			ht_json_close(&j);
-		} else if (r->error) {
-			printf("  %-10s %-9s %-24s %s\n", "?", "unreadable", r->error, "");
-		} else {
-			/* Whose dump: the thread that breached or hit, else the whole process. */
-			if (r->has_thread)
-				snprintf(who, sizeof(who), "tid %u (%s)%s", r->tid, r->comm,
-					 r->wait_for_work ? ", waiting for work" : "");
-			else
-				snprintf(who, sizeof(who), "pid %" PRIu64 " (%s)", r->pid,
-					 r->process);
-			printf("  %-10s %-9s %-24s %-24s  %s\n",
-			       r->duration_ns ? ht_format_duration(r->duration_ns, dur, sizeof(dur))
-					      : "-",
-			       r->kind, r->wall_clock, who, r->path);
-		}
-		free(r->path);
-		free(r->headline);
-		free(r->error);
+		free(rows[i].path);
+		free(rows[i].headline);
+		free(rows[i].error);
 	}
 	if (o->json)
 		ht_json_end_line(&j);
@@ -1382,13 +1482,14 @@ static int report_dir(const char *dir, const struct report_options *o)
 static void usage(void)
 {
 	printf("usage: hybtrace report FILE [--json] [--all]\n"
-	       "       hybtrace report DIR [--json]\n"
+	       "       hybtrace report DIR [--json] [--by-process]\n"
 	       "\n"
 	       "Reviews a dump: the breach, what ran instead, why the thread waited and the\n"
 	       "kernel stack, the wakeup chain, losses, and the window's timeline. A\n"
 	       "directory lists its dumps, worst first.\n"
-	       "  --json   one JSON document instead of text\n"
-	       "  --all    every event of the window, not the 200 nearest the breach\n");
+	       "  --json        one JSON document instead of text\n"
+	       "  --all         every event of the window, not the 200 nearest the breach\n"
+	       "  --by-process  a directory's dumps by the process each is of, worst first\n");
 }
 
 int ht_report_main(int argc, char **argv)
@@ -1396,6 +1497,7 @@ int ht_report_main(int argc, char **argv)
 	static const struct option opts[] = {
 		{ "json", no_argument, NULL, 'j' },
 		{ "all", no_argument, NULL, 'a' },
+		{ "by-process", no_argument, NULL, 'p' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -1412,6 +1514,9 @@ int ht_report_main(int argc, char **argv)
 			break;
 		case 'a':
 			o.all = true;
+			break;
+		case 'p':
+			o.by_process = true;
 			break;
 		case 'h':
 			usage();
@@ -1432,5 +1537,10 @@ int ht_report_main(int argc, char **argv)
 	}
 	if (S_ISDIR(st.st_mode))
 		return report_dir(argv[optind], &o);
+	if (o.by_process) {
+		ht_error("report: --by-process groups the dumps of a directory, and %s is a file",
+			 argv[optind]);
+		return HT_EXIT_USAGE;
+	}
 	return report_file(argv[optind], &o);
 }

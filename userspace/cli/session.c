@@ -31,6 +31,7 @@
 #include "base/out_stream.h"
 #include "base/output.h"
 #include "cli/own_cpus.h"
+#include "cli/proc_stats.h"
 #include "base/privileges.h"
 #include "base/proc.h"
 #include "cli/sources.h"
@@ -57,24 +58,6 @@
 #define DRAIN_TRIES 500
 
 enum { EV_BREACH = 1, EV_SIGNAL, EV_STATUS, EV_TARGET_EXIT, EV_DURATION, EV_DUMP, EV_TRIGGER };
-
-/* The largest of some breaches, and how many. */
-struct breach_max {
-	uint64_t count;
-	uint64_t max_ns;
-	uint32_t max_tid;
-	char max_comm[HT_COMM_LEN + 1];
-};
-
-/*
- * The breaches of one kind: COUNT all of them, the largest among those that
- * are not waits for work, which are counted apart with their own largest,
- * so an idle event loop never stands for the worst wait of a session.
- */
-struct kind_stats {
-	uint64_t count;
-	struct breach_max worst, idle;
-};
 
 struct session {
 	const struct ht_options *opt;
@@ -117,7 +100,9 @@ struct session {
 	uint64_t block_stacks_shown;
 	uint64_t start_ns;
 	/* Waits that breached each kind (one of two kinds counts in both), by kind. */
-	struct kind_stats kinds[HT_BREACH_KIND_MAX];
+	struct ht_kind_stats kinds[HT_BREACH_KIND_MAX];
+	/* The same by process, with each process's histograms once it exited. */
+	struct ht_proc_stats procs;
 	uint64_t reported; /* breach records read: one per wait */
 	/* Those records by the set of kinds they breached (bits 1 << kind). */
 	uint64_t by_kinds[1U << HT_BREACH_KIND_MAX];
@@ -237,33 +222,26 @@ static void find_do_softirq(const struct ht_ksyms *ksyms, struct ht_monitor_conf
 					      HT_DO_SOFTIRQ_RANGES - n);
 }
 
-static void note_kind(struct kind_stats *k, const struct ht_breach *b, uint64_t dur)
-{
-	struct breach_max *m = ht_breach_waits_for_work(b) ? &k->idle : &k->worst;
-
-	k->count++;
-	m->count++;
-	if (dur > m->max_ns) {
-		m->max_ns = dur;
-		m->max_tid = b->tid;
-		snprintf(m->max_comm, sizeof(m->max_comm), "%.*s", HT_COMM_LEN, b->comm);
-	}
-}
-
-/* One wait: counted once, and under each kind it breached with that kind's interval. */
-static void note_breach(struct session *s, const struct ht_breach *b)
+/*
+ * One wait: counted once, and under each kind it breached with that kind's
+ * interval, for the session and for its process (named PROCESS_COMM).
+ */
+static void note_breach(struct session *s, const struct ht_breach *b, const char *process_comm)
 {
 	uint32_t kinds = ht_breach_kinds_of(b->kinds, b->kind);
+	struct ht_proc_entry *proc = ht_proc_stats_breach(&s->procs, (int)b->tgid, process_comm);
 
 	s->reported++;
 	s->by_kinds[kinds & ((1U << HT_BREACH_KIND_MAX) - 1)]++;
 	for (unsigned int k = 1; k < HT_BREACH_KIND_MAX; k++) {
+		uint64_t dur = b->end_ns - b->start_ns;
+
 		if (!(kinds & HT_KIND_BIT(k)))
 			continue;
 		if (k == HT_BREACH_OFF_CPU && b->kind != k && b->off_cpu_end_ns)
-			note_kind(&s->kinds[k], b, b->off_cpu_end_ns - b->off_cpu_start_ns);
-		else
-			note_kind(&s->kinds[k], b, b->end_ns - b->start_ns);
+			dur = b->off_cpu_end_ns - b->off_cpu_start_ns;
+		ht_kind_stats_note(&s->kinds[k], b, dur);
+		ht_kind_stats_note(&proc->kinds[k], b, dur);
 	}
 }
 
@@ -407,7 +385,7 @@ static int on_breach(void *ctx, void *data, size_t size)
 	 */
 	now_ns = monotonic_ns();
 	say_own_cpus(s, ht_own_cpus_breach(&s->own_cpus, bi.b.cpu, (int)bi.b.tid, now_ns), now_ns);
-	note_breach(s, &bi.b);
+	note_breach(s, &bi.b, bi.process_comm);
 	if (s->out_gone) {
 		s->unwritten++;
 		return 0;
@@ -523,12 +501,15 @@ static void print_dump_stats_text(struct session *s, FILE *f)
 	ht_dumper_stats(&s->dumper, &d);
 	fprintf(f,
 		"  dumps: %u kept (%sB) in %s, %u written, %u replaced by worse ones, %u failed; "
-		"not dumped: %llu min-interval, %llu max-dumps, %llu max-disk, %llu during another "
-		"dump (policy %s)\n",
+		"not dumped: %llu min-interval, %llu max-dumps, ",
 		d.written - d.replaced, ht_format_count((double)d.bytes, size, sizeof(size)),
 		s->opt->output_dir, d.written, d.replaced, d.failed,
 		(unsigned long long)d.skipped[HT_DUMP_SKIP_INTERVAL],
-		(unsigned long long)d.skipped[HT_DUMP_SKIP_COUNT],
+		(unsigned long long)d.skipped[HT_DUMP_SKIP_COUNT]);
+	if (s->opt->max_dumps_per_process)
+		fprintf(f, "%llu max-dumps-per-process, ",
+			(unsigned long long)d.skipped[HT_DUMP_SKIP_PROCESS]);
+	fprintf(f, "%llu max-disk, %llu during another dump (policy %s)\n",
 		(unsigned long long)d.skipped[HT_DUMP_SKIP_DISK],
 		(unsigned long long)d.skipped[HT_DUMP_SKIP_BUSY],
 		s->opt->dump_rule == HT_DUMP_RULE_FIRST ? "first" : "worst");
@@ -642,7 +623,7 @@ static void print_summary_text(struct session *s, FILE *f, const struct ht_monit
 		(double)(monotonic_ns() - s->start_ns) / 1e9);
 	print_target_processes_text(s, f);
 	for (int k = 1; k < HT_BREACH_KIND_MAX; k++) {
-		const struct kind_stats *ks = &s->kinds[k];
+		const struct ht_kind_stats *ks = &s->kinds[k];
 
 		if (!threshold_of(s->opt, (unsigned int)k))
 			continue;
@@ -714,6 +695,7 @@ static void print_dump_stats_json(struct session *s, struct ht_json *j)
 	ht_json_u64(j, "max_dumps", d.skipped[HT_DUMP_SKIP_COUNT]);
 	ht_json_u64(j, "max_disk", d.skipped[HT_DUMP_SKIP_DISK]);
 	ht_json_u64(j, "busy", d.skipped[HT_DUMP_SKIP_BUSY]);
+	ht_json_u64(j, "max_dumps_per_process", d.skipped[HT_DUMP_SKIP_PROCESS]);
 	ht_json_close(j);
 	ht_json_close(j);
 }
@@ -817,6 +799,49 @@ static void print_summary_json(struct session *s, struct ht_json *j,
 	print_triggers_json(s, j);
 }
 
+static void on_process_gone(void *ctx, uint32_t tgid, const struct ht_proc_hist_counts *counts)
+{
+	struct session *s = ctx;
+
+	ht_proc_stats_gone(&s->procs, (int)tgid, counts);
+}
+
+/*
+ * The histograms of processes that exited, taken from their slots (which
+ * new processes need) into the summary's counts; their breaches read first,
+ * so that a late one is not taken for a new process of the same pid.
+ */
+static void take_gone_processes(struct session *s)
+{
+	if (!s->monitor.proc_hists)
+		return;
+	ht_monitor_consume(&s->monitor);
+	ht_proc_hists_take_gone(s->monitor.proc_hists, s->monitor.proc_hist_slots,
+				on_process_gone, s);
+}
+
+/* The summary's part by process, as text or as members of J. */
+static void print_procs(struct session *s, FILE *f, struct ht_json *j)
+{
+	const struct ht_monitor *m = &s->monitor;
+	struct ht_proc_hist_counts outside;
+	struct ht_proc_entry *rows, rest;
+	long n;
+
+	if (!m->proc_hists)
+		return;
+	n = ht_proc_stats_rows(&s->procs, m->proc_hists, m->proc_hist_slots, comm_of_pid, s, &rows,
+			       &rest);
+	if (n < 0) {
+		ht_warn("no summary by process: out of memory");
+		return;
+	}
+	ht_proc_hist_read(&m->proc_hists[m->proc_hist_slots], &outside);
+	ht_proc_stats_print(f, j, s->opt->threshold_ns, rows, n, &rest, s->procs.rest_processes,
+			    &outside, m->proc_hist_slots);
+	free(rows);
+}
+
 /*
  * On the output stream; on stderr, as text for whoever watches there, once
  * its reader went away.
@@ -839,6 +864,8 @@ static void print_summary(struct session *s)
 		ht_warn("%s", ht_last_error());
 		return;
 	}
+	/* What the processes that exited counted: the rest is read from their slots. */
+	take_gone_processes(s);
 	if (json) {
 		/* One line whole: the dump builder writes its lines to the same stream. */
 		flockfile(f);
@@ -850,8 +877,7 @@ static void print_summary(struct session *s)
 	if (json)
 		ht_json_object(&j, "histograms");
 	for (unsigned int k = 1; k < HT_BREACH_KIND_MAX; k++) {
-		/* Run-queue delays are always measured; the others when their breach is on. */
-		if (!ht_breach_kinds[k].always_measured && !threshold_of(s->opt, k))
+		if (!ht_summary_measures(s->opt->threshold_ns, k))
 			continue;
 		if (ht_monitor_read_hist(&s->monitor, k, slots))
 			continue;
@@ -866,8 +892,11 @@ static void print_summary(struct session *s)
 	}
 	if (json) {
 		ht_json_close(&j);
+		print_procs(s, f, &j);
 		ht_json_end_line(&j);
 		funlockfile(f);
+	} else {
+		print_procs(s, f, NULL);
 	}
 	fflush(f);
 	/* The reader may go away during the summary too: say so, and how it ends. */
@@ -1187,6 +1216,7 @@ static void housekeeping(struct session *s)
 			forget_before = oldest;
 	}
 	ht_monitor_forget_exited(&s->monitor, forget_before);
+	take_gone_processes(s);
 	say_own_cpus(s, ht_own_cpus_refresh(&s->own_cpus, now), now);
 	report_new_losses(s);
 	check_recorder_reach(s, now);
@@ -1329,6 +1359,7 @@ static void close_session(struct session *s)
 	ht_sources_close(s->sources, s->nsources);
 	s->nsources = 0;
 	ht_monitor_close(&s->monitor);
+	ht_proc_stats_free(&s->procs);
 	if (s->blocks)
 		ht_block_stacks_free(s->blocks);
 	free(s->blocks);
@@ -1406,7 +1437,8 @@ static int start_dumper(struct session *s)
 		.output_dir = o->output_dir,
 		.pre_ns = o->pre_ns,
 		.post_ns = o->post_ns,
-		.policy = { o->min_interval_ns, o->max_dumps, o->max_disk_bytes, o->dump_rule },
+		.policy = { o->min_interval_ns, o->max_dumps, o->max_disk_bytes, o->dump_rule,
+			    o->max_dumps_per_process },
 		.tgid = s->tgid,
 		.target_comm = s->target_comm,
 		.cmdline = o->cmdline,
@@ -1431,6 +1463,15 @@ static unsigned int test_thread_slots(void)
 	unsigned long n = v ? strtoul(v, NULL, 10) : 0;
 
 	return n && n <= HT_THREAD_SLOTS_MAX && !(n & (n - 1)) ? (unsigned int)n : 0;
+}
+
+/* HYBTRACE_TEST_PROC_HIST_SLOTS: a power of two from 1 to 4096, else 0 (HT_PROC_HIST_SLOTS). */
+static unsigned int test_proc_hist_slots(void)
+{
+	const char *v = getenv("HYBTRACE_TEST_PROC_HIST_SLOTS");
+	unsigned long n = v ? strtoul(v, NULL, 10) : 0;
+
+	return n && n <= HT_PROC_HIST_SLOTS && !(n & (n - 1)) ? (unsigned int)n : 0;
 }
 
 /* HYBTRACE_TEST_SKIP_SWITCH_IN: N from 2 to 1000 ignores every Nth target switch-in, else 0. */
@@ -1507,6 +1548,8 @@ static int start_session(struct session *s, const struct ht_options *o)
 	cfg.rq_from_thread_state = getenv("HYBTRACE_RQ_FROM_STORAGE") != NULL;
 	/* For tests: so few thread slots that threads share them and fall back to task storage. */
 	cfg.thread_slots = test_thread_slots();
+	/* For tests: so few histogram slots that processes find none and count in the rest. */
+	cfg.proc_hist_slots = test_proc_hist_slots();
 	/* For tests: the switch-ins the kernel sometimes skips, on demand. */
 	cfg.test_skip_switch_in_every = test_every("HYBTRACE_TEST_SKIP_SWITCH_IN", 2);
 	/* For tests: the switches some kernels make without the tracepoint, on demand. */
@@ -1588,6 +1631,7 @@ static void init_session(struct session *s)
 {
 	memset(s, 0, sizeof(*s));
 	s->epfd = s->sigfd = s->statusfd = s->pidfd = s->durationfd = s->dumpfd = -1;
+	ht_proc_stats_init(&s->procs, HT_PROC_STATS_MAX_GONE, HT_PROC_STATS_MAX);
 }
 
 /*

@@ -378,6 +378,15 @@ static int build_timeline(struct ht_dump_builder *b, struct timeline *tl,
 	}
 	set_metadata(b->cfg, tl, job, c, not_dumped);
 	tl_meta_set(tl, HT_META_TARGET_COMM, process ? dump_comm : "");
+	/* Of several target processes, the one this dump is of (`report DIR --by-process`). */
+	if (job->has_breach || job->has_hit) {
+		uint32_t pid = job->has_breach ? job->breach.tgid : job->hit.pid;
+		char comm[HT_COMM_LEN + 8];
+
+		meta_u64(tl, HT_META_PROCESS_PID, pid);
+		tl_meta_set(tl, HT_META_PROCESS_COMM,
+			    ht_comm_lookup(b->comms, pid, 0, comm, sizeof(comm)));
+	}
 	rc = ht_kernel_timeline_build(tl, &kw);
 	ht_sched_index_free(&idx);
 	if (!rc) {

@@ -69,6 +69,9 @@ const char *ht_dump_decision_reason(enum ht_dump_decision d, enum ht_dump_rule r
 	case HT_DUMP_SKIP_DISK:
 		return worst ? "max-disk used up, and not worse than the least bad dump"
 			     : "max-disk used up";
+	case HT_DUMP_SKIP_PROCESS:
+		return worst ? "not worse than the max-dumps-per-process kept of its process"
+			     : "max-dumps-per-process reached for its process";
 	case HT_DUMP_DECISIONS:
 		break;
 	}
@@ -98,18 +101,27 @@ static void remove_kept(struct ht_dump_engine *e, struct ht_dump_kept *k)
 	*k = e->kept[--e->nkept];
 }
 
-/* Kept dumps not on their way out. */
-static size_t live_kept(const struct ht_dump_engine *e)
+/* Whether kept dump K is of process TGID; every dump is of process 0 (the session). */
+static bool of_process(const struct ht_dump_kept *k, int tgid)
+{
+	return !tgid || k->tgid == tgid;
+}
+
+/* Kept dumps of process TGID (0: of any) not on their way out. */
+static size_t live_kept(const struct ht_dump_engine *e, int tgid)
 {
 	size_t n = 0;
 
 	for (size_t i = 0; i < e->nkept; i++)
-		n += !e->kept[i].doomed;
+		n += !e->kept[i].doomed && of_process(&e->kept[i], tgid);
 	return n;
 }
 
-/* The least bad kept dump not already being replaced; among equals the newest goes. */
-static struct ht_dump_kept *least_bad(struct ht_dump_engine *e)
+/*
+ * The least bad kept dump of process TGID (0: of any) not already being
+ * replaced; among equals the newest goes.
+ */
+static struct ht_dump_kept *least_bad(struct ht_dump_engine *e, int tgid)
 {
 	struct ht_dump_kept *least = NULL;
 
@@ -117,7 +129,7 @@ static struct ht_dump_kept *least_bad(struct ht_dump_engine *e)
 		struct ht_dump_kept *k = &e->kept[i];
 		int c;
 
-		if (k->doomed)
+		if (k->doomed || !of_process(k, tgid))
 			continue;
 		c = least ? ht_dump_rank_cmp(k->rank, least->rank) : -1;
 		if (c < 0 || (c == 0 && k->seq > least->seq))
@@ -127,17 +139,22 @@ static struct ht_dump_kept *least_bad(struct ht_dump_engine *e)
 }
 
 /*
- * Whether a dump of RANK may be made now, and which kept dump it then
- * replaces (*VICTIM, or NULL). Under the limits it is simply made; at a
- * limit, under `worst`, it must be worse than the least bad kept dump, and
- * the disk used without that one must be under the budget (so the budget is
- * exceeded by one dump at most, as when it is checked before each dump).
+ * Whether a dump of RANK, of process TGID, may be made now, and which kept
+ * dump it then replaces (*VICTIM, or NULL). Under the limits it is simply
+ * made; at a limit, under `worst`, it must be worse than the least bad kept
+ * dump (of its own process, at that process's limit), and the disk used
+ * without that one must be under the budget (so the budget is exceeded by
+ * one dump at most, as when it is checked before each dump).
  */
-static enum ht_dump_decision may_dump(struct ht_dump_engine *e, struct ht_dump_rank rank,
+static enum ht_dump_decision may_dump(struct ht_dump_engine *e, struct ht_dump_rank rank, int tgid,
 				      struct ht_dump_kept **victim)
 {
-	bool count_full = live_kept(e) >= e->p.max_dumps;
-	enum ht_dump_decision full = count_full ? HT_DUMP_SKIP_COUNT : HT_DUMP_SKIP_DISK;
+	bool process_full = tgid && e->p.max_dumps_per_process &&
+			    live_kept(e, tgid) >= e->p.max_dumps_per_process;
+	bool count_full = process_full || live_kept(e, 0) >= e->p.max_dumps;
+	enum ht_dump_decision full = process_full ? HT_DUMP_SKIP_PROCESS
+				     : count_full ? HT_DUMP_SKIP_COUNT
+						  : HT_DUMP_SKIP_DISK;
 	struct ht_dump_kept *least;
 
 	*victim = NULL;
@@ -145,7 +162,8 @@ static enum ht_dump_decision may_dump(struct ht_dump_engine *e, struct ht_dump_r
 		return HT_DUMP_NOW;
 	if (e->p.rule == HT_DUMP_RULE_FIRST)
 		return full;
-	least = least_bad(e);
+	/* Replacing one of its process's own keeps both counts. */
+	least = least_bad(e, process_full ? tgid : 0);
 	if (!least || ht_dump_rank_cmp(rank, least->rank) <= 0)
 		return full;
 	if (e->disk_bytes - (least->written ? least->bytes : 0) >= e->p.max_disk_bytes)
@@ -182,6 +200,7 @@ static void hold(struct ht_dump_cand *slot, const struct ht_dump_offer *o)
 {
 	*slot = (struct ht_dump_cand){ .used = true,
 				       .id = o->id,
+				       .tgid = o->tgid,
 				       .rank = o->rank,
 				       .window_end_ns = o->window_end_ns };
 }
@@ -224,7 +243,7 @@ static struct ht_dump_offer_result offer_asked(struct ht_dump_engine *e,
 	struct ht_dump_offer_result r = { .decision = HT_DUMP_NOW };
 	struct ht_dump_kept *victim;
 
-	r.decision = may_dump(e, o->rank, &victim);
+	r.decision = may_dump(e, o->rank, o->tgid, &victim);
 	if (r.decision != HT_DUMP_NOW) {
 		skip(e, r.decision);
 		return r;
@@ -264,7 +283,7 @@ struct ht_dump_offer_result ht_dump_engine_offer(struct ht_dump_engine *e,
 		return r;
 	}
 	/* Checked again when it is written: a hopeless candidate is never frozen. */
-	r.decision = may_dump(e, o->rank, &victim);
+	r.decision = may_dump(e, o->rank, o->tgid, &victim);
 	if (r.decision != HT_DUMP_NOW) {
 		skip(e, r.decision);
 		return r;
@@ -299,7 +318,7 @@ struct ht_dump_offer_result ht_dump_engine_offer(struct ht_dump_engine *e,
 	return r;
 }
 
-static struct ht_dump_kept *add_kept(struct ht_dump_engine *e, struct ht_dump_rank rank)
+static struct ht_dump_kept *add_kept(struct ht_dump_engine *e, const struct ht_dump_cand *c)
 {
 	struct ht_dump_kept *k;
 
@@ -313,7 +332,7 @@ static struct ht_dump_kept *add_kept(struct ht_dump_engine *e, struct ht_dump_ra
 		e->kept_cap = cap;
 	}
 	k = &e->kept[e->nkept++];
-	*k = (struct ht_dump_kept){ .seq = e->next_seq++, .rank = rank };
+	*k = (struct ht_dump_kept){ .seq = e->next_seq++, .tgid = c->tgid, .rank = c->rank };
 	return k;
 }
 
@@ -325,14 +344,14 @@ static struct ht_dump_action write_one(struct ht_dump_engine *e, struct ht_dump_
 	uint64_t victim_seq;
 
 	slot->used = false;
-	a.reason = may_dump(e, slot->rank, &victim);
+	a.reason = may_dump(e, slot->rank, slot->tgid, &victim);
 	if (a.reason != HT_DUMP_NOW) {
 		a.what = HT_DUMP_ACT_DROP;
 		skip(e, a.reason);
 		return a;
 	}
 	victim_seq = victim ? victim->seq : 0;
-	k = add_kept(e, slot->rank);
+	k = add_kept(e, slot);
 	if (!k) {
 		a.what = HT_DUMP_ACT_DROP;
 		a.reason = HT_DUMP_SKIP_COUNT;

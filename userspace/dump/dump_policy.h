@@ -23,7 +23,11 @@
  * Over the session the kept dumps are at most --max-dumps and stop growing
  * once they reach --max-disk; then, under `worst`, a worse candidate replaces
  * the least bad kept dump (its file is removed once the new one is written);
- * under `first` nothing more is dumped.
+ * under `first` nothing more is dumped. With --max-dumps-per-process, a
+ * process (a breach's or a trigger hit's) has at most that many of them: one
+ * more of a process at its limit must, under `worst`, be worse than the least
+ * bad of that process's, which it replaces; under `first` it is not dumped.
+ * The session's limits and the interval still apply to every process alike.
  *
  * Manual and exit dumps are not held to the interval: each is frozen at its
  * own window's end and written next.
@@ -45,6 +49,7 @@ struct ht_dump_policy {
 	unsigned int max_dumps;	  /* 0: never dump */
 	uint64_t max_disk_bytes;  /* all dumps of this session together */
 	enum ht_dump_rule rule;
+	unsigned int max_dumps_per_process; /* 0: no limit but the session's */
 };
 
 /*
@@ -88,6 +93,8 @@ enum ht_dump_decision {
 	HT_DUMP_SKIP_INTERVAL, /* another breach of its interval was chosen */
 	HT_DUMP_SKIP_COUNT,    /* --max-dumps reached (`worst`: not worse than those kept) */
 	HT_DUMP_SKIP_DISK,     /* --max-disk used up (`worst`: not worse than the least bad) */
+	/* --max-dumps-per-process reached for its process (`worst`: not worse than its kept) */
+	HT_DUMP_SKIP_PROCESS,
 	HT_DUMP_DECISIONS,
 };
 
@@ -100,6 +107,7 @@ struct ht_dump_cand {
 	bool frozen;
 	bool deferred; /* a manual dump that waited for another: its window ended long ago */
 	uint64_t id;
+	int tgid; /* its process; 0: none (manual, exit) */
 	struct ht_dump_rank rank;
 	uint64_t window_end_ns;
 };
@@ -107,6 +115,7 @@ struct ht_dump_cand {
 /* A dump of the session, written or being written. */
 struct ht_dump_kept {
 	uint64_t seq;
+	int tgid; /* its process; 0: none */
 	struct ht_dump_rank rank;
 	bool written;  /* false while the builder writes it */
 	bool doomed;   /* a worse dump being written replaces it */
@@ -147,6 +156,7 @@ void ht_dump_engine_free(struct ht_dump_engine *e);
 
 struct ht_dump_offer {
 	uint64_t id;
+	int tgid; /* the process of its breach or trigger hit; 0: none (manual, exit) */
 	struct ht_dump_rank rank;
 	uint64_t window_end_ns;
 	uint64_t ended_ns; /* when its breach ended (CLOCK_MONOTONIC); 0: when offered */

@@ -70,6 +70,11 @@ static void report_written(struct ht_dumper *d, const struct ht_dump_job *job, c
 		ht_json_str(&j, "type", "dump");
 		ht_json_str(&j, "kind", job->kind);
 		ht_json_str(&j, "path", path);
+		/* Whose: the thread that breached or hit and its process (manual, exit: none). */
+		if (job->has_breach || job->has_hit) {
+			ht_json_u64(&j, "tid", job->has_breach ? job->breach.tid : job->hit.tid);
+			ht_json_u64(&j, "pid", job->has_breach ? job->breach.tgid : job->hit.pid);
+		}
 		ht_json_u64(&j, "bytes", bytes);
 		ht_json_u64(&j, "events", events);
 		ht_json_u64(&j, "write_ns", took_ns);
@@ -382,6 +387,10 @@ enum ht_dump_decision ht_dumper_offer(struct ht_dumper *d, const struct ht_dump_
 		t1 = now;
 	o = (struct ht_dump_offer){
 		.id = id,
+		/* --max-dumps-per-process counts it against its breach's or its hit's process. */
+		.tgid = job->has_breach ? (int)job->breach.tgid
+			: job->has_hit	? (int)job->hit.pid
+					: 0,
 		.rank = ht_dump_job_rank(job),
 		.window_end_ns = t1,
 		.ended_ns = job->has_breach ? job->breach.end_ns : 0,

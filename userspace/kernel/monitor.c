@@ -154,6 +154,11 @@ static int attach_context_exits(struct monitor_bpf *skel)
 }
 
 /* Every knob of bpf/settings.bpf.h, in its order. */
+static unsigned int proc_hist_slots(const struct ht_monitor_config *cfg)
+{
+	return cfg->proc_hist_slots ?: HT_PROC_HIST_SLOTS;
+}
+
 static void set_settings(struct monitor_bpf *skel, const struct ht_monitor_config *cfg,
 			 unsigned int slot_shift, unsigned int thread_slots)
 {
@@ -179,6 +184,7 @@ static void set_settings(struct monitor_bpf *skel, const struct ht_monitor_confi
 	       sizeof(cfg->filters.ignore_syscalls));
 	skel->rodata->fr_slot_shift = slot_shift;
 	skel->rodata->thread_slot_mask = thread_slots - 1;
+	skel->rodata->proc_hist_mask = proc_hist_slots(cfg) - 1;
 	skel->rodata->rq_from_sched_info = !cfg->rq_from_thread_state;
 	skel->rodata->block_stack_mode = cfg->block_stack_mode;
 	_Static_assert(sizeof(skel->rodata->do_softirq_ranges) == sizeof(cfg->do_softirq_ranges),
@@ -205,6 +211,8 @@ static int configure(struct monitor_bpf *skel, const struct ht_monitor_config *c
 		err = bpf_map__set_max_entries(skel->maps.clock_syncs, ncpus);
 	if (!err)
 		err = bpf_map__set_max_entries(skel->maps.thread_slots, thread_slots);
+	if (!err)
+		err = bpf_map__set_max_entries(skel->maps.proc_hists, proc_hist_slots(cfg) + 1);
 	/* Pins matter only where a cgroup move could take a target out. */
 	if (!err && !cfg->targets->cgroup_on)
 		err = bpf_map__set_max_entries(skel->maps.pinned_procs, 1);
@@ -257,6 +265,14 @@ static int map_rings(struct ht_monitor *m, unsigned int shift)
 		m->heads_mem = NULL;
 		return ht_fail("cannot map the flight recorder heads: %s", strerror(errno));
 	}
+	m->proc_hists_len = ((size_t)m->proc_hist_slots + 1) * sizeof(struct ht_proc_hist);
+	m->proc_hists_len = (m->proc_hists_len + (size_t)page - 1) & ~((size_t)page - 1);
+	m->proc_hists = mmap(NULL, m->proc_hists_len, PROT_READ | PROT_WRITE, MAP_SHARED,
+			     bpf_map__fd(m->skel->maps.proc_hists), 0);
+	if (m->proc_hists == MAP_FAILED) {
+		m->proc_hists = NULL;
+		return ht_fail("cannot map the per-process histograms: %s", strerror(errno));
+	}
 	m->recorder.records = m->records_mem;
 	m->recorder.heads = m->heads_mem;
 	m->recorder.ncpus = m->ncpus;
@@ -300,6 +316,7 @@ int ht_monitor_open(struct ht_monitor *m, const struct ht_monitor_config *cfg)
 		btf__free(btf);
 		return load_failure("cannot open the BPF programs", -errno);
 	}
+	m->proc_hist_slots = proc_hist_slots(cfg);
 	err = configure(m->skel, cfg, m->ncpus, btf);
 	btf__free(btf);
 	if (err)
@@ -367,6 +384,8 @@ void ht_monitor_close(struct ht_monitor *m)
 		munmap(m->records_mem, m->records_len);
 	if (m->heads_mem)
 		munmap(m->heads_mem, m->heads_len);
+	if (m->proc_hists)
+		munmap(m->proc_hists, m->proc_hists_len);
 	monitor_bpf__destroy(m->skel);
 	ht_targets_free(&m->targets);
 	memset(m, 0, sizeof(*m));

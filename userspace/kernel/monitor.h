@@ -29,6 +29,7 @@ struct ht_monitor_config {
 	bool prev_state_from_arg;  /* false: read task_struct, the pre-5.18 path */
 	bool rq_from_thread_state; /* run-queue waits timed in the thread's state, not sched_info */
 	unsigned int thread_slots; /* 0: ht_monitor_thread_slots(pid_max); else a power of two */
+	unsigned int proc_hist_slots; /* 0: HT_PROC_HIST_SLOTS; else a power of two */
 	unsigned int test_skip_switch_in_every; /* for tests: 0, or ignore every Nth switch-in */
 	/* for tests: 0, or hide every Nth switch to a target from the monitor, as some kernels do */
 	unsigned int test_untraced_switch_every;
@@ -52,6 +53,10 @@ struct ht_monitor {
 	struct ht_targets targets;
 	void *records_mem, *heads_mem;
 	size_t records_len, heads_len;
+	/* Per-process histograms, mapped: proc_hist_slots processes, then the rest's. */
+	struct ht_proc_hist *proc_hists;
+	size_t proc_hists_len;
+	unsigned int proc_hist_slots;
 	unsigned int ncpus;
 	bool syscalls_on;
 	uint64_t attached_ns; /* CLOCK_MONOTONIC */
@@ -97,6 +102,13 @@ int ht_monitor_read_counters(const struct ht_monitor *m, struct ht_monitor_count
 /* Histogram of KIND (enum ht_breach_kind): HT_HIST_SLOTS log2(us) buckets. */
 int ht_monitor_read_hist(const struct ht_monitor *m, unsigned int kind,
 			 uint64_t slots[HT_HIST_SLOTS]);
+
+/*
+ * Processes with histograms of their own at once (a power of two: a slot
+ * each, found by tgid): those beyond, or whose slots are taken, count in the
+ * rest's. 776 bytes each.
+ */
+#define HT_PROC_HIST_SLOTS 4096U
 
 /* The comm map's entry for PID. Returns 0, or -1 if it has none. */
 int ht_monitor_lookup_comm(const struct ht_monitor *m, uint32_t pid, struct ht_comm_entry *out);

@@ -98,6 +98,9 @@
 #define HT_META_CMDLINE	       "cmdline"
 #define HT_META_TARGET_PID     "target_pid"
 #define HT_META_TARGET_COMM    "target_comm"
+/* The process a breach's or a trigger hit's dump is of (none in manual and exit dumps). */
+#define HT_META_PROCESS_PID    "process_pid"
+#define HT_META_PROCESS_COMM   "process_comm"
 /*
  * The breach's kinds' names (ht_breach_kinds[].name: rq-delay, off-cpu, syscall),
  * joined by '+' for one wait of several (off-cpu+syscall); manual, exit.
