@@ -419,8 +419,10 @@ def churn_keeps_memory_and_descriptors_flat():
     anon_growth_kb = median(s[2] for s in late) - median(s[2] for s in warm)
     fd_growth = max(s[3] for s in late) - median(s[3] for s in warm)
     # 1500 processes come and go between the two: 256 kB is 175 bytes each (seen: 0 kB, and
-    # 16 kB with the 28 bytes of each process's entry in the target list never freed).
-    if anon_growth_kb > 256 or fd_growth > 4:
+    # 16 kB with the 28 bytes of each process's entry in the target list never freed). The
+    # dumps' symbols of up to 32 processes (the symbolizer set's bound) fill as worse breaches
+    # replace dumps, late in a run: about 1 MB more, once (seen at 16 s).
+    if anon_growth_kb > 256 + 1280 or fd_growth > 4:
         problems.append("after warm-up hybtrace's heap grew %d kB (VmRSS %d -> %d kB) and its "
                         "descriptors by %d, over %d processes: %r" % (
                             anon_growth_kb, median(s[1] for s in warm),
