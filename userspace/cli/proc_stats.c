@@ -5,6 +5,7 @@
 #include "base/breach_kinds.h"
 #include "base/histogram.h"
 #include "base/units.h"
+#include "base/partition.h"
 #include "cli/proc_stats.h"
 #include "kernel/wait_for_work.h"
 
@@ -96,17 +97,7 @@ int ht_proc_entry_cmp(const struct ht_proc_entry *a, const struct ht_proc_entry 
 /* Where TGID is, or would go, in the sorted list: its first entry. */
 static size_t index_of(const struct ht_proc_stats *s, int tgid)
 {
-	size_t lo = 0, hi = s->count;
-
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-
-		if (s->v[mid].tgid < tgid)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo;
+	return HT_PARTITION_POINT(0, s->count, i, s->v[i].tgid < tgid);
 }
 
 /* The entry of TGID, live (GONE false) or exited, or NULL. */

@@ -6,6 +6,7 @@
 #include "base/log.h"
 #include "kernel/monitor.h"
 #include "base/proc.h"
+#include "base/partition.h"
 
 void ht_comm_cache_init(struct ht_comm_cache *c, const struct ht_monitor *m)
 {
@@ -30,16 +31,8 @@ int ht_comm_cache_seed(struct ht_comm_cache *c, uint32_t pid, const char *comm)
 /* Where TID is among the seeded processes, or where it would go (*FOUND says which). */
 static size_t seeded_tgid_index(const struct ht_comm_cache *c, uint32_t tid, bool *found)
 {
-	size_t lo = 0, hi = c->nseeded_tgids;
+	size_t lo = HT_PARTITION_POINT(0, c->nseeded_tgids, i, c->seeded_tgids[i].tid < tid);
 
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-
-		if (c->seeded_tgids[mid].tid < tid)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
 	*found = lo < c->nseeded_tgids && c->seeded_tgids[lo].tid == tid;
 	return lo;
 }

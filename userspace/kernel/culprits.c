@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "kernel/culprits.h"
+#include "base/partition.h"
 
 /* Part of a wait spent queued on one CPU. */
 struct ht_queue_segment {
@@ -178,17 +179,7 @@ static bool walk_record(struct walk *k, const struct ht_fr_event *e, bool *preem
 /* Index of the first event of W at or after T. */
 static size_t first_at(const struct ht_fr_window *w, uint64_t t)
 {
-	size_t lo = 0, hi = w->count;
-
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-
-		if (w->events[mid].rec.ts_ns < t)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo;
+	return HT_PARTITION_POINT(0, w->count, i, w->events[i].rec.ts_ns < t);
 }
 
 /* The part of a wait from SINCE to T, queued on the walk's CPU. */

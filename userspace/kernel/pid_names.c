@@ -3,20 +3,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include "base/log.h"
+#include "base/partition.h"
 #include "kernel/pid_names.h"
 
 size_t ht_pid_name_index(const struct ht_pid_name *v, size_t n, uint32_t pid, bool *found)
 {
-	size_t lo = 0, hi = n;
+	size_t lo = HT_PARTITION_POINT(0, n, i, v[i].pid < pid);
 
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-
-		if (v[mid].pid < pid)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
 	*found = lo < n && v[lo].pid == pid;
 	return lo;
 }

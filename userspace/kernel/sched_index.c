@@ -2,6 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "base/log.h"
+#include "base/partition.h"
 #include "kernel/sched_index.h"
 
 static int cpu_alloc(struct ht_cpu_switches *c, size_t n)
@@ -72,17 +73,8 @@ void ht_sched_index_free(struct ht_sched_index *idx)
 size_t ht_sched_first_after(const struct ht_sched_index *idx, unsigned int cpu, uint64_t t)
 {
 	const struct ht_cpu_switches *c = &idx->cpu[cpu];
-	size_t lo = 0, hi = c->count;
 
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-
-		if (c->ts[mid] <= t)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo;
+	return HT_PARTITION_POINT(0, c->count, i, c->ts[i] <= t);
 }
 
 bool ht_sched_running_at(const struct ht_sched_index *idx, unsigned int cpu, uint64_t t,

@@ -7,6 +7,7 @@
 #include "base/cgroup.h"
 #include "base/log.h"
 #include "base/proc.h"
+#include "base/partition.h"
 #include "kernel/targets.h"
 
 void ht_targets_init(struct ht_targets *t, const struct ht_target_spec *spec)
@@ -67,17 +68,7 @@ static bool bit_test(const uint64_t *map, int tgid)
 /* Where TGID is, or would go, in the sorted list. */
 static size_t list_index(const struct ht_targets *t, int tgid)
 {
-	size_t lo = 0, hi = t->count;
-
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-
-		if (t->v[mid].tgid < tgid)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo;
+	return HT_PARTITION_POINT(0, t->count, i, t->v[i].tgid < tgid);
 }
 
 const struct ht_target_proc *ht_targets_find(const struct ht_targets *t, int tgid)

@@ -16,6 +16,7 @@
 #include <sys/stat.h>
 #include "symbols/elf_symbols.h"
 #include "base/log.h"
+#include "base/partition.h"
 
 /* Beyond these a file is not one a compiler wrote. */
 #define MAX_SECTIONS	   (1u << 20)
@@ -946,17 +947,9 @@ out:
 
 const struct ht_elf_sym *ht_elf_symbols_find(const struct ht_elf_symbols *e, uint64_t vaddr)
 {
-	size_t lo = 0, hi = e->naddr;
-
 	/* lo = how many functions start at or below vaddr. */
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
+	size_t lo = HT_PARTITION_POINT(0, e->naddr, i, e->syms[e->by_addr[i]].addr <= vaddr);
 
-		if (e->syms[e->by_addr[mid]].addr <= vaddr)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
 	/* Usually the last one; a function may also nest a smaller one (a cold part). */
 	for (size_t k = lo, steps = 0; k > 0 && steps < NESTED_SCAN_LIMIT; k--, steps++)
 		if (vaddr < e->addr_end[k - 1])
@@ -967,16 +960,10 @@ const struct ht_elf_sym *ht_elf_symbols_find(const struct ht_elf_symbols *e, uin
 size_t ht_elf_symbols_lookup(const struct ht_elf_symbols *e, const char *name,
 			     const struct ht_elf_sym **out, size_t max)
 {
-	size_t lo = 0, hi = e->nname, n = 0;
+	size_t n = 0;
+	size_t lo =
+		HT_PARTITION_POINT(0, e->nname, i, strcmp(e->syms[e->by_name[i]].name, name) < 0);
 
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-
-		if (strcmp(e->syms[e->by_name[mid]].name, name) < 0)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
 	for (; lo < e->nname && !strcmp(e->syms[e->by_name[lo]].name, name); lo++, n++)
 		if (n < max)
 			out[n] = &e->syms[e->by_name[lo]];

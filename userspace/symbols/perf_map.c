@@ -2,6 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "base/log.h"
+#include "base/partition.h"
 #include "symbols/perf_map.h"
 
 /* How far back a lookup looks for an earlier entry that still covers the address. */
@@ -134,17 +135,9 @@ int ht_perf_map_parse(const char *text, size_t len, struct ht_perf_map *out)
 const struct ht_perf_map_entry *ht_perf_map_find(const struct ht_perf_map *m, uint64_t addr)
 {
 	const struct ht_perf_map_entry *best = NULL;
-	size_t lo = 0, hi = m->count;
-
 	/* lo = the number of entries that start at or below addr. */
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
+	size_t lo = HT_PARTITION_POINT(0, m->count, i, m->v[i].start <= addr);
 
-		if (m->v[mid].start <= addr)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
 	for (size_t i = lo, steps = 0; i > 0 && steps < OVERLAP_SCAN_LIMIT; i--, steps++) {
 		const struct ht_perf_map_entry *e = &m->v[i - 1];
 

@@ -17,6 +17,7 @@
 #include <unistd.h>
 #include "base/log.h"
 #include "base/proc.h"
+#include "base/partition.h"
 #include "symbols/proc_maps.h"
 
 /* A cursor over one line. */
@@ -240,17 +241,9 @@ int ht_maps_read(int pid, struct ht_maps *out)
 
 const struct ht_mapping *ht_maps_find(const struct ht_maps *m, uint64_t addr)
 {
-	size_t lo = 0, hi = m->count;
-
 	/* The first mapping whose end is above addr. */
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
+	size_t lo = HT_PARTITION_POINT(0, m->count, i, m->v[i].end <= addr);
 
-		if (m->v[mid].end <= addr)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
 	if (lo == m->count || m->v[lo].start > addr)
 		return NULL;
 	return &m->v[lo];

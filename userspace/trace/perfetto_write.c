@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "trace/pb.h"
+#include "base/partition.h"
 #include "trace/perfetto_write.h"
 
 /* Any sequence id but 1, which Perfetto's tracing service uses for its own packets. */
@@ -601,18 +602,11 @@ static bool pftw_has_flows(const struct pftw *w, const struct tl_event *e)
 /* The rank of the event at canonical position POS: 0 unless it has flows. */
 static uint32_t pftw_event_rank(const struct pftw *w, size_t pos)
 {
-	size_t lo = 0, hi = w->nflow;
+	size_t lo;
 
 	if (!pftw_has_flows(w, &w->events[w->order[pos]]))
 		return 0;
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-
-		if (w->flow_pos[mid] < pos)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
+	lo = HT_PARTITION_POINT(0, w->nflow, i, w->flow_pos[i] < pos);
 	return lo < w->nflow && w->flow_pos[lo] == pos ? w->flow_rank[lo] : 0;
 }
 
@@ -684,17 +678,8 @@ static int pftw_flow_src_cmp(const void *pa, const void *pb)
 static size_t pftw_flow_src_find(const struct pftw_flow_src *src, size_t n, uint64_t id,
 				 uint64_t ts_ns)
 {
-	size_t lo = 0, hi = n;
-
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-
-		if (src[mid].id < id || (src[mid].id == id && src[mid].ts_ns < ts_ns))
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo;
+	return HT_PARTITION_POINT(0, n, i,
+				  src[i].id < id || (src[i].id == id && src[i].ts_ns < ts_ns));
 }
 
 /* One pass of raising ranks to what the events before them ask; true if any rose. */
