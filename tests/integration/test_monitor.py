@@ -713,8 +713,10 @@ def untraced_switches_still_end_their_waits():
         waits = [b for b in run.breaches("rq-delay") if b["tid"] == migrate[0]["tid"]
                  and b["end_ns"] > migrate[0]["ts_ns"]
                  and b["start_ns"] < migrated[0]["ts_ns"]]
-        check(waits, "no wait across the migration; the workload's log %r\n%s"
-              % (run.log, run.describe()))
+        summary = run.summary()
+        check(waits, "no wait across the migration; the workload's log %r; judged %r, lost %r, "
+              "breaches %r\n%s" % (run.log, summary.get("judged"), summary.get("lost"),
+                                   summary.get("breaches"), run.describe()))
         b = max(waits, key=lambda w: w["duration_ns"])
         check(b["ran_instead"] and b["ran_instead"][0]["comm"] == hog,
               "live, the %.2f ms wait: ran instead %r" % (b["duration_ns"] / 1e6,

@@ -493,8 +493,11 @@ def postgres_watched(cluster, mode, tmp):
             str(SERVICE_LOAD_S)]), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
             text=True, cwd=cluster.dir, env=cluster.env)
         # The postmaster's children as /proc lists them while pgbench runs (ps's view).
+        # A process that is exiting reads as an empty command line: what was seen of it
+        # before stays.
         def look():
-            seen.update(cluster.children())
+            seen.update((pid, cmd) for pid, cmd in cluster.children()
+                        if cmd or pid not in seen)
             return bench.poll() is not None
         wait_for(look, SERVICE_LOAD_S + 60, "pgbench to end")
         bench_out = bench.stdout.read()
