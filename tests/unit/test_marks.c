@@ -517,13 +517,13 @@ TEST(locator_reads_a_module_again_only_when_mapped_anew)
  * again only when its address space changed or it is marked stale (exec),
  * a process gone is forgotten (and said to have lost marks when it had
  * registries), and a full set keeps this round's processes, locating one
- * more without keeping it.
+ * more without keeping it. The files of modules are read once for all.
  */
 TEST(marks_procs_reads_maps_only_when_a_process_changes)
 {
 	struct ht_marks_procs p;
 	const uint64_t *addrs;
-	uint64_t first;
+	uint64_t first, files_read;
 	struct child a, b;
 	size_t n = 0;
 	int gone;
@@ -549,9 +549,12 @@ TEST(marks_procs_reads_maps_only_when_a_process_changes)
 	ht_marks_procs_stale(&p, a.pid);
 	CHECK(ht_marks_procs_find(&p, a.pid, &addrs, &n) == 0);
 	CHECK_EQ_U64(p.maps_read, 2);
-	/* Full, and a is of this round: b is located, not kept. */
+	/* Full, and a is of this round: b is located, not kept; of the same program, no file read. */
+	files_read = p.files.files_read;
+	CHECK(files_read > 0);
 	CHECK(ht_marks_procs_find(&p, b.pid, &addrs, &n) == 0);
 	CHECK_EQ_U64(n, 1);
+	CHECK_EQ_U64(p.files.files_read, files_read);
 	CHECK_EQ_U64(ht_marks_procs_known(&p, b.pid), 0);
 	CHECK_EQ_U64(ht_marks_procs_known(&p, a.pid), 1);
 	/* The next round: a, not asked for, gives way to b. */

@@ -18,6 +18,7 @@ void ht_marks_procs_free(struct ht_marks_procs *p)
 	free(p->v);
 	p->v = NULL;
 	p->count = p->cap = 0;
+	ht_marks_files_free(&p->files);
 }
 
 void ht_marks_procs_round(struct ht_marks_procs *p)
@@ -113,6 +114,7 @@ int ht_marks_procs_find(struct ht_marks_procs *p, int tgid, const uint64_t **add
 		if (!make_room(p)) {
 			/* No room this round: located for this dump alone. */
 			ht_marks_locator_init(&l, tgid);
+			l.files = &p->files;
 			rc = locate(&l, p->scratch, n);
 			ht_marks_locator_free(&l);
 			p->maps_read++;
@@ -124,6 +126,7 @@ int ht_marks_procs_find(struct ht_marks_procs *p, int tgid, const uint64_t **add
 		memset(&p->v[i], 0, sizeof(p->v[i]));
 		p->v[i].tgid = tgid;
 		ht_marks_locator_init(&p->v[i].locator, tgid);
+		p->v[i].locator.files = &p->files;
 	}
 	e = &p->v[i];
 	e->round = p->round;

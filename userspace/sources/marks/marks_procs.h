@@ -41,6 +41,7 @@ struct ht_marks_procs {
 	size_t count, cap, max;
 	uint64_t round;
 	uint64_t scratch[HT_MARKS_PROC_REGISTRIES]; /* a process that found no room */
+	struct ht_marks_files files;		    /* the modules' files, for all of them */
 	uint64_t maps_read;			    /* processes' maps read, in all */
 	uint64_t maps_kept;			    /* lookups that read no maps */
 };
