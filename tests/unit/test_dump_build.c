@@ -96,6 +96,10 @@ static uint64_t return_in(void (*fn)(void))
 }
 
 /* What every test's dump is made of; a change of the builder's inputs is an edit here. */
+/* A second process, with marks only. */
+#define OTHER_PID 424200
+#define OTHER_TID 424201
+
 struct inputs {
 	struct ht_dumper_config cfg;
 	/* The sampling source as its open op would leave it, but on the mapping above. */
@@ -104,7 +108,8 @@ struct inputs {
 	struct ht_open_source source;
 	struct ht_dump_job job;
 	struct ht_dump_capture c;
-	struct ht_mark marks[2];
+	struct ht_mark marks[3];
+	struct ht_proc_marks procs[2];
 };
 
 static void make_config(struct inputs *in, bool sampling)
@@ -231,9 +236,27 @@ static void make_capture(struct inputs *in)
 					.name_index = -1};
 	in->marks[1] = (struct ht_mark){
 		.time_ns = 5500, .a = 33, .b = 44, .id = 9, .tid = tgid, .name_index = -1};
-	c->have_marks = true;
-	c->marks = (struct ht_mark_set){
-		.v = in->marks, .count = 2, .cap = 2, .torn = 1, .overwritten = 2, .unreadable = 3};
+	/* Another process's mark, on a thread the window has no track for. */
+	in->marks[2] = (struct ht_mark){.time_ns = 3000,
+					.a = 55,
+					.id = 3,
+					.tid = OTHER_TID,
+					.name = "other",
+					.name_index = -1};
+	in->procs[0] = (struct ht_proc_marks){.tgid = tgid,
+					      .set = {.v = in->marks,
+						      .count = 2,
+						      .cap = 2,
+						      .torn = 1,
+						      .overwritten = 2,
+						      .unreadable = 3}};
+	in->procs[1] = (struct ht_proc_marks){.tgid = OTHER_PID,
+					      .set = {.v = &in->marks[2], .count = 1, .cap = 1}};
+	c->marks_on = true;
+	c->marks = in->procs;
+	c->nmarks = 2;
+	c->marks_processes = 2;
+	c->marks_lost_processes = 1;
 }
 
 /* What the sources froze; the rest of the capture is this file's. */
@@ -445,6 +468,8 @@ TEST(breach_dump_holds_what_the_inputs_say)
 	check_meta_u64(tl, HT_META_SAMPLES, 4);
 	check_meta(tl, HT_META_TRIGGER, "db_leaf_fn");
 	check_meta_u64(tl, HT_META_LOSS_MARKS, 6);
+	check_meta_u64(tl, HT_META_LOSS_MARK_PROCESSES, 1);
+	check_meta_u64(tl, HT_META_MARK_PROCESSES, 2);
 	/* Offline: no monitor, so no recording start and no live counters. */
 	CHECK(!tl_meta_get(tl, HT_META_RECORDING_START));
 	CHECK(!tl_meta_get(tl, HT_META_CLIPPED_TO));
@@ -507,6 +532,18 @@ TEST(breach_dump_holds_what_the_inputs_say)
 	CHECK(n == 1 && ev[0]->ts_ns == 5500);
 	if (n == 1)
 		CHECK_EQ_U64(arg_u64(tl, ev[0], HT_ARG_MARK_A), 33);
+	/* Another process's mark: on its thread's track, under that process's group. */
+	n = find_events(tl, OTHER_TID, "other", ev, 16);
+	CHECK(n == 1 && ev[0]->ts_ns == 3000);
+	if (n == 1) {
+		const struct tl_track *t = tl_track(tl, ev[0]->track), *parent = NULL;
+
+		CHECK(t->pid == OTHER_PID);
+		for (size_t i = 0; i < tl_track_count(tl); i++)
+			if (tl_track(tl, i)->uuid == t->parent_uuid)
+				parent = tl_track(tl, i);
+		CHECK(parent && parent->kind == TL_TRACK_PROCESS && parent->pid == OTHER_PID);
+	}
 	tl_free(tl);
 }
 
@@ -532,7 +569,8 @@ TEST(manual_dump_without_a_source)
 	in.job.asked = true;
 	in.job.deferred = true;
 	make_capture(&in);
-	in.c.have_marks = false;
+	in.c.marks_on = false;
+	in.c.nmarks = 0;
 	in.c.w.clipped = true;
 	in.c.w.covered_from_ns = 450;
 	w = build_and_write(&in, 0);

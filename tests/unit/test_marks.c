@@ -25,6 +25,7 @@
 #include "programs.h"
 #include "base/log.h"
 #include "sources/marks/marks.h"
+#include "sources/marks/marks_procs.h"
 
 static const char markprog_c[] =
 	"#define _GNU_SOURCE\n"
@@ -508,6 +509,68 @@ TEST(locator_reads_a_module_again_only_when_mapped_anew)
 		CHECK(l.modules_read > read_once);
 	ht_marks_locator_free(&l);
 	child_stop(&b);
+	child_stop(&a);
+}
+
+/*
+ * Each process's registries are kept from dump to dump: its maps are read
+ * again only when its address space changed or it is marked stale (exec),
+ * a process gone is forgotten (and said to have lost marks when it had
+ * registries), and a full set keeps this round's processes, locating one
+ * more without keeping it. The files of modules are read once for all.
+ */
+TEST(marks_procs_reads_maps_only_when_a_process_changes)
+{
+	struct ht_marks_procs p;
+	const uint64_t *addrs;
+	uint64_t first, files_read;
+	struct child a, b;
+	size_t n = 0;
+	int gone;
+
+	REQUIRE_ROOT();
+	REQUIRE_BUILT(build_program);
+	CHECK(!child_start(&a, "markprog"));
+	CHECK(!child_start(&b, "markprog"));
+	ht_marks_procs_init(&p, 1);
+	ht_marks_procs_round(&p);
+	CHECK(ht_marks_procs_find(&p, a.pid, &addrs, &n) == 0);
+	CHECK_EQ_U64(n, 1);
+	first = addrs[0];
+	CHECK_EQ_U64(p.maps_read, 1);
+	/* Nothing mapped since: the same answer without reading the maps. */
+	ht_marks_procs_round(&p);
+	CHECK(ht_marks_procs_find(&p, a.pid, &addrs, &n) == 0);
+	CHECK(n == 1 && addrs[0] == first);
+	CHECK_EQ_U64(p.maps_read, 1);
+	CHECK_EQ_U64(p.maps_kept, 1);
+	CHECK_EQ_U64(ht_marks_procs_known(&p, a.pid), 1);
+	/* It ran a new program: read again. */
+	ht_marks_procs_stale(&p, a.pid);
+	CHECK(ht_marks_procs_find(&p, a.pid, &addrs, &n) == 0);
+	CHECK_EQ_U64(p.maps_read, 2);
+	/* Full, and a is of this round: b is located, not kept; of the same program, no file read. */
+	files_read = p.files.files_read;
+	CHECK(files_read > 0);
+	CHECK(ht_marks_procs_find(&p, b.pid, &addrs, &n) == 0);
+	CHECK_EQ_U64(n, 1);
+	CHECK_EQ_U64(p.files.files_read, files_read);
+	CHECK_EQ_U64(ht_marks_procs_known(&p, b.pid), 0);
+	CHECK_EQ_U64(ht_marks_procs_known(&p, a.pid), 1);
+	/* The next round: a, not asked for, gives way to b. */
+	ht_marks_procs_round(&p);
+	CHECK(ht_marks_procs_find(&p, b.pid, &addrs, &n) == 0);
+	CHECK_EQ_U64(ht_marks_procs_known(&p, b.pid), 1);
+	CHECK_EQ_U64(ht_marks_procs_known(&p, a.pid), 0);
+	/* Gone after it was located: its marks are lost, and it is forgotten. */
+	gone = b.pid;
+	child_stop(&b);
+	CHECK(ht_marks_procs_find(&p, gone, &addrs, &n) == 1);
+	CHECK_EQ_U64(n, 0);
+	CHECK_EQ_U64(ht_marks_procs_known(&p, gone), 0);
+	CHECK_EQ_U64(p.count, 0);
+	ht_marks_procs_forget(&p, a.pid);
+	ht_marks_procs_free(&p);
 	child_stop(&a);
 }
 

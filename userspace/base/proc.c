@@ -95,6 +95,16 @@ int ht_proc_tgid(int tid, int *tgid)
 	return read_tgid(tid, tgid);
 }
 
+int ht_proc_vm_pages(int pid, unsigned long long *pages)
+{
+	char path[64], buf[256];
+
+	snprintf(path, sizeof(path), "/proc/%d/statm", pid);
+	if (ht_read_small_file(path, buf, sizeof(buf)) || sscanf(buf, "%llu", pages) != 1)
+		return -1;
+	return 0;
+}
+
 int ht_proc_start_time(int pid, unsigned long long *ticks)
 {
 	char path[64], buf[1024], *p;

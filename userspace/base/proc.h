@@ -40,6 +40,13 @@ int ht_proc_tgid(int tid, int *tgid);
  */
 int ht_proc_start_time(int pid, unsigned long long *ticks);
 
+/*
+ * The size of process PID's address space in pages (/proc/PID/statm's
+ * first field, the kernel's total_vm: it moves at every mmap, munmap and
+ * brk, and reading it walks nothing). 0, or -1 when the process is gone.
+ */
+int ht_proc_vm_pages(int pid, unsigned long long *pages);
+
 /* Read the comm of thread TID into buf (NUL-terminated). Returns 0 or -1. */
 int ht_proc_thread_comm(int tid, char *buf, size_t len);
 

@@ -791,6 +791,8 @@ static const char *const loss_keys[] = { HT_META_LOSS_FR_SKIP, HT_META_LOSS_RB,
 					 HT_META_LOSS_STORAGE, HT_META_LOSS_COMM,
 					 HT_META_LOSS_RECURSION, HT_META_LOSS_UNSEEN_SWITCH_IN,
 					 HT_META_BREACHES_MISSED };
+/* Only in dumps that looked for user marks. */
+static const char *const mark_loss_keys[] = { HT_META_LOSS_MARKS, HT_META_LOSS_MARK_PROCESSES };
 
 static void print_headline(const struct dump_view *v)
 {
@@ -955,8 +957,12 @@ static void print_sections_text(const struct dump_view *v)
 	}
 	printf("\nlosses:");
 	for (size_t i = 0; i < sizeof(loss_keys) / sizeof(loss_keys[0]); i++)
-		printf(" %s %s%s", loss_keys[i], meta_str(tl, loss_keys[i])[0] ? meta_str(tl, loss_keys[i]) : "?",
-		       i + 1 < sizeof(loss_keys) / sizeof(loss_keys[0]) ? "," : "\n");
+		printf("%s %s %s", i ? "," : "", loss_keys[i],
+		       meta_str(tl, loss_keys[i])[0] ? meta_str(tl, loss_keys[i]) : "?");
+	for (size_t i = 0; i < sizeof(mark_loss_keys) / sizeof(mark_loss_keys[0]); i++)
+		if (tl_meta_get(tl, mark_loss_keys[i]))
+			printf(", %s %s", mark_loss_keys[i], meta_str(tl, mark_loss_keys[i]));
+	printf("\n");
 	clipped = meta_u64(tl, HT_META_CLIPPED_TO, 0);
 	if (clipped && clipped == meta_u64(tl, HT_META_RECORDING_START, 0))
 		printf("clipped: recording began %s into the window\n",
@@ -1095,6 +1101,9 @@ static void print_sections_json(struct ht_json *j, const struct dump_view *v)
 	ht_json_object(j, "losses");
 	for (size_t i = 0; i < sizeof(loss_keys) / sizeof(loss_keys[0]); i++)
 		ht_json_u64(j, loss_keys[i], meta_u64(tl, loss_keys[i], 0));
+	for (size_t i = 0; i < sizeof(mark_loss_keys) / sizeof(mark_loss_keys[0]); i++)
+		if (tl_meta_get(tl, mark_loss_keys[i]))
+			ht_json_u64(j, mark_loss_keys[i], meta_u64(tl, mark_loss_keys[i], 0));
 	ht_json_close(j);
 	ht_json_bool(j, "clipped", clipped);
 	if (clipped)

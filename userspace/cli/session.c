@@ -66,7 +66,7 @@ struct session {
 	/*
 	 * The first process named (--pid, run's child), 0 with --cgroup or
 	 * --all alone: what is kept for one process (triggers, Intel PT,
-	 * marks, block stacks' symbols, own CPUs) is kept for it.
+	 * block stacks' symbols, own CPUs) is kept for it.
 	 */
 	int tgid;
 	char target_comm[HT_COMM_BUF];
@@ -76,7 +76,7 @@ struct session {
 	unsigned int nsources;
 	struct ht_code_triggers triggers;
 	struct ht_marks_source marks;
-	struct ht_marks_locator marks_locator;
+	struct ht_marks_procs marks_procs; /* each target process's registries */
 	struct ht_dumper dumper;
 	/* Breach lines, or JSON lines: stdout or --json=FILE. */
 	struct ht_out_stream out;
@@ -1354,7 +1354,7 @@ static void finish_dumps(struct session *s)
 static void close_session(struct session *s)
 {
 	ht_dumper_stop(&s->dumper);
-	ht_marks_locator_free(&s->marks_locator);
+	ht_marks_procs_free(&s->marks_procs);
 	ht_code_triggers_close(&s->triggers);
 	ht_sources_close(s->sources, s->nsources);
 	s->nsources = 0;
@@ -1423,15 +1423,25 @@ static uint64_t test_builder_late_ns(void)
 /* A target process runs a new program: the ring's callback, on the event loop. */
 static void on_target_exec(void *ctx, int tgid)
 {
-	ht_dumper_exec(ctx, tgid);
+	struct session *s = ctx;
+
+	ht_marks_procs_stale(&s->marks_procs, tgid);
+	ht_dumper_exec(&s->dumper, tgid);
+}
+
+/* A target process left the set (the ring's callback): its mark registries are forgotten. */
+static void on_target_left(void *ctx, int tgid)
+{
+	struct session *s = ctx;
+
+	ht_marks_procs_forget(&s->marks_procs, tgid);
 }
 
 static int start_dumper(struct session *s)
 {
-	s->marks.tgid = s->tgid;
 	ht_tsc_pair_take(&s->marks.attach_pair);
-	ht_marks_locator_init(&s->marks_locator, s->tgid);
-	s->marks.locator = &s->marks_locator;
+	s->marks.procs = &s->marks_procs;
+	s->marks.comms = s->comms;
 	const struct ht_options *o = s->opt;
 	struct ht_dumper_config cfg = {
 		.output_dir = o->output_dir,
@@ -1595,7 +1605,9 @@ static int start_session(struct session *s, const struct ht_options *o)
 		return HT_EXIT_FAILURE;
 	/* Events are read in the run loop only, once the dumper runs. */
 	s->monitor.targets.on_exec = on_target_exec;
-	s->monitor.targets.on_exec_ctx = &s->dumper;
+	s->monitor.targets.on_exec_ctx = s;
+	s->monitor.targets.on_left = on_target_left;
+	s->monitor.targets.on_left_ctx = s;
 	ht_comm_cache_init(s->comms, &s->monitor);
 	/* Rates count the monitor's records, from its attach on. */
 	s->last_status_ns = s->monitor.attached_ns;
@@ -1632,6 +1644,7 @@ static void init_session(struct session *s)
 	memset(s, 0, sizeof(*s));
 	s->epfd = s->sigfd = s->statusfd = s->pidfd = s->durationfd = s->dumpfd = -1;
 	ht_proc_stats_init(&s->procs, HT_PROC_STATS_MAX_GONE, HT_PROC_STATS_MAX);
+	ht_marks_procs_init(&s->marks_procs, 0);
 }
 
 /*

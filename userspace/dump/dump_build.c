@@ -173,24 +173,167 @@ void ht_dump_window(const struct ht_dumper_config *cfg, const struct ht_dump_job
 	*t1 = job->end_ns + cfg->post_ns;
 }
 
-/* The target's user marks in the window, read from its memory now (after the freeze). */
-static void capture_marks(const struct ht_dumper_config *cfg, struct ht_dump_capture *c)
+/* Distinct ids (tids, then processes): open addressing, grown at half full; 0 is no id. */
+struct id_set {
+	uint32_t *v;
+	size_t cap, count;
+};
+
+static int id_set_add(struct id_set *s, uint32_t id)
+{
+	size_t i;
+
+	if (!id)
+		return 0;
+	if ((s->count + 1) * 2 > s->cap) {
+		struct id_set bigger = { .cap = s->cap ? s->cap * 2 : 256 };
+
+		bigger.v = calloc(bigger.cap, sizeof(*bigger.v));
+		if (!bigger.v)
+			return -1;
+		for (size_t k = 0; k < s->cap; k++)
+			if (s->v[k])
+				id_set_add(&bigger, s->v[k]);
+		free(s->v);
+		*s = bigger;
+	}
+	for (i = (id * 2654435761u) & (s->cap - 1); s->v[i]; i = (i + 1) & (s->cap - 1))
+		if (s->v[i] == id)
+			return 0;
+	s->v[i] = id;
+	s->count++;
+	return 1;
+}
+
+/* The target threads of the window: those its records name as targets, and those running at t0. */
+static int window_target_threads(const struct ht_fr_window *w, struct id_set *tids)
+{
+	int rc = 0;
+
+	for (size_t i = 0; i < w->count && rc >= 0; i++) {
+		const struct ht_flight_record *r = &w->events[i].rec;
+
+		if (r->kind == HT_FR_SWITCH) {
+			if (r->flags & HT_FRF_PREV_TARGET)
+				rc = id_set_add(tids, r->tid_a);
+			if (rc >= 0 && (r->flags & HT_FRF_NEXT_TARGET))
+				rc = id_set_add(tids, r->tid_b);
+		} else if (r->flags & HT_FRF_TARGET) {
+			rc = id_set_add(tids, r->tid_a);
+		}
+	}
+	for (unsigned int cpu = 0; cpu < w->ncpus && rc >= 0; cpu++)
+		if (w->entry_valid[cpu] && (w->entry_switch[cpu].rec.flags & HT_FRF_NEXT_TARGET))
+			rc = id_set_add(tids, w->entry_switch[cpu].rec.tid_b);
+	return rc < 0 ? -1 : 0;
+}
+
+/*
+ * The target processes to read marks from, the dump's own first: those with
+ * an event in the window (a process that ran nowhere in it wrote no mark in
+ * it), still targets now (one that left cannot be read).
+ */
+static size_t window_processes(const struct ht_dumper_config *cfg, const struct ht_dump_job *job,
+			       const struct ht_dump_capture *c, int **out)
+{
+	const struct ht_targets *t = &cfg->monitor->targets;
+	struct id_set tids = { 0 }, seen = { 0 };
+	int own = dump_process(cfg, job);
+	size_t n = 0;
+	int *v;
+
+	*out = NULL;
+	if (window_target_threads(&c->w, &tids))
+		goto out;
+	v = malloc((tids.count + 1) * sizeof(*v));
+	if (!v)
+		goto out;
+	if (own > 0 && ht_targets_has(t, own) && id_set_add(&seen, (uint32_t)own) > 0)
+		v[n++] = own;
+	for (size_t i = 0; i < tids.cap; i++) {
+		uint32_t tid = tids.v[i], tgid;
+
+		if (!tid)
+			continue;
+		/* A thread whose id is a target process's is that process's first thread. */
+		tgid = !t->spec.all && ht_targets_has(t, (int)tid)
+			       ? tid
+			       : ht_comm_tgid(cfg->marks->comms, tid);
+		if (tgid && ht_targets_has(t, (int)tgid) && id_set_add(&seen, tgid) > 0)
+			v[n++] = (int)tgid;
+	}
+	*out = v;
+out:
+	free(tids.v);
+	free(seen.v);
+	return n;
+}
+
+static int add_proc_marks(struct ht_dump_capture *c, int tgid, struct ht_mark_set *set)
+{
+	struct ht_proc_marks *v = realloc(c->marks, (c->nmarks + 1) * sizeof(*v));
+
+	if (!v)
+		return -1;
+	c->marks = v;
+	c->marks[c->nmarks++] = (struct ht_proc_marks){ .tgid = tgid, .set = *set };
+	return 0;
+}
+
+/*
+ * The user marks in the window of every target process with an event in it,
+ * read from their memory now (after the freeze), within one budget of bytes
+ * for the dump. A process gone since, or whose memory cannot be read, is
+ * skipped and counted; never a reason to fail the dump.
+ */
+static void capture_marks(const struct ht_dumper_config *cfg, const struct ht_dump_job *job,
+			  struct ht_dump_capture *c)
 {
 	struct ht_marks_window w = { .t0_ns = c->t0, .t1_ns = c->t1 };
-	uint64_t addrs[4];
-	size_t found = 0;
+	size_t budget = HT_MARKS_DEFAULT_BUDGET, used = 0, n;
+	uint64_t began = ht_monotonic_ns();
+	int *procs;
 
-	if (!cfg->marks)
+	if (!cfg->marks || !cfg->monitor)
 		return;
+	c->marks_on = true;
 	w.a = cfg->marks->attach_pair;
 	ht_tsc_pair_take(&w.b);
-	/* A program without the mark header has no registry: nothing to say. */
-	if ((cfg->marks->locator ? ht_marks_locator_find(cfg->marks->locator, addrs, 4, &found)
-				 : ht_marks_locate(cfg->marks->tgid, addrs, 4, &found)) ||
-	    !found)
-		return;
-	c->have_marks = !ht_marks_read(cfg->marks->tgid, addrs, found < 4 ? found : 4, &w,
-				       &c->marks);
+	ht_marks_procs_round(cfg->marks->procs);
+	n = window_processes(cfg, job, c, &procs);
+	for (size_t i = 0; i < n; i++) {
+		struct ht_mark_set set;
+		const uint64_t *addrs;
+		size_t naddrs;
+		int rc;
+
+		if (i >= HT_MARKS_DUMP_PROCESSES || used >= budget) {
+			/* Not looked at: counted only where marks were known to be. */
+			c->marks_lost_processes += ht_marks_procs_known(cfg->marks->procs, procs[i]);
+			continue;
+		}
+		rc = ht_marks_procs_find(cfg->marks->procs, procs[i], &addrs, &naddrs);
+		if (rc > 0)
+			c->marks_lost_processes++;
+		/* A program without the mark header has no registry: nothing to say. */
+		if (rc || !naddrs)
+			continue;
+		w.budget_bytes = budget - used;
+		if (ht_marks_read(procs[i], addrs, naddrs, &w, &set)) {
+			/* Exited since it was located, or unreadable: located afresh next time. */
+			ht_mark_set_free(&set);
+			ht_marks_procs_stale(cfg->marks->procs, procs[i]);
+			c->marks_lost_processes++;
+			continue;
+		}
+		c->marks_processes++;
+		used += set.bytes_read;
+		if ((!set.count && !set.torn && !set.overwritten && !set.unreadable) ||
+		    add_proc_marks(c, procs[i], &set))
+			ht_mark_set_free(&set);
+	}
+	free(procs);
+	c->marks_read_ns = ht_monotonic_ns() - began;
 }
 
 static void free_frozen(struct ht_dump_capture *c)
@@ -234,7 +377,7 @@ int ht_dump_capture_take(const struct ht_dumper_config *cfg, const struct ht_dum
 		free_frozen(c);
 		return -1;
 	}
-	capture_marks(cfg, c);
+	capture_marks(cfg, job, c);
 	/* Nothing was recorded before attach: that part of the window is clipped too. */
 	if (c->t0 < m->attached_ns) {
 		c->w.clipped = true;
@@ -247,8 +390,11 @@ int ht_dump_capture_take(const struct ht_dumper_config *cfg, const struct ht_dum
 void ht_dump_capture_free(struct ht_dump_capture *c)
 {
 	ht_fr_window_free(&c->w);
-	if (c->have_marks)
-		ht_mark_set_free(&c->marks);
+	for (size_t i = 0; i < c->nmarks; i++)
+		ht_mark_set_free(&c->marks[i].set);
+	free(c->marks);
+	c->marks = NULL;
+	c->nmarks = 0;
 	free_frozen(c);
 }
 
@@ -314,27 +460,80 @@ static void add_trigger_hit(struct timeline *tl, const struct ht_dump_job *job)
 						HT_CAT_USER), job);
 }
 
-/* User marks as instants on their threads' tracks, named as the program named them. */
-static void add_marks(struct timeline *tl, const struct ht_dump_capture *c, int tgid)
+/* A thread's track, remembered by tid: a process's marks come in time order, threads mixed. */
+struct mark_track {
+	int tid, track;
+};
+
+static int mark_track_cmp(const void *x, const void *y)
 {
+	const struct mark_track *a = x, *b = y;
+
+	return (a->tid > b->tid) - (a->tid < b->tid);
+}
+
+/* Thread TID's track under process TGID's group (made when the window had none). */
+static int mark_thread_track(struct timeline *tl, struct ht_comm_cache *comms, int tgid, int tid,
+			     struct mark_track **known, size_t *n)
+{
+	struct mark_track key = { .tid = tid }, *hit, *v;
+	size_t at;
+
+	hit = *n ? bsearch(&key, *known, *n, sizeof(key), mark_track_cmp) : NULL;
+	if (hit)
+		return hit->track;
+	if (ht_timeline_process_track(tl, comms, tgid) < 0)
+		return -1;
+	key.track = tl_thread_track(tl, tgid, tid);
+	v = realloc(*known, (*n + 1) * sizeof(*v));
+	if (!v)
+		return key.track;
+	for (at = *n; at > 0 && v[at - 1].tid > tid; at--)
+		v[at] = v[at - 1];
+	v[at] = key;
+	*known = v;
+	(*n)++;
+	return key.track;
+}
+
+/*
+ * User marks as instants on their threads' tracks, each under its own
+ * process's group, named as the program named them.
+ */
+static void add_marks(struct timeline *tl, struct ht_comm_cache *comms,
+		      const struct ht_dump_capture *c)
+{
+	uint64_t lost = 0;
 	char name[32];
 
-	if (!c->have_marks)
+	if (!c->marks_on)
 		return;
-	for (size_t i = 0; i < c->marks.count; i++) {
-		const struct ht_mark *mk = &c->marks.v[i];
-		int track = tl_thread_track(tl, tgid, (int)mk->tid);
-		long ev;
+	for (size_t p = 0; p < c->nmarks; p++) {
+		const struct ht_proc_marks *pm = &c->marks[p];
+		struct mark_track *known = NULL;
+		size_t nknown = 0;
 
-		if (track < 0)
-			continue;
-		snprintf(name, sizeof(name), HT_EV_MARK " %u", mk->id);
-		ev = tl_add_instant(tl, track, mk->time_ns, mk->name ? mk->name : name, HT_CAT_USER);
-		tl_event_arg_uint(tl, ev, HT_ARG_MARK_ID, mk->id);
-		tl_event_arg_uint(tl, ev, HT_ARG_MARK_A, mk->a);
-		tl_event_arg_uint(tl, ev, HT_ARG_MARK_B, mk->b);
+		lost += pm->set.torn + pm->set.overwritten + pm->set.unreadable;
+		for (size_t i = 0; i < pm->set.count; i++) {
+			const struct ht_mark *mk = &pm->set.v[i];
+			int track = mark_thread_track(tl, comms, pm->tgid, mk->tid, &known, &nknown);
+			long ev;
+
+			if (track < 0)
+				continue;
+			snprintf(name, sizeof(name), HT_EV_MARK " %u", mk->id);
+			ev = tl_add_instant(tl, track, mk->time_ns, mk->name ? mk->name : name,
+					    HT_CAT_USER);
+			tl_event_arg_uint(tl, ev, HT_ARG_MARK_ID, mk->id);
+			tl_event_arg_uint(tl, ev, HT_ARG_MARK_A, mk->a);
+			tl_event_arg_uint(tl, ev, HT_ARG_MARK_B, mk->b);
+		}
+		free(known);
 	}
-	meta_u64(tl, HT_META_LOSS_MARKS, c->marks.torn + c->marks.overwritten + c->marks.unreadable);
+	meta_u64(tl, HT_META_LOSS_MARKS, lost);
+	meta_u64(tl, HT_META_LOSS_MARK_PROCESSES, c->marks_lost_processes);
+	meta_u64(tl, HT_META_MARK_PROCESSES, c->marks_processes);
+	meta_u64(tl, HT_META_MARKS_READ_NS, c->marks_read_ns);
 }
 
 /* Lower the captured window into TL. */
@@ -395,7 +594,7 @@ static int build_timeline(struct ht_dump_builder *b, struct timeline *tl,
 		    ht_block_frames_to_timeline(tl, b->cfg->tgid, &job->block_stack))
 			ht_warn("dump without the stack where it blocked: %s", ht_last_error());
 		add_trigger_hit(tl, job);
-		add_marks(tl, c, b->cfg->tgid);
+		add_marks(tl, b->comms, c);
 		meta_u64(tl, HT_META_UNTANGLED, tl_untangle(tl));
 	}
 	return rc;

@@ -18,6 +18,7 @@
 #include "kernel/recorder.h"
 #include "triggers/breakpoint.h"
 #include "sources/marks/marks.h"
+#include "sources/marks/marks_procs.h"
 #include "sources/source.h"
 
 struct ht_monitor;
@@ -64,12 +65,25 @@ struct ht_dump_job {
 	struct ht_block_frames block_stack;
 };
 
-/* User marks: where the target's registries are, and a (rdtsc, clock) pair from attach. */
+/*
+ * User marks: read at each freeze from every target process with an event
+ * in the window, through where each one's registries were found before,
+ * with a (rdtsc, clock) pair from attach. The thread that freezes owns it.
+ */
 struct ht_marks_source {
-	int tgid;
 	struct ht_tsc_pair attach_pair;
-	/* Where the registries were at the last freeze (NULL: none kept); one thread freezes. */
-	struct ht_marks_locator *locator;
+	struct ht_marks_procs *procs;
+	/* Which process a thread of the window is of (the freezing thread's cache). */
+	struct ht_comm_cache *comms;
+};
+
+/* Processes whose marks one dump reads at most: the dump's own first. */
+#define HT_MARKS_DUMP_PROCESSES HT_MARKS_PROCS_MAX
+
+/* One process's user marks in a dump's window. */
+struct ht_proc_marks {
+	int tgid;
+	struct ht_mark_set set;
 };
 
 /* What the sources held at the end of a dump's window. */
@@ -77,8 +91,13 @@ struct ht_dump_capture {
 	uint64_t t0, t1;
 	uint64_t frozen_ns; /* CLOCK_MONOTONIC when the sources were frozen */
 	struct ht_fr_window w;
-	bool have_marks;
-	struct ht_mark_set marks;
+	/* User marks, when looked for (marks_on): each process's that had any in the window. */
+	bool marks_on;
+	struct ht_proc_marks *marks;
+	size_t nmarks;
+	uint64_t marks_processes;      /* processes whose registries were read */
+	uint64_t marks_lost_processes; /* with registries, but gone or unreadable: skipped */
+	uint64_t marks_read_ns;	       /* the freeze's time finding and reading them */
 	/* What each on-CPU source froze (Intel PT's: the rings and all a decode needs). */
 	unsigned int nfrozen;
 	struct ht_source_frozen frozen[HT_SOURCES_OPEN_MAX];

@@ -199,6 +199,8 @@ int ht_targets_on_event(void *ctx, void *data, size_t size)
 		break;
 	case HT_TARGET_LEFT:
 		list_remove(t, (int)e.tgid);
+		if (t->on_left)
+			t->on_left(t->on_left_ctx, (int)e.tgid);
 		break;
 	case HT_TARGET_CGROUP_REMOVED:
 		t->cgroup_removed = true;

@@ -57,6 +57,9 @@ struct ht_targets {
 	/* Called (by the ring's callback) as a target process runs a new program; may be NULL. */
 	void (*on_exec)(void *ctx, int tgid);
 	void *on_exec_ctx;
+	/* Called (the same way) as a target process leaves the set; may be NULL. */
+	void (*on_left)(void *ctx, int tgid);
+	void *on_left_ctx;
 };
 
 /* Zero T and keep SPEC. */

@@ -109,6 +109,10 @@
 #define HT_META_WALL_CLOCK     "wall_clock"	   /* ISO 8601 with ms and zone, breach end */
 #define HT_META_TRIGGER	       "trigger"	/* trigger dumps: the spec */
 #define HT_META_LOSS_MARKS     "loss.marks"	/* torn, overwritten or unreadable mark records */
+/* Processes with mark registries skipped: gone before their marks were read, or unreadable. */
+#define HT_META_LOSS_MARK_PROCESSES "loss.mark_processes"
+#define HT_META_MARK_PROCESSES "marks.processes" /* processes whose mark registries were read */
+#define HT_META_MARKS_READ_NS  "marks.read_ns"	/* the freeze's time finding and reading marks */
 #define HT_META_BREACH_TID     "breach_tid"
 #define HT_META_BREACH_COMM    "breach_comm"
 #define HT_META_BREACH_START   "breach_start_ns"

@@ -616,29 +616,81 @@ static size_t registry_section(Elf *elf, uint64_t *vaddrs, size_t max)
 	return n;
 }
 
-/* Runtime = vaddr + bias for the module whose first mapping is M. */
-static int module_bias(Elf *elf, const struct ht_mapping *m, uint64_t *bias)
-{
-	GElf_Ehdr eh;
-	size_t n;
+/* The target's root, opened the first time a file of it must be read. */
+struct lazy_target {
+	int pid;
+	bool opened;
+	struct ht_target tg;
+};
 
-	if (!gelf_getehdr(elf, &eh))
+static const struct ht_target *lazy_target_get(struct lazy_target *t)
+{
+	if (!t->opened) {
+		elf_version(EV_CURRENT);
+		ht_target_init(&t->tg, t->pid);
+		ht_target_reopen_root(&t->tg);
+		t->opened = true;
+	}
+	return &t->tg;
+}
+
+/* What the file of mapping M says: its type, PT_LOAD segments and registries. 0, -1: unopened. */
+static int read_file_facts(const struct ht_target *tg, const struct ht_mapping *m,
+			   struct ht_marks_file *f)
+{
+	uint64_t vaddrs[MAX_SECTION_CANDIDATES];
+	char *source = NULL;
+	struct stat st;
+	GElf_Ehdr eh;
+	size_t n, nv;
+	Elf *elf;
+	int fd;
+
+	memset(f, 0, sizeof(*f));
+	f->inode = m->inode;
+	f->dev_major = m->dev_major;
+	f->dev_minor = m->dev_minor;
+	fd = ht_target_open_mapping(tg, m, &source, &st);
+	free(source);
+	if (fd < 0)
 		return -1;
-	if (eh.e_type == ET_EXEC) {
+	elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+	if (elf && elf_kind(elf) == ELF_K_ELF && gelf_getehdr(elf, &eh) && !elf_getphdrnum(elf, &n)) {
+		f->elf = true;
+		f->exec = eh.e_type == ET_EXEC;
+		for (size_t i = 0; i < n && f->nloads < HT_MARKS_FILE_LOADS; i++) {
+			GElf_Phdr ph;
+
+			if (!gelf_getphdr(elf, (int)i, &ph) || ph.p_type != PT_LOAD || !ph.p_filesz)
+				continue;
+			f->loads[f->nloads].offset = ph.p_offset;
+			f->loads[f->nloads].filesz = ph.p_filesz;
+			f->loads[f->nloads].vaddr = ph.p_vaddr;
+			f->nloads++;
+		}
+		vaddrs[0] = registry_symbol(elf);
+		nv = vaddrs[0] ? 1 : registry_section(elf, vaddrs, MAX_SECTION_CANDIDATES);
+		f->nvaddrs = nv < HT_MARKS_FILE_CANDIDATES ? nv : HT_MARKS_FILE_CANDIDATES;
+		memcpy(f->vaddrs, vaddrs, f->nvaddrs * sizeof(vaddrs[0]));
+	}
+	if (elf)
+		elf_end(elf);
+	close(fd);
+	return 0;
+}
+
+/* Runtime = vaddr + bias for the module of file F whose first mapping is M. */
+static int module_bias(const struct ht_marks_file *f, const struct ht_mapping *m, uint64_t *bias)
+{
+	if (f->exec) {
 		*bias = 0;
 		return 0;
 	}
-	if (elf_getphdrnum(elf, &n))
-		return -1;
-	for (size_t i = 0; i < n; i++) {
-		GElf_Phdr ph;
-
-		if (!gelf_getphdr(elf, (int)i, &ph) || ph.p_type != PT_LOAD || !ph.p_filesz)
+	for (size_t i = 0; i < f->nloads; i++) {
+		if (f->loads[i].offset + f->loads[i].filesz <= m->offset ||
+		    f->loads[i].offset >= m->offset + (m->end - m->start))
 			continue;
-		if (ph.p_offset + ph.p_filesz <= m->offset ||
-		    ph.p_offset >= m->offset + (m->end - m->start))
-			continue;
-		*bias = m->start - m->offset + ph.p_offset - ph.p_vaddr;
+		*bias = m->start - m->offset + f->loads[i].offset - f->loads[i].vaddr;
 		return 0;
 	}
 	return -1;
@@ -654,39 +706,63 @@ static void add_address(uint64_t addr, uint64_t *addrs, size_t max, size_t *foun
 	(*found)++;
 }
 
-/* The registries of the module whose first mapping is M, up to HT_MARKS_MAX_REGISTRIES. */
-static void locate_in_module(const struct ht_target *tg, const struct ht_maps *maps,
-			     const struct ht_mapping *m, struct ht_marks_module *mod)
+/* The facts of M's file: those FILES holds, else read now (and kept while there is room). */
+static const struct ht_marks_file *file_facts(struct ht_marks_files *files, struct lazy_target *tg,
+					      const struct ht_mapping *m, struct ht_marks_file *own)
 {
-	uint64_t vaddrs[MAX_SECTION_CANDIDATES], bias;
-	size_t nv = 0;
-	char *source = NULL;
-	struct stat st;
-	Elf *elf;
-	int fd;
+	if (files) {
+		for (size_t i = 0; i < files->count; i++) {
+			const struct ht_marks_file *f = &files->v[i];
+
+			if (f->inode == m->inode && f->dev_major == m->dev_major &&
+			    f->dev_minor == m->dev_minor)
+				return f;
+		}
+		files->files_read++;
+	}
+	/* A file this process could not open may open through another's root: not kept. */
+	if (read_file_facts(lazy_target_get(tg), m, own) || !files || files->count >= HT_MARKS_FILES_MAX)
+		return own;
+	if (files->count == files->cap) {
+		size_t cap = files->cap ? files->cap * 2 : 64;
+		struct ht_marks_file *v = realloc(files->v, cap * sizeof(*v));
+
+		if (!v)
+			return own;
+		files->v = v;
+		files->cap = cap;
+	}
+	files->v[files->count] = *own;
+	return &files->v[files->count++];
+}
+
+void ht_marks_files_free(struct ht_marks_files *f)
+{
+	free(f->v);
+	memset(f, 0, sizeof(*f));
+}
+
+/* The registries of the module whose first mapping is M, up to HT_MARKS_MAX_REGISTRIES. */
+static void locate_in_module(struct ht_marks_files *files, struct lazy_target *tg,
+			     const struct ht_maps *maps, const struct ht_mapping *m,
+			     struct ht_marks_module *mod)
+{
+	struct ht_marks_file own;
+	const struct ht_marks_file *f = file_facts(files, tg, m, &own);
+	uint64_t bias;
 
 	mod->n = 0;
-	fd = ht_target_open_mapping(tg, m, &source, &st);
-	free(source);
-	if (fd < 0)
+	if (!f->elf || module_bias(f, m, &bias))
 		return;
-	elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
-	if (elf && elf_kind(elf) == ELF_K_ELF && !module_bias(elf, m, &bias)) {
-		vaddrs[0] = registry_symbol(elf);
-		nv = vaddrs[0] ? 1 : registry_section(elf, vaddrs, MAX_SECTION_CANDIDATES);
-		for (size_t i = 0; i < nv; i++) {
-			const struct ht_mapping *h = ht_maps_find(maps, vaddrs[i] + bias);
+	for (size_t i = 0; i < f->nvaddrs; i++) {
+		const struct ht_mapping *h = ht_maps_find(maps, f->vaddrs[i] + bias);
 
-			if (h && same_file(h, m))
-				add_address(vaddrs[i] + bias, mod->addrs, HT_MARKS_MAX_REGISTRIES,
-					    &mod->n);
-		}
-		if (mod->n > HT_MARKS_MAX_REGISTRIES)
-			mod->n = HT_MARKS_MAX_REGISTRIES;
+		if (h && same_file(h, m))
+			add_address(f->vaddrs[i] + bias, mod->addrs, HT_MARKS_MAX_REGISTRIES,
+				    &mod->n);
 	}
-	if (elf)
-		elf_end(elf);
-	close(fd);
+	if (mod->n > HT_MARKS_MAX_REGISTRIES)
+		mod->n = HT_MARKS_MAX_REGISTRIES;
 }
 
 /* The same module mapped at the same place from the same file as MOD. */
@@ -720,10 +796,9 @@ void ht_marks_locator_free(struct ht_marks_locator *l)
 
 int ht_marks_locator_find(struct ht_marks_locator *l, uint64_t *addrs, size_t max, size_t *found)
 {
+	struct lazy_target tg = {.pid = l->pid};
 	struct ht_marks_module *now;
-	struct ht_target tg;
 	struct ht_maps maps;
-	bool opened = false;
 	size_t n = 0;
 
 	*found = 0;
@@ -762,21 +837,15 @@ int ht_marks_locator_find(struct ht_marks_locator *l, uint64_t *addrs, size_t ma
 			mod->inode = m->inode;
 			mod->dev_major = m->dev_major;
 			mod->dev_minor = m->dev_minor;
-			if (!opened) {
-				elf_version(EV_CURRENT);
-				ht_target_init(&tg, l->pid);
-				ht_target_reopen_root(&tg);
-				opened = true;
-			}
-			locate_in_module(&tg, &maps, m, mod);
+			locate_in_module(l->files, &tg, &maps, m, mod);
 			l->modules_read++;
 		}
 		for (size_t k = 0; k < mod->n; k++)
 			add_address(mod->addrs[k], addrs, max, found);
 		n++;
 	}
-	if (opened)
-		ht_target_close(&tg);
+	if (tg.opened)
+		ht_target_close(&tg.tg);
 	/* Modules no longer mapped are forgotten: mapped again, they are read again. */
 	ht_marks_locator_free(l);
 	l->mods = now;

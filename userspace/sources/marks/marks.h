@@ -12,6 +12,7 @@
 #ifndef HT_MARKS_H
 #define HT_MARKS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -112,11 +113,42 @@ struct ht_marks_module {
 	uint64_t addrs[HT_MARKS_MAX_REGISTRIES];
 };
 
+/*
+ * What a module's file says, shared by every process that maps it (by
+ * device and inode): a service of a thousand processes of one program opens
+ * its program and libraries once, not once a process. Bounded: a file
+ * beyond HT_MARKS_FILES_MAX is read each time it is asked for.
+ */
+#define HT_MARKS_FILES_MAX    1024
+#define HT_MARKS_FILE_LOADS   16 /* PT_LOAD segments kept of a file */
+#define HT_MARKS_FILE_CANDIDATES 64 /* registries kept of a file */
+
+struct ht_marks_file {
+	uint64_t inode;
+	uint32_t dev_major, dev_minor;
+	bool elf;  /* an ELF file whose facts below were read */
+	bool exec; /* ET_EXEC: mapped at its own addresses */
+	size_t nloads, nvaddrs;
+	struct {
+		uint64_t offset, filesz, vaddr;
+	} loads[HT_MARKS_FILE_LOADS];
+	uint64_t vaddrs[HT_MARKS_FILE_CANDIDATES]; /* where registries are, at link time */
+};
+
+struct ht_marks_files {
+	struct ht_marks_file *v;
+	size_t count, cap;
+	uint64_t files_read; /* files opened and read, in all */
+};
+
+void ht_marks_files_free(struct ht_marks_files *f);
+
 struct ht_marks_locator {
 	int pid;
 	struct ht_marks_module *mods;
 	size_t count;
-	uint64_t modules_read; /* modules opened and read from their files, in all */
+	uint64_t modules_read;	      /* modules located anew (from FILES, else their files) */
+	struct ht_marks_files *files; /* shared with other processes' locators; NULL: none */
 };
 
 void ht_marks_locator_init(struct ht_marks_locator *l, int pid);
