@@ -1,11 +1,16 @@
 # SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
-"""`hybtrace report` on files it did not write: one clear line, exit 2, never a crash or hang."""
+"""`hybtrace report` on files it did not write: one clear line, exit 2, never a crash or hang;
+and on dumps earlier versions wrote: what it said of them then."""
+import difflib
+import glob
 import os
 import random
 import subprocess
 import tempfile
 
-from harness import HYBTRACE, check, hybtrace, need_root, test, workload
+from harness import HYBTRACE, ROOT, check, hybtrace, need_root, test, workload
+
+FIXTURES = os.path.join(ROOT, "tests", "fixtures", "dumps")
 
 
 def expect_rejected(data, what):
@@ -75,3 +80,24 @@ def report_usage_errors():
     check(p.returncode == 2 and p.stderr.strip().count("\n") == 0, p.stderr)
     p = subprocess.run([HYBTRACE, "report", "--bogus", "x"], capture_output=True, text=True)
     check(p.returncode == 2 and p.stderr.strip().count("\n") == 0, p.stderr)
+
+
+@test
+def report_reads_dumps_of_earlier_versions():
+    """Dumps written before they held native scheduling data (tests/fixtures/dumps/README.md):
+    `report` and `report --json` print what they printed when the dumps were written."""
+    traces = sorted(glob.glob(os.path.join(FIXTURES, "*.perfetto-trace")))
+    check(len(traces) >= 3, "fixtures missing in %s: %r" % (FIXTURES, traces))
+    for path in traces:
+        name = os.path.basename(path)
+        stem = name[:-len(".perfetto-trace")]
+        for args, suffix in ((["report"], ".report.txt"), (["report", "--json"], ".report.json")):
+            p = subprocess.run([HYBTRACE] + args + [name], cwd=FIXTURES, capture_output=True,
+                               text=True, timeout=60)
+            check(p.returncode == 0, "%s %s: rc %d: %s" % (" ".join(args), name, p.returncode,
+                                                          p.stderr))
+            with open(os.path.join(FIXTURES, stem + suffix)) as f:
+                want = f.read()
+            diff = "".join(difflib.unified_diff(want.splitlines(True), p.stdout.splitlines(True),
+                                                "then", "now", n=1))
+            check(p.stdout == want, "%s %s differs:\n%s" % (" ".join(args), name, diff[:3000]))

@@ -19,6 +19,7 @@
 #include "kernel/monitor.h"
 #include "base/output.h"
 #include "trace/perfetto_write.h"
+#include "kernel/sched_ftrace.h"
 #include "kernel/sched_index.h"
 #include "symbols/symbolizer_set.h"
 #include "trace/timeline.h"
@@ -536,10 +537,35 @@ static void add_marks(struct timeline *tl, struct ht_comm_cache *comms,
 	meta_u64(tl, HT_META_MARKS_READ_NS, c->marks_read_ns);
 }
 
-/* Lower the captured window into TL. */
+/*
+ * The window's scheduling data in Perfetto's native form (kernel/sched_ftrace.h),
+ * into NATIVE; nothing without a clock snapshot to put it on BOOTTIME.
+ */
+static int build_native_sched(struct ht_dump_builder *b, const struct timeline *tl,
+			      const struct ht_dump_capture *c, const struct ht_sched_index *idx,
+			      struct pb_buf *native)
+{
+	const struct tl_clock_snapshot *snap = tl_clock_snapshot(tl);
+	const char *release = tl_meta_get(tl, HT_META_KERNEL);
+	struct ht_sched_ftrace_window sw = {
+		.t0 = c->t0,
+		.t1 = c->t1,
+		.w = &c->w,
+		.idx = idx,
+		.comms = b->comms,
+		.kernel_release = release ? release : "",
+	};
+
+	if (!snap)
+		return 0;
+	sw.boottime_offset_ns = (int64_t)(snap->boottime_ns - snap->monotonic_ns);
+	return ht_sched_ftrace_write(&sw, native);
+}
+
+/* Lower the captured window into TL, and its native scheduling data into NATIVE. */
 static int build_timeline(struct ht_dump_builder *b, struct timeline *tl,
 			  const struct ht_dump_job *job, const struct ht_dump_capture *c,
-			  uint64_t not_dumped)
+			  uint64_t not_dumped, struct pb_buf *native)
 {
 	char target_comm[HT_COMM_LEN + 8], dump_comm[HT_COMM_LEN + 8];
 	int process = dump_process(b->cfg, job);
@@ -587,6 +613,8 @@ static int build_timeline(struct ht_dump_builder *b, struct timeline *tl,
 			    ht_comm_lookup(b->comms, pid, 0, comm, sizeof(comm)));
 	}
 	rc = ht_kernel_timeline_build(tl, &kw);
+	if (!rc)
+		rc = build_native_sched(b, tl, c, &idx, native);
 	ht_sched_index_free(&idx);
 	if (!rc) {
 		add_sources(b, tl, job, c);
@@ -625,20 +653,41 @@ static void sources_written(struct ht_dump_builder *b, const struct ht_dump_capt
 	}
 }
 
+/* Packets after the ones pftw_write_fd() wrote: a trace is packets one after another. */
+static int append_packets(int fd, const struct pb_buf *packets)
+{
+	const uint8_t *p = packets->data;
+	size_t left = packets->len;
+
+	while (left) {
+		ssize_t n = write(fd, p, left);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		p += n;
+		left -= (size_t)n;
+	}
+	return 0;
+}
+
 int ht_dump_builder_write(struct ht_dump_builder *b, const struct ht_dump_job *job,
 			  const struct ht_dump_capture *c, uint64_t not_dumped, char *path,
 			  size_t len, uint64_t *bytes, size_t *events)
 {
 	struct timeline *tl = tl_new();
 	struct ht_output_file f;
+	struct pb_buf native;
 	char base[256], err[256];
 	struct stat st;
 	int rc = -1;
 
 	b->raw_path[0] = '\0';
+	pb_buf_init(&native);
 	if (!tl)
 		return ht_fail("out of memory");
-	if (build_timeline(b, tl, job, c, not_dumped))
+	if (build_timeline(b, tl, job, c, not_dumped, &native))
 		goto out;
 	*events = tl_event_count(tl);
 	if (b->cfg->base_name)
@@ -653,6 +702,13 @@ int ht_dump_builder_write(struct ht_dump_builder *b, const struct ht_dump_job *j
 		ht_fail("cannot write the dump in %s: %s", b->cfg->output_dir, err);
 		goto out;
 	}
+	rc = append_packets(f.fd, &native);
+	if (rc) {
+		ht_output_abort(&f);
+		ht_fail("cannot write the dump in %s: %s", b->cfg->output_dir, strerror(-rc));
+		rc = -1;
+		goto out;
+	}
 	if (fstat(f.fd, &st))
 		memset(&st, 0, sizeof(st));
 	*bytes = (uint64_t)st.st_size;
@@ -662,6 +718,7 @@ int ht_dump_builder_write(struct ht_dump_builder *b, const struct ht_dump_job *j
 	if (!rc)
 		sources_written(b, c, path);
 out:
+	pb_buf_free(&native);
 	tl_free(tl);
 	return rc;
 }

@@ -1,0 +1,129 @@
+# SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+"""A dump's native scheduling data (userspace/kernel/sched_ftrace.c) as Perfetto's own trace
+processor reads it: the `sched` table on the window's CPUs, the breached thread's
+`thread_state` over the breach, the task that held its CPU, and no import error."""
+import glob
+import os
+import tempfile
+
+from harness import (check, hybtrace, need_root, pb_fields, report_json, test, tp_query,
+                     trace_packets, trace_processor, workload)
+from perfetto_checks import check_no_import_errors
+
+# TracePacket.ftrace_events; FtraceEventBundle.cpu.
+PACKET_FTRACE_EVENTS = 1
+BUNDLE_CPU = 1
+# How far Perfetto's times of the breach may lie from hybtrace's: a waking's time is moved
+# into its waker's time on its CPU, within the skew of the run-queue clock it came from.
+SLACK_NS = 50_000
+
+
+def bundle_cpus(path):
+    """The CPUs the file has an FtraceEventBundle for."""
+    cpus = set()
+    for packet in trace_packets(path):
+        for number, wire, bundle in packet:
+            if number != PACKET_FTRACE_EVENTS or wire != 2:
+                continue
+            for field, _, value in pb_fields(bundle):
+                if field == BUNDLE_CPU:
+                    cpus.add(value)
+    return cpus
+
+
+def check_sched_table(path):
+    """Slices in `sched` on every CPU the file has scheduling data for, and on no other (each
+    CPU's has at least the slice of the task that ran when the window began)."""
+    cpus = bundle_cpus(path)
+    check(cpus, "%s has no FtraceEventBundle" % path)
+    rows = tp_query(path, "select cpu, count(*) as n from sched group by cpu")
+    check({r["cpu"] for r in rows} == cpus, "%s: sched has slices on CPUs %r, the file "
+          "bundles for %r" % (path, rows, sorted(cpus)))
+
+
+def thread_states(path, tid, start_ns, end_ns):
+    """The thread_state rows of TID around [START_NS, END_NS], in time order."""
+    return tp_query(path, "select ts.ts, ts.dur, ts.state, ts.cpu, (select tid from thread w "
+                    "where w.utid = ts.waker_utid) as waker from thread_state ts "
+                    "join thread using (utid) where thread.tid = %d and ts.ts < %d and "
+                    "ts.ts + ts.dur > %d order by ts.ts" % (tid, end_ns + SLACK_NS,
+                                                            start_ns - SLACK_NS))
+
+
+def near(a, b):
+    return abs(a - b) <= SLACK_NS
+
+
+def dump_of_kind(out, kind, tid=None):
+    """The first dump in OUT whose breach is of KIND (and of thread TID), and its report."""
+    for path in sorted(glob.glob(os.path.join(out, "*.perfetto-trace"))):
+        r = report_json(path)
+        if r.get("kind") == kind and tid in (None, r.get("tid")):
+            return path, r
+    check(False, "no %s dump of %r in %s" % (kind, tid, out))
+    return None, None
+
+
+@test
+def off_cpu_dump_has_native_thread_states():
+    """An off-CPU breach: the thread sleeps (S) from the breach's start, then is runnable
+    (R) from its waking by the releaser, and runs again at the breach's end."""
+    need_root()
+    trace_processor()
+    with tempfile.TemporaryDirectory() as out:
+        run = hybtrace(["run", "--json", "--rq-delay", "off", "--off-cpu", "10ms",
+                        "--min-interval", "0ms", "--output", out, "--",
+                        workload("offcpu_wake"), "futex", "20", "1"])
+        check(run.rc == 0, run.describe())
+        victim = run.events("block_start")[0]["tid"]
+        path, r = dump_of_kind(out, "off-cpu", victim)
+        check_no_import_errors(path)
+        check_sched_table(path)
+        rows = thread_states(path, r["tid"], r["start_ns"], r["end_ns"])
+        sleeps = [x for x in rows if x["state"] == "S" and near(x["ts"], r["start_ns"])]
+        check(sleeps, "%s: no S state of %d from the breach's start %d: %r"
+              % (path, r["tid"], r["start_ns"], rows))
+        # From the sleep on, the thread is S then R until it runs again at the breach's end.
+        after = [x for x in rows if x["ts"] >= sleeps[0]["ts"]]
+        waiting = after[:next((i for i, x in enumerate(after) if x["state"] == "Running"),
+                              len(after))]
+        check(waiting and near(waiting[-1]["ts"] + waiting[-1]["dur"], r["end_ns"]),
+              "%s: %d's wait in thread_state %r does not end at the breach's end %d"
+              % (path, r["tid"], waiting, r["end_ns"]))
+        check(all(x["state"] in ("S", "R") for x in waiting),
+              "%s: states in the wait %r" % (path, waiting))
+        releaser = run.events("release")[0]["tid"]
+        woken = [x for x in waiting if x["state"] == "R"]
+        check(woken and woken[0]["waker"] == releaser,
+              "%s: no R state of %d woken by the releaser %d: %r"
+              % (path, r["tid"], releaser, waiting))
+
+
+@test
+def run_queue_dump_has_the_hog_on_its_cpu():
+    """The demo's run-queue breach: the worker is runnable (R or R+) over the breach, and
+    the batch job that held its CPU is in `sched` on that CPU then."""
+    need_root()
+    trace_processor()
+    with tempfile.TemporaryDirectory() as out:
+        run = hybtrace(["run", "--json", "--rq-delay", "1ms", "--max-dumps", "1", "--output",
+                        out, "--no-children", "--", workload("demo_service"), "2"], timeout=120)
+        check(run.rc == 0, run.describe())
+        path, r = dump_of_kind(out, "rq-delay")
+        check_no_import_errors(path)
+        check_sched_table(path)
+        rows = thread_states(path, r["tid"], r["start_ns"], r["end_ns"])
+        runnable = [x for x in rows if x["state"] in ("R", "R+")]
+        check(runnable and near(runnable[0]["ts"], r["start_ns"]) and
+              near(runnable[-1]["ts"] + runnable[-1]["dur"], r["end_ns"]),
+              "%s: %d runnable in thread_state %r, the breach is %d..%d"
+              % (path, r["tid"], rows, r["start_ns"], r["end_ns"]))
+        hogs = [c for c in r["ran_instead"] if c["cpu"] is not None]
+        check(hogs, "%s: the report names no task that ran instead: %r" % (path, r))
+        hog = hogs[0]
+        ran = tp_query(path, "select count(*) as n from sched join thread using (utid) "
+                       "where thread.tid = %d and sched.cpu = %d and sched.ts < %d and "
+                       "sched.ts + sched.dur > %d" % (hog["pid"], hog["cpu"], r["end_ns"],
+                                                      r["start_ns"]))
+        check(ran[0]["n"] > 0, "%s: %s[%d] is not in sched on CPU %d during the breach"
+              % (path, hog["comm"], hog["pid"], hog["cpu"]))

@@ -1,0 +1,373 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * A flight-recorder window as Perfetto's native scheduling packets, decoded
+ * back here by the rules of Perfetto's ftrace importer: bundles with a cpu,
+ * compact arrays of equal length, two synthetic switches first, prev_state
+ * in the kernel's trace encoding, BOOTTIME times, each waking in its
+ * waker's bundle and time, utsname, tgids.
+ */
+#include "check.h"
+#include "kernel/comm_cache.h"
+#include "kernel/sched_ftrace.h"
+#include "kernel/sched_index.h"
+#include "trace/pb.h"
+#include "trace/perfetto_read.h"
+#include "trace/perfetto_write.h"
+#include "trace_fixtures.h"
+#include "window_fixtures.h"
+
+#define TGID	    4000
+#define A	    4001 /* a target thread */
+#define B	    4002 /* the thread that wakes it */
+#define HOG	    9000
+#define BOOT_OFFSET 1000000000LL
+
+static struct ht_fr_event events[64];
+static size_t nevents;
+static struct ht_comm_cache comms;
+
+static void add(unsigned int cpu, uint64_t ts, uint8_t kind, uint8_t flags, uint32_t a, uint32_t b,
+		uint16_t aux, uint64_t arg)
+{
+	events[nevents++] = fx_fr_event(cpu, ts, kind, flags, a, b, aux, arg);
+}
+
+#define MAX_EVENTS 32
+
+/* One bundle as Perfetto's tokenizer walks it: absolute times, arrays in step. */
+struct decoded_bundle {
+	int has_cpu;
+	uint32_t cpu;
+	size_t ncomms;
+	char comms[8][24];
+	size_t n[13]; /* elements per array, by field number */
+	uint64_t sw_ts[MAX_EVENTS];
+	int64_t sw_state[MAX_EVENTS];
+	uint32_t sw_pid[MAX_EVENTS], sw_comm[MAX_EVENTS];
+	uint64_t wk_ts[MAX_EVENTS];
+	uint32_t wk_pid[MAX_EVENTS], wk_flags[MAX_EVENTS], wk_cpu[MAX_EVENTS];
+};
+
+struct decoded {
+	size_t nbundles;
+	struct decoded_bundle b[4];
+	char release[32];
+	size_t nthreads;
+	uint32_t tid[8], tgid[8];
+};
+
+static void unpack(const struct pb_field *f, struct decoded_bundle *bu)
+{
+	struct pb_reader r;
+	uint64_t v, acc = 0;
+
+	pb_reader_init(&r, f->data, f->len);
+	while (r.p < r.end && pb_read_varint(&r, &v) == 0 && bu->n[f->number] < MAX_EVENTS) {
+		size_t i = bu->n[f->number]++;
+
+		switch (f->number) {
+		case HT_FTF_COMPACT_SWITCH_TIMESTAMP:
+			acc += v;
+			bu->sw_ts[i] = acc;
+			break;
+		case HT_FTF_COMPACT_SWITCH_PREV_STATE:
+			bu->sw_state[i] = (int64_t)v;
+			break;
+		case HT_FTF_COMPACT_SWITCH_NEXT_PID:
+			bu->sw_pid[i] = (uint32_t)v;
+			break;
+		case HT_FTF_COMPACT_SWITCH_NEXT_COMM_INDEX:
+			bu->sw_comm[i] = (uint32_t)v;
+			break;
+		case HT_FTF_COMPACT_WAKING_TIMESTAMP:
+			acc += v;
+			bu->wk_ts[i] = acc;
+			break;
+		case HT_FTF_COMPACT_WAKING_PID:
+			bu->wk_pid[i] = (uint32_t)v;
+			break;
+		case HT_FTF_COMPACT_WAKING_TARGET_CPU:
+			bu->wk_cpu[i] = (uint32_t)v;
+			break;
+		case HT_FTF_COMPACT_WAKING_COMMON_FLAGS:
+			bu->wk_flags[i] = (uint32_t)v;
+			break;
+		}
+	}
+}
+
+static void decode_bundle(const struct pb_reader *parent, const struct pb_field *bf,
+			  struct decoded_bundle *bu)
+{
+	struct pb_reader r, cr;
+	struct pb_field f, g;
+
+	CHECK(pb_enter(parent, bf, &r) == 0);
+	while (pb_next(&r, &f) > 0) {
+		if (f.number == HT_FTF_BUNDLE_CPU) {
+			bu->has_cpu = 1;
+			bu->cpu = (uint32_t)f.value;
+		}
+		if (f.number != HT_FTF_BUNDLE_COMPACT_SCHED)
+			continue;
+		CHECK(pb_enter(&r, &f, &cr) == 0);
+		while (pb_next(&cr, &g) > 0) {
+			if (g.number == HT_FTF_COMPACT_INTERN_TABLE && bu->ncomms < 8)
+				snprintf(bu->comms[bu->ncomms++], sizeof(bu->comms[0]), "%.*s",
+					 (int)g.len, (const char *)g.data);
+			else if (g.number <= HT_FTF_COMPACT_WAKING_COMMON_FLAGS)
+				unpack(&g, bu);
+		}
+	}
+}
+
+static void decode(const struct pb_buf *out, struct decoded *d)
+{
+	struct pb_reader top, p, m, u;
+	struct pb_field f, g, h, k;
+
+	memset(d, 0, sizeof(*d));
+	pb_reader_init(&top, out->data, out->len);
+	while (pb_next(&top, &f) > 0) {
+		CHECK(f.number == PFT_TRACE_PACKET);
+		CHECK(pb_enter(&top, &f, &p) == 0);
+		while (pb_next(&p, &g) > 0) {
+			if (g.number == HT_FTF_PACKET_FTRACE_EVENTS && d->nbundles < 4)
+				decode_bundle(&p, &g, &d->b[d->nbundles++]);
+			if (g.number == HT_FTF_PACKET_SYSTEM_INFO) {
+				CHECK(pb_enter(&p, &g, &m) == 0);
+				while (pb_next(&m, &h) > 0) {
+					CHECK(pb_enter(&m, &h, &u) == 0);
+					while (pb_next(&u, &k) > 0)
+						if (k.number == HT_FTF_UTSNAME_RELEASE)
+							snprintf(d->release, sizeof(d->release),
+								 "%.*s", (int)k.len,
+								 (const char *)k.data);
+				}
+			}
+			if (g.number == HT_FTF_PACKET_PROCESS_TREE) {
+				CHECK(pb_enter(&p, &g, &m) == 0);
+				while (pb_next(&m, &h) > 0 && d->nthreads < 8) {
+					CHECK(pb_enter(&m, &h, &u) == 0);
+					while (pb_next(&u, &k) > 0) {
+						if (k.number == HT_FTF_THREAD_TID)
+							d->tid[d->nthreads] = (uint32_t)k.value;
+						if (k.number == HT_FTF_THREAD_TGID)
+							d->tgid[d->nthreads] = (uint32_t)k.value;
+					}
+					d->nthreads++;
+				}
+			}
+		}
+	}
+}
+
+static void write_window(uint64_t t0, uint64_t t1, struct ht_fr_window *w, struct decoded *d)
+{
+	struct ht_sched_ftrace_window sw = {.t0 = t0,
+					    .t1 = t1,
+					    .w = w,
+					    .comms = &comms,
+					    .boottime_offset_ns = BOOT_OFFSET,
+					    .kernel_release = "6.18.0-test"};
+	struct ht_sched_index idx;
+	struct pb_buf out;
+
+	pb_buf_init(&out);
+	CHECK(ht_sched_index_build(w, &idx) == 0);
+	sw.idx = &idx;
+	CHECK(ht_sched_ftrace_write(&sw, &out) == 0);
+	decode(&out, d);
+	ht_sched_index_free(&idx);
+	pb_buf_free(&out);
+}
+
+static void comms_offline(void)
+{
+	ht_comm_cache_free(&comms);
+	ht_comm_cache_init(&comms, NULL);
+	comms.offline = true;
+	ht_comm_cache_seed(&comms, A, "victim");
+	ht_comm_cache_seed(&comms, B, "waker");
+	ht_comm_cache_seed(&comms, HOG, "hog");
+	ht_comm_cache_seed_tgid(&comms, A, TGID);
+	ht_comm_cache_seed_tgid(&comms, B, TGID);
+	ht_comm_cache_seed_tgid(&comms, HOG, HOG);
+}
+
+static const struct decoded_bundle *bundle_of(const struct decoded *d, uint32_t cpu)
+{
+	for (size_t i = 0; i < d->nbundles; i++)
+		if (d->b[i].has_cpu && d->b[i].cpu == cpu)
+			return &d->b[i];
+	return NULL;
+}
+
+static int arrays_equal(const struct decoded_bundle *bu)
+{
+	size_t sw = bu->n[HT_FTF_COMPACT_SWITCH_TIMESTAMP],
+	       wk = bu->n[HT_FTF_COMPACT_WAKING_TIMESTAMP];
+
+	return bu->n[HT_FTF_COMPACT_SWITCH_PREV_STATE] == sw &&
+	       bu->n[HT_FTF_COMPACT_SWITCH_NEXT_PID] == sw &&
+	       bu->n[HT_FTF_COMPACT_SWITCH_NEXT_PRIO] == sw &&
+	       bu->n[HT_FTF_COMPACT_SWITCH_NEXT_COMM_INDEX] == sw &&
+	       bu->n[HT_FTF_COMPACT_WAKING_PID] == wk &&
+	       bu->n[HT_FTF_COMPACT_WAKING_TARGET_CPU] == wk &&
+	       bu->n[HT_FTF_COMPACT_WAKING_PRIO] == wk &&
+	       bu->n[HT_FTF_COMPACT_WAKING_COMM_INDEX] == wk &&
+	       bu->n[HT_FTF_COMPACT_WAKING_COMMON_FLAGS] == wk;
+}
+
+/* As the kernel's __trace_sched_switch_state() reports them (6.x). */
+TEST(prev_state_as_the_kernel_traces_it)
+{
+	CHECK(ht_ftrace_prev_state(0, 0) == 0);	       /* R: yielded */
+	CHECK(ht_ftrace_prev_state(0x1, 1) == 0x100);  /* R+: preempted, whatever the state */
+	CHECK(ht_ftrace_prev_state(0x1, 0) == 0x1);    /* S */
+	CHECK(ht_ftrace_prev_state(0x2001, 0) == 0x1); /* S | TASK_FREEZABLE: S */
+	CHECK(ht_ftrace_prev_state(0x2, 0) == 0x2);    /* D */
+	CHECK(ht_ftrace_prev_state(0x402, 0) == 0x80); /* TASK_IDLE: I */
+	CHECK(ht_ftrace_prev_state(0x1002, 0) == 0x2); /* TASK_RTLOCK_WAIT: D */
+	CHECK(ht_ftrace_prev_state(0x8, 0) == 0x8);    /* t */
+	CHECK(ht_ftrace_prev_state(0x40, 0) == 0x40);  /* P */
+	CHECK(ht_ftrace_prev_state(0x80, 0) == 0x10);  /* TASK_DEAD: X */
+	CHECK(ht_ftrace_prev_state(0x2102, 0) == 0x2); /* D | TASK_WAKEKILL | TASK_FREEZABLE */
+}
+
+TEST(each_cpu_starts_with_two_switches_then_its_own_in_boottime)
+{
+	struct ht_fr_event entry[2];
+	bool valid[2] = {true, false};
+	struct ht_fr_window w;
+	const struct decoded_bundle *c0, *c1;
+	static struct decoded d;
+
+	comms_offline();
+	nevents = 0;
+	entry[0] = fx_fr_event(0, 100, HT_FR_SWITCH, 0, 0, A, 0, 0);
+	add(0, 1000, HT_FR_SWITCH, HT_FRF_PREV_TARGET, A, HOG, 0, 0x2001 /* S | FREEZABLE */);
+	add(1, 1500, HT_FR_SWITCH, 0, B, 0, 0, 0x1);
+	add(0, 5000, HT_FR_SWITCH, HT_FRF_PREEMPT | HT_FRF_NEXT_TARGET, HOG, A, 0, 0);
+	w = fx_fr_window(events, nevents, 500, 6000);
+	w.entry_switch = entry;
+	w.entry_valid = valid;
+	write_window(500, 6000, &w, &d);
+	c0 = bundle_of(&d, 0);
+	c1 = bundle_of(&d, 1);
+	CHECK(d.nbundles == 2 && c0 && c1);
+	if (!c0 || !c1)
+		return;
+	CHECK(arrays_equal(c0) && arrays_equal(c1));
+	/* CPU 0: to swapper, to A (what ran at t0), then its own two, in BOOTTIME. */
+	CHECK(c0->n[HT_FTF_COMPACT_SWITCH_TIMESTAMP] == 4);
+	CHECK(c0->sw_pid[0] == 0 && c0->sw_pid[1] == A && c0->sw_pid[2] == HOG &&
+	      c0->sw_pid[3] == A);
+	CHECK(c0->sw_ts[0] == 498 + BOOT_OFFSET && c0->sw_ts[1] == 499 + BOOT_OFFSET);
+	CHECK(c0->sw_ts[2] == 1000 + BOOT_OFFSET && c0->sw_ts[3] == 5000 + BOOT_OFFSET);
+	CHECK(c0->sw_state[2] == 0x1 && c0->sw_state[3] == 0x100);
+	CHECK(!strcmp(c0->comms[c0->sw_comm[0]], "swapper/0"));
+	CHECK(!strcmp(c0->comms[c0->sw_comm[2]], "hog"));
+	CHECK(!strcmp(c0->comms[c0->sw_comm[3]], "victim"));
+	/* CPU 1: nothing known at t0: the task its first switch took off ran then. */
+	CHECK(c1->n[HT_FTF_COMPACT_SWITCH_TIMESTAMP] == 3 && c1->sw_pid[1] == B &&
+	      c1->sw_pid[2] == 0);
+	CHECK(!strcmp(d.release, "6.18.0-test"));
+	CHECK(d.nthreads == 3);
+	for (size_t i = 0; i < d.nthreads; i++)
+		CHECK(d.tgid[i] == (d.tid[i] == HOG ? HOG : TGID));
+}
+
+/*
+ * B on CPU 1 woke A, but the recorded time (A's run-queue clock) lies a
+ * little after B left CPU 1: the waking moves into B's time there, in CPU
+ * 1's bundle, after A's switch-out and before its switch-in.
+ */
+TEST(a_waking_goes_where_and_when_its_waker_ran)
+{
+	struct ht_fr_event entry[2];
+	bool valid[2] = {true, true};
+	const struct decoded_bundle *c0, *c1;
+	static struct decoded d;
+	struct ht_fr_window w;
+
+	comms_offline();
+	nevents = 0;
+	entry[0] = fx_fr_event(0, 100, HT_FR_SWITCH, 0, 0, A, 0, 0);
+	entry[1] = fx_fr_event(1, 100, HT_FR_SWITCH, 0, 0, B, 0, 0);
+	add(0, 1000, HT_FR_SWITCH, HT_FRF_PREV_TARGET, A, HOG, 0, 0x1);
+	add(1, 3000, HT_FR_SWITCH, 0, B, 0, 0, 0x1);
+	/* Recorded on CPU 0 at 3005, raised by B on CPU 1 (which left at 3000). */
+	add(0, 3005, HT_FR_WAKEUP, HT_FRF_TARGET, A, B, 0, HT_WAKE_TASK | 1 << 8);
+	add(0, 5000, HT_FR_SWITCH, HT_FRF_NEXT_TARGET, HOG, A, 0, 0);
+	/* A timer woke A again later, from CPU 0's interrupt, just after its switch-in time. */
+	add(0, 5500, HT_FR_SWITCH, HT_FRF_PREV_TARGET, A, HOG, 0, 0x1);
+	add(0, 7000, HT_FR_SWITCH, HT_FRF_NEXT_TARGET, HOG, A, 0, 0);
+	add(0, 7010, HT_FR_WAKEUP, HT_FRF_TARGET | HT_FRF_FROM_TIMER, A, 0, 0, HT_WAKE_TIMER);
+	w = fx_fr_window(events, nevents, 500, 8000);
+	w.entry_switch = entry;
+	w.entry_valid = valid;
+	write_window(500, 8000, &w, &d);
+	c0 = bundle_of(&d, 0);
+	c1 = bundle_of(&d, 1);
+	CHECK(c0 && c1);
+	if (!c0 || !c1)
+		return;
+	CHECK(arrays_equal(c0) && arrays_equal(c1));
+	CHECK(c1->n[HT_FTF_COMPACT_WAKING_TIMESTAMP] == 1);
+	CHECK(c1->wk_pid[0] == A && c1->wk_cpu[0] == 0 && c1->wk_flags[0] == 0);
+	CHECK(c1->wk_ts[0] == 2999 + BOOT_OFFSET);
+	CHECK(c0->n[HT_FTF_COMPACT_WAKING_TIMESTAMP] == 1);
+	CHECK(c0->wk_pid[0] == A && c0->wk_flags[0] == HT_FTRACE_FLAG_HARDIRQ);
+	CHECK(c0->wk_ts[0] == 6999 + BOOT_OFFSET);
+	/* Every waking after the CPU's two synthetic switches. */
+	CHECK(c0->wk_ts[0] > c0->sw_ts[1] && c1->wk_ts[0] > c1->sw_ts[1]);
+}
+
+/* The reader of `hybtrace report` reads a dump with the native packets as it reads one without. */
+TEST(the_reader_passes_over_the_native_packets)
+{
+	struct timeline *rich = fx_make_rich(), *tl;
+	struct ht_fr_event entry[2];
+	bool valid[2] = {true, true};
+	struct ht_sched_ftrace_window sw = {.t0 = 500,
+					    .t1 = 6000,
+					    .comms = &comms,
+					    .boottime_offset_ns = BOOT_OFFSET,
+					    .kernel_release = "6.18.0-test"};
+	struct ht_sched_index idx;
+	struct ht_fr_window w;
+	struct pftr_stats stats;
+	struct pb_buf b;
+	char err[256] = "";
+	void *data = NULL;
+	size_t len = 0;
+
+	comms_offline();
+	nevents = 0;
+	entry[0] = fx_fr_event(0, 100, HT_FR_SWITCH, 0, 0, A, 0, 0);
+	entry[1] = fx_fr_event(1, 100, HT_FR_SWITCH, 0, 0, B, 0, 0);
+	add(0, 1000, HT_FR_SWITCH, HT_FRF_PREV_TARGET, A, HOG, 0, 0x1);
+	add(0, 3005, HT_FR_WAKEUP, HT_FRF_TARGET, A, B, 0, HT_WAKE_TASK | 1 << 8);
+	add(0, 5000, HT_FR_SWITCH, HT_FRF_NEXT_TARGET, HOG, A, 0, 0);
+	w = fx_fr_window(events, nevents, 500, 6000);
+	w.entry_switch = entry;
+	w.entry_valid = valid;
+	CHECK(!pftw_write_mem(rich, &data, &len, err, sizeof(err)));
+	pb_buf_init(&b);
+	pb_raw(&b, data, len);
+	CHECK(ht_sched_index_build(&w, &idx) == 0);
+	sw.w = &w;
+	sw.idx = &idx;
+	CHECK(ht_sched_ftrace_write(&sw, &b) == 0);
+	CHECK(b.len > len);
+	tl = pftr_read_mem(b.data, b.len, &stats, err, sizeof(err));
+	CHECK(tl && fx_same(rich, tl));
+	/* system_info, process_tree, a bundle per CPU */
+	CHECK_EQ_U64(stats.skipped_packets, 4);
+	ht_sched_index_free(&idx);
+	free(data);
+	pb_buf_free(&b);
+	tl_free(tl);
+	tl_free(rich);
+}

@@ -1,0 +1,575 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * Why compact_sched and not full sched_switch / sched_waking events: a full
+ * event repeats prev_comm, next_comm (16 bytes each), the pids, prios and an
+ * absolute timestamp, about 70 bytes a switch; the compact arrays hold a
+ * delta timestamp, the state, the next pid, its prio and a comm index, about
+ * 9 bytes, and the window's switches are most of a dump's kernel part. What
+ * the full event adds, prev_pid, is the previous switch's next pid on the
+ * same CPU, which Perfetto infers, so each CPU starts with two synthetic
+ * switches (the first one only says who runs).
+ */
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include "base/log.h"
+#include "base/partition.h"
+#include "kernel/comm_cache.h"
+#include "kernel/sched_ftrace.h"
+#include "trace/perfetto_write.h"
+
+/* The kernel's task states (include/linux/sched.h), as the recorder keeps prev_state. */
+#define TASK_UNINTERRUPTIBLE 0x0002
+#define EXIT_DEAD	     0x0010
+#define TASK_DEAD	     0x0080
+#define TASK_NOLOAD	     0x0400
+#define TASK_RTLOCK_WAIT     0x1000
+#define TASK_IDLE	     (TASK_UNINTERRUPTIBLE | TASK_NOLOAD)
+#define TASK_REPORT	     0x7f
+#define TASK_REPORT_IDLE     0x80
+#define TASK_REPORT_MAX	     0x100
+
+/* How far back and forward on its CPU a waking looks for its waker's time there. */
+#define WAKER_SEARCH_SWITCHES 64
+
+/* A task coming onto or leaving a CPU: the edges of its on-CPU intervals. */
+struct task_edge {
+	uint64_t ts;
+	uint32_t tid;
+	bool in;
+};
+
+struct waking {
+	uint64_t ts;
+	uint32_t pid;
+	uint32_t target_cpu;
+	uint32_t flags;
+	unsigned int cpu; /* the bundle: the CPU its waker ran on */
+};
+
+struct builder {
+	const struct ht_sched_ftrace_window *sw;
+	struct task_edge *edges; /* by tid, then time */
+	size_t nedges;
+	uint32_t *tids; /* every task named in the window but the idle task, sorted */
+	size_t ntids;
+	char (*comms)[HT_COMM_LEN + 8]; /* of tids[i]; "" until looked up */
+	struct waking *wakings;		/* by CPU, then time */
+	size_t nwakings;
+};
+
+int64_t ht_ftrace_prev_state(uint32_t raw_state, int preempted)
+{
+	uint32_t report;
+	int bit = 0;
+
+	if (preempted)
+		return TASK_REPORT_MAX;
+	if ((raw_state & TASK_IDLE) == TASK_IDLE)
+		return TASK_REPORT_IDLE;
+	if (raw_state & TASK_RTLOCK_WAIT)
+		return TASK_UNINTERRUPTIBLE;
+	/*
+	 * A task's last switch: the kernel ORs in its exit_state, which the
+	 * record lacks; EXIT_DEAD ("X") says it is gone without guessing a zombie.
+	 */
+	if (raw_state & TASK_DEAD)
+		return EXIT_DEAD;
+	report = raw_state & TASK_REPORT;
+	while (report >> (bit + 1))
+		bit++;
+	return report ? (int64_t)1 << bit : 0;
+}
+
+static void put_varint(struct pb_buf *b, uint64_t v)
+{
+	uint8_t *p = pb_claim(b, 10), *start = p;
+
+	if (!p)
+		return;
+	while (v >= 0x80) {
+		*p++ = (uint8_t)(v | 0x80);
+		v >>= 7;
+	}
+	*p++ = (uint8_t)v;
+	b->len += (size_t)(p - start);
+}
+
+static int cmp_u32(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static int cmp_edge(const void *a, const void *b)
+{
+	const struct task_edge *x = a, *y = b;
+
+	if (x->tid != y->tid)
+		return x->tid < y->tid ? -1 : 1;
+	if (x->ts != y->ts)
+		return x->ts < y->ts ? -1 : 1;
+	return (int)x->in - (int)y->in; /* at one time a task leaves before it comes back */
+}
+
+static int cmp_waking(const void *a, const void *b)
+{
+	const struct waking *x = a, *y = b;
+
+	if (x->cpu != y->cpu)
+		return x->cpu < y->cpu ? -1 : 1;
+	return x->ts < y->ts ? -1 : x->ts > y->ts;
+}
+
+static bool is_wakeup(const struct ht_fr_event *e)
+{
+	return e->rec.kind == HT_FR_WAKEUP || e->rec.kind == HT_FR_WAKEUP_NEW;
+}
+
+static int collect_tasks(struct builder *b)
+{
+	const struct ht_fr_window *w = b->sw->w;
+	size_t n = 0, nedges = 0;
+
+	b->tids = malloc((2 * w->count + w->ncpus + 1) * sizeof(*b->tids));
+	b->edges = malloc((2 * w->count + 1) * sizeof(*b->edges));
+	if (!b->tids || !b->edges)
+		return ht_fail("out of memory for the window's scheduling data");
+	for (unsigned int c = 0; c < w->ncpus; c++)
+		if (w->entry_valid[c])
+			b->tids[n++] = w->entry_switch[c].rec.tid_b;
+	for (size_t i = 0; i < w->count; i++) {
+		const struct ht_fr_event *e = &w->events[i];
+
+		if (e->rec.kind == HT_FR_SWITCH) {
+			b->tids[n++] = e->rec.tid_a;
+			b->tids[n++] = e->rec.tid_b;
+			b->edges[nedges++] = (struct task_edge){e->rec.ts_ns, e->rec.tid_a, false};
+			b->edges[nedges++] = (struct task_edge){e->rec.ts_ns, e->rec.tid_b, true};
+		} else if (is_wakeup(e)) {
+			b->tids[n++] = e->rec.tid_a;
+		}
+	}
+	qsort(b->tids, n, sizeof(*b->tids), cmp_u32);
+	b->ntids = 0;
+	for (size_t i = 0; i < n; i++)
+		if (b->tids[i] && (!b->ntids || b->tids[b->ntids - 1] != b->tids[i]))
+			b->tids[b->ntids++] = b->tids[i];
+	qsort(b->edges, nedges, sizeof(*b->edges), cmp_edge);
+	b->nedges = nedges;
+	b->comms = calloc(b->ntids ? b->ntids : 1, sizeof(*b->comms));
+	if (!b->comms)
+		return ht_fail("out of memory for the window's scheduling data");
+	return 0;
+}
+
+static size_t tid_index(const struct builder *b, uint32_t tid)
+{
+	return HT_PARTITION_POINT(0, b->ntids, i, b->tids[i] < tid);
+}
+
+/* [first, end) of TID's edges. */
+static void edges_of(const struct builder *b, uint32_t tid, size_t *first, size_t *end)
+{
+	*first = HT_PARTITION_POINT(0, b->nedges, i, b->edges[i].tid < tid);
+	*end = HT_PARTITION_POINT(*first, b->nedges, i, b->edges[i].tid == tid);
+}
+
+/*
+ * The span a waking of WAKEE recorded at TS must lie in for Perfetto to
+ * take it: after the switch-out it sleeps from (a waking of a task that is
+ * not blocked is ignored), before its switch-in. The recorded time comes
+ * from the wakee's run-queue clock, up to HT_FR_WAKEUP_SKEW_NS off.
+ */
+static void waking_span(const struct builder *b, uint32_t wakee, uint64_t ts, uint64_t *lo,
+			uint64_t *hi)
+{
+	size_t first, end, k;
+
+	*lo = 0;
+	*hi = UINT64_MAX;
+	edges_of(b, wakee, &first, &end);
+	if (first == end)
+		return;
+	/* k: the first edge after TS. */
+	k = HT_PARTITION_POINT(first, end, i, b->edges[i].ts <= ts);
+	if (k > first && !b->edges[k - 1].in) {
+		*lo = b->edges[k - 1].ts + 1;
+		if (k < end && b->edges[k].in)
+			*hi = b->edges[k].ts - 1;
+	} else if (k > first && b->edges[k - 1].ts + HT_FR_WAKEUP_SKEW_NS >= ts) {
+		/* Switched in just before its waking's time: the skew. */
+		*hi = b->edges[k - 1].ts - 1;
+		if (k - 1 > first && !b->edges[k - 2].in)
+			*lo = b->edges[k - 2].ts + 1;
+	} else if (k < end && !b->edges[k].in && b->edges[k].ts <= ts + HT_FR_WAKEUP_SKEW_NS) {
+		/* Its switch-out is just after its waking's time: the skew the other way. */
+		*lo = b->edges[k].ts + 1;
+		if (k + 1 < end && b->edges[k + 1].in)
+			*hi = b->edges[k + 1].ts - 1;
+	} else if (k < end && b->edges[k].in) {
+		*hi = b->edges[k].ts - 1;
+	}
+}
+
+static uint64_t clamp_u64(uint64_t v, uint64_t lo, uint64_t hi)
+{
+	return v < lo ? lo : v > hi ? hi : v;
+}
+
+static uint64_t dist(uint64_t a, uint64_t b)
+{
+	return a > b ? a - b : b - a;
+}
+
+/*
+ * Perfetto takes a waking's waker to be whatever runs on its bundle's CPU
+ * at its time: move TS (inside [LO, HI]) into WAKER's nearest time on CPU
+ * when the recorded time falls just outside it. TS unchanged when none fits.
+ */
+static uint64_t place_in_waker(const struct builder *b, unsigned int cpu, uint32_t waker,
+			       uint64_t ts, uint64_t lo, uint64_t hi)
+{
+	const struct ht_sched_index *idx = b->sw->idx;
+	const struct ht_cpu_switches *c = &idx->cpu[cpu];
+	uint64_t best = ts, best_dist = UINT64_MAX;
+	uint32_t running;
+	size_t after;
+
+	if (ht_sched_running_at(idx, cpu, ts, &running) && running == waker)
+		return ts;
+	after = ht_sched_first_after(idx, cpu, ts);
+	/*
+	 * Earlier: the last interval of WAKER that began at or before TS (it
+	 * ended before TS); the first one on CPU began with the window.
+	 */
+	for (size_t n = 0, i = after; n < WAKER_SEARCH_SWITCHES; n++, i--) {
+		uint64_t end = i < c->count ? c->ts[i] : b->sw->t1, start, t;
+		uint32_t who;
+
+		if (i > 0) {
+			who = c->next[i - 1];
+			start = c->ts[i - 1];
+		} else {
+			who = c->entry_valid ? c->entry_next : c->count ? c->prev[0] : 0;
+			start = b->sw->t0;
+		}
+		if (who == waker) {
+			t = end - 1 < hi ? end - 1 : hi;
+			if (end > start + 1 && t > start && t >= lo) {
+				best = t;
+				best_dist = dist(t, ts);
+			}
+			break;
+		}
+		if (!i)
+			break;
+	}
+	/* Later: the first interval of WAKER that begins after TS. */
+	for (size_t n = 0, i = after; n < WAKER_SEARCH_SWITCHES && i < c->count; n++, i++) {
+		uint64_t end = i + 1 < c->count ? c->ts[i + 1] : b->sw->t1, t;
+
+		if (c->next[i] != waker)
+			continue;
+		t = c->ts[i] + 1 > lo ? c->ts[i] + 1 : lo;
+		if (t < end && t <= hi && dist(t, ts) < best_dist)
+			best = t;
+		break;
+	}
+	return best;
+}
+
+/* The irq/softirq bits of the kernel's trace_entry.flags for a wakeup record's source. */
+static uint32_t waking_flags(const struct ht_flight_record *r)
+{
+	switch ((enum ht_wake_source)(r->arg & 0xff)) {
+	case HT_WAKE_IRQ:
+	case HT_WAKE_TIMER: /* an hrtimer's or timer's callback: interrupt context either way */
+		return HT_FTRACE_FLAG_HARDIRQ;
+	case HT_WAKE_SOFTIRQ:
+		return HT_FTRACE_FLAG_SOFTIRQ;
+	default:
+		return 0;
+	}
+}
+
+static int collect_wakings(struct builder *b)
+{
+	const struct ht_fr_window *w = b->sw->w;
+
+	b->wakings = malloc((w->count + 1) * sizeof(*b->wakings));
+	if (!b->wakings)
+		return ht_fail("out of memory for the window's scheduling data");
+	for (size_t i = 0; i < w->count; i++) {
+		const struct ht_fr_event *e = &w->events[i];
+		uint32_t waker_cpu = (uint32_t)(e->rec.arg >> 8);
+		struct waking *wk;
+		uint64_t lo, hi, ts;
+
+		if (!is_wakeup(e))
+			continue;
+		wk = &b->wakings[b->nwakings++];
+		wk->cpu = waker_cpu < w->ncpus ? waker_cpu : e->cpu;
+		wk->pid = e->rec.tid_a;
+		wk->target_cpu = e->rec.aux;
+		wk->flags = waking_flags(&e->rec);
+		waking_span(b, wk->pid, e->rec.ts_ns, &lo, &hi);
+		ts = lo <= hi ? clamp_u64(e->rec.ts_ns, lo, hi) : e->rec.ts_ns;
+		if (e->rec.tid_b && !wk->flags && wk->cpu < b->sw->idx->ncpus)
+			ts = place_in_waker(b, wk->cpu, e->rec.tid_b, ts, lo, hi);
+		wk->ts = ts;
+	}
+	qsort(b->wakings, b->nwakings, sizeof(*b->wakings), cmp_waking);
+	return 0;
+}
+
+/* The compact_sched arrays, in the order written. */
+enum bundle_array {
+	SW_TS,
+	SW_STATE,
+	SW_PID,
+	SW_PRIO,
+	SW_COMM,
+	WK_TS,
+	WK_PID,
+	WK_CPU,
+	WK_PRIO,
+	WK_COMM,
+	WK_FLAGS,
+	NARRAYS,
+};
+
+static const uint32_t array_fields[NARRAYS] = {
+	[SW_TS] = HT_FTF_COMPACT_SWITCH_TIMESTAMP,
+	[SW_STATE] = HT_FTF_COMPACT_SWITCH_PREV_STATE,
+	[SW_PID] = HT_FTF_COMPACT_SWITCH_NEXT_PID,
+	[SW_PRIO] = HT_FTF_COMPACT_SWITCH_NEXT_PRIO,
+	[SW_COMM] = HT_FTF_COMPACT_SWITCH_NEXT_COMM_INDEX,
+	[WK_TS] = HT_FTF_COMPACT_WAKING_TIMESTAMP,
+	[WK_PID] = HT_FTF_COMPACT_WAKING_PID,
+	[WK_CPU] = HT_FTF_COMPACT_WAKING_TARGET_CPU,
+	[WK_PRIO] = HT_FTF_COMPACT_WAKING_PRIO,
+	[WK_COMM] = HT_FTF_COMPACT_WAKING_COMM_INDEX,
+	[WK_FLAGS] = HT_FTF_COMPACT_WAKING_COMMON_FLAGS,
+};
+
+/* One CPU's compact_sched arrays (packed varints) and their comm table. */
+struct bundle {
+	unsigned int cpu;
+	int32_t *comm_index; /* per tid index: -1 until interned */
+	int32_t swapper_index;
+	uint32_t ncomms;
+	struct pb_buf intern;
+	struct pb_buf a[NARRAYS];
+	uint64_t last_switch_ts, last_waking_ts;
+};
+
+static uint32_t bundle_comm(struct builder *b, struct bundle *bu, uint32_t tid)
+{
+	char buf[HT_COMM_LEN + 8];
+	int32_t *slot;
+	size_t i;
+
+	if (!tid) {
+		slot = &bu->swapper_index;
+		if (*slot < 0)
+			pb_string(&bu->intern, HT_FTF_COMPACT_INTERN_TABLE,
+				  ht_comm_lookup(b->sw->comms, 0, bu->cpu, buf, sizeof(buf)));
+	} else {
+		i = tid_index(b, tid);
+		slot = &bu->comm_index[i];
+		if (*slot < 0) {
+			if (!b->comms[i][0])
+				ht_comm_lookup(b->sw->comms, tid, bu->cpu, b->comms[i],
+					       sizeof(b->comms[i]));
+			pb_string(&bu->intern, HT_FTF_COMPACT_INTERN_TABLE, b->comms[i]);
+		}
+	}
+	if (*slot < 0)
+		*slot = (int32_t)bu->ncomms++;
+	return (uint32_t)*slot;
+}
+
+static uint64_t boottime(const struct builder *b, uint64_t mono_ns)
+{
+	return (uint64_t)((int64_t)mono_ns + b->sw->boottime_offset_ns);
+}
+
+static void add_switch(struct builder *b, struct bundle *bu, uint64_t ts, int64_t prev_state,
+		       uint32_t next)
+{
+	uint64_t boot = boottime(b, ts);
+
+	put_varint(&bu->a[SW_TS], boot - bu->last_switch_ts);
+	bu->last_switch_ts = boot;
+	put_varint(&bu->a[SW_STATE], (uint64_t)prev_state);
+	put_varint(&bu->a[SW_PID], next);
+	put_varint(&bu->a[SW_PRIO], HT_FTRACE_PRIO);
+	put_varint(&bu->a[SW_COMM], bundle_comm(b, bu, next));
+}
+
+static void add_waking(struct builder *b, struct bundle *bu, const struct waking *wk)
+{
+	uint64_t boot = boottime(b, wk->ts);
+
+	put_varint(&bu->a[WK_TS], boot - bu->last_waking_ts);
+	bu->last_waking_ts = boot;
+	put_varint(&bu->a[WK_PID], wk->pid);
+	put_varint(&bu->a[WK_CPU], wk->target_cpu);
+	put_varint(&bu->a[WK_PRIO], HT_FTRACE_PRIO);
+	put_varint(&bu->a[WK_COMM], bundle_comm(b, bu, wk->pid));
+	put_varint(&bu->a[WK_FLAGS], wk->flags);
+}
+
+/* What ran on CPU when the window began: known, else what its first switch took off. */
+static bool entry_task(const struct builder *b, unsigned int cpu, size_t first_switch,
+		       uint32_t *tid)
+{
+	const struct ht_fr_window *w = b->sw->w;
+
+	if (w->entry_valid[cpu]) {
+		*tid = w->entry_switch[cpu].rec.tid_b;
+		return true;
+	}
+	if (first_switch < w->count) {
+		*tid = w->events[first_switch].rec.tid_a;
+		return true;
+	}
+	return false;
+}
+
+static void write_bundle_packet(struct pb_buf *out, struct bundle *bu)
+{
+	size_t packet = pb_begin(out, PFT_TRACE_PACKET);
+	size_t bundle = pb_begin(out, HT_FTF_PACKET_FTRACE_EVENTS);
+	size_t compact;
+
+	pb_varint(out, HT_FTF_BUNDLE_CPU, bu->cpu);
+	compact = pb_begin(out, HT_FTF_BUNDLE_COMPACT_SCHED);
+	pb_raw(out, bu->intern.data, bu->intern.len);
+	for (size_t i = 0; i < NARRAYS; i++)
+		if (bu->a[i].len)
+			pb_bytes(out, array_fields[i], bu->a[i].data, bu->a[i].len);
+	pb_end(out, compact);
+	pb_end(out, bundle);
+	pb_end(out, packet);
+}
+
+/* Every switch on CPU in the window, and the wakings its tasks raised there. */
+static int write_cpu(struct builder *b, unsigned int cpu, size_t *waking_cursor, struct pb_buf *out)
+{
+	const struct ht_fr_window *w = b->sw->w;
+	struct bundle bu = {.cpu = cpu, .swapper_index = -1};
+	size_t first_switch = w->count, wk_first = *waking_cursor, wk_end = wk_first;
+	uint64_t sync_ns;
+	uint32_t entry;
+
+	while (wk_end < b->nwakings && b->wakings[wk_end].cpu == cpu)
+		wk_end++;
+	*waking_cursor = wk_end;
+	for (size_t i = 0; i < w->count && first_switch == w->count; i++)
+		if (w->events[i].rec.kind == HT_FR_SWITCH && w->events[i].cpu == cpu)
+			first_switch = i;
+	if (!entry_task(b, cpu, first_switch, &entry))
+		return 0; /* nothing ran there that the recorder saw */
+	bu.comm_index = malloc((b->ntids ? b->ntids : 1) * sizeof(*bu.comm_index));
+	if (!bu.comm_index)
+		return ht_fail("out of memory for the window's scheduling data");
+	memset(bu.comm_index, 0xff, (b->ntids ? b->ntids : 1) * sizeof(*bu.comm_index));
+	pb_buf_init(&bu.intern);
+	for (size_t i = 0; i < NARRAYS; i++)
+		pb_buf_init(&bu.a[i]);
+	/*
+	 * Perfetto's first compact switch on a CPU only names who runs, and it
+	 * drops the CPU's wakings before it: two switches just before anything
+	 * else there, to the idle task, then to the task running then.
+	 */
+	sync_ns = b->sw->t0;
+	if (first_switch < w->count && w->events[first_switch].rec.ts_ns < sync_ns)
+		sync_ns = w->events[first_switch].rec.ts_ns;
+	if (wk_first < wk_end && b->wakings[wk_first].ts < sync_ns)
+		sync_ns = b->wakings[wk_first].ts;
+	add_switch(b, &bu, sync_ns - 2, 0, 0);
+	add_switch(b, &bu, sync_ns - 1, 0, entry);
+	for (size_t i = first_switch; i < w->count; i++) {
+		const struct ht_fr_event *e = &w->events[i];
+
+		if (e->rec.kind != HT_FR_SWITCH || e->cpu != cpu)
+			continue;
+		add_switch(b, &bu, e->rec.ts_ns,
+			   ht_ftrace_prev_state((uint32_t)e->rec.arg,
+						(e->rec.flags & HT_FRF_PREEMPT) != 0),
+			   e->rec.tid_b);
+	}
+	for (size_t i = wk_first; i < wk_end; i++)
+		add_waking(b, &bu, &b->wakings[i]);
+	write_bundle_packet(out, &bu);
+	out->err = out->err ? out->err : bu.intern.err;
+	pb_buf_free(&bu.intern);
+	for (size_t i = 0; i < NARRAYS; i++) {
+		out->err = out->err ? out->err : bu.a[i].err;
+		pb_buf_free(&bu.a[i]);
+	}
+	free(bu.comm_index);
+	return 0;
+}
+
+static void write_system_info(const struct builder *b, struct pb_buf *out)
+{
+	size_t packet = pb_begin(out, PFT_TRACE_PACKET);
+	size_t info = pb_begin(out, HT_FTF_PACKET_SYSTEM_INFO);
+	size_t uts = pb_begin(out, HT_FTF_SYSTEM_INFO_UTSNAME);
+
+	pb_string(out, HT_FTF_UTSNAME_SYSNAME, "Linux");
+	pb_string(out, HT_FTF_UTSNAME_RELEASE, b->sw->kernel_release);
+	pb_end(out, uts);
+	pb_end(out, info);
+	pb_end(out, packet);
+}
+
+/* Each task's process, so that Perfetto puts the threads of one process together. */
+static void write_process_tree(const struct builder *b, struct pb_buf *out)
+{
+	size_t packet = pb_begin(out, PFT_TRACE_PACKET);
+	size_t tree;
+
+	/* The packet's time (Perfetto's default clock, BOOTTIME): the window's start. */
+	pb_varint(out, PFT_PACKET_TIMESTAMP, boottime(b, b->sw->t0));
+	tree = pb_begin(out, HT_FTF_PACKET_PROCESS_TREE);
+	for (size_t i = 0; i < b->ntids; i++) {
+		uint32_t tgid = ht_comm_tgid(b->sw->comms, b->tids[i]);
+		size_t thread;
+
+		if (!tgid)
+			continue;
+		thread = pb_begin(out, HT_FTF_PROCESS_TREE_THREADS);
+		pb_varint(out, HT_FTF_THREAD_TID, b->tids[i]);
+		pb_varint(out, HT_FTF_THREAD_TGID, tgid);
+		pb_end(out, thread);
+	}
+	pb_end(out, tree);
+	pb_end(out, packet);
+}
+
+int ht_sched_ftrace_write(const struct ht_sched_ftrace_window *sw, struct pb_buf *out)
+{
+	struct builder b = {.sw = sw};
+	size_t waking_cursor = 0;
+	int rc = -1;
+
+	if (collect_tasks(&b) || collect_wakings(&b))
+		goto out;
+	write_system_info(&b, out);
+	write_process_tree(&b, out);
+	for (unsigned int cpu = 0; cpu < sw->w->ncpus; cpu++)
+		if (write_cpu(&b, cpu, &waking_cursor, out))
+			goto out;
+	rc = out->err ? ht_fail("out of memory for the window's scheduling data") : 0;
+out:
+	free(b.tids);
+	free(b.edges);
+	free(b.comms);
+	free(b.wakings);
+	return rc;
+}
