@@ -107,6 +107,11 @@ struct ht_source_ops {
 	uint64_t (*memory_bytes)(const void *config, unsigned int ncpus);
 	/* Open for the target CONFIG names; STATE is state_bytes of zeros. 0, or -1. */
 	int (*open)(void *state, const void *config);
+	/*
+	 * Threads it could not cover, their events past the descriptor limit:
+	 * counted once opened, in the summary; may be NULL (it opens no events per thread).
+	 */
+	uint64_t (*threads_left_out)(const void *state);
 	/* Exited threads give back what was opened for them (event loop, 4 Hz); may be NULL. */
 	void (*reap)(void *state);
 	/* The name dumps and the "attached" line give it: "pt", "pt-sideband-only", "sample". */

@@ -6,6 +6,7 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -358,6 +359,16 @@ static int open_pt_event(struct ht_intelpt *pt, struct ht_intelpt_thread *t, uns
 	return 0;
 }
 
+/* Descriptors a thread's events take: a sideband event, and a PT event, per online CPU. */
+static size_t thread_fds(const struct ht_intelpt *pt)
+{
+	size_t online = 0;
+
+	for (unsigned int c = 0; c < pt->ncpus; c++)
+		online += pt->cpu_online[c];
+	return online * (pt->cfg.sideband_only ? 1 : 2);
+}
+
 /* A thread the descriptor limit leaves (partly) untraced: counted, said once at open. */
 static void leave_out(struct ht_intelpt *pt, int tid)
 {
@@ -372,9 +383,15 @@ static int open_thread(struct ht_intelpt *pt, int tgid, int tid)
 
 	if (find_thread(pt, tid))
 		return 0;
-	t = add_thread(pt, tgid, tid);
+	t = add_thread(pt, tgid, tid); /* listed even left out: counted once */
 	if (!t)
 		return ht_fail("out of memory");
+	/* The first thread's events own the areas: without them there is no capture at all. */
+	if (pt->nthreads > 1 && pt->fds_left < thread_fds(pt)) {
+		leave_out(pt, tid);
+		return 0;
+	}
+	pt->fds_left -= pt->fds_left < thread_fds(pt) ? pt->fds_left : thread_fds(pt);
 	for (unsigned int cpu = 0; cpu < pt->ncpus; cpu++) {
 		int sb_fd, rc;
 
@@ -422,15 +439,30 @@ static int cover_thread(void *ctx, int tid)
 	return open_thread(c->pt, c->tgid, tid) ? -1 : 1;
 }
 
-/* The soft descriptor limit up to the hard one: as many threads traced as it allows. */
-static void raise_fd_limit(void)
+/* Descriptors the rest of hybtrace opens after the sources (event loop, dumps, symbols). */
+#define FDS_KEPT_FOR_HYBTRACE 256
+
+/*
+ * The soft descriptor limit up to the hard one: as many threads traced as
+ * it allows, beyond what the rest of hybtrace keeps. Returns what is left for PT.
+ */
+static size_t raise_fd_limit(void)
 {
+	size_t open_now = ht_count_dir_entries("/proc/self/fd");
 	struct rlimit rl;
 
-	if (!getrlimit(RLIMIT_NOFILE, &rl) && rl.rlim_cur < rl.rlim_max) {
+	if (getrlimit(RLIMIT_NOFILE, &rl))
+		return 0;
+	if (rl.rlim_cur < rl.rlim_max) {
 		rl.rlim_cur = rl.rlim_max;
-		setrlimit(RLIMIT_NOFILE, &rl);
+		if (setrlimit(RLIMIT_NOFILE, &rl))
+			getrlimit(RLIMIT_NOFILE, &rl);
 	}
+	if (rl.rlim_cur == RLIM_INFINITY)
+		return SIZE_MAX;
+	return rl.rlim_cur > open_now + FDS_KEPT_FOR_HYBTRACE
+		       ? (size_t)rl.rlim_cur - open_now - FDS_KEPT_FOR_HYBTRACE
+		       : 0;
 }
 
 static int check_sizes(struct ht_intelpt_config *cfg, unsigned int online)
@@ -500,8 +532,9 @@ int ht_intelpt_open(struct ht_intelpt *pt, const struct ht_intelpt_config *cfg)
 	for (unsigned int i = 0; i < pt->cfg.ntgids; i++)
 		nthreads += ht_proc_count_threads(pt->cfg.tgids[i]);
 	/* What is left beyond the limit is left out and counted, not fatal. */
-	if (ht_reserve_fds(ht_intelpt_fds_needed(nthreads * 2, pt->ncpus), "Intel PT capture"))
-		raise_fd_limit();
+	ht_reserve_fds(ht_intelpt_fds_needed(nthreads * 2, pt->ncpus) + FDS_KEPT_FOR_HYBTRACE,
+		       "Intel PT capture");
+	pt->fds_left = raise_fd_limit();
 	pt->attach_boot_ticks = boot_ticks_now();
 	for (unsigned int i = 0; i < pt->cfg.ntgids; i++) {
 		struct cover c = {pt, pt->cfg.tgids[i]};

@@ -232,6 +232,7 @@ struct ht_intelpt {
 	 */
 	uint64_t threads_left_out;
 	int first_left_out_tid;
+	size_t fds_left; /* what the limit leaves PT, the rest of hybtrace's share kept */
 	struct ht_build_id_entry *build_ids;
 	size_t nbuild_ids, build_ids_cap;
 	bool open;

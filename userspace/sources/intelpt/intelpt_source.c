@@ -57,6 +57,13 @@ static int pt_open(void *state, const void *config)
 	return ht_intelpt_open(state, config);
 }
 
+static uint64_t pt_threads_left_out(const void *state)
+{
+	const struct ht_intelpt *pt = state;
+
+	return pt->threads_left_out;
+}
+
 static void pt_reap(void *state)
 {
 	ht_intelpt_reap(state);
@@ -280,6 +287,7 @@ const struct ht_source_ops ht_intelpt_source = {
 	.usable = pt_usable,
 	.memory_bytes = pt_memory_bytes,
 	.open = pt_open,
+	.threads_left_out = pt_threads_left_out,
 	.reap = pt_reap,
 	.dump_name = pt_dump_name,
 	.announce = pt_announce,
