@@ -26,7 +26,8 @@ LIVE_SOURCE = "pt" if HAS_PT else TEST_MODE_SOURCE
 # What a decode elsewhere cannot know, or says about itself.
 LIVE_ONLY_META = {"decoded_from", "recording_start_ns", "loss.ring_buffer_drops",
                   "loss.task_storage_failures", "loss.comm_map_failures",
-                  "loss.recursion_misses", "loss.unseen_switch_ins", "breaches_not_dumped"}
+                  "loss.recursion_misses", "loss.unseen_switch_ins", "breaches_not_dumped",
+                  "loss.pt_threads_left_out"}
 
 
 def decode(raw, outdir, as_nobody=False):
@@ -128,6 +129,80 @@ def test_mode_dumps_say_they_hold_no_pt():
             check(meta["pt.bytes"] == "0", "%s: PT bytes in a test capture: %r" % (dump, meta))
             text = report_text(dump)
             check(TEST_MODE_LINE in text.splitlines()[2], "%s: report says\n%s" % (dump, text))
+
+
+RAW_HEADER_BYTES = 16
+RAWSEC_MAPS = 8
+
+
+def raw_maps(path):
+    """The MAPS sections of a raw capture (rawcap.h, format 1.5): [(pid, [mapped paths])]."""
+    with open(path, "rb") as f:
+        data = f.read()
+    out, at = [], RAW_HEADER_BYTES
+    while at + 16 <= len(data):
+        tag, _, n = struct.unpack_from("<IIQ", data, at)
+        body, at = data[at + 16:at + 16 + n], at + 16 + n
+        if tag != RAWSEC_MAPS:
+            continue
+        count, = struct.unpack_from("<I", body, 8)
+        pos, paths = 12, []
+        for _ in range(count):
+            pos += 28
+            plen, = struct.unpack_from("<I", body, pos)
+            paths.append(body[pos + 4:pos + 4 + plen].decode())
+            pos += 4 + plen
+            blen, = struct.unpack_from("<H", body, pos)
+            pos += 2 + blen
+        pid, = struct.unpack_from("<I", body, pos)
+        out.append((pid, paths))
+    return out
+
+
+@test
+def sideband_mode_every_process_keeps_its_own_code():
+    """Sideband test mode (HYBTRACE_TEST_PT_SIDEBAND_ONLY: no PT bytes, so no call stacks
+    here; the decode of each process against its own code is the synthesized captures' test
+    in test_pt_dump.c). `run` follows the command's children: procs_spin (alpha) forks beta
+    and gamma, which exec programs of their own; each kept raw capture holds, under each
+    process's own pid, that process's mappings with its own program and no other's, and
+    the dump counts the processes (pt.processes)."""
+    need_root()
+    if HAS_PT:
+        raise NoHardware("the sideband test mode is for machines without Intel PT")
+    with tempfile.TemporaryDirectory() as out:
+        run = hybtrace(["run", "--json", "--rq-delay", "2ms", "--source", "pt", "--keep-raw",
+                        "--pre", "60ms", "--dump-policy", "first", "--min-interval", "100ms",
+                        "--max-dumps", "3", "--output", out, "--",
+                        workload("procs_spin"), "30", "20", "10", "0"],
+                       env=TEST_MODE, timeout=120)
+        check(run.rc == 0, run.describe())
+        roles = {e["pid"]: e["role"] for e in run.log if e["event"] == "ready"}
+        check(sorted(roles.values()) == ["alpha", "beta", "gamma"], "roles %r\n%s"
+              % (roles, run.describe()))
+        program = {"alpha": "/procs_spin", "beta": "/procs_spin_beta",
+                   "gamma": "/procs_spin_gamma"}
+        raws = sorted(glob.glob(os.path.join(out, "*.hybtrace-raw")))
+        check(raws, "no raw capture: " + run.describe())
+        most = 0
+        for raw in raws:
+            last = {}
+            for pid, paths in raw_maps(raw):
+                last[pid] = paths
+            ours = [pid for pid in last if pid in roles]
+            most = max(most, len(ours))
+            for pid in ours:
+                exes = {p for p in last[pid] if "/procs_spin" in p}
+                want = {p for p in exes if p.endswith(program[roles[pid]])}
+                check(want and exes == want, "%s: process %d (%s) has the code of %r"
+                      % (raw, pid, roles[pid], sorted(exes)))
+            dump = raw.replace(".hybtrace-raw", ".perfetto-trace")
+            meta = report_json(dump)["metadata"]
+            check(int(meta["pt.processes"]) == len(last), "%s: pt.processes %s, the capture "
+                  "holds %d processes' code" % (dump, meta["pt.processes"], len(last)))
+            check(meta["loss.pt_threads_left_out"] == "0", "%r" % meta)
+        check(most >= 2, "no capture held the code of more than one of procs_spin's "
+              "processes: " + run.describe())
 
 
 @test

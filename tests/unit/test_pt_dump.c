@@ -1965,3 +1965,153 @@ TEST(decoded_calls_nest_as_recorded)
 	rmdir(tmp);
 	parts_free(&p);
 }
+
+/*
+ * Several target processes (synthesized captures): one CPU's stream holds
+ * the runs of each, every process has its own code at the same addresses,
+ * and each run must be decoded and named with its own process's mappings,
+ * on a track under its own pid.
+ */
+#define OTHER_PID 5151
+#define OTHER_TID 5152
+
+/* A second reading of the maps, for PID: the exe's mappings replaced by EXE's. */
+static void cap_add_process(struct ht_rawcap *cap, int pid, const char *exe)
+{
+	const struct ht_rawcap_maps *first = &cap->maps[0];
+	struct ht_rawcap_maps *m;
+
+	cap->maps = realloc(cap->maps, (cap->nmaps + 1) * sizeof(*cap->maps));
+	first = &cap->maps[0];
+	m = &cap->maps[cap->nmaps++];
+	memset(m, 0, sizeof(*m));
+	m->pid = pid;
+	m->taken_ns = first->taken_ns;
+	m->v = calloc(first->count + 1, sizeof(*m->v));
+	for (size_t i = 0; i < first->count; i++) {
+		struct ht_rawcap_mapping *x = &m->v[m->count++];
+		bool is_exe = strstr(first->v[i].path, "/pt_workload") != NULL;
+
+		*x = first->v[i];
+		x->build_id = NULL;
+		x->path = strdup(is_exe ? exe : first->v[i].path);
+	}
+	if (!cap->maps[0].pid)
+		cap->maps[0].pid = TGID;
+}
+
+/* The workload with its functions renamed (leaf -> leaf_b ...): the same code, other names. */
+static int renamed_copy(char *out, size_t len)
+{
+	char cmd[3 * PATH_MAX];
+
+	snprintf(out, len, "%s/pt_workload_b", ht_pt_programs_dir);
+	snprintf(cmd, sizeof(cmd),
+		 "objcopy --redefine-sym leaf=leaf_b --redefine-sym fact=fact_b "
+		 "--redefine-sym tail_entry=tail_entry_b --redefine-sym "
+		 "through_pointer=through_pointer_b %s/pt_workload %s",
+		 ht_pt_programs_dir, out);
+	return system(cmd);
+}
+
+static int track_pid(const struct timeline *tl, int32_t tid)
+{
+	long i = thread_track(tl, tid);
+
+	return i < 0 ? -1 : tl_track(tl, (size_t)i)->pid;
+}
+
+/* Synthesized: part 1 ran in the target, part 2 in another process naming its code otherwise. */
+TEST(synthesized_two_processes_each_named_from_its_own_image)
+{
+	const struct ht_synth_trace *t;
+	struct sideband sb = new_sideband(0);
+	struct ht_rawcap cap;
+	struct parts p;
+	struct dump d;
+	struct slices a = {0}, b = {0};
+	char exe_b[PATH_MAX + 32];
+	uint64_t sw;
+
+	REQUIRE_PARTS(t, &p);
+	if (renamed_copy(exe_b, sizeof(exe_b))) {
+		CHECK(!"objcopy could not rename the workload's functions");
+		parts_free(&p);
+		return;
+	}
+	sw = switch_ns(&p);
+	cap_init(&cap, t);
+	cap_add_process(&cap, OTHER_PID, exe_b);
+	cap_parts(&cap, 0, TID_A, &p.p1, &p.p2);
+	sb_switch(&sb, 1, TGID, TID_A, mono_of(TSC_PART1) - 1000);
+	sb_switch(&sb, 0, TGID, TID_A, sw);
+	sb_switch(&sb, 1, OTHER_PID, OTHER_TID, sw + 1);
+	cap_sideband(&cap, &sb);
+	run_dump(&d, &cap, 0);
+	CHECK_EQ_U64(d.rc, 0);
+	CHECK_EQ_U64(d.st.processes, 2);
+	CHECK_EQ_U64(d.st.insns, t->count);
+	CHECK_EQ_U64(d.st.errors, 0);
+	CHECK_EQ_U64(d.st.threads, 2);
+	CHECK_EQ_U64(d.st.foreign_runs, 0);
+	/* Each thread under its own process. */
+	CHECK_EQ_U64(track_pid(d.tl, TID_A), TGID);
+	CHECK_EQ_U64(track_pid(d.tl, OTHER_TID), OTHER_PID);
+	a = thread_slices(d.tl, TID_A);
+	b = thread_slices(d.tl, OTHER_TID);
+	CHECK(calls_match(t, 0, p.k, &a));
+	CHECK_EQ_U64(count_entered(&a, "leaf_b") + count_entered(&a, "fact_b"), 0);
+	/* B's calls, named from its own exe. */
+	CHECK_EQ_U64(count_entered(&b, "leaf_b"), recorded_calls(t, p.k, t->count, "leaf"));
+	CHECK_EQ_U64(count_entered(&b, "fact_b"), recorded_calls(t, p.k, t->count, "fact"));
+	CHECK(count_entered(&b, "leaf_b") + count_entered(&b, "fact_b") > 0);
+	CHECK_EQ_U64(count_entered(&b, "leaf") + count_entered(&b, "fact"), 0);
+	free(a.v);
+	free(b.v);
+	dump_free(&d);
+	ht_rawcap_free(&cap);
+	parts_free(&p);
+	unlink(exe_b);
+}
+
+/*
+ * Synthesized: the target (named first) has other code at the addresses the
+ * second process ran: the stream is that process's, decoded against its own
+ * image without an error.
+ */
+TEST(synthesized_process_decoded_against_its_own_code)
+{
+	const struct ht_synth_trace *t;
+	struct sideband sb = new_sideband(0);
+	struct ht_rawcap cap;
+	struct parts p;
+	struct dump d;
+	char exe_b[PATH_MAX + 32];
+
+	REQUIRE_PARTS(t, &p);
+	cap_init(&cap, t);
+	/* The second process runs the real code; the target's exe is another program. */
+	snprintf(exe_b, sizeof(exe_b), "%s/pt_workload", ht_pt_programs_dir);
+	cap_add_process(&cap, OTHER_PID, exe_b);
+	for (size_t i = 0; i < cap.maps[0].count; i++) {
+		struct ht_rawcap_mapping *x = &cap.maps[0].v[i];
+
+		if (strstr(x->path, "/pt_workload")) {
+			free(x->path);
+			x->path = strdup("/bin/ls");
+		}
+	}
+	cap_part(&cap, 0, -1, &p.whole);
+	sb_switch(&sb, 1, OTHER_PID, OTHER_TID, mono_of(TSC_PART1) - 1000);
+	cap_sideband(&cap, &sb);
+	run_dump(&d, &cap, 0);
+	CHECK_EQ_U64(d.rc, 0);
+	CHECK_EQ_U64(d.st.insns, t->count);
+	CHECK_EQ_U64(d.st.errors, 0);
+	CHECK_EQ_U64(d.st.threads, 1);
+	CHECK_EQ_U64(track_pid(d.tl, OTHER_TID), OTHER_PID);
+	CHECK(thread_track(d.tl, TID_A) < 0);
+	dump_free(&d);
+	ht_rawcap_free(&cap);
+	parts_free(&p);
+}

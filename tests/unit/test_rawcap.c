@@ -153,6 +153,7 @@ static void make_full(struct ht_rawcap *c, size_t pt_len)
 	c->nmaps = 2;
 	c->maps = calloc(2, sizeof(*c->maps));
 	for (size_t m = 0; m < 2; m++) {
+		c->maps[m].pid = 4242 + (int)m; /* 1.5: each process's own */
 		c->maps[m].taken_ns = 100 + m;
 		c->maps[m].count = 2 + m;
 		c->maps[m].v = calloc(c->maps[m].count, sizeof(struct ht_rawcap_mapping));
@@ -280,6 +281,8 @@ static void check_same(const struct ht_rawcap *a, const struct ht_rawcap *b, boo
 	}
 	CHECK_EQ_U64(a->nmaps, b->nmaps);
 	for (size_t m = 0; m < a->nmaps && m < b->nmaps; m++) {
+		/* Before 1.5 a capture held one process's maps: pid 0, the capture's. */
+		CHECK_EQ_U64(b->format_minor >= 5 ? a->maps[m].pid : 0, b->maps[m].pid);
 		CHECK_EQ_U64(a->maps[m].taken_ns, b->maps[m].taken_ns);
 		CHECK_EQ_U64(a->maps[m].count, b->maps[m].count);
 		for (size_t i = 0; i < a->maps[m].count && i < b->maps[m].count; i++) {
@@ -596,7 +599,7 @@ TEST(a_newer_major_is_refused)
 	b[8] = 2;
 	b[10] = 3;
 	CHECK(read_mem(b, len, &r, err, sizeof(err)) == -1);
-	CHECK_STR(err, "x.raw: made by a newer hybtrace (format 2.3); this one reads up to 1.4");
+	CHECK_STR(err, "x.raw: made by a newer hybtrace (format 2.3); this one reads up to 1.5");
 	CHECK(!r.nstreams && !r.maps && !r.clocks && !r.comms);
 	ht_rawcap_free(&c);
 	free(b);

@@ -74,6 +74,7 @@ struct session {
 	/* The on-CPU source (--source), if any. */
 	struct ht_open_source sources[HT_SOURCES_OPEN_MAX];
 	unsigned int nsources;
+	uint64_t source_threads_left_out; /* past the descriptor limit, counted at open */
 	struct ht_code_triggers triggers;
 	struct ht_marks_source marks;
 	struct ht_marks_procs marks_procs; /* each target process's registries */
@@ -666,6 +667,9 @@ static void print_summary_text(struct session *s, FILE *f, const struct ht_monit
 		(unsigned long long)c->value[HT_CNT_COMM_UPDATE_FAILS],
 		(unsigned long long)c->recursion_misses,
 		(unsigned long long)c->value[HT_CNT_UNSEEN_SWITCH_INS]);
+	if (s->source_threads_left_out)
+		fprintf(f, "  on-CPU source: %llu threads left out (descriptor limit)\n",
+			(unsigned long long)s->source_threads_left_out);
 	if (s->blocks)
 		fprintf(f,
 			"  block stacks: %llu taken at voluntary switch-outs, %llu shown with "
@@ -776,6 +780,8 @@ static void print_summary_json(struct session *s, struct ht_json *j,
 	ht_json_u64(j, "comm_map", c->value[HT_CNT_COMM_UPDATE_FAILS]);
 	ht_json_u64(j, "recursion", c->recursion_misses);
 	ht_json_u64(j, "unseen_switch_in", c->value[HT_CNT_UNSEEN_SWITCH_INS]);
+	/* Not in the total: threads, not records. */
+	ht_json_u64(j, "source_threads_left_out", s->source_threads_left_out);
 	ht_json_close(j);
 	/* Which path judged the intervals: the tests check that a fallback they force ran. */
 	ht_json_object(j, "judged");
@@ -1392,8 +1398,14 @@ static int start_on_cpu_source(struct session *s)
 	uint64_t budget = o->max_memory_bytes -
 			  o->history_bytes * (uint64_t)libbpf_num_possible_cpus();
 
-	return ht_sources_open(o, &s->spec, ht_monitor_targets_fd(&s->monitor), budget, s->sources,
-			       &s->nsources);
+	if (ht_sources_open(o, &s->spec, ht_monitor_targets_fd(&s->monitor), budget, s->sources,
+			    &s->nsources))
+		return -1;
+	for (unsigned int i = 0; i < s->nsources; i++)
+		if (s->sources[i].ops->threads_left_out)
+			s->source_threads_left_out +=
+				s->sources[i].ops->threads_left_out(s->sources[i].state);
+	return 0;
 }
 
 /* The event loop at a real-time priority: breaches are taken as soon as they end. */

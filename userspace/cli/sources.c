@@ -60,13 +60,14 @@ static void configure_sample(const struct ht_options *o, const struct ht_target_
 	};
 }
 
-/* Intel PT follows one process: the first named. */
+/* Intel PT follows the processes named (--pid, run's command), and with --children their forks. */
 static void configure_pt(const struct ht_options *o, const struct ht_target_spec *spec,
 			 int targets_fd, uint64_t budget_bytes, union source_config *cfg)
 {
 	(void)targets_fd;
 	cfg->pt = (struct ht_intelpt_config){
 		.tgid = spec->ntgids ? spec->tgids[0] : 0,
+		.follow_forks = spec->children,
 		.aux_bytes = o->pt_size_bytes,
 		.memory_budget_bytes = budget_bytes,
 		/* Tests on machines without PT: the sideband, maps and raw captures, no PT bytes.
@@ -74,6 +75,8 @@ static void configure_pt(const struct ht_options *o, const struct ht_target_spec
 		.sideband_only = getenv("HYBTRACE_TEST_PT_SIDEBAND_ONLY") != NULL,
 		.keep_raw = o->keep_raw,
 	};
+	for (unsigned int i = 0; i < spec->ntgids && i < HT_INTELPT_MAX_PROCS; i++)
+		cfg->pt.tgids[cfg->pt.ntgids++] = spec->tgids[i];
 	ht_intelpt_request_default(&cfg->pt.request);
 	cfg->pt.request.fine_timing = o->pt_fine_timing;
 }

@@ -45,7 +45,7 @@ struct ht_source_freeze {
 /* What lowering a frozen capture into the dump's timeline has at hand (builder thread). */
 struct ht_source_lowering {
 	struct timeline *tl;
-	int tgid;			/* the one target named (a one_process source's); 0: none */
+	int tgid;			/* the first target named (one_process); 0: none */
 	uint64_t t0, t1;		/* the window */
 	uint64_t frozen_ns;		/* when the sources were frozen */
 	bool live;			/* false: `hybtrace decode` of a kept capture */
@@ -91,9 +91,9 @@ struct ht_source_ops {
 	 */
 	bool no_perf_events;
 	/*
-	 * It follows the threads of one process (the first --pid, or run's
-	 * command): --cgroup or --all alone need another source, and auto
-	 * passes it over for them.
+	 * It follows the threads of the processes named (--pid, or run's
+	 * command) and their forks, not a set that grows otherwise: --cgroup
+	 * or --all alone need another source, and auto passes it over for them.
 	 */
 	bool one_process;
 	size_t state_bytes;
@@ -107,6 +107,11 @@ struct ht_source_ops {
 	uint64_t (*memory_bytes)(const void *config, unsigned int ncpus);
 	/* Open for the target CONFIG names; STATE is state_bytes of zeros. 0, or -1. */
 	int (*open)(void *state, const void *config);
+	/*
+	 * Threads it could not cover, their events past the descriptor limit:
+	 * counted once opened, in the summary; may be NULL (it opens no events per thread).
+	 */
+	uint64_t (*threads_left_out)(const void *state);
 	/* Exited threads give back what was opened for them (event loop, 4 Hz); may be NULL. */
 	void (*reap)(void *state);
 	/* The name dumps and the "attached" line give it: "pt", "pt-sideband-only", "sample". */

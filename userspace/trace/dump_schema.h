@@ -154,11 +154,14 @@
 #define HT_META_PT_BYTES	"pt.bytes"
 #define HT_META_PT_INSNS	"pt.instructions"
 #define HT_META_PT_THREADS	"pt.threads"
+#define HT_META_PT_PROCESSES	"pt.processes"	    /* processes whose own code the capture holds */
 #define HT_META_PT_FROM		"pt.trace_from_ns"  /* the oldest time decoded */
 #define HT_META_LOSS_PT_ERRORS	"loss.pt_decode_errors"
 #define HT_META_LOSS_PT_OVF	"loss.pt_overflows"
 #define HT_META_LOSS_PT_ITEMS	"loss.pt_items_dropped"
 #define HT_META_LOSS_PT_IMAGE	"loss.pt_code_unreadable" /* mappings whose code was not readable */
+/* Threads without PT events: they would have passed the descriptor limit. */
+#define HT_META_LOSS_PT_LEFT_OUT "loss.pt_threads_left_out"
 #define HT_META_DECODED_FROM	"decoded_from"	    /* `hybtrace decode`: the raw capture */
 
 #endif /* HT_DUMP_SCHEMA_H */

@@ -6,11 +6,13 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -154,7 +156,7 @@ static struct ht_intelpt_thread *find_thread(struct ht_intelpt *pt, int tid)
 	return NULL;
 }
 
-static struct ht_intelpt_thread *add_thread(struct ht_intelpt *pt, int tid)
+static struct ht_intelpt_thread *add_thread(struct ht_intelpt *pt, int tgid, int tid)
 {
 	struct ht_intelpt_thread *t;
 
@@ -168,6 +170,7 @@ static struct ht_intelpt_thread *add_thread(struct ht_intelpt *pt, int tid)
 		pt->threads_cap = cap;
 	}
 	t = &pt->threads[pt->nthreads];
+	t->tgid = tgid;
 	t->tid = tid;
 	t->pt_fds = malloc(pt->ncpus * sizeof(*t->pt_fds));
 	t->sb_fds = malloc(pt->ncpus * sizeof(*t->sb_fds));
@@ -256,12 +259,16 @@ static int open_error(const char *what, int tid, unsigned int cpu, int err)
 	return ht_fail("cannot open %s for tid %d on CPU %u: %s", what, tid, cpu, strerror(err));
 }
 
+/* The descriptor limit: what it leaves out is counted, once the CPU's ring or area has an owner. */
+#define OUT_OF_FDS(err) ((err) == EMFILE || (err) == ENFILE)
+#define LEFT_OUT	(-2)
+
 /*
- * The sideband event of TID on CPU: 0 with *FD (-1 when TID is gone), or
- * -1. Opened before the PT event, so a thread that inherited the PT event
+ * The sideband event of TID on CPU: 0 with *FD (-1 when TID is gone),
+ * LEFT_OUT, or -1. Opened before the PT event, so a thread that inherited the PT event
  * (cloned after it) inherited this one too.
  */
-static int open_sideband(int tid, unsigned int cpu, int *fd)
+static int open_sideband(int tid, unsigned int cpu, bool pt_rings_owned, int *fd)
 {
 	struct perf_event_attr attr;
 
@@ -271,6 +278,8 @@ static int open_sideband(int tid, unsigned int cpu, int *fd)
 		return 0;
 	if (errno == ESRCH)
 		return 0;
+	if (OUT_OF_FDS(errno) && pt_rings_owned)
+		return LEFT_OUT;
 	return open_error("a sideband event", tid, cpu, errno);
 }
 
@@ -290,7 +299,7 @@ static int attach_sideband(struct ht_intelpt *pt, struct ht_intelpt_thread *t, u
 	return 0;
 }
 
-/* 1: TID is gone; 0: done (or inherited); -1: error. */
+/* 1: TID is gone; 0: done (or inherited); LEFT_OUT; -1: error. */
 static int open_pt_event(struct ht_intelpt *pt, struct ht_intelpt_thread *t, unsigned int cpu,
 			 int sb_fd)
 {
@@ -303,15 +312,14 @@ static int open_pt_event(struct ht_intelpt *pt, struct ht_intelpt_thread *t, uns
 	fd = perf_open(&attr, t->tid, (int)cpu);
 	if (fd < 0) {
 		err = errno;
-		if (err == ESRCH || (err == EBUSY && !thread_alive(pt->cfg.tgid, t->tid)))
+		if (err == ESRCH || (err == EBUSY && !thread_alive(t->tgid, t->tid)))
 			return 1;
 		/*
 		 * intel_pt is exclusive: one event per task and CPU. A thread born
 		 * after we opened its parent's events has inherited them; anything
 		 * else is another tool's.
 		 */
-		if (err == EBUSY &&
-		    thread_start_ticks(pt->cfg.tgid, t->tid) >= pt->attach_boot_ticks) {
+		if (err == EBUSY && thread_start_ticks(t->tgid, t->tid) >= pt->attach_boot_ticks) {
 			pt->inherited++;
 			if (sb_fd >= 0)
 				close(sb_fd); /* inherited with the PT event: a second is noise */
@@ -319,6 +327,8 @@ static int open_pt_event(struct ht_intelpt *pt, struct ht_intelpt_thread *t, uns
 		}
 		if (sb_fd >= 0)
 			close(sb_fd);
+		if (OUT_OF_FDS(err) && pt->areas[cpu].fd >= 0)
+			return LEFT_OUT;
 		if (err == EBUSY)
 			return ht_fail(
 				"Intel PT is in use by another tool on CPU %u (perf record "
@@ -349,22 +359,50 @@ static int open_pt_event(struct ht_intelpt *pt, struct ht_intelpt_thread *t, uns
 	return 0;
 }
 
+/* Descriptors a thread's events take: a sideband event, and a PT event, per online CPU. */
+static size_t thread_fds(const struct ht_intelpt *pt)
+{
+	size_t online = 0;
+
+	for (unsigned int c = 0; c < pt->ncpus; c++)
+		online += pt->cpu_online[c];
+	return online * (pt->cfg.sideband_only ? 1 : 2);
+}
+
+/* A thread the descriptor limit leaves (partly) untraced: counted, said once at open. */
+static void leave_out(struct ht_intelpt *pt, int tid)
+{
+	if (!pt->threads_left_out++)
+		pt->first_left_out_tid = tid;
+}
+
 /* Events for one thread on every CPU; the first ones own the areas and rings. */
-static int open_thread(struct ht_intelpt *pt, int tid)
+static int open_thread(struct ht_intelpt *pt, int tgid, int tid)
 {
 	struct ht_intelpt_thread *t;
 
 	if (find_thread(pt, tid))
 		return 0;
-	t = add_thread(pt, tid);
+	t = add_thread(pt, tgid, tid); /* listed even left out: counted once */
 	if (!t)
 		return ht_fail("out of memory");
+	/* The first thread's events own the areas: without them there is no capture at all. */
+	if (pt->nthreads > 1 && pt->fds_left < thread_fds(pt)) {
+		leave_out(pt, tid);
+		return 0;
+	}
+	pt->fds_left -= pt->fds_left < thread_fds(pt) ? pt->fds_left : thread_fds(pt);
 	for (unsigned int cpu = 0; cpu < pt->ncpus; cpu++) {
 		int sb_fd, rc;
 
 		if (!pt->cpu_online[cpu])
 			continue;
-		if (open_sideband(tid, cpu, &sb_fd))
+		rc = open_sideband(tid, cpu, pt->rings[cpu].fd >= 0, &sb_fd);
+		if (rc == LEFT_OUT) {
+			leave_out(pt, tid);
+			return 0;
+		}
+		if (rc)
 			return -1;
 		if (sb_fd < 0)
 			return 0; /* it exited meanwhile */
@@ -374,6 +412,10 @@ static int open_thread(struct ht_intelpt *pt, int tid)
 			continue;
 		}
 		rc = open_pt_event(pt, t, cpu, sb_fd);
+		if (rc == LEFT_OUT) {
+			leave_out(pt, tid);
+			return 0;
+		}
 		if (rc < 0)
 			return -1;
 		if (rc > 0)
@@ -383,13 +425,44 @@ static int open_thread(struct ht_intelpt *pt, int tid)
 }
 
 /* ht_proc_cover_threads()'s callback: a capture opened on each thread not yet covered. */
+struct cover {
+	struct ht_intelpt *pt;
+	int tgid;
+};
+
 static int cover_thread(void *ctx, int tid)
 {
-	struct ht_intelpt *pt = ctx;
+	struct cover *c = ctx;
 
-	if (find_thread(pt, tid))
+	if (find_thread(c->pt, tid))
 		return 0;
-	return open_thread(pt, tid) ? -1 : 1;
+	return open_thread(c->pt, c->tgid, tid) ? -1 : 1;
+}
+
+/* Descriptors the rest of hybtrace opens after the sources (event loop, dumps, symbols). */
+#define FDS_KEPT_FOR_HYBTRACE 256
+
+/*
+ * The soft descriptor limit up to the hard one: as many threads traced as
+ * it allows, beyond what the rest of hybtrace keeps. Returns what is left for PT.
+ */
+static size_t raise_fd_limit(void)
+{
+	size_t open_now = ht_count_dir_entries("/proc/self/fd");
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl))
+		return 0;
+	if (rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		if (setrlimit(RLIMIT_NOFILE, &rl))
+			getrlimit(RLIMIT_NOFILE, &rl);
+	}
+	if (rl.rlim_cur == RLIM_INFINITY)
+		return SIZE_MAX;
+	return rl.rlim_cur > open_now + FDS_KEPT_FOR_HYBTRACE
+		       ? (size_t)rl.rlim_cur - open_now - FDS_KEPT_FOR_HYBTRACE
+		       : 0;
 }
 
 static int check_sizes(struct ht_intelpt_config *cfg, unsigned int online)
@@ -422,6 +495,7 @@ int ht_intelpt_open(struct ht_intelpt *pt, const struct ht_intelpt_config *cfg)
 {
 	long nconf = sysconf(_SC_NPROCESSORS_CONF);
 	unsigned int online = 0;
+	size_t nthreads = 0;
 
 	memset(pt, 0, sizeof(*pt));
 	pt->cfg = *cfg;
@@ -451,12 +525,29 @@ int ht_intelpt_open(struct ht_intelpt *pt, const struct ht_intelpt_config *cfg)
 	if (check_sizes(&pt->cfg, online ? online : 1))
 		goto fail;
 	ht_cpuid_read(&pt->cpuid);
-	if (ht_reserve_fds(ht_intelpt_fds_needed(ht_proc_count_threads(cfg->tgid) * 2, pt->ncpus),
-			   "Intel PT capture"))
-		goto fail;
+	if (!pt->cfg.ntgids) {
+		pt->cfg.tgids[0] = cfg->tgid;
+		pt->cfg.ntgids = 1;
+	}
+	for (unsigned int i = 0; i < pt->cfg.ntgids; i++)
+		nthreads += ht_proc_count_threads(pt->cfg.tgids[i]);
+	/* What is left beyond the limit is left out and counted, not fatal. */
+	ht_reserve_fds(ht_intelpt_fds_needed(nthreads * 2, pt->ncpus) + FDS_KEPT_FOR_HYBTRACE,
+		       "Intel PT capture");
+	pt->fds_left = raise_fd_limit();
 	pt->attach_boot_ticks = boot_ticks_now();
-	if (ht_proc_cover_threads(cfg->tgid, cover_thread, pt, false))
-		goto fail;
+	for (unsigned int i = 0; i < pt->cfg.ntgids; i++) {
+		struct cover c = {pt, pt->cfg.tgids[i]};
+
+		/* A process named that is gone already leaves the others traced. */
+		if (ht_proc_cover_threads(c.tgid, cover_thread, &c, i > 0))
+			goto fail;
+	}
+	if (pt->threads_left_out)
+		ht_warn("Intel PT: %" PRIu64 " threads left out (tid %d first): their events "
+			"would pass the descriptor limit (ulimit -n); each dump counts them in "
+			"loss.pt_threads_left_out",
+			pt->threads_left_out, pt->first_left_out_tid);
 	ht_clock_pair_take(&pt->attach_pair, CLOCK_PAIR_TRIES, HT_CLOCK_AT_ATTACH);
 	ht_intelpt_read_attach_maps(pt);
 	return 0;
@@ -502,7 +593,9 @@ void ht_intelpt_close(struct ht_intelpt *pt)
 		free(pt->build_ids[i].build_id);
 	}
 	free(pt->build_ids);
-	ht_intelpt_free_maps(&pt->attach_maps);
+	for (size_t i = 0; i < pt->nattach_maps; i++)
+		ht_intelpt_free_maps(&pt->attach_maps[i]);
+	free(pt->attach_maps);
 	free(pt->threads);
 	free(pt->areas);
 	free(pt->rings);
@@ -517,7 +610,7 @@ void ht_intelpt_reap(struct ht_intelpt *pt)
 	for (size_t i = 0; i < pt->nthreads; i++) {
 		struct ht_intelpt_thread *t = &pt->threads[i];
 
-		if (thread_alive(pt->cfg.tgid, t->tid)) {
+		if (thread_alive(t->tgid, t->tid)) {
 			pt->threads[out++] = *t;
 			continue;
 		}

@@ -1,10 +1,12 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
 /*
- * Intel PT capture of every thread of the target, user space only, into
- * per-CPU AUX areas in overwrite (snapshot) mode, frozen on a trigger.
+ * Intel PT capture of every thread of every target process, user space
+ * only, into per-CPU AUX areas in overwrite (snapshot) mode, frozen on a
+ * trigger.
  *
- * Events are opened per (thread, CPU) with inherit (the sampler's are
- * CPU-wide): a thread born after attach is traced from its first instruction, and
+ * Events are opened per (thread, CPU) of each process named, with inherit
+ * (the sampler's are CPU-wide): a thread or a fork born after attach is
+ * traced from its first instruction, through an exec, and
  * every event on a CPU writes into that CPU's one AUX area (SET_OUTPUT), so
  * areas grow with CPUs, descriptors with threads x CPUs. Per-thread events
  * are off while the target is off the CPU, so an area holds only the
@@ -16,7 +18,10 @@
  *
  * On a trigger every PT event is disabled, each area copied oldest first
  * from aux_head and enabled again; TSC is tied to CLOCK_MONOTONIC by
- * (rdtsc, clock_gettime) pairs taken at attach and at each freeze.
+ * (rdtsc, clock_gettime) pairs taken at attach and at each freeze. Each
+ * process's executable mappings are read then too, under its pid (the
+ * processes named, and with follow_forks every process the sideband
+ * shows), so each process's trace is decoded against its own code.
  */
 #ifndef HT_INTELPT_CAPTURE_H
 #define HT_INTELPT_CAPTURE_H
@@ -153,8 +158,16 @@ int ht_intelpt_probe(const char *sysroot, struct ht_intelpt_info *info);
 
 /* ---- Capture ---- */
 
+/* Processes a capture is opened on by name (--pid); their forks inherit its events. */
+#define HT_INTELPT_MAX_PROCS 64
+
 struct ht_intelpt_config {
-	int tgid;
+	int tgid; /* the process named first */
+	/* Every process named, TGID among them; 0: TGID alone. */
+	int tgids[HT_INTELPT_MAX_PROCS];
+	unsigned int ntgids;
+	/* Their forks are targets too (--children, run): their code is read at each freeze. */
+	bool follow_forks;
 	const char *sysroot; /* NULL: the machine's own */
 	struct ht_intelpt_request request;
 	uint64_t aux_bytes;	      /* per CPU, a power of two (--pt-size); 0: 4M */
@@ -188,7 +201,7 @@ struct ht_intelpt_sbring {
 };
 
 struct ht_intelpt_thread {
-	int tid;
+	int tgid, tid;
 	/* per CPU; -1 where the fd is an area's or ring's owner, or the event was inherited */
 	int *pt_fds;
 	int *sb_fds;
@@ -211,14 +224,25 @@ struct ht_intelpt {
 	size_t inherited;	    /* (thread, CPU) events found already inherited */
 	struct ht_cpuid_values cpuid;
 	struct ht_clock_pair attach_pair;
-	struct ht_rawcap_maps attach_maps;
+	struct ht_rawcap_maps *attach_maps; /* per process named, at attach */
+	size_t nattach_maps;
+	/*
+	 * Threads left without events on some CPU: the descriptor limit
+	 * (RLIMIT_NOFILE, its soft value raised to the hard one) was reached.
+	 */
+	uint64_t threads_left_out;
+	int first_left_out_tid;
+	size_t fds_left; /* what the limit leaves PT, the rest of hybtrace's share kept */
 	struct ht_build_id_entry *build_ids;
 	size_t nbuild_ids, build_ids_cap;
 	bool open;
 };
 
 /*
- * Open the events for every thread of cfg->tgid and map the areas. Returns
+ * Open the events for every thread of every process cfg names and map the
+ * areas; their forks inherit the events (and so are traced from their
+ * first instruction, through exec). A thread whose events would pass the
+ * descriptor limit is left out and counted (threads_left_out), not fatal. Returns
  * 0, or -1 with ht_last_error(): "no Intel PT on this machine (...)" where
  * there is none; "Intel PT is in use by another tool on CPU N ..." on EBUSY;
  * the memory budget, locked memory, permissions.

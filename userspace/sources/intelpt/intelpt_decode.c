@@ -499,6 +499,7 @@ struct end_insn {
 struct decoder {
 	struct pt_block_decoder *blk;
 	const struct ht_pt_decode_opts *opts;
+	const struct ht_pt_image *image; /* the code of the process being decoded */
 	ht_pt_sink_fn sink;
 	void *ctx;
 	struct ht_pt_decode_stats st;
@@ -538,6 +539,21 @@ static int flush_items(struct decoder *d)
 	return rc;
 }
 
+/* A run may begin here: decode it with the code of the process now on the CPU. */
+static void choose_image(struct decoder *d)
+{
+	const struct ht_pt_image *img;
+
+	if (!d->opts->image_at)
+		return;
+	img = d->opts->image_at(d->opts->image_ctx, d->time_ns);
+	if (!img || img == d->image || pt_blk_set_image(d->blk, img->image) < 0)
+		return;
+	d->image = img;
+	/* The cached instructions were another process's. */
+	memset(d->ends, 0, sizeof(d->ends));
+}
+
 static int emit(struct decoder *d, struct ht_pt_item *item)
 {
 	item->tsc = d->tsc;
@@ -562,7 +578,7 @@ static const struct end_insn *end_insn_at(struct decoder *d, uint64_t ip, const 
 		n = b->size;
 		memcpy(raw, b->raw, n);
 	} else {
-		n = ht_pt_image_read(d->opts->image, ip, raw, sizeof(raw));
+		n = ht_pt_image_read(d->image, ip, raw, sizeof(raw));
 	}
 	e->ip = ip;
 	e->valid = 1;
@@ -655,6 +671,7 @@ static int emit_event(struct decoder *d, const struct pt_event *ev)
 		item.kind = HT_PT_ITEM_ENABLED;
 		item.ip = ev->variant.enabled.ip;
 		d->st.enables++;
+		choose_image(d);
 		break;
 	case ptev_disabled:
 		item.kind = HT_PT_ITEM_DISABLED;
@@ -828,6 +845,7 @@ static int decode_all(struct decoder *d)
 		d->st.syncs++;
 		d->last_valid = 0;
 		read_block_time(d);
+		choose_image(d);
 		rc = emit(d, &sync);
 		if (rc)
 			return rc;
@@ -870,6 +888,7 @@ int ht_pt_decode(const uint8_t *buf, size_t len, const struct ht_pt_decode_opts 
 		return ht_fail("libipt refused the trace image");
 	}
 	d->opts = opts;
+	d->image = opts->image;
 	d->sink = sink;
 	d->ctx = ctx;
 	d->st.bytes = len;

@@ -213,6 +213,14 @@ struct ht_pt_decode_opts {
 	const struct ht_pt_cpu_info *cpu; /* NULL: unknown CPU, no errata */
 	const struct ht_pt_clock *clock;  /* NULL: items have time_ns 0 */
 	const struct ht_pt_image *image;  /* the code that ran */
+	/*
+	 * One CPU's stream holds the runs of every traced process, each at
+	 * its own addresses: where a run may begin (a sync point, tracing
+	 * enabled), the image of the process on the CPU at TIME_NS (0 before
+	 * the first timing packet). NULL, or NULL returned: IMAGE.
+	 */
+	const struct ht_pt_image *(*image_at)(void *ctx, uint64_t time_ns);
+	void *image_ctx;
 };
 
 /*

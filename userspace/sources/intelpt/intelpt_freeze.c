@@ -159,36 +159,87 @@ static void fill_config(const struct ht_intelpt *pt, struct ht_rawcap *out)
 	}
 }
 
-/* Mappings at attach and now, and the vdso. */
-static int freeze_maps(struct ht_intelpt *pt, struct ht_rawcap *out)
+/* Processes whose maps one freeze reads at most: more are left to the attach-time maps. */
+#define FREEZE_MAX_PROCS 256
+
+static bool has_pid(const int *pids, size_t n, int pid)
+{
+	for (size_t i = 0; i < n; i++)
+		if (pids[i] == pid)
+			return true;
+	return false;
+}
+
+/*
+ * The processes the frozen trace may hold: those named, and with
+ * follow_forks every one the sideband shows (their forks, which inherited
+ * the events, after an exec too).
+ */
+static size_t traced_pids(const struct ht_intelpt *pt, const struct ht_rawcap *out, int *pids)
+{
+	size_t n = 0;
+
+	for (unsigned int i = 0; i < pt->cfg.ntgids && n < FREEZE_MAX_PROCS; i++)
+		if (!has_pid(pids, n, pt->cfg.tgids[i]))
+			pids[n++] = pt->cfg.tgids[i];
+	for (size_t i = 0; pt->cfg.follow_forks && i < out->nsidebands; i++) {
+		struct ht_sb_set set = {0};
+
+		if (ht_sb_parse(out->sidebands[i].data, out->sidebands[i].len,
+				HT_INTELPT_SIDEBAND_SAMPLE_TYPE, &set))
+			break;
+		for (size_t j = 0; j < set.count && n < FREEZE_MAX_PROCS; j++) {
+			int pid = (int)set.v[j].pid;
+
+			if (pid > 0 && !has_pid(pids, n, pid))
+				pids[n++] = pid;
+		}
+		ht_sb_set_free(&set);
+	}
+	return n;
+}
+
+/* PID's executable mappings now into OUT's next MAPS, and the vdso once. */
+static int freeze_proc_maps(struct ht_intelpt *pt, int pid, struct ht_rawcap *out)
 {
 	struct ht_target target;
 	struct ht_maps maps;
-	int rc = 0;
+	int rc;
 
-	out->maps = calloc(2, sizeof(*out->maps));
-	if (!out->maps)
-		return ht_fail("out of memory");
-	if (pt->attach_maps.count) {
-		if (ht_intelpt_copy_maps(&out->maps[0], &pt->attach_maps)) {
-			out->nmaps = 1;
-			return ht_fail("out of memory");
-		}
-		out->nmaps = 1;
-	}
-	/* A target that just exited leaves the attach-time mappings only. */
-	if (ht_maps_read(pt->cfg.tgid, &maps))
+	/* A process that just exited leaves its attach-time mappings only. */
+	if (ht_maps_read(pid, &maps))
 		return 0;
-	ht_target_init(&target, pt->cfg.tgid);
+	ht_target_init(&target, pid);
 	ht_target_reopen_root(&target);
 	rc = ht_intelpt_read_exec_maps(pt, &maps, &target, &out->maps[out->nmaps]);
 	if (!rc)
-		out->nmaps++;
-	if (!rc)
+		out->maps[out->nmaps++].pid = pid;
+	if (!rc && !out->vdso)
 		rc = ht_intelpt_copy_vdso(&maps, &target, out);
 	ht_target_close(&target);
 	ht_maps_free(&maps);
 	return rc;
+}
+
+/* Mappings at attach and now, each process's own, and the vdso. */
+static int freeze_maps(struct ht_intelpt *pt, struct ht_rawcap *out)
+{
+	int pids[FREEZE_MAX_PROCS];
+	size_t npids = traced_pids(pt, out, pids);
+
+	out->maps = calloc(pt->nattach_maps + npids + 1, sizeof(*out->maps));
+	if (!out->maps)
+		return ht_fail("out of memory");
+	for (size_t i = 0; i < pt->nattach_maps; i++) {
+		if (!pt->attach_maps[i].count)
+			continue;
+		if (ht_intelpt_copy_maps(&out->maps[out->nmaps++], &pt->attach_maps[i]))
+			return ht_fail("out of memory");
+	}
+	for (size_t i = 0; i < npids; i++)
+		if (freeze_proc_maps(pt, pids[i], out))
+			return -1;
+	return 0;
 }
 
 int ht_intelpt_freeze(struct ht_intelpt *pt, uint64_t trigger_ns, struct ht_rawcap *out)

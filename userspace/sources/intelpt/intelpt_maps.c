@@ -150,19 +150,29 @@ int ht_intelpt_read_exec_maps(struct ht_intelpt *pt, const struct ht_maps *maps,
 	return 0;
 }
 
+/* Each process named, at attach: what a process that exits before a freeze ran. */
 void ht_intelpt_read_attach_maps(struct ht_intelpt *pt)
 {
-	struct ht_target target;
-	struct ht_maps maps;
-
-	if (ht_maps_read(pt->cfg.tgid, &maps))
+	pt->attach_maps = calloc(pt->cfg.ntgids, sizeof(*pt->attach_maps));
+	if (!pt->attach_maps)
 		return; /* the freeze reads them again */
-	ht_target_init(&target, pt->cfg.tgid);
-	ht_target_reopen_root(&target);
-	if (ht_intelpt_read_exec_maps(pt, &maps, &target, &pt->attach_maps))
-		memset(&pt->attach_maps, 0, sizeof(pt->attach_maps));
-	ht_target_close(&target);
-	ht_maps_free(&maps);
+	for (unsigned int i = 0; i < pt->cfg.ntgids; i++) {
+		struct ht_rawcap_maps *m = &pt->attach_maps[pt->nattach_maps];
+		int tgid = pt->cfg.tgids[i];
+		struct ht_target target;
+		struct ht_maps maps;
+
+		if (ht_maps_read(tgid, &maps))
+			continue;
+		ht_target_init(&target, tgid);
+		ht_target_reopen_root(&target);
+		if (!ht_intelpt_read_exec_maps(pt, &maps, &target, m)) {
+			m->pid = tgid;
+			pt->nattach_maps++;
+		}
+		ht_target_close(&target);
+		ht_maps_free(&maps);
+	}
 }
 
 /* The target's vdso: its own bytes through /proc/PID/mem, else ours when the size matches. */
@@ -191,6 +201,7 @@ int ht_intelpt_copy_vdso(const struct ht_maps *maps, const struct ht_target *tar
 int ht_intelpt_copy_maps(struct ht_rawcap_maps *dst, const struct ht_rawcap_maps *src)
 {
 	memset(dst, 0, sizeof(*dst));
+	dst->pid = src->pid;
 	dst->taken_ns = src->taken_ns;
 	if (!src->count)
 		return 0;

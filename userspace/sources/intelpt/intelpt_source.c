@@ -57,6 +57,13 @@ static int pt_open(void *state, const void *config)
 	return ht_intelpt_open(state, config);
 }
 
+static uint64_t pt_threads_left_out(const void *state)
+{
+	const struct ht_intelpt *pt = state;
+
+	return pt->threads_left_out;
+}
+
 static void pt_reap(void *state)
 {
 	ht_intelpt_reap(state);
@@ -117,7 +124,7 @@ static void pt_lower(const void *state, const void *frozen, const struct ht_sour
 	const struct ht_rawcap *raw = frozen;
 	struct timeline *tl = l->tl;
 	struct ht_pt_dump_stats st;
-	char root[64], config[128];
+	char config[128];
 	struct ht_pt_dump_input in = { .cap = raw, .tgid = l->tgid, .t0 = l->t0 };
 
 	if (!raw) {
@@ -125,16 +132,15 @@ static void pt_lower(const void *state, const void *frozen, const struct ht_sour
 		return;
 	}
 	tl_meta_set(tl, HT_META_SOURCE, pt_source_name(ht_rawcap_sideband_only(raw)));
+	/* Set at open only: never a silent gap (offline the session's count is not known). */
+	if (pt)
+		ht_source_meta_u64(tl, HT_META_LOSS_PT_LEFT_OUT, pt->threads_left_out);
 	tl_meta_set(tl, HT_META_PT_CONFIG,
 		    ht_pt_fields_format(&raw->pt.fields, config, sizeof(config)));
 	ht_source_meta_u64(tl, HT_META_PT_FREEZE_FIRST, raw->freeze_first_ns);
 	ht_source_meta_u64(tl, HT_META_PT_FREEZE_LAST, raw->freeze_last_ns);
-	/* Live, the target's files are read in its own mount namespace. */
-	if (l->live) {
-		snprintf(root, sizeof(root), "/proc/%d/root", l->tgid);
-		if (!access(root, R_OK))
-			in.file_root = root;
-	}
+	/* Live, each process's files are read in its own mount namespace. */
+	in.live_roots = l->live;
 	if (ht_pt_dump_build(tl, &in, &st)) {
 		ht_warn("dump without Intel PT call stacks: %s", ht_last_error());
 		return;
@@ -142,6 +148,7 @@ static void pt_lower(const void *state, const void *frozen, const struct ht_sour
 	ht_source_meta_u64(tl, HT_META_PT_BYTES, st.bytes);
 	ht_source_meta_u64(tl, HT_META_PT_INSNS, st.insns);
 	ht_source_meta_u64(tl, HT_META_PT_THREADS, st.threads);
+	ht_source_meta_u64(tl, HT_META_PT_PROCESSES, st.processes);
 	ht_source_meta_u64(tl, HT_META_PT_FROM, st.first_ns);
 	ht_source_meta_u64(tl, HT_META_LOSS_PT_ERRORS, st.errors);
 	ht_source_meta_u64(tl, HT_META_LOSS_PT_OVF, st.overflows);
@@ -280,6 +287,7 @@ const struct ht_source_ops ht_intelpt_source = {
 	.usable = pt_usable,
 	.memory_bytes = pt_memory_bytes,
 	.open = pt_open,
+	.threads_left_out = pt_threads_left_out,
 	.reap = pt_reap,
 	.dump_name = pt_dump_name,
 	.announce = pt_announce,

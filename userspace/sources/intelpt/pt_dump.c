@@ -2,6 +2,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include "sources/intelpt/callstack.h"
 #include "sources/intelpt/intelpt_decode.h"
 #include "base/log.h"
@@ -25,14 +26,33 @@ struct cpu_switches {
 /* Items of one thread on one CPU, from one sync point or enable to the next. */
 struct run {
 	int32_t tid; /* -1: no thread known */
+	int32_t pid; /* its process */
 	bool foreign;
 	uint64_t first_ns;
 	size_t stream; /* keeps runs of equal time in decode order */
 	size_t first, count; /* into the item store */
 };
 
+/* The code the threads ran: the last reading of the mappings, the vdso from its copy. */
+struct image_maps {
+	struct ht_pt_mapping *v;
+	char **paths;
+	size_t count;
+};
+
+/* One traced process: its own code, decoded and named from its own files. */
+struct proc_image {
+	int pid;
+	const struct ht_rawcap_maps *last; /* its last reading of the mappings */
+	struct image_maps maps;
+	struct ht_pt_image *image;
+	struct ht_pt_elf_resolver *resolver;
+};
+
 struct pt_dump {
 	const struct ht_pt_dump_input *in;
+	struct proc_image *procs;
+	size_t nprocs;
 	struct ht_pt_dump_stats *st;
 	struct cpu_switches *cpus;
 	size_t ncpus;
@@ -45,7 +65,7 @@ struct pt_dump {
 	size_t stream;
 	size_t stream_first_run, stream_first_item, stream_share;
 	const struct cpu_switches *sw;
-	int32_t owner_tid;
+	int32_t owner_tid, owner_pid;
 	bool in_run;
 };
 
@@ -111,19 +131,28 @@ static int read_switches(struct pt_dump *d)
 	return 0;
 }
 
+static const struct proc_image *proc_of(const struct pt_dump *d, int pid)
+{
+	for (size_t i = 0; i < d->nprocs; i++)
+		if (d->procs[i].pid == pid)
+			return &d->procs[i];
+	return NULL;
+}
+
 /*
  * The thread on the stream's CPU at T: the last switch-in at or before T.
  * A switch-out last means the run's first timestamp came a little early
- * (TSC conversion): the thread is the next one in. Sets *FOREIGN for a
- * thread of another process.
+ * (TSC conversion): the thread is the next one in. *PID gets its process;
+ * *FOREIGN is set for a process the capture holds no code of (not traced).
  */
-static int32_t thread_at(const struct pt_dump *d, uint64_t t, bool *foreign)
+static int32_t thread_at(const struct pt_dump *d, uint64_t t, int32_t *pid, bool *foreign)
 {
 	const struct cpu_switches *cs = d->sw;
 	const struct cpu_switch *hit = NULL;
 	size_t lo = 0, hi;
 
 	*foreign = false;
+	*pid = d->owner_pid;
 	if (!cs || !cs->count)
 		return d->owner_tid;
 	hi = cs->count;
@@ -144,8 +173,22 @@ static int32_t thread_at(const struct pt_dump *d, uint64_t t, bool *foreign)
 			hit = &cs->v[i];
 	if (!hit)
 		hit = &cs->v[lo - 1];
-	*foreign = (int)hit->pid != d->in->tgid;
+	*pid = (int32_t)hit->pid;
+	*foreign = !proc_of(d, (int)hit->pid);
 	return (int32_t)hit->tid;
+}
+
+/* The decoder's image_at: the code of the process on the stream's CPU at TIME_NS. */
+static const struct ht_pt_image *image_at(void *ctx, uint64_t time_ns)
+{
+	const struct pt_dump *d = ctx;
+	const struct proc_image *p;
+	int32_t pid;
+	bool foreign;
+
+	thread_at(d, time_ns, &pid, &foreign);
+	p = proc_of(d, pid);
+	return p ? p->image : NULL;
 }
 
 static int start_run(struct pt_dump *d)
@@ -221,7 +264,7 @@ static int keep_item(struct pt_dump *d, const struct ht_pt_item *it)
 	r->count++;
 	if (r->tid < 0 && it->time_ns) {
 		r->first_ns = it->time_ns;
-		r->tid = thread_at(d, it->time_ns, &r->foreign);
+		r->tid = thread_at(d, it->time_ns, &r->pid, &r->foreign);
 	}
 	return 0;
 }
@@ -248,6 +291,8 @@ static int cmp_run(const void *a, const void *b)
 {
 	const struct run *x = a, *y = b;
 
+	if (x->pid != y->pid)
+		return x->pid < y->pid ? -1 : 1;
 	if (x->tid != y->tid)
 		return x->tid < y->tid ? -1 : 1;
 	if (x->first_ns != y->first_ns)
@@ -299,13 +344,6 @@ static int pt_clock_of(const struct ht_rawcap *cap, struct ht_pt_clock *clock)
 	return rc;
 }
 
-/* The code the threads ran: the last reading of the mappings, the vdso from its copy. */
-struct image_maps {
-	struct ht_pt_mapping *v;
-	char **paths;
-	size_t count;
-};
-
 static void image_maps_free(struct image_maps *m)
 {
 	for (size_t i = 0; i < m->count; i++)
@@ -314,9 +352,9 @@ static void image_maps_free(struct image_maps *m)
 	free(m->v);
 }
 
-static int image_maps_of(const struct ht_rawcap *cap, const char *root, struct image_maps *out)
+static int image_maps_of(const struct ht_rawcap *cap, const struct ht_rawcap_maps *last,
+			 const char *root, struct image_maps *out)
 {
-	const struct ht_rawcap_maps *last = cap->nmaps ? &cap->maps[cap->nmaps - 1] : NULL;
 	size_t n = last ? last->count : 0;
 
 	memset(out, 0, sizeof(*out));
@@ -333,7 +371,8 @@ static int image_maps_of(const struct ht_rawcap *cap, const char *root, struct i
 		*pm = (struct ht_pt_mapping){ .start = m->start, .end = m->end,
 					      .file_offset = m->offset };
 		if (!strcmp(m->path, "[vdso]")) {
-			if (!cap->vdso || cap->vdso_addr != m->start)
+			/* One kernel's vdso: the same bytes wherever each process has it. */
+			if (!cap->vdso || m->end - m->start != cap->vdso_len)
 				continue;
 			pm->data = cap->vdso;
 			pm->data_len = cap->vdso_len;
@@ -349,6 +388,73 @@ static int image_maps_of(const struct ht_rawcap *cap, const char *root, struct i
 	return 0;
 }
 
+static int maps_pid(const struct ht_rawcap *cap, const struct ht_rawcap_maps *m)
+{
+	return m->pid ? m->pid : cap->pid;
+}
+
+/*
+ * Every process the capture holds code of, each with its last reading of
+ * its mappings; without any, the target alone, with no code.
+ */
+static int read_procs(struct pt_dump *d)
+{
+	const struct ht_rawcap *cap = d->in->cap;
+
+	d->procs = calloc(cap->nmaps + 1, sizeof(*d->procs));
+	if (!d->procs)
+		return ht_fail("out of memory");
+	for (size_t i = 0; i < cap->nmaps; i++) {
+		int pid = maps_pid(cap, &cap->maps[i]);
+		struct proc_image *p = (struct proc_image *)proc_of(d, pid);
+
+		if (!p) {
+			p = &d->procs[d->nprocs++];
+			p->pid = pid;
+		}
+		p->last = &cap->maps[i];
+	}
+	if (!d->nprocs)
+		d->procs[d->nprocs++].pid = d->in->tgid ? d->in->tgid : cap->pid;
+	for (size_t i = 0; i < d->nprocs; i++) {
+		struct proc_image *p = &d->procs[i];
+		char root[64];
+		const char *r = d->in->file_root;
+
+		/* Live, each process's files are read in its own mount namespace. */
+		if (d->in->live_roots) {
+			snprintf(root, sizeof(root), "/proc/%d/root", p->pid);
+			r = access(root, R_OK) ? NULL : root;
+		}
+		if (image_maps_of(cap, p->last, r, &p->maps))
+			return -1;
+		p->image = ht_pt_image_new(p->maps.v, p->maps.count);
+		p->resolver = p->image ? ht_pt_elf_resolver_new(p->maps.v, p->maps.count) : NULL;
+		if (!p->resolver)
+			return -1;
+		d->st->image_skipped += ht_pt_image_skipped(p->image, NULL);
+	}
+	return 0;
+}
+
+static void free_procs(struct pt_dump *d)
+{
+	for (size_t i = 0; d->procs && i < d->nprocs; i++) {
+		ht_pt_elf_resolver_free(d->procs[i].resolver);
+		ht_pt_image_free(d->procs[i].image);
+		image_maps_free(&d->procs[i].maps);
+	}
+	free(d->procs);
+}
+
+/* The process named first (the capture's own), else the first with code. */
+static const struct proc_image *main_proc(const struct pt_dump *d)
+{
+	const struct proc_image *p = proc_of(d, d->in->tgid ? d->in->tgid : d->in->cap->pid);
+
+	return p ? p : &d->procs[0];
+}
+
 /* A stream's runs from FIRST on: empty ones go, untimed ones are the owner's. */
 static void settle_runs(struct pt_dump *d, size_t first)
 {
@@ -359,8 +465,10 @@ static void settle_runs(struct pt_dump *d, size_t first)
 
 		if (!r->count)
 			continue;
-		if (r->tid < 0 && !r->first_ns)
+		if (r->tid < 0 && !r->first_ns) {
 			r->tid = d->owner_tid;
+			r->pid = d->owner_pid;
+		}
 		d->runs[kept++] = *r;
 	}
 	d->nruns = kept;
@@ -384,6 +492,7 @@ static int decode_streams(struct pt_dump *d, const struct ht_pt_decode_opts *opt
 			d->stream_share = 2;
 		d->sw = switches_of(d, s->cpu);
 		d->owner_tid = s->tid >= 0 ? s->tid : -1;
+		d->owner_pid = main_proc(d)->pid;
 		d->in_run = false;
 		if (ht_pt_decode(s->data, s->len, opts, route_items, d, &ds))
 			return -1;
@@ -411,38 +520,37 @@ static void note_span(struct ht_pt_dump_stats *st, const struct ht_pt_item *it, 
 	}
 }
 
-/* Feed each thread's runs, in time order, to a call stack on its track. */
-static int draw_threads(struct pt_dump *d, struct timeline *tl, const struct ht_pt_elf_resolver *r)
+/* Feed each thread's runs, in time order, to a call stack on its track under its process. */
+static int draw_threads(struct pt_dump *d, struct timeline *tl)
 {
-	const struct ht_ocaml_eh *const *eh = NULL;
-	size_t neh = ht_pt_elf_resolver_ocaml(r, &eh);
-
 	if (d->nruns)
 		qsort(d->runs, d->nruns, sizeof(*d->runs), cmp_run);
 	for (size_t i = 0; i < d->nruns;) {
-		int32_t tid = d->runs[i].tid;
+		int32_t tid = d->runs[i].tid, pid = d->runs[i].pid;
+		const struct proc_image *p = proc_of(d, pid);
+		const struct ht_ocaml_eh *const *eh = NULL;
 		size_t j = i;
 		struct ht_callstack_config cc = { 0 };
 		struct ht_callstack_stats cst;
 		struct ht_callstack *cs;
 		int track;
 
-		while (j < d->nruns && d->runs[j].tid == tid)
+		while (j < d->nruns && d->runs[j].tid == tid && d->runs[j].pid == pid)
 			j++;
-		if (tid < 0 || d->runs[i].foreign) {
+		if (tid < 0 || d->runs[i].foreign || !p) {
 			d->st->foreign_runs += j - i;
 			i = j;
 			continue;
 		}
-		track = tl_thread_track(tl, d->in->tgid, tid);
+		track = tl_thread_track(tl, pid, tid);
 		if (track < 0)
 			return ht_fail("timeline: %s", tl_strerror(tl));
 		cc.tl = tl;
 		cc.track = track;
 		cc.resolve = d->in->resolve ? d->in->resolve : ht_pt_elf_resolve;
-		cc.resolve_ctx = d->in->resolve ? d->in->resolve_ctx : (void *)r;
+		cc.resolve_ctx = d->in->resolve ? d->in->resolve_ctx : (void *)p->resolver;
+		cc.nocaml = ht_pt_elf_resolver_ocaml(p->resolver, &eh);
 		cc.ocaml = eh;
-		cc.nocaml = neh;
 		cs = ht_callstack_new(&cc);
 		if (!cs)
 			return -1;
@@ -474,10 +582,7 @@ int ht_pt_dump_build(struct timeline *tl, const struct ht_pt_dump_input *in,
 {
 	struct ht_pt_dump_stats local;
 	struct pt_dump d = { .in = in, .st = stats ? stats : &local };
-	struct ht_pt_decode_opts opts = { 0 };
-	struct ht_pt_elf_resolver *resolver = NULL;
-	struct ht_pt_image *image = NULL;
-	struct image_maps maps = { 0 };
+	struct ht_pt_decode_opts opts = {0};
 	struct ht_pt_cpu_info cpu;
 	struct ht_pt_clock clock = { 0 };
 	int rc = -1;
@@ -485,22 +590,19 @@ int ht_pt_dump_build(struct timeline *tl, const struct ht_pt_dump_input *in,
 	memset(d.st, 0, sizeof(*d.st));
 	d.max_items = in->max_items ? in->max_items : HT_PT_DUMP_MAX_ITEMS;
 	pt_cpu_of(in->cap, &cpu);
-	if (pt_clock_of(in->cap, &clock) || image_maps_of(in->cap, in->file_root, &maps) ||
-	    read_switches(&d))
+	if (pt_clock_of(in->cap, &clock) || read_procs(&d) || read_switches(&d))
 		goto out;
-	image = ht_pt_image_new(maps.v, maps.count);
-	resolver = image ? ht_pt_elf_resolver_new(maps.v, maps.count) : NULL;
-	if (!resolver)
-		goto out;
-	d.st->image_skipped = ht_pt_image_skipped(image, NULL);
-	opts = (struct ht_pt_decode_opts){ .cpu = &cpu, .clock = &clock, .image = image };
-	if (decode_streams(&d, &opts) || draw_threads(&d, tl, resolver))
+	d.st->processes = d.nprocs;
+	opts = (struct ht_pt_decode_opts){.cpu = &cpu,
+					  .clock = &clock,
+					  .image = main_proc(&d)->image,
+					  .image_at = image_at,
+					  .image_ctx = &d};
+	if (decode_streams(&d, &opts) || draw_threads(&d, tl))
 		goto out;
 	rc = 0;
 out:
-	ht_pt_elf_resolver_free(resolver);
-	ht_pt_image_free(image);
-	image_maps_free(&maps);
+	free_procs(&d);
 	ht_pt_clock_free(&clock);
 	for (size_t i = 0; i < d.ncpus; i++)
 		free(d.cpus[i].v);

@@ -11,14 +11,17 @@
  * two (in the kernel). Each run from a sync point or a PGE on goes to the
  * thread the sideband shows on that CPU at the run's first timestamp (the
  * last switch-in at or before it; before the first one, the thread of the
- * first switch-out; without sideband, the stream's owner). Runs of threads
- * outside the target process are dropped and counted. A thread's runs from
+ * first switch-out; without sideband, the stream's owner), and is decoded
+ * against that thread's own process's mappings (processes differ in code at
+ * the same addresses); runs of processes the capture holds no mappings of
+ * are dropped and counted. Each thread is drawn under its own process. A thread's runs from
  * every CPU are then fed to its call stack in time order, so a thread that
  * migrates keeps its stack across CPUs.
  */
 #ifndef HT_PT_DUMP_H
 #define HT_PT_DUMP_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include "sources/intelpt/callstack.h"
@@ -28,12 +31,14 @@ struct timeline;
 
 struct ht_pt_dump_input {
 	const struct ht_rawcap *cap;
-	int tgid; /* the target: runs of other processes' threads are dropped */
-	/* NULL: an ELF resolver over the capture's mappings (files read from FILE_ROOT). */
+	int tgid; /* the process named first; 0: the capture's pid */
+	/* NULL: an ELF resolver over each process's mappings (files read from FILE_ROOT). */
 	ht_pt_resolve_fn resolve;
 	void *resolve_ctx;
-	/* Prefix for the mapped files' paths ("/proc/PID/root" live); NULL: as saved. */
+	/* Prefix for the mapped files' paths; NULL: as saved. */
 	const char *file_root;
+	/* Live: each process's files through its own /proc/PID/root (FILE_ROOT unused). */
+	bool live_roots;
 	/* Trace before this (CLOCK_MONOTONIC ns) is not drawn; 0: all of it. */
 	uint64_t t0;
 	/*
@@ -49,6 +54,7 @@ struct ht_pt_dump_input {
 struct ht_pt_dump_stats {
 	uint64_t streams, bytes;
 	uint64_t insns, blocks, syncs, errors, overflows;
+	uint64_t processes;	/* processes the capture holds code of */
 	uint64_t threads;	/* threads whose call stacks were drawn */
 	uint64_t runs;		/* per-thread runs routed */
 	uint64_t foreign_runs;	/* runs of threads outside the target, dropped */

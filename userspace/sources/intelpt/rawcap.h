@@ -33,9 +33,10 @@
 /*
  * 1.1: the mmap page's TSC conversion in CLOCKS; 1.2: COMMS, machine and
  * command in META; 1.3: a breach's flags, kinds, off-CPU interval and
- * softirq vector in BREACH; 1.4: its pids in its own pid namespace.
+ * softirq vector in BREACH; 1.4: its pids in its own pid namespace; 1.5:
+ * each MAPS section's process, so a capture holds several processes' code.
  */
-#define HT_RAWCAP_MINOR	 4
+#define HT_RAWCAP_MINOR	 5
 #define HT_RAWCAP_SUFFIX ".hybtrace-raw"
 
 /* Section tags. */
@@ -47,7 +48,7 @@ enum ht_rawcap_tag {
 	HT_RAWSEC_CLOCKS = 5,	 /* (TSC, CLOCK_MONOTONIC) pairs */
 	HT_RAWSEC_PT_STREAM = 6, /* one per AUX area */
 	HT_RAWSEC_SIDEBAND = 7,	 /* one per CPU */
-	HT_RAWSEC_MAPS = 8,	 /* one per reading of /proc/PID/maps */
+	HT_RAWSEC_MAPS = 8,	 /* one per reading of a process's /proc/PID/maps */
 	HT_RAWSEC_VDSO = 9,
 	HT_RAWSEC_KWINDOW = 10,	  /* the flight-recorder window */
 	HT_RAWSEC_COMMS = 11,	  /* pid -> comm of the tasks in the window */
@@ -138,8 +139,9 @@ struct ht_rawcap_mapping {
 	char *build_id; /* lowercase hex, or NULL */
 };
 
-/* The executable mappings, as read at one moment. */
+/* The executable mappings of one process, as read at one moment. */
 struct ht_rawcap_maps {
+	int pid; /* the process; 0 in files before 1.5: the capture's pid */
 	uint64_t taken_ns;
 	struct ht_rawcap_mapping *v;
 	size_t count;

@@ -30,6 +30,8 @@
 #define COMM_ENTRY_BYTES  (4 + HT_COMM_LEN)
 /* CLOCKS as format 1.0 wrote it ended after the pairs. */
 #define CLOCKS_MINOR_CONV 1
+/* MAPS before 1.5 ended after the mappings: the capture's one process. */
+#define MAPS_MINOR_PID 5
 
 /* Records are written field by field: a change of layout must be met here. */
 _Static_assert(sizeof(struct ht_flight_record) == 32,

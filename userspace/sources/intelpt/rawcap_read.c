@@ -408,6 +408,8 @@ static void parse_maps(struct rctx *x, struct rd *r)
 			e->build_id = NULL;
 		}
 	}
+	if (x->minor >= MAPS_MINOR_PID && !r->bad)
+		m.pid = (int)rd_u32(r);
 	if (r->bad || x->oom || grow((void **)&c->maps, &x->maps_cap, c->nmaps, sizeof(m))) {
 		x->oom = x->oom || !r->bad;
 		free_maps(&m);

@@ -326,6 +326,7 @@ static void write_maps(struct writer *w, struct mbuf *b, const struct ht_rawcap_
 		mb_put(b, x->path, path_len);
 		mb_str16(b, x->build_id, MAX_BUILD_ID_HEX);
 	}
+	mb_u32(b, (uint32_t)m->pid); /* 1.5 */
 	w_section(w, HT_RAWSEC_MAPS, b, NULL, 0);
 }
 
