@@ -92,6 +92,8 @@ struct session {
 	uint64_t trigger_hits;
 	/* One-shot: hits after the first (not reported); hits lost to a full ring. */
 	uint64_t trigger_in_flight, trigger_lost;
+	/* Threads left without breakpoints (RLIMIT_NOFILE); the dump builder reads it. */
+	uint64_t trigger_left_out;
 	struct ht_comm_cache *comms;
 	struct ht_ksyms *ksyms;
 	/* --block-stacks: the stacks sent before their breaches; NULL without it. */
@@ -546,7 +548,11 @@ static void print_triggers_text(struct session *s, FILE *f)
 	if (s->trigger_in_flight)
 		fprintf(f, ", %llu more after the first (one-shot: not reported)",
 			(unsigned long long)s->trigger_in_flight);
-	fprintf(f, ", %llu lost (ring full)\n", (unsigned long long)s->trigger_lost);
+	fprintf(f, ", %llu lost (ring full)", (unsigned long long)s->trigger_lost);
+	if (s->trigger_left_out)
+		fprintf(f, ", %llu thread%s left without breakpoints (RLIMIT_NOFILE)",
+			(unsigned long long)s->trigger_left_out, s->trigger_left_out == 1 ? "" : "s");
+	fputc('\n', f);
 	for (size_t i = 0; i < n; i++) {
 		const char *why = ht_code_trigger_unresolved(&s->triggers, i);
 
@@ -564,6 +570,7 @@ static void print_triggers_json(struct session *s, struct ht_json *j)
 	ht_json_u64(j, "hits", s->trigger_hits);
 	ht_json_u64(j, "in_flight", s->trigger_in_flight);
 	ht_json_u64(j, "lost", s->trigger_lost);
+	ht_json_u64(j, "left_out", s->trigger_left_out);
 	ht_json_array(j, "never_resolved");
 	for (size_t i = 0; i < n; i++) {
 		const char *why = ht_code_trigger_unresolved(&s->triggers, i);
@@ -923,14 +930,32 @@ static int arm_timer(int fd, uint64_t first_ns, uint64_t interval_ns)
 	return timerfd_settime(fd, 0, &its, NULL);
 }
 
+/* Every process's trigger rings, those polled already left as they are. */
 static int add_trigger_fds(struct session *s)
 {
-	int fds[256];
-	size_t n = ht_code_triggers_fds(&s->triggers, fds, 256);
+	size_t cap = 256, n;
+	int *fds;
 
-	for (size_t i = 0; i < n; i++)
-		if (add_fd(s, fds[i], EV_TRIGGER))
-			return -1;
+	for (;;) {
+		fds = malloc(cap * sizeof(*fds));
+		if (!fds)
+			return ht_fail("out of memory");
+		n = ht_code_triggers_fds(&s->triggers, fds, cap);
+		if (n < cap)
+			break;
+		free(fds);
+		cap *= 2;
+	}
+	s->triggers.fds_changed = false;
+	for (size_t i = 0; i < n; i++) {
+		struct epoll_event ev = { .events = EPOLLIN, .data.u64 = EV_TRIGGER };
+
+		if (epoll_ctl(s->epfd, EPOLL_CTL_ADD, fds[i], &ev) && errno != EEXIST) {
+			free(fds);
+			return ht_fail("epoll: %s", strerror(errno));
+		}
+	}
+	free(fds);
 	return 0;
 }
 
@@ -982,6 +1007,7 @@ static void print_trigger_hit(struct session *s, const struct ht_dump_job *job,
 		ht_json_fixed(&j, "time_s", (double)(int64_t)(hit->time_ns - s->start_ns) / 1e9, 6);
 		ht_json_str(&j, "trigger", job->trigger);
 		ht_json_str(&j, "function", job->function);
+		ht_json_u64(&j, "pid", hit->pid);
 		ht_json_u64(&j, "tid", hit->tid);
 		ht_json_u64(&j, "cpu", hit->cpu);
 		ht_json_u64(&j, "ip", hit->ip);
@@ -993,9 +1019,10 @@ static void print_trigger_hit(struct session *s, const struct ht_dump_job *job,
 		ht_json_end_line(&j);
 	} else {
 		fprintf(f,
-			"%.6f trigger %s hit in tid %u cpu %u at %s: rdi=%#llx rsi=%#llx rdx=%#llx\n",
-			(double)(int64_t)(hit->time_ns - s->start_ns) / 1e9, job->trigger, hit->tid,
-			hit->cpu, job->function, (unsigned long long)hit->arg[0],
+			"%.6f trigger %s hit in pid %u tid %u cpu %u at %s: rdi=%#llx rsi=%#llx "
+			"rdx=%#llx\n",
+			(double)(int64_t)(hit->time_ns - s->start_ns) / 1e9, job->trigger, hit->pid,
+			hit->tid, hit->cpu, job->function, (unsigned long long)hit->arg[0],
 			(unsigned long long)hit->arg[1], (unsigned long long)hit->arg[2]);
 	}
 	funlockfile(f);
@@ -1005,7 +1032,6 @@ static void print_trigger_hit(struct session *s, const struct ht_dump_job *job,
 static void offer_trigger_dump(struct session *s, const struct ht_bp_hit *hit)
 {
 	struct ht_dump_job job;
-	struct ht_symbol sym;
 
 	memset(&job, 0, sizeof(job));
 	snprintf(job.kind, sizeof(job.kind), "trigger");
@@ -1015,10 +1041,7 @@ static void offer_trigger_dump(struct session *s, const struct ht_bp_hit *hit)
 	job.hit = *hit;
 	snprintf(job.trigger, sizeof(job.trigger), "%s",
 		 ht_code_trigger_text(&s->triggers, hit->trigger));
-	if (s->triggers.symbolizer && !ht_symbolize(s->triggers.symbolizer, hit->ip, &sym))
-		ht_symbol_format(&sym, hit->ip, job.function, sizeof(job.function));
-	else
-		snprintf(job.function, sizeof(job.function), "0x%llx", (unsigned long long)hit->ip);
+	ht_code_trigger_function(&s->triggers, hit, job.function, sizeof(job.function));
 	print_trigger_hit(s, &job, hit);
 	check_out(s);
 	s->trigger_hits++;
@@ -1042,6 +1065,11 @@ static void report_trigger_hits(struct session *s, struct ht_bp_hits *hits)
 static void handle_trigger_hits(struct session *s)
 {
 	struct ht_bp_hits hits;
+
+	__atomic_store_n(&s->trigger_left_out, ht_code_triggers_left_out(&s->triggers),
+			 __ATOMIC_RELAXED);
+	if (s->triggers.fds_changed && add_trigger_fds(s))
+		ht_warn("triggers: %s", ht_last_error());
 
 	if (ht_code_triggers_drain(&s->triggers, &hits)) {
 		ht_warn("triggers: %s", ht_last_error());
@@ -1203,7 +1231,10 @@ static void housekeeping(struct session *s)
 			    1000000000ULL;
 	uint64_t now = monotonic_ns(), forget_before;
 
+	ht_code_triggers_sync(&s->triggers);
 	ht_code_triggers_reap(&s->triggers);
+	if (s->triggers.fds_changed)
+		handle_trigger_hits(s);
 	for (unsigned int i = 0; i < s->nsources; i++)
 		if (s->sources[i].ops->reap)
 			s->sources[i].ops->reap(s->sources[i].state);
@@ -1286,6 +1317,10 @@ static void check_targets(struct session *s)
 	ht_targets_resync(t, ht_monitor_target_event_drops(&s->monitor));
 	if (ht_targets_done(t, s->child != 0))
 		s->stop = true;
+	/* The triggers follow the set: arm what joined or exec'd, close what left. */
+	ht_code_triggers_sync(&s->triggers);
+	if (s->triggers.fds_changed)
+		handle_trigger_hits(s);
 }
 
 static int run_loop(struct session *s)
@@ -1423,7 +1458,10 @@ static uint64_t test_builder_late_ns(void)
 /* A target process runs a new program: the ring's callback, on the event loop. */
 static void on_target_exec(void *ctx, int tgid)
 {
-	ht_dumper_exec(ctx, tgid);
+	struct session *s = ctx;
+
+	ht_dumper_exec(&s->dumper, tgid);
+	ht_code_triggers_exec(&s->triggers, tgid);
 }
 
 static int start_dumper(struct session *s)
@@ -1450,6 +1488,7 @@ static int start_dumper(struct session *s)
 		.nsources = s->nsources,
 		.rt_priority = o->rt_priority,
 		.marks = &s->marks,
+		.trigger_threads_left_out = o->ntriggers ? &s->trigger_left_out : NULL,
 		.test_builder_late_ns = test_builder_late_ns(),
 	};
 
@@ -1531,11 +1570,14 @@ static int start_session(struct session *s, const struct ht_options *o)
 	s->status_on_tty = isatty(STDERR_FILENO);
 	if (tgid && ht_proc_thread_comm(tgid, s->target_comm, sizeof(s->target_comm)))
 		snprintf(s->target_comm, sizeof(s->target_comm), "?");
-	if (!tgid && (o->ntriggers || o->block_stacks || ht_sources_one_process(o))) {
+	/* A breakpoint in every process of the machine is not what anyone means. */
+	if (o->ntriggers && s->spec.all) {
+		ht_fail("--trigger cannot go with --all: name the processes (--pid, --cgroup, run)");
+		return HT_EXIT_USAGE;
+	}
+	if (!tgid && (o->block_stacks || ht_sources_one_process(o))) {
 		ht_fail("%s follows one process: name it with --pid or run",
-			o->ntriggers	  ? "--trigger"
-			: o->block_stacks ? "--block-stacks"
-					  : ht_sources_one_process(o));
+			o->block_stacks ? "--block-stacks" : ht_sources_one_process(o));
 		return HT_EXIT_USAGE;
 	}
 	/* A missing or bad BTF file is the user's to fix: say so before anything loads. */
@@ -1574,6 +1616,7 @@ static int start_session(struct session *s, const struct ht_options *o)
 	 */
 	if (o->ntriggers &&
 	    ht_code_triggers_open(&s->triggers, s->tgid, o->triggers, o->ntriggers, o->multi,
+				  s->spec.children || s->spec.cgroup_on,
 				  s->child ? HT_TRIGGERS_WAIT : HT_TRIGGERS_WAIT_MODULES))
 		return HT_EXIT_USAGE;
 	/* Kernel addresses are readable now, while we are privileged. */
@@ -1595,7 +1638,10 @@ static int start_session(struct session *s, const struct ht_options *o)
 		return HT_EXIT_FAILURE;
 	/* Events are read in the run loop only, once the dumper runs. */
 	s->monitor.targets.on_exec = on_target_exec;
-	s->monitor.targets.on_exec_ctx = &s->dumper;
+	s->monitor.targets.on_exec_ctx = s;
+	/* The other target processes (--pid A,B, a cgroup's) are armed as the set is known. */
+	ht_code_triggers_follow(&s->triggers, &s->monitor.targets);
+	ht_code_triggers_sync(&s->triggers);
 	ht_comm_cache_init(s->comms, &s->monitor);
 	/* Rates count the monitor's records, from its attach on. */
 	s->last_status_ns = s->monitor.attached_ns;

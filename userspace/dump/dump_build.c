@@ -137,6 +137,9 @@ static void set_metadata(const struct ht_dumper_config *cfg, struct timeline *tl
 		meta_u64(tl, HT_META_LOSS_RECURSION, mc.recursion_misses);
 		meta_u64(tl, HT_META_LOSS_UNSEEN_SWITCH_IN, mc.value[HT_CNT_UNSEEN_SWITCH_INS]);
 	}
+	if (cfg->trigger_threads_left_out)
+		meta_u64(tl, HT_META_LOSS_TRIGGER_THREADS,
+			 __atomic_load_n(cfg->trigger_threads_left_out, __ATOMIC_RELAXED));
 	/* What the live session saw around the dump is not in the capture. */
 	if (cfg->decoded_from)
 		tl_meta_set(tl, HT_META_DECODED_FROM, cfg->decoded_from);
