@@ -330,7 +330,8 @@ static const struct ht_block_frames *block_stack_of(struct session *s, const str
 	/* Sent on its own ring before B was: read it up to B. */
 	if (b->block_stack_seq) {
 		ht_monitor_consume_block_stacks(&s->monitor);
-		taken = !ht_block_stacks_take(s->blocks, b->tid, b->block_stack_seq, fr);
+		taken = !ht_block_stacks_take(s->blocks, (int)b->tgid, b->tid, b->block_stack_seq,
+					      fr);
 	}
 	*missing = ht_block_stack_missing(b, taken);
 	if (!taken)
@@ -1233,6 +1234,9 @@ static void housekeeping(struct session *s)
 
 	ht_code_triggers_sync(&s->triggers);
 	ht_code_triggers_reap(&s->triggers);
+	/* Block stacks' processes read their maps again at their next stack. */
+	if (s->blocks)
+		ht_block_stacks_stale(s->blocks);
 	if (s->triggers.fds_changed)
 		handle_trigger_hits(s);
 	for (unsigned int i = 0; i < s->nsources; i++)
@@ -1629,7 +1633,7 @@ static int start_session(struct session *s, const struct ht_options *o)
 		}
 		cfg.block_stack_mode = o->callgraph == HT_CALLGRAPH_MODE_DWARF ? HT_BLOCK_STACK_DWARF
 									: HT_BLOCK_STACK_FP;
-		ht_block_stacks_init(s->blocks, tgid, cfg.block_stack_mode);
+		ht_block_stacks_init(s->blocks, cfg.block_stack_mode);
 		cfg.on_block_stack = ht_block_stacks_on_record;
 		cfg.on_block_stack_ctx = s->blocks;
 	}

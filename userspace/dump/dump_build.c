@@ -395,7 +395,7 @@ static int build_timeline(struct ht_dump_builder *b, struct timeline *tl,
 	if (!rc) {
 		add_sources(b, tl, job, c);
 		if (job->has_block_stack &&
-		    ht_block_frames_to_timeline(tl, b->cfg->tgid, &job->block_stack))
+		    ht_block_frames_to_timeline(tl, process, &job->block_stack))
 			ht_warn("dump without the stack where it blocked: %s", ht_last_error());
 		add_trigger_hit(tl, job);
 		add_marks(tl, c, b->cfg->tgid);
