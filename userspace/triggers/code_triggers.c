@@ -339,7 +339,8 @@ static void join_proc(struct ht_code_triggers *ct, const struct ht_target_proc *
 	struct ht_trigger_proc *parent = NULL, *p;
 	int covered_by = 0;
 
-	if ((tp->reason & HT_TARGET_BY_FORK) && !execd(ct, tp->tgid))
+	/* A fork (--children, or into the watched cgroup) names its parent. */
+	if (tp->parent_tgid > 0 && !execd(ct, tp->tgid))
 		parent = find_proc(ct, tp->parent_tgid);
 	if (parent)
 		covered_by = parent->covered_by ? parent->covered_by
