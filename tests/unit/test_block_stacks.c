@@ -88,7 +88,7 @@ TEST(a_breach_claims_exactly_the_stack_it_names)
 	CHECK(!ht_block_stacks_claim(&bs, 9, 5, &len));
 	CHECK(!ht_block_stacks_claim(&bs, 7, 3, &len));
 	CHECK_EQ_U64(bs.missing, 2);
-	CHECK(!ht_block_stacks_take(&bs, 7, 5, &fr));
+	CHECK(!ht_block_stacks_take(&bs, 0, 7, 5, &fr));
 	CHECK_EQ_U64(fr.switch_ns, 2000);
 	CHECK_EQ_U64(fr.tid, 7);
 	CHECK_EQ_U64(fr.depth, 4);
@@ -96,7 +96,7 @@ TEST(a_breach_claims_exactly_the_stack_it_names)
 	CHECK_STR(fr.f[3].function, "0x8003");
 	CHECK_STR(fr.f[0].module, "");
 	/* Claimed once: gone. The other thread's is still there for its own breach. */
-	CHECK(ht_block_stacks_take(&bs, 7, 5, &fr) == -1);
+	CHECK(ht_block_stacks_take(&bs, 0, 7, 5, &fr) == -1);
 	r = ht_block_stacks_claim(&bs, 8, 4, &len);
 	CHECK(r && ((struct ht_block_stack_head *)r)->switch_ns == 1500);
 	free(r);
@@ -200,7 +200,7 @@ TEST(a_kernel_error_is_kept_with_no_frames)
 	memset(&r, 0, sizeof(r));
 	r.head = (struct ht_block_stack_head){10, 3, HT_BLOCK_STACK_FP, -14, 1};
 	CHECK(!ht_block_stacks_add(&bs, &r, sizeof(r)));
-	CHECK(!ht_block_stacks_take(&bs, 3, 1, &fr));
+	CHECK(!ht_block_stacks_take(&bs, 0, 3, 1, &fr));
 	CHECK_EQ_U64(fr.depth, 0);
 	CHECK(fr.error == -14);
 	f = open_memstream(&text, &size);

@@ -17,9 +17,16 @@
  *                                    hybtrace_trigger(1)
  *        trigger_target until        send_order(i, 0x1234, 2*i) every 5 ms from the start
  *                                    until the file $HT_STOP_FILE exists, then exit
+ *        trigger_target fork         a child forked now calls send_order(1, 2, 3) at once;
+ *                                    the parent calls nothing
+ *        trigger_target forkexec     a child forked now execs this program as `calls 1`
+ *                                    (its own "ready", with its own addresses)
+ *        trigger_target threads N    N threads, born before "ready", then each calls
+ *                                    send_order(i, 5, 6) once
  */
 #include <dlfcn.h>
 #include <stdarg.h>
+#include <sys/wait.h>
 #include "hybtrace/hybtrace.h"
 #include "hybtrace/mark.h"
 #include "workload.h"
@@ -89,6 +96,77 @@ static void *thread_main(void *arg)
 	wl_log("call", "\"args\":[7,8,9]");
 	send_order(7, 8, 9);
 	return NULL;
+}
+
+/* A child made after the tracer armed the parent: it runs on what it inherited. */
+static int fork_and_call(void)
+{
+	int status;
+	pid_t pid;
+
+	ready(1, "send_order", (uintptr_t)send_order);
+	pid = fork();
+	if (pid < 0)
+		return 1;
+	if (pid == 0) {
+		wl_log("call", "\"args\":[1,2,3]");
+		send_order(1, 2, 3);
+		wl_sleep_ns(20000000ULL);
+		_exit(0);
+	}
+	waitpid(pid, &status, 0);
+	return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+}
+
+/* A child made after the tracer armed the parent runs another image: armed anew. */
+static int fork_and_exec(const char *argv0)
+{
+	int status;
+	pid_t pid;
+
+	ready(1, "send_order", (uintptr_t)send_order);
+	take_start_away();
+	pid = fork();
+	if (pid < 0)
+		return 1;
+	if (pid == 0) {
+		wl_log("exec", NULL);
+		execl("/proc/self/exe", argv0, "calls", "1", (char *)NULL);
+		_exit(127);
+	}
+	waitpid(pid, &status, 0);
+	return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+}
+
+static pthread_barrier_t threads_go;
+
+static void *thread_calls(void *arg)
+{
+	uint64_t i = (uint64_t)(uintptr_t)arg;
+
+	pthread_barrier_wait(&threads_go);
+	wl_log("call", "\"args\":[%llu,5,6]", (unsigned long long)i);
+	send_order(i, 5, 6);
+	return NULL;
+}
+
+/* N threads that a tracer attaching now must each give events of their own. */
+static int threads_call(long n)
+{
+	pthread_t *t = calloc((size_t)n, sizeof(*t));
+
+	if (!t || n < 1 || pthread_barrier_init(&threads_go, NULL, (unsigned)n + 1))
+		return 1;
+	for (long i = 0; i < n; i++)
+		if (pthread_create(&t[i], NULL, thread_calls, (void *)(uintptr_t)i))
+			return 1;
+	ready(1, "send_order", (uintptr_t)send_order);
+	pthread_barrier_wait(&threads_go);
+	for (long i = 0; i < n; i++)
+		pthread_join(t[i], NULL);
+	free(t);
+	wl_sleep_ns(20000000ULL);
+	return 0;
 }
 
 static int use_library(const char *path)
@@ -164,6 +242,12 @@ int main(int argc, char **argv)
 		wl_log("exec", NULL);
 		execl("/proc/self/exe", argv[0], "calls", "2", (char *)NULL);
 		return 127;
+	} else if (!strcmp(mode, "fork")) {
+		return fork_and_call();
+	} else if (!strcmp(mode, "forkexec")) {
+		return fork_and_exec(argv[0]);
+	} else if (!strcmp(mode, "threads")) {
+		return threads_call(n);
 	} else if (!strcmp(mode, "stop")) {
 		ready(1, "hybtrace_trigger", (uintptr_t)hybtrace_trigger);
 		wl_log("stop", "\"arg\":%ld", n);

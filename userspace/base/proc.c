@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -325,6 +326,37 @@ size_t ht_proc_count_threads(int tgid)
 	return ht_count_dir_entries(path);
 }
 
+/* What ht_fds_room() leaves for everything but per-thread perf events. */
+#define FDS_MARGIN 64
+
+size_t ht_raise_nofile(void)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl))
+		return 0;
+	if (rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		if (setrlimit(RLIMIT_NOFILE, &rl))
+			getrlimit(RLIMIT_NOFILE, &rl);
+	}
+	return (size_t)rl.rlim_cur;
+}
+
+size_t ht_fds_room(void)
+{
+	size_t open_now = ht_count_dir_entries("/proc/self/fd");
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl))
+		return 0;
+	if (rl.rlim_cur == RLIM_INFINITY)
+		return SIZE_MAX / 2;
+	if (rl.rlim_cur <= open_now + FDS_MARGIN)
+		return 0;
+	return (size_t)rl.rlim_cur - open_now - FDS_MARGIN;
+}
+
 int ht_reserve_fds(size_t need, const char *who)
 {
 	size_t open_now = ht_count_dir_entries("/proc/self/fd");
@@ -332,7 +364,7 @@ int ht_reserve_fds(size_t need, const char *who)
 
 	if (getrlimit(RLIMIT_NOFILE, &rl))
 		return ht_fail("getrlimit: %s", strerror(errno));
-	need += open_now + 64;
+	need += open_now + FDS_MARGIN;
 	if (rl.rlim_cur >= need)
 		return 0;
 	rl.rlim_cur = need;

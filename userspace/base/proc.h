@@ -92,6 +92,18 @@ size_t ht_proc_count_threads(int tgid);
  */
 int ht_reserve_fds(size_t need, const char *who);
 
+/*
+ * Raise RLIMIT_NOFILE's soft limit to its hard limit (perf events per
+ * thread and CPU need many). Returns the soft limit now.
+ */
+size_t ht_raise_nofile(void);
+
+/*
+ * Descriptors this process may still open under RLIMIT_NOFILE, less a
+ * margin kept for files, sockets and /proc reads; 0 when none.
+ */
+size_t ht_fds_room(void);
+
 /* The kernel's thread flag for kernel threads (include/linux/sched.h). */
 #define HT_PF_KTHREAD 0x00200000UL
 

@@ -93,6 +93,8 @@ struct session {
 	uint64_t trigger_hits;
 	/* One-shot: hits after the first (not reported); hits lost to a full ring. */
 	uint64_t trigger_in_flight, trigger_lost;
+	/* Threads left without breakpoints (RLIMIT_NOFILE); the dump builder reads it. */
+	uint64_t trigger_left_out;
 	struct ht_comm_cache *comms;
 	struct ht_ksyms *ksyms;
 	/* --block-stacks: the stacks sent before their breaches; NULL without it. */
@@ -329,7 +331,8 @@ static const struct ht_block_frames *block_stack_of(struct session *s, const str
 	/* Sent on its own ring before B was: read it up to B. */
 	if (b->block_stack_seq) {
 		ht_monitor_consume_block_stacks(&s->monitor);
-		taken = !ht_block_stacks_take(s->blocks, b->tid, b->block_stack_seq, fr);
+		taken = !ht_block_stacks_take(s->blocks, (int)b->tgid, b->tid, b->block_stack_seq,
+					      fr);
 	}
 	*missing = ht_block_stack_missing(b, taken);
 	if (!taken)
@@ -547,7 +550,11 @@ static void print_triggers_text(struct session *s, FILE *f)
 	if (s->trigger_in_flight)
 		fprintf(f, ", %llu more after the first (one-shot: not reported)",
 			(unsigned long long)s->trigger_in_flight);
-	fprintf(f, ", %llu lost (ring full)\n", (unsigned long long)s->trigger_lost);
+	fprintf(f, ", %llu lost (ring full)", (unsigned long long)s->trigger_lost);
+	if (s->trigger_left_out)
+		fprintf(f, ", %llu thread%s left without breakpoints (RLIMIT_NOFILE)",
+			(unsigned long long)s->trigger_left_out, s->trigger_left_out == 1 ? "" : "s");
+	fputc('\n', f);
 	for (size_t i = 0; i < n; i++) {
 		const char *why = ht_code_trigger_unresolved(&s->triggers, i);
 
@@ -565,6 +572,7 @@ static void print_triggers_json(struct session *s, struct ht_json *j)
 	ht_json_u64(j, "hits", s->trigger_hits);
 	ht_json_u64(j, "in_flight", s->trigger_in_flight);
 	ht_json_u64(j, "lost", s->trigger_lost);
+	ht_json_u64(j, "left_out", s->trigger_left_out);
 	ht_json_array(j, "never_resolved");
 	for (size_t i = 0; i < n; i++) {
 		const char *why = ht_code_trigger_unresolved(&s->triggers, i);
@@ -929,14 +937,32 @@ static int arm_timer(int fd, uint64_t first_ns, uint64_t interval_ns)
 	return timerfd_settime(fd, 0, &its, NULL);
 }
 
+/* Every process's trigger rings, those polled already left as they are. */
 static int add_trigger_fds(struct session *s)
 {
-	int fds[256];
-	size_t n = ht_code_triggers_fds(&s->triggers, fds, 256);
+	size_t cap = 256, n;
+	int *fds;
 
-	for (size_t i = 0; i < n; i++)
-		if (add_fd(s, fds[i], EV_TRIGGER))
-			return -1;
+	for (;;) {
+		fds = malloc(cap * sizeof(*fds));
+		if (!fds)
+			return ht_fail("out of memory");
+		n = ht_code_triggers_fds(&s->triggers, fds, cap);
+		if (n < cap)
+			break;
+		free(fds);
+		cap *= 2;
+	}
+	s->triggers.fds_changed = false;
+	for (size_t i = 0; i < n; i++) {
+		struct epoll_event ev = { .events = EPOLLIN, .data.u64 = EV_TRIGGER };
+
+		if (epoll_ctl(s->epfd, EPOLL_CTL_ADD, fds[i], &ev) && errno != EEXIST) {
+			free(fds);
+			return ht_fail("epoll: %s", strerror(errno));
+		}
+	}
+	free(fds);
 	return 0;
 }
 
@@ -988,6 +1014,7 @@ static void print_trigger_hit(struct session *s, const struct ht_dump_job *job,
 		ht_json_fixed(&j, "time_s", (double)(int64_t)(hit->time_ns - s->start_ns) / 1e9, 6);
 		ht_json_str(&j, "trigger", job->trigger);
 		ht_json_str(&j, "function", job->function);
+		ht_json_u64(&j, "pid", hit->pid);
 		ht_json_u64(&j, "tid", hit->tid);
 		ht_json_u64(&j, "cpu", hit->cpu);
 		ht_json_u64(&j, "ip", hit->ip);
@@ -999,9 +1026,10 @@ static void print_trigger_hit(struct session *s, const struct ht_dump_job *job,
 		ht_json_end_line(&j);
 	} else {
 		fprintf(f,
-			"%.6f trigger %s hit in tid %u cpu %u at %s: rdi=%#llx rsi=%#llx rdx=%#llx\n",
-			(double)(int64_t)(hit->time_ns - s->start_ns) / 1e9, job->trigger, hit->tid,
-			hit->cpu, job->function, (unsigned long long)hit->arg[0],
+			"%.6f trigger %s hit in pid %u tid %u cpu %u at %s: rdi=%#llx rsi=%#llx "
+			"rdx=%#llx\n",
+			(double)(int64_t)(hit->time_ns - s->start_ns) / 1e9, job->trigger, hit->pid,
+			hit->tid, hit->cpu, job->function, (unsigned long long)hit->arg[0],
 			(unsigned long long)hit->arg[1], (unsigned long long)hit->arg[2]);
 	}
 	funlockfile(f);
@@ -1011,7 +1039,6 @@ static void print_trigger_hit(struct session *s, const struct ht_dump_job *job,
 static void offer_trigger_dump(struct session *s, const struct ht_bp_hit *hit)
 {
 	struct ht_dump_job job;
-	struct ht_symbol sym;
 
 	memset(&job, 0, sizeof(job));
 	snprintf(job.kind, sizeof(job.kind), "trigger");
@@ -1021,10 +1048,7 @@ static void offer_trigger_dump(struct session *s, const struct ht_bp_hit *hit)
 	job.hit = *hit;
 	snprintf(job.trigger, sizeof(job.trigger), "%s",
 		 ht_code_trigger_text(&s->triggers, hit->trigger));
-	if (s->triggers.symbolizer && !ht_symbolize(s->triggers.symbolizer, hit->ip, &sym))
-		ht_symbol_format(&sym, hit->ip, job.function, sizeof(job.function));
-	else
-		snprintf(job.function, sizeof(job.function), "0x%llx", (unsigned long long)hit->ip);
+	ht_code_trigger_function(&s->triggers, hit, job.function, sizeof(job.function));
 	print_trigger_hit(s, &job, hit);
 	check_out(s);
 	s->trigger_hits++;
@@ -1048,6 +1072,11 @@ static void report_trigger_hits(struct session *s, struct ht_bp_hits *hits)
 static void handle_trigger_hits(struct session *s)
 {
 	struct ht_bp_hits hits;
+
+	__atomic_store_n(&s->trigger_left_out, ht_code_triggers_left_out(&s->triggers),
+			 __ATOMIC_RELAXED);
+	if (s->triggers.fds_changed && add_trigger_fds(s))
+		ht_warn("triggers: %s", ht_last_error());
 
 	if (ht_code_triggers_drain(&s->triggers, &hits)) {
 		ht_warn("triggers: %s", ht_last_error());
@@ -1209,7 +1238,13 @@ static void housekeeping(struct session *s)
 			    1000000000ULL;
 	uint64_t now = monotonic_ns(), forget_before;
 
+	ht_code_triggers_sync(&s->triggers);
 	ht_code_triggers_reap(&s->triggers);
+	/* Block stacks' processes read their maps again at their next stack. */
+	if (s->blocks)
+		ht_block_stacks_stale(s->blocks);
+	if (s->triggers.fds_changed)
+		handle_trigger_hits(s);
 	for (unsigned int i = 0; i < s->nsources; i++)
 		if (s->sources[i].ops->reap)
 			s->sources[i].ops->reap(s->sources[i].state);
@@ -1292,6 +1327,10 @@ static void check_targets(struct session *s)
 	ht_targets_resync(t, ht_monitor_target_event_drops(&s->monitor));
 	if (ht_targets_done(t, s->child != 0))
 		s->stop = true;
+	/* The triggers follow the set: arm what joined or exec'd, close what left. */
+	ht_code_triggers_sync(&s->triggers);
+	if (s->triggers.fds_changed)
+		handle_trigger_hits(s);
 }
 
 static int run_loop(struct session *s)
@@ -1439,6 +1478,7 @@ static void on_target_exec(void *ctx, int tgid)
 
 	ht_marks_procs_stale(&s->marks_procs, tgid);
 	ht_dumper_exec(&s->dumper, tgid);
+	ht_code_triggers_exec(&s->triggers, tgid);
 }
 
 /* A target process left the set (the ring's callback): its mark registries are forgotten. */
@@ -1472,6 +1512,7 @@ static int start_dumper(struct session *s)
 		.nsources = s->nsources,
 		.rt_priority = o->rt_priority,
 		.marks = &s->marks,
+		.trigger_threads_left_out = o->ntriggers ? &s->trigger_left_out : NULL,
 		.test_builder_late_ns = test_builder_late_ns(),
 	};
 
@@ -1553,11 +1594,14 @@ static int start_session(struct session *s, const struct ht_options *o)
 	s->status_on_tty = isatty(STDERR_FILENO);
 	if (tgid && ht_proc_thread_comm(tgid, s->target_comm, sizeof(s->target_comm)))
 		snprintf(s->target_comm, sizeof(s->target_comm), "?");
-	if (!tgid && (o->ntriggers || o->block_stacks || ht_sources_one_process(o))) {
+	/* A breakpoint in every process of the machine is not what anyone means. */
+	if (o->ntriggers && s->spec.all) {
+		ht_fail("--trigger cannot go with --all: name the processes (--pid, --cgroup, run)");
+		return HT_EXIT_USAGE;
+	}
+	if (!tgid && (o->block_stacks || ht_sources_one_process(o))) {
 		ht_fail("%s follows one process: name it with --pid or run",
-			o->ntriggers	  ? "--trigger"
-			: o->block_stacks ? "--block-stacks"
-					  : ht_sources_one_process(o));
+			o->block_stacks ? "--block-stacks" : ht_sources_one_process(o));
 		return HT_EXIT_USAGE;
 	}
 	/* A missing or bad BTF file is the user's to fix: say so before anything loads. */
@@ -1596,6 +1640,7 @@ static int start_session(struct session *s, const struct ht_options *o)
 	 */
 	if (o->ntriggers &&
 	    ht_code_triggers_open(&s->triggers, s->tgid, o->triggers, o->ntriggers, o->multi,
+				  s->spec.children || s->spec.cgroup_on,
 				  s->child ? HT_TRIGGERS_WAIT : HT_TRIGGERS_WAIT_MODULES))
 		return HT_EXIT_USAGE;
 	/* Kernel addresses are readable now, while we are privileged. */
@@ -1608,7 +1653,7 @@ static int start_session(struct session *s, const struct ht_options *o)
 		}
 		cfg.block_stack_mode = o->callgraph == HT_CALLGRAPH_MODE_DWARF ? HT_BLOCK_STACK_DWARF
 									: HT_BLOCK_STACK_FP;
-		ht_block_stacks_init(s->blocks, tgid, cfg.block_stack_mode);
+		ht_block_stacks_init(s->blocks, cfg.block_stack_mode);
 		cfg.on_block_stack = ht_block_stacks_on_record;
 		cfg.on_block_stack_ctx = s->blocks;
 	}
@@ -1620,6 +1665,9 @@ static int start_session(struct session *s, const struct ht_options *o)
 	s->monitor.targets.on_exec_ctx = s;
 	s->monitor.targets.on_left = on_target_left;
 	s->monitor.targets.on_left_ctx = s;
+	/* The other target processes (--pid A,B, a cgroup's) are armed as the set is known. */
+	ht_code_triggers_follow(&s->triggers, &s->monitor.targets);
+	ht_code_triggers_sync(&s->triggers);
 	ht_comm_cache_init(s->comms, &s->monitor);
 	/* Rates count the monitor's records, from its attach on. */
 	s->last_status_ns = s->monitor.attached_ns;

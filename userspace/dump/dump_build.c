@@ -138,6 +138,9 @@ static void set_metadata(const struct ht_dumper_config *cfg, struct timeline *tl
 		meta_u64(tl, HT_META_LOSS_RECURSION, mc.recursion_misses);
 		meta_u64(tl, HT_META_LOSS_UNSEEN_SWITCH_IN, mc.value[HT_CNT_UNSEEN_SWITCH_INS]);
 	}
+	if (cfg->trigger_threads_left_out)
+		meta_u64(tl, HT_META_LOSS_TRIGGER_THREADS,
+			 __atomic_load_n(cfg->trigger_threads_left_out, __ATOMIC_RELAXED));
 	/* What the live session saw around the dump is not in the capture. */
 	if (cfg->decoded_from)
 		tl_meta_set(tl, HT_META_DECODED_FROM, cfg->decoded_from);
@@ -619,7 +622,7 @@ static int build_timeline(struct ht_dump_builder *b, struct timeline *tl,
 	if (!rc) {
 		add_sources(b, tl, job, c);
 		if (job->has_block_stack &&
-		    ht_block_frames_to_timeline(tl, b->cfg->tgid, &job->block_stack))
+		    ht_block_frames_to_timeline(tl, process, &job->block_stack))
 			ht_warn("dump without the stack where it blocked: %s", ht_last_error());
 		add_trigger_hit(tl, job);
 		add_marks(tl, b->comms, c);

@@ -43,6 +43,8 @@ struct ht_dumper_config {
 	const char *decoded_from; /* `hybtrace decode`: the raw capture's path */
 	unsigned int rt_priority; /* the builder thread's, while urgent; 0: off */
 	const struct ht_marks_source *marks; /* NULL: no user marks are read */
+	/* --trigger: threads left without breakpoints so far (the event loop's count); else NULL. */
+	const uint64_t *trigger_threads_left_out;
 	/* Tests: the builder neither builds nor re-reads maps idle this long after its start. */
 	uint64_t test_builder_late_ns;
 };

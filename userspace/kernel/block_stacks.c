@@ -7,23 +7,49 @@
 #include "base/json.h"
 #include "base/log.h"
 #include "symbols/symbolizer.h"
+#include "symbols/symbolizer_set.h"
 #include "trace/timeline.h"
 #include "base/units.h"
 #include "symbols/unwind_dwarf.h"
 
-int ht_block_stacks_init(struct ht_block_stacks *bs, int tgid, unsigned int mode)
+int ht_block_stacks_init(struct ht_block_stacks *bs, unsigned int mode)
 {
 	memset(bs, 0, sizeof(*bs));
-	bs->tgid = tgid;
 	bs->mode = mode;
-	bs->symbolizer = ht_symbolizer_new(tgid);
-	/* FP mode unwinds the leaf frames a frame-pointer walk skips with it too. */
-	if (bs->symbolizer)
-		bs->unwinder = ht_dwarf_unwinder_new(tgid);
-	if (!bs->symbolizer || (mode == HT_BLOCK_STACK_DWARF && !bs->unwinder))
+	/* Unwinders in FP mode too: it unwinds the leaf frames a frame-pointer walk skips. */
+	bs->symbols = ht_symbolizer_set_new(true, 0);
+	if (!bs->symbols)
 		ht_warn("stacks where threads blocked will show addresses only: %s",
 			ht_last_error());
 	return 0;
+}
+
+void ht_block_stacks_stale(struct ht_block_stacks *bs)
+{
+	if (bs->symbols)
+		ht_symbolizer_set_stale(bs->symbols);
+}
+
+/* What one stack is resolved with: its process's, each NULL when not had. */
+struct stack_symbols {
+	struct ht_symbolizer *symbolizer;
+	struct ht_dwarf_unwinder *unwinder;
+};
+
+static struct stack_symbols symbols_of(struct ht_block_stacks *bs, int tgid)
+{
+	struct stack_symbols ss = { NULL, NULL };
+	const char *note;
+
+	if (!bs->symbols || tgid <= 0)
+		return ss;
+	ss.symbolizer = ht_symbolizer_set_get(bs->symbols, tgid);
+	if (ss.symbolizer)
+		ss.unwinder = ht_symbolizer_set_unwinder(bs->symbols, tgid);
+	/* Once per process: its stacks show addresses only. */
+	while ((note = ht_symbolizer_set_next_note(bs->symbols)))
+		ht_warn("stacks where threads blocked: %s", note);
+	return ss;
 }
 
 void ht_block_stacks_free(struct ht_block_stacks *bs)
@@ -33,9 +59,8 @@ void ht_block_stacks_free(struct ht_block_stacks *bs)
 	for (size_t i = 0; i < bs->nhinted; i++)
 		free(bs->hinted[i]);
 	free(bs->hinted);
-	ht_symbolizer_free(bs->symbolizer);
-	if (bs->unwinder)
-		ht_dwarf_unwinder_free(bs->unwinder);
+	if (bs->symbols)
+		ht_symbolizer_set_free(bs->symbols);
 	memset(bs, 0, sizeof(*bs));
 }
 
@@ -164,23 +189,23 @@ int ht_block_stack_fixup(const uint64_t *fp, int nfp, const uint64_t *cfi, int n
 	return n;
 }
 
-static int unwind_regs(struct ht_block_stacks *bs, const uint64_t *regs_in, const uint8_t *stack,
-		       size_t len, uint64_t *ips)
+static int unwind_regs(const struct stack_symbols *ss, const uint64_t *regs_in,
+		       const uint8_t *stack, size_t len, uint64_t *ips)
 {
 	struct ht_user_regs regs = {.abi = HT_DWARF_REGS_ABI_64};
 	int n;
 
 	memcpy(regs.regs, regs_in, sizeof(regs.regs));
-	n = ht_dwarf_unwind(bs->unwinder, &regs, stack, len, ips, HT_BLOCK_STACK_MAX_FRAMES);
+	n = ht_dwarf_unwind(ss->unwinder, &regs, stack, len, ips, HT_BLOCK_STACK_MAX_FRAMES);
 	/* Libraries load late: read the maps again, once. */
-	if (n <= 1 && !ht_dwarf_unwinder_refresh(bs->unwinder))
-		n = ht_dwarf_unwind(bs->unwinder, &regs, stack, len, ips,
+	if (n <= 1 && !ht_dwarf_unwinder_refresh(ss->unwinder))
+		n = ht_dwarf_unwind(ss->unwinder, &regs, stack, len, ips,
 				    HT_BLOCK_STACK_MAX_FRAMES);
 	return n > 0 ? n : 0;
 }
 
 /* The frames' addresses, innermost first. Returns how many. */
-static int unwind_record(struct ht_block_stacks *bs, const void *data,
+static int unwind_record(const struct stack_symbols *ss, const void *data,
 			 uint64_t ips[HT_BLOCK_STACK_MAX_FRAMES], int32_t *error)
 {
 	struct ht_block_stack_head h;
@@ -197,13 +222,13 @@ static int unwind_record(struct ht_block_stacks *bs, const void *data,
 		n = h.bytes > 0 ? h.bytes / (int)sizeof(uint64_t) : 0;
 		if (n > HT_BLOCK_STACK_MAX_FRAMES)
 			n = HT_BLOCK_STACK_MAX_FRAMES;
-		if (!bs->unwinder || fp->leaf_bytes <= 0 || n < 2) {
+		if (!ss->unwinder || fp->leaf_bytes <= 0 || n < 2) {
 			memcpy(ips, fp->ips, (size_t)n * sizeof(ips[0]));
 			return n;
 		}
 		leaf_len = (size_t)fp->leaf_bytes < sizeof(fp->leaf) ? (size_t)fp->leaf_bytes
 								     : sizeof(fp->leaf);
-		ncfi = unwind_regs(bs, (const uint64_t *)fp->regs, fp->leaf, leaf_len, cfi);
+		ncfi = unwind_regs(ss, (const uint64_t *)fp->regs, fp->leaf, leaf_len, cfi);
 		return ht_block_stack_fixup((const uint64_t *)fp->ips, n, cfi, ncfi, ips,
 					    HT_BLOCK_STACK_MAX_FRAMES);
 	} else {
@@ -213,12 +238,12 @@ static int unwind_record(struct ht_block_stacks *bs, const void *data,
 
 		if (ht_block_stack_dwarf_view(d, &stack, &len))
 			len = 0;
-		if (!bs->unwinder) {
+		if (!ss->unwinder) {
 			/* No libdw: the address it blocked at, at least. */
 			ips[0] = d->regs[HT_DWARF_REG_IP];
 			return ips[0] ? 1 : 0;
 		}
-		return unwind_regs(bs, (const uint64_t *)d->regs, stack, len, ips);
+		return unwind_regs(ss, (const uint64_t *)d->regs, stack, len, ips);
 	}
 }
 
@@ -227,7 +252,7 @@ static int unwind_record(struct ht_block_stacks *bs, const void *data,
  * frame pointers, into garbage: the frames stop at the first address no
  * executable mapping holds, as the sampled stacks do (user_timeline.c).
  */
-static void name_frames(struct ht_block_stacks *bs, const uint64_t *ips, int n,
+static void name_frames(const struct stack_symbols *ss, const uint64_t *ips, int n,
 			struct ht_block_frames *out)
 {
 	bool refreshed = false;
@@ -240,13 +265,13 @@ static void name_frames(struct ht_block_stacks *bs, const uint64_t *ips, int n,
 		struct ht_symbol sym;
 		int found = -1;
 
-		if (bs->symbolizer) {
-			found = ht_symbolize(bs->symbolizer, lookup, &sym);
+		if (ss->symbolizer) {
+			found = ht_symbolize(ss->symbolizer, lookup, &sym);
 			/* Libraries load late: read the maps again, once. */
 			if (found && !refreshed) {
 				refreshed = true;
-				if (!ht_symbolizer_refresh(bs->symbolizer))
-					found = ht_symbolize(bs->symbolizer, lookup, &sym);
+				if (!ht_symbolizer_refresh(ss->symbolizer))
+					found = ht_symbolize(ss->symbolizer, lookup, &sym);
 			}
 			if (found || !sym.executable)
 				break;
@@ -274,9 +299,10 @@ const char *ht_block_stack_missing(const struct ht_breach *b, bool taken)
 	return b->block_stack_seq && !taken ? "not-received" : NULL;
 }
 
-int ht_block_stacks_take(struct ht_block_stacks *bs, uint32_t tid, uint32_t seq,
+int ht_block_stacks_take(struct ht_block_stacks *bs, int tgid, uint32_t tid, uint32_t seq,
 			 struct ht_block_frames *out)
 {
+	struct stack_symbols ss;
 	uint64_t ips[HT_BLOCK_STACK_MAX_FRAMES];
 	struct ht_block_stack_head h;
 	size_t len;
@@ -289,8 +315,9 @@ int ht_block_stacks_take(struct ht_block_stacks *bs, uint32_t tid, uint32_t seq,
 	out->switch_ns = h.switch_ns;
 	out->tid = h.tid;
 	out->mode = h.mode;
-	n = unwind_record(bs, data, ips, &out->error);
-	name_frames(bs, ips, n, out);
+	ss = symbols_of(bs, tgid);
+	n = unwind_record(&ss, data, ips, &out->error);
+	name_frames(&ss, ips, n, out);
 	free(data);
 	return 0;
 }

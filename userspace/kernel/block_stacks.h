@@ -4,8 +4,9 @@
  * off-CPU or syscall breach (hybtrace/block_stack.h) are kept here until
  * the breach that names them (by tid and seq) is read, then symbolized (or
  * unwound with libdw first, with --callgraph dwarf) into frames that the
- * live line, the JSON line and the dump show. Event loop only: the
- * symbolizer it holds is not shared.
+ * live line, the JSON line and the dump show, each with the symbols of
+ * its own process (symbolizer_set.h). Event loop only: the set it holds
+ * is not shared.
  */
 #ifndef HT_BLOCK_STACKS_H
 #define HT_BLOCK_STACKS_H
@@ -18,8 +19,7 @@
 #include "hybtrace/records.h"
 #include "base/json.h"
 
-struct ht_symbolizer;
-struct ht_dwarf_unwinder;
+struct ht_symbolizer_set;
 struct timeline;
 
 /* Stacks received and not yet claimed by their breach: a few breaches' worth. */
@@ -49,10 +49,9 @@ struct ht_block_pending {
 };
 
 struct ht_block_stacks {
-	int tgid;
-	unsigned int mode;		    /* enum ht_block_stack_mode */
-	struct ht_symbolizer *symbolizer;   /* NULL: addresses only */
-	struct ht_dwarf_unwinder *unwinder; /* DWARF mode; NULL: no unwinding */
+	unsigned int mode; /* enum ht_block_stack_mode */
+	/* Each target process's symbolizer and unwinder; NULL: addresses only. */
+	struct ht_symbolizer_set *symbols;
 	struct ht_block_pending pending[HT_BLOCK_PENDING];
 	uint64_t seq;
 	uint64_t received, malformed, replaced; /* replaced: dropped unclaimed for a newer one */
@@ -64,11 +63,14 @@ struct ht_block_stacks {
 };
 
 /*
- * For process TGID in MODE (not OFF). The symbolizer and unwinder are made
- * here; without them frames are addresses, with a warning. Returns 0, or -1
- * with ht_last_error() (out of memory).
+ * In MODE (not OFF). Each process's symbolizer and unwinder are made as its
+ * first stack is taken; without them frames are addresses, with a warning.
+ * Returns 0, or -1 with ht_last_error() (out of memory).
  */
-int ht_block_stacks_init(struct ht_block_stacks *bs, int tgid, unsigned int mode);
+int ht_block_stacks_init(struct ht_block_stacks *bs, unsigned int mode);
+
+/* Now and then: each process's maps are read again when its next stack is taken. */
+void ht_block_stacks_stale(struct ht_block_stacks *bs);
 void ht_block_stacks_free(struct ht_block_stacks *bs);
 
 /* The ring buffer's callback (ring_buffer_sample_fn): keep a copy of one record. */
@@ -95,10 +97,10 @@ void *ht_block_stacks_claim(struct ht_block_stacks *bs, uint32_t tid, uint32_t s
 const char *ht_block_stack_missing(const struct ht_breach *b, bool taken);
 
 /*
- * Claim TID's stack SEQ and resolve it into OUT. Returns 0, or -1 when it
- * was never received.
+ * Claim TID's stack SEQ and resolve it into OUT with the symbols of process
+ * TGID (TID's). Returns 0, or -1 when it was never received.
  */
-int ht_block_stacks_take(struct ht_block_stacks *bs, uint32_t tid, uint32_t seq,
+int ht_block_stacks_take(struct ht_block_stacks *bs, int tgid, uint32_t tid, uint32_t seq,
 			 struct ht_block_frames *out);
 
 /*

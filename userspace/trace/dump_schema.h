@@ -129,6 +129,8 @@
 #define HT_META_LOSS_COMM      "loss.comm_map_failures"
 #define HT_META_LOSS_RECURSION "loss.recursion_misses"
 #define HT_META_LOSS_UNSEEN_SWITCH_IN "loss.unseen_switch_ins" /* intervals left unjudged */
+/* --trigger: threads left without breakpoints for want of descriptors (RLIMIT_NOFILE). */
+#define HT_META_LOSS_TRIGGER_THREADS "loss.trigger_threads_left_out"
 #define HT_META_BREACHES_MISSED "breaches_not_dumped"	/* since the previous dump */
 #define HT_META_DEFERRED       "dump_deferred"	/* 1: it waited for another dump */
 #define HT_META_SOURCE	       "on_cpu_source"	/* sample, pt, pt-sideband-only, none */

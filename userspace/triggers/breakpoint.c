@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 #include <asm/perf_regs.h>
 #include <errno.h>
+#include <stdbool.h>
 #include <linux/hw_breakpoint.h>
 #include <linux/perf_event.h>
 #include <stdlib.h>
@@ -100,11 +101,52 @@ static unsigned int slots_used(const struct ht_breakpoints *b)
 	return n;
 }
 
-static int reserve_for_threads(struct ht_breakpoints *b, unsigned int nslots)
+/* What RLIMIT_NOFILE leaves now: threads whose events do not fit are left out. */
+static void measure_room(struct ht_breakpoints *b)
 {
-	size_t n = ht_proc_count_threads(b->cfg.tgid) + b->nthreads;
+	size_t room = ht_fds_room();
 
-	return ht_reserve_fds(ht_bp_fds_needed(n * 2, b->ncpus, nslots), "triggers");
+	b->room = room > b->cfg.fds_reserved ? room - b->cfg.fds_reserved : 0;
+}
+
+/* TID did not get every event it should have: counted once. */
+static void leave_out(struct ht_breakpoints *b, int tid)
+{
+	for (size_t i = 0; i < b->nleft; i++)
+		if (b->left_tids[i] == tid)
+			return;
+	if (b->nleft == b->left_cap) {
+		size_t cap = b->left_cap ? b->left_cap * 2 : 16;
+		int *v = realloc(b->left_tids, cap * sizeof(*v));
+
+		if (!v)
+			return;
+		b->left_tids = v;
+		b->left_cap = cap;
+	}
+	b->left_tids[b->nleft++] = tid;
+}
+
+size_t ht_bp_threads_left_out(const struct ht_breakpoints *b)
+{
+	return b->nleft;
+}
+
+int ht_bp_retry_left_out(struct ht_breakpoints *b)
+{
+	size_t n = b->nleft;
+	int *tids = b->left_tids;
+	int rc;
+
+	b->cfg.fds_reserved = 0;
+	if (!n)
+		return 0;
+	/* Threads born since inherited their events: only these have none. */
+	b->left_tids = NULL;
+	b->nleft = b->left_cap = 0;
+	rc = ht_bp_add_threads(b, tids, n);
+	free(tids);
+	return rc;
 }
 
 static int *fd_at(struct ht_bp_thread *t, unsigned int cpu, int slot)
@@ -193,7 +235,8 @@ static int share_ring(struct ht_breakpoints *b, int fd, unsigned int cpu)
 }
 
 /*
- * Breakpoint SLOT of thread T on CPU. Returns 0; 1 when the thread is gone;
+ * Breakpoint SLOT of thread T on CPU. Returns 0; 1 when the thread is gone; 2 when no
+ * descriptor is left;
  * -1 with ht_fail().
  */
 static int open_bp(struct ht_breakpoints *b, struct ht_bp_thread *t, unsigned int cpu, int slot)
@@ -213,6 +256,8 @@ static int open_bp(struct ht_breakpoints *b, struct ht_bp_thread *t, unsigned in
 	if (fd < 0) {
 		if (errno == ESRCH)
 			return 1;
+		if (errno == EMFILE || errno == ENFILE)
+			return 2;
 		if (errno == ENOSPC)
 			return ht_fail("no free debug register for thread %d (x86 has 4 per "
 				       "thread; a debugger, perf or another hybtrace may hold "
@@ -237,6 +282,8 @@ static int open_sideband(struct ht_breakpoints *b, struct ht_bp_thread *t, unsig
 	if (fd < 0) {
 		if (errno == ESRCH)
 			return 1;
+		if (errno == EMFILE || errno == ENFILE)
+			return 2;
 		return ht_fail("cannot open the exec/mmap watch for thread %d on CPU %u: %s",
 			       t->tid, cpu, strerror(errno));
 	}
@@ -244,9 +291,38 @@ static int open_sideband(struct ht_breakpoints *b, struct ht_bp_thread *t, unsig
 	return share_ring(b, fd, cpu);
 }
 
-/* Every event thread T lacks. Returns 0 (also when it is gone), or -1. */
+/* The descriptors thread T lacks. */
+static size_t fds_missing(const struct ht_breakpoints *b, struct ht_bp_thread *t)
+{
+	size_t n = 0;
+
+	for (unsigned int cpu = 0; cpu < b->ncpus; cpu++) {
+		n += !b->cfg.no_sideband && *fd_at(t, cpu, SIDEBAND) < 0;
+		for (int s = 0; s < HT_BP_MAX; s++)
+			n += b->addr[s] && *fd_at(t, cpu, s) < 0;
+	}
+	return n;
+}
+
+/* The descriptors a thread with none needs. */
+static size_t fds_needed_fresh(const struct ht_breakpoints *b)
+{
+	return (size_t)b->ncpus * ((b->cfg.no_sideband ? 0 : 1) + slots_used(b));
+}
+
+/*
+ * Every event thread T lacks. Returns 0 (also when it is gone), 2 when they
+ * do not fit under RLIMIT_NOFILE (nothing opened; T left out), or -1.
+ */
 static int open_thread_events(struct ht_breakpoints *b, struct ht_bp_thread *t)
 {
+	size_t need = fds_missing(b, t);
+
+	if (need > b->room) {
+		leave_out(b, t->tid);
+		return 2;
+	}
+	b->room -= need;
 	for (unsigned int cpu = 0; cpu < b->ncpus; cpu++) {
 		int rc = 0;
 
@@ -255,46 +331,60 @@ static int open_thread_events(struct ht_breakpoints *b, struct ht_bp_thread *t)
 		for (int s = 0; s < HT_BP_MAX && !rc; s++)
 			if (b->addr[s] && *fd_at(t, cpu, s) < 0)
 				rc = open_bp(b, t, cpu, s);
+		if (rc == 2)
+			leave_out(b, t->tid);
 		if (rc)
-			return rc < 0 ? -1 : 0;
+			return rc < 0 ? -1 : rc == 2 ? 2 : 0;
 	}
 	return 0;
 }
 
+static void free_thread(struct ht_breakpoints *b, struct ht_bp_thread *t);
+
+/* Returns 0, 2 when left out (not kept: a later scan tries again), or -1. */
 static int open_tid(struct ht_breakpoints *b, int tid)
 {
 	struct ht_bp_thread *t = find_thread(b, tid);
+	bool fresh = !t;
+	int rc;
 
 	if (!t) {
 		t = add_thread(b, tid);
 		if (!t)
 			return ht_fail("out of memory");
 	}
-	return open_thread_events(b, t);
+	rc = open_thread_events(b, t);
+	if (rc == 2 && fresh && fds_missing(b, t) == fds_needed_fresh(b)) {
+		free_thread(b, t);
+		b->nthreads--;
+	}
+	return rc;
 }
 
 /* ht_proc_cover_threads()'s callback: a breakpoint set on each thread not yet covered. */
 static int cover_thread(void *ctx, int tid)
 {
 	struct ht_breakpoints *b = ctx;
+	int rc;
 
 	if (find_thread(b, tid))
 		return 0;
-	return open_tid(b, tid) ? -1 : 1;
+	rc = open_tid(b, tid);
+	return rc < 0 ? -1 : rc == 0;
 }
 
 /* A target already gone is no error: the session sees the exit. */
 int ht_bp_rescan(struct ht_breakpoints *b)
 {
+	measure_room(b);
 	return ht_proc_cover_threads(b->cfg.tgid, cover_thread, b, true);
 }
 
 int ht_bp_add_threads(struct ht_breakpoints *b, const int *tids, size_t n)
 {
-	if (ht_reserve_fds(ht_bp_fds_needed(n, b->ncpus, slots_used(b)), "triggers"))
-		return -1;
+	measure_room(b);
 	for (size_t i = 0; i < n; i++)
-		if (tids[i] > 0 && open_tid(b, tids[i]))
+		if (tids[i] > 0 && open_tid(b, tids[i]) < 0)
 			return -1;
 	return 0;
 }
@@ -354,9 +444,15 @@ int ht_bp_open(struct ht_breakpoints *b, const struct ht_bp_config *cfg)
 	}
 	for (unsigned int c = 0; c < b->ncpus; c++)
 		b->rings[c].fd = -1;
+	b->enabled = !cfg->start_disarmed;
 	b->open = 1;
-	if (reserve_for_threads(b, 0))
+	b->room = ht_fds_room();
+	if (b->room < b->ncpus) {
+		ht_fail("triggers: no descriptor left under RLIMIT_NOFILE for pid %d's rings "
+			"(raise it with ulimit -n)",
+			cfg->tgid);
 		goto fail;
+	}
 	for (unsigned int c = 0; c < b->ncpus; c++)
 		if (map_ring(b, c))
 			goto fail;
@@ -382,6 +478,7 @@ void ht_bp_close(struct ht_breakpoints *b)
 	free(b->threads);
 	free(b->rings);
 	free(b->scratch);
+	free(b->left_tids);
 	memset(b, 0, sizeof(*b));
 }
 
@@ -469,11 +566,10 @@ int ht_bp_set(struct ht_breakpoints *b, unsigned int slot, uint64_t addr)
 	}
 	if (had && modify_slot(b, (int)slot))
 		close_slot(b, (int)slot);
-	if (reserve_for_threads(b, slots_used(b)))
-		goto fail;
+	measure_room(b);
 	/* Known threads first, then any born meanwhile (they inherit from here on). */
 	for (size_t i = 0; i < b->nthreads; i++)
-		if (open_thread_events(b, &b->threads[i]))
+		if (open_thread_events(b, &b->threads[i]) < 0)
 			goto fail;
 	if (ht_bp_rescan(b))
 		goto fail;
@@ -548,7 +644,7 @@ static struct ht_bp_hit *push_hit(struct ht_bp_hits *h)
 	return &h->v[h->count];
 }
 
-static void parse_sample(struct reader *r, int tgid, struct ht_bp_hits *out)
+static void parse_sample(struct reader *r, int tgid, int forks, struct ht_bp_hits *out)
 {
 	struct ht_bp_hit hit = {.trigger = -1};
 	struct ht_bp_hit *slot;
@@ -571,7 +667,7 @@ static void parse_sample(struct reader *r, int tgid, struct ht_bp_hits *out)
 	}
 	if (r->bad)
 		return; /* counted by the caller */
-	if ((int)hit.pid != tgid) {
+	if ((int)hit.pid != tgid && !forks) {
 		out->foreign++;
 		return;
 	}
@@ -584,7 +680,8 @@ static void parse_sample(struct reader *r, int tgid, struct ht_bp_hits *out)
 	out->count++;
 }
 
-void ht_bp_parse_record(const uint8_t *rec, size_t len, int tgid, struct ht_bp_hits *out)
+static void parse_record(const uint8_t *rec, size_t len, int tgid, int forks,
+			 struct ht_bp_hits *out)
 {
 	struct perf_event_header h;
 	struct reader r;
@@ -602,7 +699,7 @@ void ht_bp_parse_record(const uint8_t *rec, size_t len, int tgid, struct ht_bp_h
 	r = (struct reader){rec + sizeof(h), rec + h.size, 0};
 	switch (h.type) {
 	case PERF_RECORD_SAMPLE:
-		parse_sample(&r, tgid, out);
+		parse_sample(&r, tgid, forks, out);
 		break;
 	case PERF_RECORD_COMM:
 		/* Exec: the new image's addresses are not the old ones. */
@@ -624,6 +721,11 @@ void ht_bp_parse_record(const uint8_t *rec, size_t len, int tgid, struct ht_bp_h
 	}
 	if (r.bad)
 		out->malformed++;
+}
+
+void ht_bp_parse_record(const uint8_t *rec, size_t len, int tgid, struct ht_bp_hits *out)
+{
+	parse_record(rec, len, tgid, 0, out);
 }
 
 /* Everything CPU C's ring holds now, into OUT; the ring is then empty. */
@@ -659,7 +761,7 @@ static void read_ring(struct ht_breakpoints *b, unsigned int c, struct ht_bp_hit
 			memcpy(b->scratch + first, data, h.size - first);
 			rec = b->scratch;
 		}
-		ht_bp_parse_record(rec, h.size, b->cfg.tgid, out);
+		parse_record(rec, h.size, b->cfg.tgid, b->cfg.forks, out);
 		tail += h.size;
 	}
 	__atomic_store_n(&page->data_tail, head, __ATOMIC_RELEASE);

@@ -30,6 +30,10 @@ struct ht_bp_config {
 	int tgid;
 	int multi;	   /* every hit, breakpoints stay armed */
 	int no_sideband;   /* no exec / mapping events (nor their descriptors) */
+	int forks;	   /* hits of processes forked from the target (inherited) are returned */
+	int start_disarmed; /* one-shot that fired elsewhere: set, but not armed */
+	/* Descriptors per-thread events leave to what attaches after them (the monitor). */
+	size_t fds_reserved;
 	size_t ring_bytes; /* per CPU, rounded up to a power of two of pages; 0: 64 KiB */
 };
 
@@ -50,7 +54,7 @@ struct ht_bp_hits {
 	unsigned int mmaps; /* it mapped new code (dlopen): resolve, ht_bp_set() */
 	uint64_t in_flight; /* one-shot: hits after the first, or while disarmed */
 	uint64_t stale;	    /* hits at an address no trigger had at the time */
-	uint64_t foreign;   /* hits in another process (a fork inherits the events) */
+	uint64_t foreign;   /* hits in another process (a fork inherits the events; not with forks) */
 	uint64_t lost;	    /* records the kernel could not write: the ring was full */
 	uint64_t malformed; /* records that did not parse */
 };
@@ -90,9 +94,20 @@ struct ht_breakpoints {
 	int owner_per_task; /* ring owners follow the target (no system-wide events) */
 	uint8_t *scratch;   /* a record that wraps the ring, made whole */
 	int open;
+	/*
+	 * Descriptors left under RLIMIT_NOFILE for this operation; a thread
+	 * whose events do not fit is left without them (left_tids).
+	 */
+	size_t room;
+	int *left_tids; /* threads ever left without every breakpoint */
+	size_t nleft, left_cap;
 };
 
-/* Rings and side-band events for every thread of cfg->tgid; no breakpoint yet. 0 or -1. */
+/*
+ * Rings and side-band events for every thread of cfg->tgid; no breakpoint
+ * yet. Threads whose events would not fit under RLIMIT_NOFILE are left out
+ * (ht_bp_threads_left_out()); rings that do not fit are an error. 0 or -1.
+ */
 int ht_bp_open(struct ht_breakpoints *b, const struct ht_bp_config *cfg);
 void ht_bp_close(struct ht_breakpoints *b);
 
@@ -139,6 +154,19 @@ void ht_bp_reap(struct ht_breakpoints *b);
  * stayed on the old addresses until this call: call it at once.
  */
 int ht_bp_exec(struct ht_breakpoints *b);
+
+/*
+ * Threads that did not get every breakpoint, for want of descriptors under
+ * RLIMIT_NOFILE (each counted once).
+ */
+size_t ht_bp_threads_left_out(const struct ht_breakpoints *b);
+
+/*
+ * What attaches after the breakpoints has attached: the threads left out
+ * so far are tried again with every descriptor there is (cfg.fds_reserved
+ * becomes 0), and only those still left out stay counted. 0 or -1.
+ */
+int ht_bp_retry_left_out(struct ht_breakpoints *b);
 
 /* File descriptors needed for NTHREADS threads with NTRIGGERS triggers. */
 size_t ht_bp_fds_needed(size_t nthreads, unsigned int ncpus, unsigned int ntriggers);
