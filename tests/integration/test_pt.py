@@ -13,8 +13,8 @@ import struct
 import subprocess
 import tempfile
 
-from harness import (HYBTRACE, ROOT, NoHardware, check, hybtrace, need_root, report_json, test,
-                     tp_query, trace_processor, workload)
+from harness import (HYBTRACE, ROOT, NoHardware, Run, check, hybtrace, need_root, report_json,
+                     test, tp_query, trace_processor, wait_for, workload)
 from perfetto_checks import check_global_tracks_have_no_thread, check_no_import_errors
 
 HAS_PT = os.path.exists("/sys/bus/event_source/devices/intel_pt")
@@ -27,7 +27,9 @@ LIVE_SOURCE = "pt" if HAS_PT else TEST_MODE_SOURCE
 LIVE_ONLY_META = {"decoded_from", "recording_start_ns", "loss.ring_buffer_drops",
                   "loss.task_storage_failures", "loss.comm_map_failures",
                   "loss.recursion_misses", "loss.unseen_switch_ins", "breaches_not_dumped",
-                  "loss.pt_threads_left_out"}
+                  "loss.pt_threads_left_out",
+                  # Marks are read from the live processes' memory, not kept in a capture.
+                  "loss.marks", "loss.mark_processes", "marks.processes", "marks.read_ns"}
 
 
 def decode(raw, outdir, as_nobody=False):
@@ -203,6 +205,46 @@ def sideband_mode_every_process_keeps_its_own_code():
             check(meta["loss.pt_threads_left_out"] == "0", "%r" % meta)
         check(most >= 2, "no capture held the code of more than one of procs_spin's "
               "processes: " + run.describe())
+
+
+@test
+def sideband_mode_threads_past_the_descriptor_limit_are_counted():
+    """Sideband test mode (its events are per (thread, CPU), as PT's are): a process of 200
+    threads under a descriptor limit of 200 (soft and hard) leaves threads out; one line
+    says so at start, and the count is in the JSON summary and in the dump's metadata
+    (loss.pt_threads_left_out), never a silent gap."""
+    need_root()
+    if HAS_PT:
+        raise NoHardware("the sideband test mode is for machines without Intel PT")
+    with tempfile.TemporaryDirectory() as out:
+        env = dict(os.environ, **TEST_MODE)
+        storm = subprocess.Popen([workload("thread_storm"), "200", "200", "1500000", "300"],
+                                 env=dict(env, HT_WORKLOAD_LOG=os.path.join(out, "log")))
+        try:
+            wait_for(lambda: len(os.listdir("/proc/%d/task" % storm.pid)) > 200, 10,
+                     "thread_storm's threads")
+            p = subprocess.run(["prlimit", "--nofile=200:200", HYBTRACE, "--pid",
+                                str(storm.pid), "--json", "--source", "pt", "--syscall",
+                                "100ms", "--rq-delay", "off", "--max-dumps", "1", "--output",
+                                out], capture_output=True, text=True, timeout=60, env=env)
+        finally:
+            storm.kill()
+            storm.wait()
+        describe = "rc=%d\nstderr:\n%s" % (p.returncode, p.stderr[-3000:])
+        check(p.returncode == 0, describe)
+        said = [l for l in p.stderr.splitlines() if "threads left out" in l]
+        check(len(said) == 1, "want one line saying what was left out:\n" + describe)
+        summary = [o for o in Run(0, p.stdout, "", []).json_lines()
+                   if o.get("type") == "summary"]
+        check(summary, "no summary: " + describe)
+        left = summary[0]["lost"]["source_threads_left_out"]
+        check(0 < left <= 200 and (" %d threads left out" % left) in said[0],
+              "summary says %r left out, the line %r" % (left, said[0]))
+        dumps = glob.glob(os.path.join(out, "*.perfetto-trace"))
+        check(dumps, "no dump: " + describe)
+        meta = report_json(dumps[0])["metadata"]
+        check(meta.get("loss.pt_threads_left_out") == str(left), "the dump counts %r, the "
+              "summary %d" % (meta.get("loss.pt_threads_left_out"), left))
 
 
 @test
