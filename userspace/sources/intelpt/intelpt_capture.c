@@ -448,21 +448,13 @@ static int cover_thread(void *ctx, int tid)
  */
 static size_t raise_fd_limit(void)
 {
-	size_t open_now = ht_count_dir_entries("/proc/self/fd");
-	struct rlimit rl;
+	size_t room;
 
-	if (getrlimit(RLIMIT_NOFILE, &rl))
-		return 0;
-	if (rl.rlim_cur < rl.rlim_max) {
-		rl.rlim_cur = rl.rlim_max;
-		if (setrlimit(RLIMIT_NOFILE, &rl))
-			getrlimit(RLIMIT_NOFILE, &rl);
-	}
-	if (rl.rlim_cur == RLIM_INFINITY)
+	ht_raise_nofile();
+	room = ht_fds_room();
+	if (room >= SIZE_MAX / 2)
 		return SIZE_MAX;
-	return rl.rlim_cur > open_now + FDS_KEPT_FOR_HYBTRACE
-		       ? (size_t)rl.rlim_cur - open_now - FDS_KEPT_FOR_HYBTRACE
-		       : 0;
+	return room > FDS_KEPT_FOR_HYBTRACE ? room - FDS_KEPT_FOR_HYBTRACE : 0;
 }
 
 static int check_sizes(struct ht_intelpt_config *cfg, unsigned int online)
