@@ -430,14 +430,6 @@ static __always_inline __u32 wake_context(__u32 *vec, bool *in_task)
 	if (context_active(c, CTX_HARDIRQ))
 		return HT_WAKE_IRQ;
 	if (context_active(c, CTX_SOFTIRQ)) {
-		/*
-		 * The timer softirqs run timer callbacks only: a wakeup there is a
-		 * timer's even when the callback's marks were lost. On PREEMPT_RT
-		 * ktimers/N runs them preemptibly, and a mark program that a
-		 * preempting task's tracepoint finds running on this CPU is skipped.
-		 */
-		if (c->softirq_vec == HRTIMER_SOFTIRQ || c->softirq_vec == TIMER_SOFTIRQ)
-			return HT_WAKE_TIMER;
 		*vec = c->softirq_vec;
 		/* On an idle CPU (pid 0) no one is named. */
 		*in_task = (__u32)bpf_get_current_pid_tgid() &&
