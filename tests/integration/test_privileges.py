@@ -6,7 +6,8 @@ import subprocess
 import tempfile
 
 from harness import (HYBTRACE, Attached, Control, Failure, Go, check, check_rows, hybtrace,
-                     need_root, read_log, run_answering, test, wait_for, whole_lines, workload)
+                     need_breakpoints, need_root, read_log, run_answering, test, wait_for,
+                     whole_lines, workload)
 
 CAP = {"CAP_CHOWN": 0, "CAP_DAC_OVERRIDE": 1, "CAP_DAC_READ_SEARCH": 2, "CAP_FOWNER": 3,
        "CAP_KILL": 5, "CAP_SETUID": 7, "CAP_SETPCAP": 8, "CAP_NET_ADMIN": 12,
@@ -175,6 +176,7 @@ def triggers_at_paranoid_3_keep_cap_sys_admin_only_where_the_kernel_asks_it():
     holds CAP_SYS_ADMIN then only if this kernel refuses perf events without it, saying so
     in one line."""
     need_root()
+    need_breakpoints()
     with Paranoid(3), Control(start=True) as control:
         refused = perf_refused_without("cap_sys_admin")
         log = os.path.join(control.dir, "workload.log")
@@ -208,6 +210,7 @@ def triggers_without_cap_sys_admin_at_paranoid_3_fire_or_fail_at_once():
     events (Debian's), hybtrace says so in one line and exits 2 before anything starts;
     where it does not (mainline), the trigger fires in the image it execs."""
     need_root()
+    need_breakpoints()
     with Paranoid(3), Control(start=True) as control:
         refused = perf_refused_without("cap_sys_admin")
         log = os.path.join(control.dir, "workload.log")

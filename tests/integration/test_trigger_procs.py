@@ -7,8 +7,8 @@ import re
 import subprocess
 import tempfile
 
-from harness import (HYBTRACE, Attached, Control, Go, check, hybtrace, need_root, run_answering,
-                     test, wait_for, whole_lines, workload)
+from harness import (HYBTRACE, Attached, Control, Go, check, hybtrace, need_breakpoints,
+                     need_root, run_answering, test, wait_for, whole_lines, workload)
 
 TARGET = workload("trigger_target")
 SLEEPER = workload("sleeper")
@@ -49,6 +49,7 @@ def fires_in_a_child_forked_after_attach():
     """The child calls at once after its fork: it runs on the breakpoints it inherited, and
     the hit and its dump are the child's."""
     need_root()
+    need_breakpoints()
     run, hits, reports = run_triggered(["--trigger", "send_order"], ["fork"])
     calls = run.events("call")
     parent = run.events("ready")[0]["pid"]
@@ -71,6 +72,7 @@ def fires_in_a_child_forked_after_attach():
 def fires_in_a_child_that_execs_after_attach():
     """The child runs another image: what it inherited is gone, it is armed in its own."""
     need_root()
+    need_breakpoints()
     run, hits, reports = run_triggered(["--trigger", "send_order", "--multi",
                                         "--min-interval", "0ms"], ["forkexec"])
     readies = run.events("ready")
@@ -99,6 +101,7 @@ def pid_pair(control, log):
 @test
 def fires_in_the_second_of_two_pids_not_in_one_without_the_module():
     need_root()
+    need_breakpoints()
     with tempfile.TemporaryDirectory() as out, Control(start=True) as control:
         log = os.path.join(control.dir, "workload.log")
         sleeper, target = pid_pair(control, log)
@@ -177,6 +180,7 @@ def threads_left_out_under_a_small_descriptor_limit_are_said_and_counted():
     """prlimit leaves room for part of the target's threads only: a line says how many
     were left out, the summary and each dump count them, and the armed ones still fire."""
     need_root()
+    need_breakpoints()
     threads = 48
     ncpus = os.cpu_count()
     base = fds_of_an_idle_session(threads)

@@ -8,8 +8,9 @@ import subprocess
 import tempfile
 import time
 
-from harness import (HYBTRACE, WORKLOADS, Attached, Control, Go, Run, Skip, check, hybtrace,
-                     need_root, read_log, run_answering, test, wait_for, whole_lines, workload)
+from harness import (HYBTRACE, WORKLOADS, Attached, Control, Go, Run, Skip, breakpoints_fire,
+                     check, hybtrace, need_breakpoints, need_root, read_log, run_answering,
+                     test, wait_for, whole_lines, workload)
 
 TARGET = workload("trigger_target")
 
@@ -37,6 +38,7 @@ def triggered(args, mode, timeout=60, env=None, functions=None):
 @test
 def fires_once_by_default_with_the_arguments():
     need_root()
+    need_breakpoints()
     run, hits, reports = triggered(["--trigger", "send_order"], ["calls", "3"])
     calls = run.events("call")
     check(len(calls) == 3, "the workload made %d calls" % len(calls))
@@ -51,6 +53,7 @@ def fires_once_by_default_with_the_arguments():
 @test
 def multi_fires_at_every_call():
     need_root()
+    need_breakpoints()
     run, hits, reports = triggered(["--trigger", "send_order", "--multi", "--min-interval", "0ms"],
                                    ["calls", "3"])
     calls = run.events("call")
@@ -62,6 +65,7 @@ def multi_fires_at_every_call():
 @test
 def fires_in_a_thread_born_after_attach():
     need_root()
+    need_breakpoints()
     run, hits, _ = triggered(["--trigger", "send_order"], ["thread"])
     calls = run.events("call")
     check(hits and calls, "no hit\n" + run.describe())
@@ -73,6 +77,7 @@ def fires_in_a_thread_born_after_attach():
 @test
 def fires_in_a_library_function_through_the_plt():
     need_root()
+    need_breakpoints()
     run, hits, _ = triggered(["--trigger", "libc.so.6:getppid", "--multi", "--min-interval",
                               "0ms"], ["plt", "3"])
     check(len(hits) == 3, "%d hits for 3 calls of getppid\n%s" % (len(hits), run.describe()))
@@ -82,6 +87,7 @@ def fires_in_a_library_function_through_the_plt():
 @test
 def fires_in_a_library_loaded_with_dlopen_after_attach():
     need_root()
+    need_breakpoints()
     lib = os.path.join(WORKLOADS, "libtrig.so")
     run, hits, _ = triggered(["--trigger", "libtrig.so:dl_order", "--multi", "--min-interval",
                               "0ms"], ["dlopen", lib])
@@ -93,6 +99,7 @@ def fires_in_a_library_loaded_with_dlopen_after_attach():
 @test
 def follows_the_target_across_exec():
     need_root()
+    need_breakpoints()
     run, hits, _ = triggered(["--trigger", "send_order", "--multi", "--min-interval", "0ms"],
                              ["exec"])
     calls = run.events("call")
@@ -106,6 +113,7 @@ def follows_the_target_across_exec():
 @test
 def stop_function_triggers_with_its_argument():
     need_root()
+    need_breakpoints()
     run, hits, reports = triggered(["--trigger", "."], ["stop", "42"])
     check(len(hits) == 1 and hits[0]["args"][0] == 42, "hits %r" % hits)
     check(hits[0]["function"] == "hybtrace_trigger", "hit at %r" % hits[0]["function"])
@@ -115,6 +123,7 @@ def stop_function_triggers_with_its_argument():
 @test
 def user_marks_sit_between_the_syscalls_around_them():
     need_root()
+    need_breakpoints()
     run, hits, reports = triggered(["--trigger", ".", "--syscall", "10s", "--pre", "100ms"],
                                    ["marks", "10"], functions=["hybtrace_trigger"])
     check(reports, "no trigger dump\n" + run.describe())
@@ -191,6 +200,7 @@ t.join()
 @test
 def library_trigger_by_its_soname_fires_in_a_late_thread():
     need_root()
+    need_breakpoints()
     if not os.access(PYTHON, os.X_OK):
         raise Skip("no %s" % PYTHON)
     with tempfile.TemporaryDirectory() as tmp:
@@ -298,6 +308,7 @@ def pid_target_that_exits_during_the_attach_keeps_its_hits():
     made a few calls, while hybtrace still attaches (loads the monitor): what the
     breakpoints recorded is reported, as the workload's log says it was called."""
     need_root()
+    need_breakpoints()
     for attempt in range(5):
         with Control(stop=True) as control:
             target, ht, log = pid_session(control)
@@ -339,6 +350,7 @@ def hits_made_during_the_attach_are_reported_once_attached():
     more: its hits are reported as soon as hybtrace is attached, not only at its exit (no
     new hit comes to wake hybtrace for them)."""
     need_root()
+    need_breakpoints()
     with Control(stop=True) as control:
         target, ht, log = pid_session(control)
         try:
@@ -371,6 +383,7 @@ def pid_hits_and_breaches_count_from_one_zero():
     loads are after the zero too (time_s >= 0), and hits and breaches give time_s from the
     same zero: a moment after hybtrace was started and before its first hit."""
     need_root()
+    need_breakpoints()
     with Control(stop=True) as control:
         launched_ns = time.monotonic_ns()
         target, ht, log = pid_session(control, ["--syscall", "1ms", "--syscalls",
@@ -416,6 +429,7 @@ def pid_trigger_waits_for_a_library_loaded_later():
     """--pid on a running target that loads libtrig.so with dlopen only after hybtrace
     attached: the spec waits for the module, as `run` does, then fires at each call."""
     need_root()
+    need_breakpoints()
     lib = os.path.join(WORKLOADS, "libtrig.so")
     with Control(start=True) as control:
         log = os.path.join(control.dir, "workload.log")
@@ -444,3 +458,29 @@ def pid_trigger_waits_for_a_library_loaded_later():
           "hits %r for the calls %r\n%s" % (hits, calls, run.describe()))
     check(all(h["function"] == "dl_order" and h["time_ns"] > dlopened for h in hits),
           "hits %r, dlopen at %d" % (hits, dlopened))
+
+
+@test
+def check_and_trigger_agree_with_the_kernel_on_breakpoints():
+    """Whether hardware breakpoints fire here, as the kernel counts a breakpoint on libc's
+    getppid for this test's own thread: `hybtrace check` says the same, and where they do
+    not, --trigger says so at once, and in the summary, instead of waiting for hits that
+    cannot come (the session goes on for its breaches)."""
+    need_root()
+    fires = breakpoints_fire()
+    check(fires is not None, "cannot open a hardware breakpoint here to probe")
+    p = subprocess.run([HYBTRACE, "check"], capture_output=True, text=True, timeout=120)
+    row = [l.split() for l in p.stdout.splitlines() if l.strip().startswith("hardware breakpoints")]
+    check(row and row[0][2] == ("yes" if fires else "no"),
+          "the kernel %s a breakpoint's hits, check says %r\n%s"
+          % ("counts" if fires else "counts none of", row, p.stdout))
+    run = hybtrace(["run", "--json", "--rq-delay", "off", "--trigger", "getppid", "--",
+                    TARGET, "calls", "1"])
+    check(run.rc == 0, run.describe())
+    warned = "hardware breakpoints do not fire on this machine" in run.stderr
+    check(warned != fires, "breakpoints %s here, hybtrace %s:\n%s" % (
+        "fire" if fires else "do not fire", "warns" if warned else "does not warn",
+        run.describe()))
+    summary = run.summary()
+    check(summary and summary["triggers"]["breakpoints_fire"] == fires,
+          "summary %r" % (summary and summary.get("triggers")))

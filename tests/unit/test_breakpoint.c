@@ -118,9 +118,21 @@ static int drain(struct session *x)
 	return ht_bp_drain(&x->b, &x->hits);
 }
 
+/*
+ * Some virtual machines take a breakpoint and never deliver a hit: no
+ * test of hits there (test_triggers.check_and_trigger_agree_with_the_kernel
+ * checks ht_bp_fires() against the kernel's own count).
+ */
+#define REQUIRE_FIRING()                                                                           \
+	do {                                                                                       \
+		if (ht_bp_fires() == 0)                                                            \
+			SKIP_TEST("hardware breakpoints do not fire on this machine");             \
+	} while (0)
+
 #define REQUIRE_SESSION(x, ...)                                                                    \
 	do {                                                                                       \
 		REQUIRE_ROOT();                                                                    \
+		REQUIRE_FIRING();                                                                  \
 		REQUIRE_PROGRAMS();                                                                \
 		if (session_start(x, __VA_ARGS__, NULL)) {                                         \
 			printf("     session: %s\n", ht_last_error());                             \
@@ -498,6 +510,7 @@ TEST(stop_function_survives_lto)
 	struct child c;
 	char line[64];
 
+	REQUIRE_FIRING();
 	REQUIRE_PROGRAMS();
 	CHECK(!prog_find_include_dir("hybtrace/hybtrace.h", include, sizeof(include)));
 	if (prog_write_file(trig_dir, "lto_main.c", lto_main_c) ||

@@ -1,7 +1,5 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 #include <errno.h>
-#include <linux/hw_breakpoint.h>
-#include <linux/perf_event.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -17,36 +15,11 @@
 #include "base/perf_event.h"
 #include "kernel/monitor.h"
 #include "base/privileges.h"
+#include "triggers/breakpoint.h"
 
 static void row(const char *what, bool ok, const char *detail)
 {
 	printf("  %-24s %-4s %s\n", what, ok ? "yes" : "no", detail);
-}
-
-static int try_perf_event(struct perf_event_attr *attr)
-{
-	int fd = ht_perf_event_open(attr, 0, -1);
-
-	if (fd < 0)
-		return -errno;
-	close(fd);
-	return 0;
-}
-
-/* An execute breakpoint on a function of our own, never enabled. */
-static int probe_breakpoint(void)
-{
-	struct perf_event_attr attr = {
-		.type = PERF_TYPE_BREAKPOINT,
-		.size = sizeof(attr),
-		.bp_type = HW_BREAKPOINT_X,
-		.bp_addr = (uint64_t)(uintptr_t)probe_breakpoint,
-		.bp_len = sizeof(long),
-		.sample_period = 1,
-		.disabled = 1,
-	};
-
-	return try_perf_event(&attr);
 }
 
 static int noop_breach(void *ctx, void *data, size_t size)
@@ -85,7 +58,7 @@ int ht_check_main(int argc, char **argv)
 	const char *on_cpu;
 	enum ht_perf_access perf;
 	struct utsname u;
-	char detail[512], cpu[128], perf_detail[256];
+	char detail[512], cpu[128], perf_detail[256], bp_detail[128];
 	struct btf *btf;
 	int bp, mon = -1, paranoid;
 
@@ -117,8 +90,14 @@ int ht_check_main(int argc, char **argv)
 	row("BPF ring buffer", libbpf_probe_bpf_map_type(BPF_MAP_TYPE_RINGBUF, NULL) > 0, "");
 	row("BPF task storage", libbpf_probe_bpf_map_type(BPF_MAP_TYPE_TASK_STORAGE, NULL) > 0, "");
 	row("syscall tracepoints", sys_tp, "(sys_enter, sys_exit)");
-	bp = probe_breakpoint();
-	row("hardware breakpoints", bp == 0, bp ? strerror(-bp) : "(PERF_TYPE_BREAKPOINT, execute)");
+	bp = ht_bp_fires();
+	if (bp < 0)
+		snprintf(bp_detail, sizeof(bp_detail), "(%s)", strerror(errno));
+	row("hardware breakpoints", bp == 1,
+	    bp == 1   ? "(PERF_TYPE_BREAKPOINT, execute: fired on a function of hybtrace's)"
+	    : bp == 0 ? "(opened, but never fired on a function of hybtrace's: the machine does "
+			"not give its guests the debug registers)"
+		      : bp_detail);
 	on_cpu = ht_sources_check(row, &on_cpu_perf);
 	/*
 	 * The monitor loads with these; the on-CPU source auto picks (unless it
@@ -142,6 +121,8 @@ int ht_check_main(int argc, char **argv)
 		      : "unavailable");
 	printf("  monitor: %s\n", mon == 0 ? "ready" : "not usable here");
 	printf("  on-CPU source (--source auto): %s\n", on_cpu);
+	printf("  code triggers (--trigger): %s\n",
+	       bp == 1 ? "hardware breakpoints" : "refused: hardware breakpoints do not work here");
 	printf("  perf events (sampling, triggers): %s\n",
 	       perf == HT_PERF_NO_ADMIN	    ? "refused here without CAP_SYS_ADMIN"
 	       : perf == HT_PERF_KEEP_ADMIN ? "CAP_SYS_ADMIN, kept after attaching with --trigger"

@@ -554,6 +554,8 @@ static void print_triggers_text(struct session *s, FILE *f)
 	if (s->trigger_left_out)
 		fprintf(f, ", %llu thread%s left without breakpoints (RLIMIT_NOFILE)",
 			(unsigned long long)s->trigger_left_out, s->trigger_left_out == 1 ? "" : "s");
+	if (s->triggers.never_fire)
+		fputs("; hardware breakpoints do not fire on this machine", f);
 	fputc('\n', f);
 	for (size_t i = 0; i < n; i++) {
 		const char *why = ht_code_trigger_unresolved(&s->triggers, i);
@@ -573,6 +575,7 @@ static void print_triggers_json(struct session *s, struct ht_json *j)
 	ht_json_u64(j, "in_flight", s->trigger_in_flight);
 	ht_json_u64(j, "lost", s->trigger_lost);
 	ht_json_u64(j, "left_out", s->trigger_left_out);
+	ht_json_bool(j, "breakpoints_fire", !s->triggers.never_fire);
 	ht_json_array(j, "never_resolved");
 	for (size_t i = 0; i < n; i++) {
 		const char *why = ht_code_trigger_unresolved(&s->triggers, i);

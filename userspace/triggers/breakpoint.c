@@ -33,6 +33,44 @@ size_t ht_bp_fds_needed(size_t nthreads, unsigned int ncpus, unsigned int ntrigg
 	return nthreads * ncpus * (ntriggers + 1) + ncpus;
 }
 
+/* ---- Whether they fire here ---- */
+
+/* Where ht_bp_fires() puts its breakpoint: a call the compiler must make. */
+static __attribute__((noinline)) int fires_probe_target(int x)
+{
+	__asm__ volatile("" : "+r"(x));
+	return x + 1;
+}
+
+int ht_bp_fires(void)
+{
+	int (*volatile call)(int) = fires_probe_target;
+	struct perf_event_attr attr;
+	volatile int sink = 0;
+	uint64_t count = 0;
+	int fd;
+
+	memset(&attr, 0, sizeof(attr));
+	attr.type = PERF_TYPE_BREAKPOINT;
+	attr.size = sizeof(attr);
+	attr.bp_type = HW_BREAKPOINT_X;
+	attr.bp_addr = (uint64_t)(uintptr_t)fires_probe_target;
+	attr.bp_len = sizeof(long);
+	attr.exclude_kernel = 1;
+	attr.exclude_hv = 1;
+	fd = ht_perf_event_open(&attr, 0, -1);
+	if (fd < 0)
+		return -1;
+	for (int i = 0; i < 4; i++)
+		sink += call(i);
+	if (read(fd, &count, sizeof(count)) != (ssize_t)sizeof(count)) {
+		close(fd);
+		return -1;
+	}
+	close(fd);
+	return count > 0;
+}
+
 /* ---- Attributes ---- */
 
 static void bp_attr(const struct ht_breakpoints *b, uint64_t addr, struct perf_event_attr *a)

@@ -104,6 +104,14 @@ struct ht_breakpoints {
 };
 
 /*
+ * Whether an execute breakpoint fires on this machine: one on a function of
+ * hybtrace's own, for the calling thread, hit a few times. 1: it fired; 0:
+ * the kernel took it but it never fired (a virtual machine that does not
+ * give its guests the debug registers); -1 (errno): it could not be opened.
+ */
+int ht_bp_fires(void);
+
+/*
  * Rings and side-band events for every thread of cfg->tgid; no breakpoint
  * yet. Threads whose events would not fit under RLIMIT_NOFILE are left out
  * (ht_bp_threads_left_out()); rings that do not fit are an error. 0 or -1.

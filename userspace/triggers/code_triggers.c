@@ -257,15 +257,24 @@ int ht_code_triggers_open(struct ht_code_triggers *ct, int tgid, char *const *sp
 	/* Per-thread events for every thread of every target: as many descriptors as allowed. */
 	ht_raise_nofile();
 	ct->open = true;
-	if (tgid <= 0)
-		return 0;
-	p = add_proc(ct, tgid);
-	if (!p || arm_proc(ct, p, wait)) {
-		if (!p)
-			ht_fail("out of memory");
-		ht_code_triggers_close(ct);
-		return -1;
+	if (tgid > 0) {
+		p = add_proc(ct, tgid);
+		if (!p || arm_proc(ct, p, wait)) {
+			if (!p)
+				ht_fail("out of memory");
+			ht_code_triggers_close(ct);
+			return -1;
+		}
 	}
+	/*
+	 * Armed triggers that can never fire: said once the specs hold, the
+	 * session going on for its breaches.
+	 */
+	ct->never_fire = ht_bp_fires() == 0;
+	if (ct->never_fire)
+		ht_warn("--trigger: hardware breakpoints do not fire on this machine (one on a "
+			"function of hybtrace's was taken but never hit: a virtual machine that does "
+			"not give its guests the debug registers): no trigger will fire");
 	return 0;
 }
 

@@ -52,6 +52,7 @@ struct ht_code_triggers {
 	uint64_t foreign;	 /* hits in processes that are not targets */
 	struct ht_bp_hits carry; /* hits of processes that left, for the next drain */
 	bool open;
+	bool never_fire; /* hardware breakpoints do not fire on this machine (ht_bp_fires()) */
 };
 
 /*
