@@ -129,6 +129,28 @@ def read_log(path):
     return out
 
 
+def output_dirs(args, cwd):
+    """Where a hybtrace run with ARGS in CWD leaves its dumps: --output's directory, else
+    CWD."""
+    dirs = [cwd]
+    for i, a in enumerate(args):
+        if a in ("--output", "-o") and i + 1 < len(args):
+            dirs.append(os.path.join(cwd, args[i + 1]))
+        elif a.startswith("--output="):
+            dirs.append(os.path.join(cwd, a.split("=", 1)[1]))
+        elif a == "--":
+            break
+    return dirs
+
+
+def check_new_dumps(args, cwd):
+    """Every dump a run made, against Perfetto's import rules (sched_rules.py), before the
+    directory it lies in goes away."""
+    import sched_rules  # it imports this module
+
+    sched_rules.check_dumps_in(output_dirs(args, cwd))
+
+
 def hybtrace(args, timeout=60, env=None, stdin=None):
     """Run hybtrace with ARGS; the workload it starts logs to a fresh file."""
     with tempfile.TemporaryDirectory() as tmp:
@@ -139,11 +161,19 @@ def hybtrace(args, timeout=60, env=None, stdin=None):
         # Dumps a test does not direct elsewhere land in the temporary directory.
         p = subprocess.run([HYBTRACE] + args, capture_output=True, text=True,
                            timeout=timeout, env=e, stdin=stdin, cwd=tmp)
+        check_new_dumps(args, tmp)
         return Run(p.returncode, p.stdout, p.stderr, read_log(log))
 
 
 def report_json(path):
-    """`hybtrace report --json PATH`, parsed; the report must succeed."""
+    """`hybtrace report --json PATH`, parsed; the report must succeed. A dump the suite made
+    is checked against Perfetto's import rules first, wherever it came from."""
+    import sched_rules  # it imports this module
+
+    if os.path.isdir(path):
+        sched_rules.check_dumps_in([path])
+    elif path.endswith(".perfetto-trace"):
+        sched_rules.check_dumps_in([os.path.dirname(os.path.abspath(path))])
     p = subprocess.run([HYBTRACE, "report", "--json", path], capture_output=True, text=True,
                        timeout=120)
     check(p.returncode == 0, "report %s failed: %s" % (path, p.stderr))
@@ -306,6 +336,7 @@ class Attached:
             self.proc = subprocess.Popen(list(wrap or []) + [HYBTRACE] + args, stdout=out,
                                          stderr=err,
                                          cwd=cwd or self.dir.name, env=e)
+        self.dump_dirs = output_dirs(args, cwd or self.dir.name)
         self.rusage = None
         self.rc = None
         self.kept = None  # (stdout, stderr) once closed
@@ -365,6 +396,10 @@ class Attached:
                 self.rc = os.waitstatus_to_exitcode(status)
                 self.rusage = usage
                 self.proc.returncode = self.rc
+                # Exited: every dump it made is whole (each is renamed into place).
+                import sched_rules  # it imports this module
+
+                sched_rules.check_dumps_in(self.dump_dirs)
                 break
             if time.monotonic() > deadline:
                 self.proc.kill()
