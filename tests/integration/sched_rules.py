@@ -108,6 +108,73 @@ def absolute(deltas):
     return out
 
 
+# The TracePacket fields read here besides the metadata's track event.
+WANTED_FIELDS = frozenset((PACKET_FTRACE_EVENTS, PACKET_PROCESS_TREE, PACKET_CLOCK_SNAPSHOT,
+                           PACKET_SYSTEM_INFO))
+
+
+def _varint(data, i):
+    v = shift = 0
+    while True:
+        b = data[i]
+        i += 1
+        v |= (b & 0x7f) << shift
+        shift += 7
+        if b < 0x80:
+            return v, i
+
+
+def packet_spans(data):
+    """(index, start, end, wanted) of each TracePacket in the trace file's bytes DATA; wanted
+    when it has a field of WANTED_FIELDS at its top level. The track events, most of a dump's
+    packets, are only walked over: no field of theirs is made into an object."""
+    i, n, index = 0, len(data), 0
+    while i < n:
+        key, i = _varint(data, i)
+        wire = key & 7
+        if wire == 0:
+            _, i = _varint(data, i)
+            continue
+        if wire == 1 or wire == 5:
+            i += 8 if wire == 1 else 4
+            continue
+        if wire != 2:
+            raise Failure("protobuf wire type %d at byte %d" % (wire, i))
+        size, i = _varint(data, i)
+        start, end = i, i + size
+        i = end
+        if key >> 3 != 1:
+            continue
+        wanted, j = False, start
+        while j < end and not wanted:
+            b = data[j]
+            if b < 0x80:
+                k, j = b, j + 1
+            else:
+                k, j = _varint(data, j)
+            wanted = k >> 3 in WANTED_FIELDS
+            w = k & 7
+            if w == 0:
+                while data[j] >= 0x80:
+                    j += 1
+                j += 1
+            elif w == 2:
+                b = data[j]
+                if b < 0x80:
+                    j += 1 + b
+                else:
+                    size, j = _varint(data, j)
+                    j += size
+            elif w == 1:
+                j += 8
+            elif w == 5:
+                j += 4
+            else:
+                raise Failure("protobuf wire type %d in the packet at byte %d" % (w, start))
+        yield index, start, end, wanted
+        index += 1
+
+
 class Bundle:
     """One FtraceEventBundle: its place in the file, cpu, intern table and arrays by name."""
 
@@ -163,17 +230,15 @@ class NativeSched:
         self.bundles = []
         self.meta = {}
         self.native_packets = 0
-        for index, (number, wire, packet) in enumerate(pb_fields(data)):
-            if number == 1 and wire == 2:
+        for index, start, end, wanted in packet_spans(data):
+            packet = data[start:end]
+            if wanted:
                 self._packet(index, packet)
+            elif any(k in packet for k in META_WINDOW):
+                self._metadata(list(pb_fields(packet)))
 
     def _packet(self, index, packet):
         fields = list(pb_fields(packet))
-        numbers = {f[0] for f in fields}
-        if PACKET_TRACK_EVENT in numbers:
-            if any(k in packet for k in META_WINDOW):
-                self._metadata(fields)
-            return
         for number, wire, value in fields:
             if number == PACKET_CLOCK_SNAPSHOT and wire == 2 and self.snapshot is None:
                 self.snapshot_index = index
