@@ -132,15 +132,14 @@ def read_log(path):
 def output_dirs(args, cwd):
     """Where a hybtrace run with ARGS in CWD leaves its dumps: --output's directory, else
     CWD."""
-    dirs = [cwd]
     for i, a in enumerate(args):
         if a in ("--output", "-o") and i + 1 < len(args):
-            dirs.append(os.path.join(cwd, args[i + 1]))
-        elif a.startswith("--output="):
-            dirs.append(os.path.join(cwd, a.split("=", 1)[1]))
-        elif a == "--":
+            return [os.path.join(cwd, args[i + 1])]
+        if a.startswith("--output="):
+            return [os.path.join(cwd, a.split("=", 1)[1])]
+        if a == "--":
             break
-    return dirs
+    return [cwd]
 
 
 def check_new_dumps(args, cwd):
@@ -416,13 +415,21 @@ class Attached:
                                                      self.stderr()[-2000:])
 
     def close(self):
-        """Kill it if it still runs; what it wrote stays readable."""
+        """Kill it if it still runs; what it wrote stays readable. Once it exited by itself,
+        the dumps it made are checked (wait() does it for a run it waited for)."""
+        import sched_rules  # it imports this module
+
+        exited = self.rc is None and self.proc.poll() is not None
         if self.proc.poll() is None and self.rc is None:
             self.proc.kill()
             self.proc.wait()
-        if not self.kept:
-            self.kept = (self.stdout(), self.stderr())
-            self.dir.cleanup()
+        try:
+            if exited and not self.kept:
+                sched_rules.check_dumps_in(self.dump_dirs)
+        finally:
+            if not self.kept:
+                self.kept = (self.stdout(), self.stderr())
+                self.dir.cleanup()
 
 
 def trace_processor():

@@ -487,6 +487,8 @@ def violations(data):
 
 
 def describe(name, r):
+    if not r.counts:
+        return "%s keeps every rule" % name
     lines = ["%s breaks Perfetto's import rules:" % name]
     for rule in sorted(r.counts):
         lines.append("  rule %d (%s): %d" % (rule, RULES.get(rule, "readable"), r.counts[rule]))
