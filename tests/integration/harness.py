@@ -142,12 +142,19 @@ def output_dirs(args, cwd):
     return [cwd]
 
 
-def check_new_dumps(args, cwd):
-    """Every dump a run made, against Perfetto's import rules (sched_rules.py), before the
-    directory it lies in goes away."""
+def dumps_before(args, cwd):
+    """The dumps where a run with ARGS in CWD will leave its own, before it runs."""
     import sched_rules  # it imports this module
 
-    sched_rules.check_dumps_in(output_dirs(args, cwd))
+    return sched_rules.dumps_now(output_dirs(args, cwd))
+
+
+def check_new_dumps(args, cwd, before=None):
+    """Every dump a run made (not in BEFORE, dumps_before()), against Perfetto's import rules
+    (sched_rules.py), before the directory it lies in goes away."""
+    import sched_rules  # it imports this module
+
+    sched_rules.check_dumps_in(output_dirs(args, cwd), before)
 
 
 def hybtrace(args, timeout=60, env=None, stdin=None):
@@ -158,9 +165,10 @@ def hybtrace(args, timeout=60, env=None, stdin=None):
         e["HT_WORKLOAD_LOG"] = log
         e.update(env or {})
         # Dumps a test does not direct elsewhere land in the temporary directory.
+        before = dumps_before(args, tmp)
         p = subprocess.run([HYBTRACE] + args, capture_output=True, text=True,
                            timeout=timeout, env=e, stdin=stdin, cwd=tmp)
-        check_new_dumps(args, tmp)
+        check_new_dumps(args, tmp, before)
         return Run(p.returncode, p.stdout, p.stderr, read_log(log))
 
 
@@ -172,7 +180,7 @@ def report_json(path):
     if os.path.isdir(path):
         sched_rules.check_dumps_in([path])
     elif path.endswith(".perfetto-trace"):
-        sched_rules.check_dumps_in([os.path.dirname(os.path.abspath(path))])
+        sched_rules.check_dump_once(path)
     p = subprocess.run([HYBTRACE, "report", "--json", path], capture_output=True, text=True,
                        timeout=120)
     check(p.returncode == 0, "report %s failed: %s" % (path, p.stderr))
@@ -331,11 +339,12 @@ class Attached:
         self.err_path = os.path.join(self.dir.name, "stderr")
         e = dict(os.environ)
         e.update(env or {})
+        self.dump_dirs = output_dirs(args, cwd or self.dir.name)
+        self.dumps_before = dumps_before(args, cwd or self.dir.name)
         with open(self.out_path, "w") as out, open(self.err_path, "w") as err:
             self.proc = subprocess.Popen(list(wrap or []) + [HYBTRACE] + args, stdout=out,
                                          stderr=err,
                                          cwd=cwd or self.dir.name, env=e)
-        self.dump_dirs = output_dirs(args, cwd or self.dir.name)
         self.rusage = None
         self.rc = None
         self.kept = None  # (stdout, stderr) once closed
@@ -398,7 +407,7 @@ class Attached:
                 # Exited: every dump it made is whole (each is renamed into place).
                 import sched_rules  # it imports this module
 
-                sched_rules.check_dumps_in(self.dump_dirs)
+                sched_rules.check_dumps_in(self.dump_dirs, self.dumps_before)
                 break
             if time.monotonic() > deadline:
                 self.proc.kill()
@@ -425,7 +434,7 @@ class Attached:
             self.proc.wait()
         try:
             if exited and not self.kept:
-                sched_rules.check_dumps_in(self.dump_dirs)
+                sched_rules.check_dumps_in(self.dump_dirs, self.dumps_before)
         finally:
             if not self.kept:
                 self.kept = (self.stdout(), self.stderr())

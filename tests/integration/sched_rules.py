@@ -514,22 +514,45 @@ def check_dump(path, require_native=True):
 _checked = {}
 
 
-def check_dumps_in(dirs):
-    """Check each *.perfetto-trace in DIRS not checked before as it is now (a dump of an
-    earlier version, under tests/fixtures, is left alone)."""
+def _key(path):
+    """What tells one version of the file at PATH from another; None if it is no file."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_mtime_ns, st.st_size, st.st_ino) if os.path.isfile(path) else None
+
+
+def dumps_now(dirs):
+    """{path: version} of the *.perfetto-trace files in DIRS now (a dump of an earlier version,
+    under tests/fixtures, left out)."""
+    out = {}
     for d in dirs:
         if not d or not os.path.isdir(d):
             continue
-        for name in sorted(os.listdir(d)):
+        for name in os.listdir(d):
             path = os.path.abspath(os.path.join(d, name))
-            if not name.endswith(".perfetto-trace") or path.startswith(FIXTURES + os.sep):
-                continue
-            try:
-                st = os.stat(path)
-            except OSError:
-                continue
-            key = (st.st_mtime_ns, st.st_size, st.st_ino)
-            if _checked.get(path) == key or not os.path.isfile(path):
-                continue
-            check_dump(path)
-            _checked[path] = key
+            if name.endswith(".perfetto-trace") and not path.startswith(FIXTURES + os.sep):
+                key = _key(path)
+                if key:
+                    out[path] = key
+    return out
+
+
+def check_dump_once(path):
+    """check_dump(PATH) unless this version of it passed before (or it is a fixture)."""
+    path = os.path.abspath(path)
+    key = _key(path)
+    if not key or _checked.get(path) == key or path.startswith(FIXTURES + os.sep):
+        return
+    check_dump(path)
+    _checked[path] = key
+
+
+def check_dumps_in(dirs, before=None):
+    """Check each dump in DIRS that is not in BEFORE (dumps_now() before the run: a shared
+    directory such as /tmp holds others' dumps) as it was then."""
+    before = before or {}
+    for path, key in sorted(dumps_now(dirs).items()):
+        if before.get(path) != key:
+            check_dump_once(path)
