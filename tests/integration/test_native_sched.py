@@ -218,24 +218,38 @@ def inferred_wakings(path):
     return out, ns.boottime_offset()
 
 
+# How far a bundle's waking may lie from the wakeup hybtrace recorded: the writer moves it into
+# its waker's last time on the CPU, which here ended up to 62 us before the recorded time (a
+# wakeup of a task on an idle CPU, recorded at its enqueue there, after the IPI).
+MATCH_NS = 200_000
+
+
 def nearest_waking(wakings, wakee, boot_ts):
-    """The waking of WAKEE nearest BOOT_TS, within SLACK_NS; None without one."""
-    near_ones = [w for w in wakings if w[1] == wakee and abs(w[0] - boot_ts) <= SLACK_NS]
+    """The waking of WAKEE nearest BOOT_TS, within MATCH_NS; None without one."""
+    near_ones = [w for w in wakings if w[1] == wakee and abs(w[0] - boot_ts) <= MATCH_NS]
     return min(near_ones, key=lambda w: abs(w[0] - boot_ts)) if near_ones else None
 
 
+# The irq bits a waking's common_flags has for each source of a wakeup hybtrace names.
+SOURCE_FLAGS = {"task": 0, "none": 0, "irq": 0x08, "timer": 0x08, "softirq": 0x10}
+
+
 def check_wakers(path):
-    """Each task wakeup hybtrace drew with its waker's thread (a `wakes` instant on it) has a
-    waking near it whose waker, as Perfetto infers it, is that thread. Returns how many were
+    """Each wakeup hybtrace drew (a `wakes` instant) has a waking near it in the bundles, with
+    interrupt context as its source says; one by a task hybtrace drew on that task's thread
+    has, as Perfetto infers it, that thread for its waker. Returns how many wakers were
     compared."""
     wakings, offset = inferred_wakings(path)
     compared = 0
     for ts, wakee, waker, source in recorded_wakes(path):
+        w = nearest_waking(wakings, wakee, ts + offset)
+        check(w is not None, "%s: hybtrace's wakeup of %d (%s) at %d has no waking within "
+              "%d ns in the bundles" % (path, wakee, source, ts, MATCH_NS))
+        check(source not in SOURCE_FLAGS or w[2] & sched_rules.IRQ_FLAGS == SOURCE_FLAGS[source],
+              "%s: hybtrace's wakeup of %d at %d is by %s; its waking at %d on CPU %d has flags "
+              "%#x" % (path, wakee, ts, source, w[0], w[3], w[2]))
         if source != "task" or waker is None:
             continue
-        w = nearest_waking(wakings, wakee, ts + offset)
-        check(w is not None, "%s: hybtrace's wakeup of %d by %d at %d has no waking within "
-              "%d ns in the bundles" % (path, wakee, waker, ts, SLACK_NS))
         check(w[4] == waker, "%s: hybtrace says %d woke %d at %d (MONOTONIC); Perfetto "
               "would take %r, running on CPU %d at the waking's %d (BOOTTIME, flags %#x)"
               % (path, waker, wakee, ts, w[4], w[3], w[0], w[2]))
