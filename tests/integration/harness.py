@@ -129,6 +129,13 @@ def read_log(path):
     return out
 
 
+def rules():
+    """sched_rules.py, imported on first use: it imports this module."""
+    import sched_rules
+
+    return sched_rules
+
+
 def output_dirs(args, cwd):
     """Where a hybtrace run with ARGS in CWD leaves its dumps: --output's directory, else
     CWD."""
@@ -144,17 +151,13 @@ def output_dirs(args, cwd):
 
 def dumps_before(args, cwd):
     """The dumps where a run with ARGS in CWD will leave its own, before it runs."""
-    import sched_rules  # it imports this module
-
-    return sched_rules.dumps_now(output_dirs(args, cwd))
+    return rules().dumps_now(output_dirs(args, cwd))
 
 
 def check_new_dumps(args, cwd, before=None):
     """Every dump a run made (not in BEFORE, dumps_before()), against Perfetto's import rules
     (sched_rules.py), before the directory it lies in goes away."""
-    import sched_rules  # it imports this module
-
-    sched_rules.check_dumps_in(output_dirs(args, cwd), before)
+    rules().check_dumps_in(output_dirs(args, cwd), before)
 
 
 def hybtrace(args, timeout=60, env=None, stdin=None):
@@ -175,12 +178,10 @@ def hybtrace(args, timeout=60, env=None, stdin=None):
 def report_json(path):
     """`hybtrace report --json PATH`, parsed; the report must succeed. A dump the suite made
     is checked against Perfetto's import rules first, wherever it came from."""
-    import sched_rules  # it imports this module
-
     if os.path.isdir(path):
-        sched_rules.check_dumps_in([path])
+        rules().check_dumps_in([path])
     elif path.endswith(".perfetto-trace"):
-        sched_rules.check_dump_once(path)
+        rules().check_dump_once(path)
     p = subprocess.run([HYBTRACE, "report", "--json", path], capture_output=True, text=True,
                        timeout=120)
     check(p.returncode == 0, "report %s failed: %s" % (path, p.stderr))
@@ -405,9 +406,7 @@ class Attached:
                 self.rusage = usage
                 self.proc.returncode = self.rc
                 # Exited: every dump it made is whole (each is renamed into place).
-                import sched_rules  # it imports this module
-
-                sched_rules.check_dumps_in(self.dump_dirs, self.dumps_before)
+                rules().check_dumps_in(self.dump_dirs, self.dumps_before)
                 break
             if time.monotonic() > deadline:
                 self.proc.kill()
@@ -426,15 +425,13 @@ class Attached:
     def close(self):
         """Kill it if it still runs; what it wrote stays readable. Once it exited by itself,
         the dumps it made are checked (wait() does it for a run it waited for)."""
-        import sched_rules  # it imports this module
-
         exited = self.rc is None and self.proc.poll() is not None
         if self.proc.poll() is None and self.rc is None:
             self.proc.kill()
             self.proc.wait()
         try:
             if exited and not self.kept:
-                sched_rules.check_dumps_in(self.dump_dirs, self.dumps_before)
+                rules().check_dumps_in(self.dump_dirs, self.dumps_before)
         finally:
             if not self.kept:
                 self.kept = (self.stdout(), self.stderr())
