@@ -141,6 +141,37 @@ def read_log(path):
     return out
 
 
+def rules():
+    """sched_rules.py, imported on first use: it imports this module."""
+    import sched_rules
+
+    return sched_rules
+
+
+def output_dirs(args, cwd):
+    """Where a hybtrace run with ARGS in CWD leaves its dumps: --output's directory, else
+    CWD."""
+    for i, a in enumerate(args):
+        if a in ("--output", "-o") and i + 1 < len(args):
+            return [os.path.join(cwd, args[i + 1])]
+        if a.startswith("--output="):
+            return [os.path.join(cwd, a.split("=", 1)[1])]
+        if a == "--":
+            break
+    return [cwd]
+
+
+def dumps_before(args, cwd):
+    """The dumps where a run with ARGS in CWD will leave its own, before it runs."""
+    return rules().dumps_now(output_dirs(args, cwd))
+
+
+def check_new_dumps(args, cwd, before=None):
+    """Every dump a run made (not in BEFORE, dumps_before()), against Perfetto's import rules
+    (sched_rules.py), before the directory it lies in goes away."""
+    rules().check_dumps_in(output_dirs(args, cwd), before)
+
+
 def hybtrace(args, timeout=60, env=None, stdin=None):
     """Run hybtrace with ARGS; the workload it starts logs to a fresh file."""
     with tempfile.TemporaryDirectory() as tmp:
@@ -149,13 +180,20 @@ def hybtrace(args, timeout=60, env=None, stdin=None):
         e["HT_WORKLOAD_LOG"] = log
         e.update(env or {})
         # Dumps a test does not direct elsewhere land in the temporary directory.
+        before = dumps_before(args, tmp)
         p = subprocess.run([HYBTRACE] + args, capture_output=True, text=True,
                            timeout=timeout, env=e, stdin=stdin, cwd=tmp)
+        check_new_dumps(args, tmp, before)
         return Run(p.returncode, p.stdout, p.stderr, read_log(log))
 
 
 def report_json(path):
-    """`hybtrace report --json PATH`, parsed; the report must succeed."""
+    """`hybtrace report --json PATH`, parsed; the report must succeed. A dump the suite made
+    is checked against Perfetto's import rules first, wherever it came from."""
+    if os.path.isdir(path):
+        rules().check_dumps_in([path])
+    elif path.endswith(".perfetto-trace"):
+        rules().check_dump_once(path)
     p = subprocess.run([HYBTRACE, "report", "--json", path], capture_output=True, text=True,
                        timeout=120)
     check(p.returncode == 0, "report %s failed: %s" % (path, p.stderr))
@@ -314,6 +352,8 @@ class Attached:
         self.err_path = os.path.join(self.dir.name, "stderr")
         e = dict(os.environ)
         e.update(env or {})
+        self.dump_dirs = output_dirs(args, cwd or self.dir.name)
+        self.dumps_before = dumps_before(args, cwd or self.dir.name)
         with open(self.out_path, "w") as out, open(self.err_path, "w") as err:
             self.proc = subprocess.Popen(list(wrap or []) + [HYBTRACE] + args, stdout=out,
                                          stderr=err,
@@ -377,6 +417,8 @@ class Attached:
                 self.rc = os.waitstatus_to_exitcode(status)
                 self.rusage = usage
                 self.proc.returncode = self.rc
+                # Exited: every dump it made is whole (each is renamed into place).
+                rules().check_dumps_in(self.dump_dirs, self.dumps_before)
                 break
             if time.monotonic() > deadline:
                 self.proc.kill()
@@ -393,13 +435,19 @@ class Attached:
                                                      self.stderr()[-2000:])
 
     def close(self):
-        """Kill it if it still runs; what it wrote stays readable."""
+        """Kill it if it still runs; what it wrote stays readable. Once it exited by itself,
+        the dumps it made are checked (wait() does it for a run it waited for)."""
+        exited = self.rc is None and self.proc.poll() is not None
         if self.proc.poll() is None and self.rc is None:
             self.proc.kill()
             self.proc.wait()
-        if not self.kept:
-            self.kept = (self.stdout(), self.stderr())
-            self.dir.cleanup()
+        try:
+            if exited and not self.kept:
+                rules().check_dumps_in(self.dump_dirs, self.dumps_before)
+        finally:
+            if not self.kept:
+                self.kept = (self.stdout(), self.stderr())
+                self.dir.cleanup()
 
 
 _BREAKPOINTS_FIRE = []

@@ -5,9 +5,9 @@ import re
 import subprocess
 import tempfile
 
-from harness import (HYBTRACE, Attached, Control, Failure, Skip, check, hybtrace, need_root,
-                     our_bpf_links, read_log, report_json, test, tolerance_ns, wait_for,
-                     workload)
+from harness import (HYBTRACE, Attached, Control, Failure, Skip, check, check_new_dumps,
+                     hybtrace, need_root, our_bpf_links, read_log, report_json, test,
+                     tolerance_ns, wait_for, workload)
 
 
 def within(breach, lo_ns, hi_ns):
@@ -810,6 +810,7 @@ def run_json_on_stdout_is_json_alone():
         p = subprocess.run([HYBTRACE, "run", "--json", "--quiet", "--output", tmp, "--",
                             "sh", "-c", "echo hello; echo to-stderr >&2; sleep 0.2"],
                            capture_output=True, text=True, timeout=60)
+        check_new_dumps(["--output", tmp], tmp)
     check(p.returncode == 0, "rc %d\n%s" % (p.returncode, p.stderr))
     lines = _json_lines_strictly(p.stdout, "stdout of run --json")
     check(lines and lines[0].get("type") == "attached", "first line %r" % lines[:1])
@@ -821,6 +822,7 @@ def run_json_on_stdout_is_json_alone():
         p = subprocess.run([HYBTRACE, "run", "--json=-", "--quiet", "--output", tmp, "--",
                             "sh", "-c", "echo hello"], capture_output=True, text=True,
                            timeout=60)
+        check_new_dumps(["--output", tmp], tmp)
     check(p.returncode == 0, "rc %d\n%s" % (p.returncode, p.stderr))
     _json_lines_strictly(p.stdout, "stdout of run --json=-")
     check("hello" in p.stderr.splitlines(), "CMD's output is not on stderr:\n" + p.stderr)
@@ -834,6 +836,7 @@ def run_json_to_a_file_leaves_stdout_to_the_command():
         p = subprocess.run([HYBTRACE, "run", "--json=" + path, "--quiet", "--output", tmp,
                             "--", "sh", "-c", "echo hello; sleep 0.2"],
                            capture_output=True, text=True, timeout=60)
+        check_new_dumps(["--output", tmp], tmp)
         check(p.returncode == 0, "rc %d\n%s" % (p.returncode, p.stderr))
         check(p.stdout == "hello\n", "stdout is not CMD's alone: %r" % p.stdout)
         with open(path) as f:

@@ -9,6 +9,7 @@ import tempfile
 from harness import (check, hybtrace, need_root, pb_fields, report_json, test, tp_query,
                      trace_packets, trace_processor, workload)
 from perfetto_checks import check_no_import_errors
+import sched_rules
 
 # TracePacket.ftrace_events; FtraceEventBundle.cpu.
 PACKET_FTRACE_EVENTS = 1
@@ -127,3 +128,177 @@ def run_queue_dump_has_the_hog_on_its_cpu():
                                                       r["start_ns"]))
         check(ran[0]["n"] > 0, "%s: %s[%d] is not in sched on CPU %d during the breach"
               % (path, hog["comm"], hog["pid"], hog["cpu"]))
+
+
+# TracePacket fields of the TrackEvent part; its InternedData, TrackDescriptor and TrackEvent.
+PACKET_TIMESTAMP = 8
+PACKET_TRACK_EVENT = 11
+PACKET_INTERNED_DATA = 12
+PACKET_TRACK_DESCRIPTOR = 60
+INTERNED_EVENT_NAMES = 2
+INTERNED_ANNOTATION_NAMES = 3
+INTERNED_IID = 1
+INTERNED_NAME = 2
+TRACK_UUID = 1
+TRACK_PARENT_UUID = 5
+TRACK_THREAD = 4
+THREAD_TID = 2
+EVENT_ANNOTATIONS = 4
+EVENT_NAME_IID = 10
+EVENT_TRACK_UUID = 11
+EVENT_NAME = 23
+ANNOTATION_NAME_IID = 1
+ANNOTATION_UINT = 3
+ANNOTATION_INT = 4
+ANNOTATION_STRING = 6
+ANNOTATION_NAME = 10
+
+
+def recorded_wakes(path):
+    """hybtrace's own record of each wakeup it drew: the `wakes` instants (on the waker's
+    kernel track, a child of its thread track, when the waker is a thread of the target;
+    else on a CPU track), as (MONOTONIC ts, wakee tid, waker tid or None, source)."""
+    names, ann_names, thread_of, parent, out = {}, {}, {}, {}, []
+    packets = trace_packets(path)
+    for packet in packets:
+        for number, _, value in packet:
+            if number == PACKET_INTERNED_DATA:
+                for f, _, entry in pb_fields(value):
+                    table = {INTERNED_EVENT_NAMES: names,
+                             INTERNED_ANNOTATION_NAMES: ann_names}.get(f)
+                    if table is not None:
+                        e = dict((n, v) for n, _, v in pb_fields(entry))
+                        table[e.get(INTERNED_IID)] = e.get(INTERNED_NAME, b"").decode()
+            elif number == PACKET_TRACK_DESCRIPTOR:
+                d = dict((n, v) for n, _, v in pb_fields(value))
+                if TRACK_PARENT_UUID in d:
+                    parent[d[TRACK_UUID]] = d[TRACK_PARENT_UUID]
+                if TRACK_THREAD in d:
+                    t = dict((n, v) for n, _, v in pb_fields(d[TRACK_THREAD]))
+                    thread_of[d[TRACK_UUID]] = t.get(THREAD_TID)
+    for packet in packets:
+        ts = next((v for n, _, v in packet if n == PACKET_TIMESTAMP), None)
+        for number, _, event in packet:
+            if number != PACKET_TRACK_EVENT:
+                continue
+            fields = list(pb_fields(event))
+            name = next((names.get(v) for n, _, v in fields if n == EVENT_NAME_IID),
+                        next((v.decode() for n, _, v in fields if n == EVENT_NAME), None))
+            if name != "wakes":
+                continue
+            args = {}
+            for n, _, ann in fields:
+                if n != EVENT_ANNOTATIONS:
+                    continue
+                a = dict((k, v) for k, _, v in pb_fields(ann))
+                key = ann_names.get(a.get(ANNOTATION_NAME_IID)) or \
+                    a.get(ANNOTATION_NAME, b"").decode()
+                val = a.get(ANNOTATION_UINT, a.get(ANNOTATION_INT, a.get(ANNOTATION_STRING)))
+                args[key] = val.decode() if isinstance(val, bytes) else val
+            track = next((v for n, _, v in fields if n == EVENT_TRACK_UUID), None)
+            waker = thread_of.get(track, thread_of.get(parent.get(track)))
+            out.append((ts, args.get("wakee_tid"), waker, args.get("woken_by")))
+    return out
+
+
+def inferred_wakings(path):
+    """Each waking of the file's bundles as Perfetto's importer sees it: (BOOTTIME ts,
+    wakee, common_flags, cpu, the waker it infers: the task running on the bundle's CPU then,
+    None before the CPU's first switch)."""
+    with open(path, "rb") as f:
+        ns = sched_rules.NativeSched(f.read())
+    out = []
+    for b in ns.bundles:
+        sw_ts, pids = b.switch_ts(), b.get("switch_next_pid")
+        flags = b.get("waking_common_flags")
+        for i, (t, wakee) in enumerate(zip(b.waking_ts(), b.get("waking_pid"))):
+            k = sched_rules.running_at(sw_ts, t)
+            out.append((t, wakee, flags[i] if i < len(flags) else 0, b.cpu,
+                        pids[k] if k >= 0 else None))
+    return out, ns.boottime_offset()
+
+
+# How far a bundle's waking may lie from the wakeup hybtrace recorded: the writer moves it into
+# its waker's last time on the CPU, which here ended up to 62 us before the recorded time (a
+# wakeup of a task on an idle CPU, recorded at its enqueue there, after the IPI).
+MATCH_NS = 200_000
+
+
+def nearest_waking(wakings, wakee, boot_ts):
+    """The waking of WAKEE nearest BOOT_TS, within MATCH_NS; None without one."""
+    near_ones = [w for w in wakings if w[1] == wakee and abs(w[0] - boot_ts) <= MATCH_NS]
+    return min(near_ones, key=lambda w: abs(w[0] - boot_ts)) if near_ones else None
+
+
+# The irq bits a waking's common_flags has for each source of a wakeup hybtrace names.
+SOURCE_FLAGS = {"task": 0, "none": 0, "irq": 0x08, "timer": 0x08, "softirq": 0x10}
+
+
+def check_wakers(path):
+    """Each wakeup hybtrace drew (a `wakes` instant) has a waking near it in the bundles, with
+    interrupt context as its source says; one by a task hybtrace drew on that task's thread
+    has, as Perfetto infers it, that thread for its waker. Returns how many wakers were
+    compared."""
+    wakings, offset = inferred_wakings(path)
+    compared = 0
+    for ts, wakee, waker, source in recorded_wakes(path):
+        w = nearest_waking(wakings, wakee, ts + offset)
+        check(w is not None, "%s: hybtrace's wakeup of %d (%s) at %d has no waking within "
+              "%d ns in the bundles" % (path, wakee, source, ts, MATCH_NS))
+        check(source not in SOURCE_FLAGS or w[2] & sched_rules.IRQ_FLAGS == SOURCE_FLAGS[source],
+              "%s: hybtrace's wakeup of %d at %d is by %s; its waking at %d on CPU %d has flags "
+              "%#x" % (path, wakee, ts, source, w[0], w[3], w[2]))
+        if source != "task" or waker is None:
+            continue
+        check(w[4] == waker, "%s: hybtrace says %d woke %d at %d (MONOTONIC); Perfetto "
+              "would take %r, running on CPU %d at the waking's %d (BOOTTIME, flags %#x)"
+              % (path, waker, wakee, ts, w[4], w[3], w[0], w[2]))
+        compared += 1
+    return compared
+
+
+def check_breach_waker(path, r):
+    """The breach's `woken_by` in the report: a task's waking is inferred to that task, an
+    interrupt's carries the irq or softirq flag."""
+    woken = r.get("woken_by")
+    if not woken:
+        return
+    wakings, offset = inferred_wakings(path)
+    w = nearest_waking(wakings, r["tid"], woken["at_ns"] + offset)
+    check(w is not None, "%s: the breach's waking of %d at %d (%r) is not in the bundles"
+          % (path, r["tid"], woken["at_ns"], woken))
+    if woken["source"] == "task":
+        check(w[4] == woken.get("tid"), "%s: the report says %r woke %d; Perfetto would take "
+              "%r (CPU %d, %d BOOTTIME)" % (path, woken, r["tid"], w[4], w[3], w[0]))
+    else:
+        check(w[2] & sched_rules.IRQ_FLAGS, "%s: the report says %r woke %d; the waking "
+              "has flags %#x" % (path, woken, r["tid"], w[2]))
+
+
+@test
+def native_wakers_are_the_recorded_ones():
+    """The waker Perfetto infers for each waking (whatever ran on the bundle's CPU then) is
+    the one hybtrace recorded: the releaser for the futex wake, and for every `wakes` instant
+    of the run's dumps; the demo's breach, woken by a timer, has interrupt context."""
+    need_root()
+    with tempfile.TemporaryDirectory() as out:
+        run = hybtrace(["run", "--json", "--rq-delay", "off", "--off-cpu", "10ms",
+                        "--min-interval", "0ms", "--output", out, "--",
+                        workload("offcpu_wake"), "futex", "20", "3"])
+        check(run.rc == 0, run.describe())
+        victim = run.events("block_start")[0]["tid"]
+        releaser = run.events("release")[0]["tid"]
+        path, r = dump_of_kind(out, "off-cpu", victim)
+        check(r["woken_by"] and r["woken_by"]["source"] == "task" and
+              r["woken_by"].get("tid") == releaser,
+              "%s: the report's waker %r, the releaser is %d" % (path, r["woken_by"], releaser))
+        check_breach_waker(path, r)
+        compared = sum(check_wakers(p) for p in glob.glob(os.path.join(out, "*.perfetto-trace")))
+        check(compared > 0, "no task wakeup with its waker's thread in %s" % out)
+    with tempfile.TemporaryDirectory() as out:
+        run = hybtrace(["run", "--json", "--rq-delay", "1ms", "--max-dumps", "1", "--output",
+                        out, "--no-children", "--", workload("demo_service"), "2"], timeout=120)
+        check(run.rc == 0, run.describe())
+        for p in glob.glob(os.path.join(out, "*.perfetto-trace")):
+            check_wakers(p)
+            check_breach_waker(p, report_json(p))

@@ -13,8 +13,9 @@ import struct
 import subprocess
 import tempfile
 
-from harness import (HYBTRACE, ROOT, NoHardware, Run, check, hybtrace, need_root, report_json,
-                     test, tp_query, trace_processor, wait_for, workload)
+from harness import (HYBTRACE, ROOT, NoHardware, Run, check, check_new_dumps, dumps_before,
+                     hybtrace, need_root, report_json, test, tp_query, trace_processor,
+                     wait_for, workload)
 from perfetto_checks import check_global_tracks_have_no_thread, check_no_import_errors
 
 HAS_PT = os.path.exists("/sys/bus/event_source/devices/intel_pt")
@@ -37,7 +38,10 @@ def decode(raw, outdir, as_nobody=False):
     if as_nobody:
         cmd = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
                "--inh-caps=-all", "--bounding-set=-all"] + cmd
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    before = dumps_before(["--output", outdir], os.getcwd())
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    check_new_dumps(["--output", outdir], os.getcwd(), before)
+    return p
 
 
 def live_pt_run(out, max_dumps=2, env=None):
