@@ -231,6 +231,29 @@ struct {
 	__uint(max_entries, PREEMPT_NOTES);
 } preempt_notes SEC(".maps");
 
+/*
+ * Who is waking a task that is no target, by its tid modulo WAKE_NOTES:
+ * sched_waking runs in the waker's context, sched_wakeup where the task is
+ * enqueued, on the waker's CPU or later from an IPI on the wakee's. Such a
+ * task has no task_state to carry the waker from one to the other; this
+ * does. A note of another tid (wakings of two tids that share a slot, a few
+ * microseconds apart) leaves the waker unknown.
+ */
+#define WAKE_NOTES 4096 /* a power of two */
+
+struct wake_note {
+	__u32 tid;
+	__u32 waker_tid;
+	__u64 source; /* as ht_flight_record::arg of a wakeup */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__type(key, __u32);
+	__type(value, struct wake_note);
+	__uint(max_entries, WAKE_NOTES);
+} wake_notes SEC(".maps");
+
 static __always_inline void count(__u32 counter)
 {
 	__u64 *c = bpf_map_lookup_elem(&counters, &counter);
@@ -1053,8 +1076,8 @@ static __always_inline void untraced_switch_in(struct task_struct *prev, bool ta
 	if (in.now > t->now)
 		in.now = t->now;
 	count(HT_CNT_UNTRACED_SWITCH_INS);
-	fr_write_sched(in.now, HT_FR_SWITCH, HT_FRF_UNTRACED | (target ? HT_FRF_NEXT_TARGET : 0), 0,
-		       t->last_next, prev->pid, TASK_RUNNING);
+	fr_write_sched(in.now, HT_FR_SWITCH, HT_FRF_UNTRACED | (target ? HT_FRF_NEXT_TARGET : 0),
+		       prev->prio, t->last_next, prev->pid, TASK_RUNNING);
 	if (target)
 		target_switch_in(prev, &in, false);
 }
@@ -1098,7 +1121,7 @@ int BPF_PROG(handle_sched_switch, bool preempt, struct task_struct *prev, struct
 		flags |= HT_FRF_PREV_TARGET;
 	if (next_target)
 		flags |= HT_FRF_NEXT_TARGET;
-	fr_write_sched(t.now, HT_FR_SWITCH, flags, 0, prev->pid, next->pid, state);
+	fr_write_sched(t.now, HT_FR_SWITCH, flags, next->prio, prev->pid, next->pid, state);
 
 	if (prev_target) {
 		target_switch_out(ctx, prev, state, preempt, t.now);
@@ -1120,6 +1143,44 @@ int BPF_PROG(handle_sched_switch, bool preempt, struct task_struct *prev, struct
 }
 
 /*
+ * A task waking itself (between setting its state and calling schedule) is
+ * woken without the rq lock, interrupts on: its record is then taken atomically.
+ */
+static __always_inline bool is_current(struct task_struct *p)
+{
+	return (void *)p == (void *)bpf_get_current_task_btf();
+}
+
+/* The record's arg of a wakeup: see HT_FR_WAKEUP. */
+static __always_inline __u64 wake_arg(__u32 source, __u32 waker_cpu, __u32 vec)
+{
+	return source | (__u64)waker_cpu << 8 | (__u64)(vec & 0xff) << HT_FR_WAKE_VEC_SHIFT;
+}
+
+static __always_inline __u64 with_prio(__u64 arg, struct task_struct *p)
+{
+	return arg | (__u64)(p->prio & 0xff) << HT_FR_WAKE_PRIO_SHIFT;
+}
+
+/* The waker of P, no target, for its sched_wakeup: see wake_notes. */
+static __always_inline void note_other_waking(struct task_struct *p)
+{
+	__u32 slot = (__u32)p->pid & (WAKE_NOTES - 1);
+	struct wake_note *note = bpf_map_lookup_elem(&wake_notes, &slot);
+	__u32 source, vec, waker = 0;
+	bool in_task;
+
+	if (!note)
+		return;
+	source = wake_context(&vec, &in_task);
+	if (source == HT_WAKE_TASK || in_task)
+		waker = (__u32)bpf_get_current_pid_tgid();
+	note->tid = p->pid;
+	note->waker_tid = waker;
+	note->source = wake_arg(source, bpf_get_smp_processor_id(), vec);
+}
+
+/*
  * Who woke the target: runs in the waker's context, before any remote
  * enqueue; sched_wakeup writes the record, with this, once it is queued.
  */
@@ -1131,8 +1192,10 @@ int BPF_PROG(handle_sched_waking, struct task_struct *p)
 	__u32 source, vec;
 	bool in_task;
 
-	if (!is_target(p))
+	if (!is_target(p)) {
+		note_other_waking(p);
 		return 0;
+	}
 	st = state_of(p);
 	if (!st)
 		return 0;
@@ -1171,9 +1234,41 @@ static __always_inline void enqueued(struct task_struct *p, struct task_state *s
 		flags |= HT_FRF_FROM_IRQ;
 	else if (st->wake_source == HT_WAKE_TIMER)
 		flags |= HT_FRF_FROM_TIMER;
-	fr_write_sched(now, kind, flags, cpu, p->pid, st->waker_tid,
-		       st->wake_source | (__u64)st->waker_cpu << 8 |
-			       (__u64)(st->softirq_vec & 0xff) << HT_FR_WAKE_VEC_SHIFT);
+	fr_write_any(!is_current(p), now, kind, flags, cpu, p->pid, st->waker_tid,
+		     with_prio(wake_arg(st->wake_source, st->waker_cpu, st->softirq_vec), p));
+}
+
+/*
+ * P, no target, is enqueued: its wakeup goes in the flight recorder too, so
+ * a dump has the thread states of the tasks around a breach (the task that
+ * held the CPU, the waker, the waker's waker). Its waker: the note its
+ * sched_waking left, or current for a new task.
+ */
+static __always_inline void other_enqueued(struct task_struct *p, __u8 kind)
+{
+	__u32 slot = (__u32)p->pid & (WAKE_NOTES - 1);
+	struct wake_note *note;
+	__u32 waker = 0;
+	__u64 arg = HT_WAKE_NONE;
+	__u8 flags = 0;
+
+	if (kind == HT_FR_WAKEUP_NEW) {
+		waker = (__u32)bpf_get_current_pid_tgid();
+		arg = wake_arg(HT_WAKE_TASK, bpf_get_smp_processor_id(), 0);
+	} else {
+		note = bpf_map_lookup_elem(&wake_notes, &slot);
+		if (note && note->tid == (__u32)p->pid) {
+			waker = note->waker_tid;
+			arg = note->source;
+			note->tid = 0;
+		}
+	}
+	if ((arg & 0xff) == HT_WAKE_IRQ || (arg & 0xff) == HT_WAKE_SOFTIRQ)
+		flags |= HT_FRF_FROM_IRQ;
+	else if ((arg & 0xff) == HT_WAKE_TIMER)
+		flags |= HT_FRF_FROM_TIMER;
+	fr_write_any(!is_current(p), enqueue_now(p), kind, flags, task_cpu(p), p->pid, waker,
+		     with_prio(arg, p));
 }
 
 SEC("tp_btf/sched_wakeup")
@@ -1182,8 +1277,10 @@ int BPF_PROG(handle_sched_wakeup, struct task_struct *p)
 	struct task_state *st;
 
 	note_wake_clock(p);
-	if (!is_target(p))
+	if (!is_target(p)) {
+		other_enqueued(p, HT_FR_WAKEUP);
 		return 0;
+	}
 	st = state_of(p);
 	if (st)
 		enqueued(p, st, HT_FR_WAKEUP);
@@ -1197,8 +1294,10 @@ int BPF_PROG(handle_sched_wakeup_new, struct task_struct *p)
 	struct task_state *st;
 
 	note_wake_clock(p);
-	if (!is_target(p))
+	if (!is_target(p)) {
+		other_enqueued(p, HT_FR_WAKEUP_NEW);
 		return 0;
+	}
 	st = state_of(p);
 	if (!st)
 		return 0;

@@ -18,13 +18,16 @@
 
 /* Kinds of flight-recorder records. */
 enum ht_fr_kind {
-	HT_FR_SWITCH = 1,     /* tid_a = prev, tid_b = next, arg = prev_state */
+	HT_FR_SWITCH = 1,     /* tid_a = prev, tid_b = next, aux = next's prio, arg = prev_state */
 	/* 2: unused */
-	HT_FR_WAKEUP = 3,     /* enqueued: tid_a = wakee, tid_b = waker (0 from irq or timer;
+	HT_FR_WAKEUP = 3,     /* enqueued, any task (HT_FRF_TARGET: a target's):
+			       * tid_a = wakee, tid_b = waker (0 from irq or timer;
 			       * from a softirq, the task it ran in, or 0),
 			       * aux = the CPU it is queued on,
 			       * arg = enum ht_wake_source | the waker's CPU << 8
-			       *       | the softirq vector << HT_FR_WAKE_VEC_SHIFT */
+			       *       | the softirq vector << HT_FR_WAKE_VEC_SHIFT
+			       *       | the wakee's prio << HT_FR_WAKE_PRIO_SHIFT;
+			       * HT_WAKE_NONE: waker unknown (a task not targeted) */
 	HT_FR_WAKEUP_NEW = 4, /* a new task enqueued: as HT_FR_WAKEUP */
 	HT_FR_MIGRATE = 5,    /* tid_a = task, aux = destination cpu, arg = origin cpu */
 	HT_FR_FORK = 6,	      /* tid_a = parent, tid_b = child, arg = child's tgid */
@@ -35,7 +38,8 @@ enum ht_fr_kind {
 	HT_FR_KIND_MAX,
 };
 
-#define HT_FR_WAKE_VEC_SHIFT 40
+#define HT_FR_WAKE_VEC_SHIFT  40
+#define HT_FR_WAKE_PRIO_SHIFT 48
 
 /* Bits of ht_flight_record::flags. */
 #define HT_FRF_PREEMPT	   0x01 /* switch: prev was preempted (still runnable) */

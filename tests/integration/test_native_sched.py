@@ -4,10 +4,12 @@ processor reads it: the `sched` table on the window's CPUs, the breached thread'
 `thread_state` over the breach, the task that held its CPU, and no import error."""
 import glob
 import os
+import subprocess
+import sys
 import tempfile
 
-from harness import (check, hybtrace, need_root, pb_fields, report_json, test, tp_query,
-                     trace_packets, trace_processor, workload)
+from harness import (Attached, check, hybtrace, need_root, pb_fields, report_json, test,
+                     tp_query, trace_packets, trace_processor, wait_for, workload)
 from perfetto_checks import check_no_import_errors
 import sched_rules
 
@@ -302,3 +304,76 @@ def native_wakers_are_the_recorded_ones():
         for p in glob.glob(os.path.join(out, "*.perfetto-trace")):
             check_wakers(p)
             check_breach_waker(p, report_json(p))
+
+
+# X wakes W, W wakes T, through pipes; only T is hybtrace's target. X waits for its first
+# line on stdin, then wakes W every 30 ms until stdin closes.
+WAKE_CHAIN = r'''
+import os, select, sys, time
+r1, w1 = os.pipe()
+r2, w2 = os.pipe()
+t = os.fork()
+if t == 0:
+    os.close(w1); os.close(w2)
+    while os.read(r2, 1):
+        pass
+    os._exit(0)
+w = os.fork()
+if w == 0:
+    os.close(w1); os.close(r2)
+    while True:
+        b = os.read(r1, 1)
+        if not b:
+            os._exit(0)
+        os.write(w2, b)
+os.close(r1); os.close(r2); os.close(w2)
+print(t, w, os.getpid(), flush=True)
+sys.stdin.readline()
+while not select.select([sys.stdin], [], [], 0.03)[0]:
+    os.write(w1, b"x")
+'''
+
+
+@test
+def wakeups_of_tasks_not_targeted_are_native():
+    """The flight recorder holds every task's wakeups, not only the target's: in a chain X
+    wakes W wakes T where only T is targeted, the dump of T's off-CPU breach has W's
+    runnable state with X as its waker, and Perfetto's critical path of T over the breach
+    runs back through W to X."""
+    need_root()
+    trace_processor()
+    chain = subprocess.Popen([sys.executable, "-c", WAKE_CHAIN], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True)
+    try:
+        t, w, x = (int(v) for v in chain.stdout.readline().split())
+        with tempfile.TemporaryDirectory() as out:
+            ht = Attached(["--pid", str(t), "--json", "--rq-delay", "off", "--off-cpu",
+                           "20ms", "--min-interval", "0ms", "--max-dumps", "1", "--output",
+                           out])
+            try:
+                ht.wait_attached()
+                chain.stdin.write("go\n")
+                chain.stdin.flush()
+                wait_for(lambda: glob.glob(os.path.join(out, "*.perfetto-trace")), 30,
+                         "a dump of %d's off-CPU breach" % t)
+                check(ht.stop() == 0, ht.describe())
+            finally:
+                ht.close()
+            path, r = dump_of_kind(out, "off-cpu", t)
+            check(r["woken_by"] and r["woken_by"].get("tid") == w,
+                  "%s: the breach of %d is not woken by %d: %r" % (path, t, w, r["woken_by"]))
+            check_no_import_errors(path)
+            rows = thread_states(path, w, r["start_ns"], r["end_ns"])
+            check(any(s["state"] == "R" and s["waker"] == x for s in rows),
+                  "%s: no runnable state of %d (not targeted) woken by %d: %r"
+                  % (path, w, x, rows))
+            path_tids = {row["tid"] for row in tp_query(
+                path, "include perfetto module sched.thread_executing_span; "
+                "select distinct (select tid from thread where thread.utid = cp.utid) as tid "
+                "from _thread_executing_span_critical_path((select utid from thread where "
+                "tid = %d), %d, %d) cp" % (t, r["start_ns"], r["end_ns"] - r["start_ns"]))}
+            check({w, x} <= path_tids, "%s: the critical path of %d over its breach holds "
+                  "%r, not the waker %d and its waker %d" % (path, t, sorted(path_tids), w, x))
+    finally:
+        chain.stdin.close()
+        chain.wait(timeout=10)

@@ -43,9 +43,9 @@ struct decoded_bundle {
 	size_t n[13]; /* elements per array, by field number */
 	uint64_t sw_ts[MAX_EVENTS];
 	int64_t sw_state[MAX_EVENTS];
-	uint32_t sw_pid[MAX_EVENTS], sw_comm[MAX_EVENTS];
+	uint32_t sw_pid[MAX_EVENTS], sw_comm[MAX_EVENTS], sw_prio[MAX_EVENTS];
 	uint64_t wk_ts[MAX_EVENTS];
-	uint32_t wk_pid[MAX_EVENTS], wk_flags[MAX_EVENTS], wk_cpu[MAX_EVENTS];
+	uint32_t wk_pid[MAX_EVENTS], wk_flags[MAX_EVENTS], wk_cpu[MAX_EVENTS], wk_prio[MAX_EVENTS];
 };
 
 struct decoded {
@@ -75,6 +75,12 @@ static void unpack(const struct pb_field *f, struct decoded_bundle *bu)
 			break;
 		case HT_FTF_COMPACT_SWITCH_NEXT_PID:
 			bu->sw_pid[i] = (uint32_t)v;
+			break;
+		case HT_FTF_COMPACT_SWITCH_NEXT_PRIO:
+			bu->sw_prio[i] = (uint32_t)v;
+			break;
+		case HT_FTF_COMPACT_WAKING_PRIO:
+			bu->wk_prio[i] = (uint32_t)v;
 			break;
 		case HT_FTF_COMPACT_SWITCH_NEXT_COMM_INDEX:
 			bu->sw_comm[i] = (uint32_t)v;
@@ -322,6 +328,52 @@ TEST(a_waking_goes_where_and_when_its_waker_ran)
 	CHECK(c0->wk_ts[0] == 6999 + BOOT_OFFSET);
 	/* Every waking after the CPU's two synthetic switches. */
 	CHECK(c0->wk_ts[0] > c0->sw_ts[1] && c1->wk_ts[0] > c1->sw_ts[1]);
+}
+
+/*
+ * Wakeups of tasks that are no target are native too, each task with the
+ * prio its records carry; one whose waker the monitor did not learn
+ * (HT_WAKE_NONE) is left out rather than given to whatever ran where it was
+ * recorded.
+ */
+TEST(every_tasks_wakings_with_their_prios)
+{
+	struct ht_fr_event entry[2];
+	bool valid[2] = {true, true};
+	const struct decoded_bundle *c0, *c1;
+	static struct decoded d;
+	struct ht_fr_window w;
+	uint64_t rt = (uint64_t)98 << HT_FR_WAKE_PRIO_SHIFT;
+
+	comms_offline();
+	nevents = 0;
+	entry[0] = fx_fr_event(0, 100, HT_FR_SWITCH, 0, 0, HOG, 120, 0);
+	entry[1] = fx_fr_event(1, 100, HT_FR_SWITCH, 0, 0, B, 110, 0);
+	add(0, 1000, HT_FR_SWITCH, 0, HOG, 0, 120, 0x1);
+	/* B (nice -10) on CPU 1 wakes HOG, no target, an RT task of prio 98: recorded on CPU 0. */
+	add(0, 2000, HT_FR_WAKEUP, 0, HOG, B, 0, HT_WAKE_TASK | 1 << 8 | rt);
+	add(0, 2500, HT_FR_SWITCH, 0, 0, HOG, 98, 0);
+	add(0, 3000, HT_FR_SWITCH, 0, HOG, 0, 120, 0x1);
+	/* A wakeup of HOG whose waker is unknown: no waking. */
+	add(0, 3500, HT_FR_WAKEUP, 0, HOG, 0, 0, HT_WAKE_NONE | rt);
+	add(0, 4000, HT_FR_SWITCH, 0, 0, HOG, 98, 0);
+	w = fx_fr_window(events, nevents, 500, 6000);
+	w.entry_switch = entry;
+	w.entry_valid = valid;
+	write_window(500, 6000, &w, &d);
+	c0 = bundle_of(&d, 0);
+	c1 = bundle_of(&d, 1);
+	CHECK(c0 && c1);
+	if (!c0 || !c1)
+		return;
+	CHECK(arrays_equal(c0) && arrays_equal(c1));
+	/* Synthetic: swapper at 120, the running task at its entry switch's prio. */
+	CHECK(c0->sw_prio[0] == 120 && c0->sw_prio[1] == 120 && c1->sw_prio[1] == 110);
+	CHECK(c0->n[HT_FTF_COMPACT_SWITCH_TIMESTAMP] == 6);
+	CHECK(c0->sw_pid[3] == HOG && c0->sw_prio[3] == 98);
+	CHECK(c0->n[HT_FTF_COMPACT_WAKING_TIMESTAMP] == 0);
+	CHECK(c1->n[HT_FTF_COMPACT_WAKING_TIMESTAMP] == 1);
+	CHECK(c1->wk_pid[0] == HOG && c1->wk_prio[0] == 98 && c1->wk_ts[0] == 2000 + BOOT_OFFSET);
 }
 
 /* The reader of `hybtrace report` reads a dump with the native packets as it reads one without. */

@@ -506,6 +506,7 @@ static int parse_one(struct ht_options *o, int opt, const char *arg)
 		o->filters.ignore_syscalls_on = true;
 		return ht_parse_syscall_list("ignore-syscalls", arg, o->filters.ignore_syscalls);
 	case OPT_HISTORY:
+		o->history_given = true;
 		return parse_history(arg, &o->history_bytes);
 	case OPT_JSON:
 		o->json = true;
@@ -776,8 +777,9 @@ void ht_options_usage(void)
 	       "  --ignore-syscalls LIST  no off-CPU or syscall breach in these, e.g. epoll_wait\n"
 	       "                       (the kernel drops what these three filter out, before\n"
 	       "                       any dump or output; the summary counts it as filtered)\n"
-	       "  --history SIZE       flight-recorder ring per CPU (default 4M: 131072 records,\n"
-	       "                       1.3s at 100k records/s; said at start, checked as it runs)\n"
+	       "  --history SIZE       flight-recorder ring per CPU (default 8M: 262144 records,\n"
+	       "                       1.3s at 100k switches and 100k wakeups a second; said at\n"
+	       "                       start, checked as it runs)\n"
 	       "  --duration DUR       stop after DUR (default: when the target exits)\n"
 	       "  --json[=FILE]        one JSON object per line, on stdout or in FILE (- is\n"
 	       "                       stdout); under run with JSON on stdout, CMD's stdout\n"

@@ -42,6 +42,7 @@ struct ht_options {
 	uint64_t syscall_filter[HT_MAX_SYSCALLS / 64];
 	struct ht_breach_filters filters;
 	uint64_t history_bytes; /* flight-recorder ring per CPU */
+	bool history_given;	/* by --history; else the default, fitted to --max-memory */
 	uint64_t duration_ns;	/* stop after this long; 0: until the target exits */
 	bool json;
 	const char *json_path; /* --json=FILE: JSON lines go there; NULL: stdout */
@@ -77,8 +78,13 @@ struct ht_options {
 };
 
 /* Defaults: see README.md's option table; thresholds' in base/breach_kinds.c. */
-/* At least 1 s at 100k switches/s on one CPU, rounded up to a power of two. */
-#define HT_DEFAULT_HISTORY_BYTES   (4ULL << 20)
+/*
+ * At least 1 s on one CPU at 100k switches and 100k wakeups a second (the
+ * wakeups of every task are recorded), a power of two: 262144 records, 1.3 s.
+ */
+#define HT_DEFAULT_HISTORY_BYTES   (8ULL << 20)
+/* ...halved, down to this, where the default would not fit --max-memory. */
+#define HT_SMALLEST_DEFAULT_HISTORY_BYTES (1ULL << 20)
 #define HT_DEFAULT_PRE_NS	   20000000ULL
 #define HT_DEFAULT_POST_NS	   2000000ULL
 #define HT_DEFAULT_MIN_INTERVAL_NS 1000000000ULL

@@ -1735,6 +1735,11 @@ static int check_sources(struct ht_options *o)
 		return -1;
 	if (ncpus <= 0)
 		return ht_fail("cannot count CPUs");
+	/* The default ring, on a machine of many CPUs: halved until the rings fit. */
+	while (!o->history_given && o->history_bytes > HT_SMALLEST_DEFAULT_HISTORY_BYTES &&
+	       (uint64_t)ncpus * o->history_bytes + ht_sources_memory_bytes(o, (unsigned int)ncpus) >
+		       o->max_memory_bytes)
+		o->history_bytes >>= 1;
 	need = (uint64_t)ncpus * o->history_bytes;
 	need += ht_sources_memory_bytes(o, (unsigned int)ncpus);
 	if (need > o->max_memory_bytes)
@@ -1820,10 +1825,10 @@ static void announce(struct session *s)
 		fprintf(stderr, "hybtrace: on-CPU source: none\n");
 	/* What --pre can have; measured as it runs, and said if it falls short. */
 	fprintf(stderr,
-		"hybtrace: flight recorder: %llu records per CPU, %s at 100k records/s; "
-		"--pre %s\n",
+		"hybtrace: flight recorder: %llu records per CPU, %s at 200k records/s "
+		"(100k switches and 100k wakeups); --pre %s\n",
 		(unsigned long long)recorder_records_per_cpu(s),
-		ht_format_duration(recorder_records_per_cpu(s) * 10000ULL, reach, sizeof(reach)),
+		ht_format_duration(recorder_records_per_cpu(s) * 5000ULL, reach, sizeof(reach)),
 		ht_format_duration(s->opt->pre_ns, buf, sizeof(buf)));
 }
 

@@ -43,6 +43,7 @@ struct waking {
 	uint64_t ts;
 	uint32_t pid;
 	uint32_t target_cpu;
+	uint32_t prio;
 	uint32_t flags;
 	unsigned int cpu; /* the bundle: the CPU its waker ran on */
 };
@@ -307,12 +308,19 @@ static int collect_wakings(struct builder *b)
 		struct waking *wk;
 		uint64_t lo, hi, ts;
 
-		if (!is_wakeup(e))
+		/*
+		 * A waker the monitor did not learn (a task not targeted, its
+		 * note taken by another): no waking, rather than one Perfetto
+		 * would give to whatever ran where it was recorded.
+		 */
+		if (!is_wakeup(e) ||
+		    (!(e->rec.flags & HT_FRF_TARGET) && (e->rec.arg & 0xff) == HT_WAKE_NONE))
 			continue;
 		wk = &b->wakings[b->nwakings++];
 		wk->cpu = waker_cpu < w->ncpus ? waker_cpu : e->cpu;
 		wk->pid = e->rec.tid_a;
 		wk->target_cpu = e->rec.aux;
+		wk->prio = (uint32_t)(e->rec.arg >> HT_FR_WAKE_PRIO_SHIFT) & 0xff;
 		wk->flags = waking_flags(&e->rec);
 		waking_span(b, wk->pid, e->rec.ts_ns, &lo, &hi);
 		ts = lo <= hi ? clamp_u64(e->rec.ts_ns, lo, hi) : e->rec.ts_ns;
@@ -397,7 +405,7 @@ static uint64_t boottime(const struct builder *b, uint64_t mono_ns)
 }
 
 static void add_switch(struct builder *b, struct bundle *bu, uint64_t ts, int64_t prev_state,
-		       uint32_t next)
+		       uint32_t next, uint32_t next_prio)
 {
 	uint64_t boot = boottime(b, ts);
 
@@ -405,7 +413,7 @@ static void add_switch(struct builder *b, struct bundle *bu, uint64_t ts, int64_
 	bu->last_switch_ts = boot;
 	put_varint(&bu->a[SW_STATE], (uint64_t)prev_state);
 	put_varint(&bu->a[SW_PID], next);
-	put_varint(&bu->a[SW_PRIO], HT_FTRACE_PRIO);
+	put_varint(&bu->a[SW_PRIO], next_prio);
 	put_varint(&bu->a[SW_COMM], bundle_comm(b, bu, next));
 }
 
@@ -417,23 +425,28 @@ static void add_waking(struct builder *b, struct bundle *bu, const struct waking
 	bu->last_waking_ts = boot;
 	put_varint(&bu->a[WK_PID], wk->pid);
 	put_varint(&bu->a[WK_CPU], wk->target_cpu);
-	put_varint(&bu->a[WK_PRIO], HT_FTRACE_PRIO);
+	put_varint(&bu->a[WK_PRIO], wk->prio);
 	put_varint(&bu->a[WK_COMM], bundle_comm(b, bu, wk->pid));
 	put_varint(&bu->a[WK_FLAGS], wk->flags);
 }
 
-/* What ran on CPU when the window began: known, else what its first switch took off. */
+/*
+ * What ran on CPU when the window began, and its prio: known, else what its
+ * first switch took off, of a prio the records do not say.
+ */
 static bool entry_task(const struct builder *b, unsigned int cpu, size_t first_switch,
-		       uint32_t *tid)
+		       uint32_t *tid, uint32_t *prio)
 {
 	const struct ht_fr_window *w = b->sw->w;
 
 	if (w->entry_valid[cpu]) {
 		*tid = w->entry_switch[cpu].rec.tid_b;
+		*prio = w->entry_switch[cpu].rec.aux;
 		return true;
 	}
 	if (first_switch < w->count) {
 		*tid = w->events[first_switch].rec.tid_a;
+		*prio = HT_FTRACE_PRIO;
 		return true;
 	}
 	return false;
@@ -463,7 +476,7 @@ static int write_cpu(struct builder *b, unsigned int cpu, size_t *waking_cursor,
 	struct bundle bu = {.cpu = cpu, .swapper_index = -1};
 	size_t first_switch = w->count, wk_first = *waking_cursor, wk_end = wk_first;
 	uint64_t sync_ns;
-	uint32_t entry;
+	uint32_t entry, entry_prio;
 
 	while (wk_end < b->nwakings && b->wakings[wk_end].cpu == cpu)
 		wk_end++;
@@ -471,7 +484,7 @@ static int write_cpu(struct builder *b, unsigned int cpu, size_t *waking_cursor,
 	for (size_t i = 0; i < w->count && first_switch == w->count; i++)
 		if (w->events[i].rec.kind == HT_FR_SWITCH && w->events[i].cpu == cpu)
 			first_switch = i;
-	if (!entry_task(b, cpu, first_switch, &entry))
+	if (!entry_task(b, cpu, first_switch, &entry, &entry_prio))
 		return 0; /* nothing ran there that the recorder saw */
 	bu.comm_index = malloc((b->ntids ? b->ntids : 1) * sizeof(*bu.comm_index));
 	if (!bu.comm_index)
@@ -490,8 +503,8 @@ static int write_cpu(struct builder *b, unsigned int cpu, size_t *waking_cursor,
 		sync_ns = w->events[first_switch].rec.ts_ns;
 	if (wk_first < wk_end && b->wakings[wk_first].ts < sync_ns)
 		sync_ns = b->wakings[wk_first].ts;
-	add_switch(b, &bu, sync_ns - 2, 0, 0);
-	add_switch(b, &bu, sync_ns - 1, 0, entry);
+	add_switch(b, &bu, sync_ns - 2, 0, 0, HT_FTRACE_PRIO);
+	add_switch(b, &bu, sync_ns - 1, 0, entry, entry_prio);
 	for (size_t i = first_switch; i < w->count; i++) {
 		const struct ht_fr_event *e = &w->events[i];
 
@@ -500,7 +513,7 @@ static int write_cpu(struct builder *b, unsigned int cpu, size_t *waking_cursor,
 		add_switch(b, &bu, e->rec.ts_ns,
 			   ht_ftrace_prev_state((uint32_t)e->rec.arg,
 						(e->rec.flags & HT_FRF_PREEMPT) != 0),
-			   e->rec.tid_b);
+			   e->rec.tid_b, e->rec.aux);
 	}
 	for (size_t i = wk_first; i < wk_end; i++)
 		add_waking(b, &bu, &b->wakings[i]);

@@ -62,8 +62,10 @@ enum ht_sched_ftrace_field {
 #define HT_FTRACE_FLAG_SOFTIRQ 0x10
 
 /*
- * The priority every task is given (the kernel's p->prio of a SCHED_OTHER
- * task at nice 0): the flight record has none, and Perfetto only shows it.
+ * The kernel's p->prio of a SCHED_OTHER task at nice 0, and of the idle
+ * task: the prio of a task the records do not say (the one running when
+ * the window began, known only from its switch-out). The records carry
+ * the prio of every other: a switch's next, a wakeup's wakee.
  */
 #define HT_FTRACE_PRIO 120
 
