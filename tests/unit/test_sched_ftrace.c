@@ -357,6 +357,10 @@ TEST(every_tasks_wakings_with_their_prios)
 	/* A wakeup of HOG whose waker is unknown: no waking. */
 	add(0, 3500, HT_FR_WAKEUP, 0, HOG, 0, 0, HT_WAKE_NONE | rt);
 	add(0, 4000, HT_FR_SWITCH, 0, 0, HOG, 98, 0);
+	add(0, 4500, HT_FR_SWITCH, 0, HOG, 0, 120, 0x1);
+	/* Woken by the idle task "in task context": an IPI's callback, interrupt context. */
+	add(0, 4800, HT_FR_WAKEUP, 0, HOG, 0, 0, HT_WAKE_TASK | 1 << 8 | rt);
+	add(0, 5000, HT_FR_SWITCH, 0, 0, HOG, 98, 0);
 	w = fx_fr_window(events, nevents, 500, 6000);
 	w.entry_switch = entry;
 	w.entry_valid = valid;
@@ -369,11 +373,13 @@ TEST(every_tasks_wakings_with_their_prios)
 	CHECK(arrays_equal(c0) && arrays_equal(c1));
 	/* Synthetic: swapper at 120, the running task at its entry switch's prio. */
 	CHECK(c0->sw_prio[0] == 120 && c0->sw_prio[1] == 120 && c1->sw_prio[1] == 110);
-	CHECK(c0->n[HT_FTF_COMPACT_SWITCH_TIMESTAMP] == 6);
+	CHECK(c0->n[HT_FTF_COMPACT_SWITCH_TIMESTAMP] == 8);
 	CHECK(c0->sw_pid[3] == HOG && c0->sw_prio[3] == 98);
 	CHECK(c0->n[HT_FTF_COMPACT_WAKING_TIMESTAMP] == 0);
-	CHECK(c1->n[HT_FTF_COMPACT_WAKING_TIMESTAMP] == 1);
+	CHECK(c1->n[HT_FTF_COMPACT_WAKING_TIMESTAMP] == 2);
 	CHECK(c1->wk_pid[0] == HOG && c1->wk_prio[0] == 98 && c1->wk_ts[0] == 2000 + BOOT_OFFSET);
+	CHECK(c1->wk_flags[0] == 0);
+	CHECK(c1->wk_pid[1] == HOG && c1->wk_flags[1] == HT_FTRACE_FLAG_HARDIRQ);
 }
 
 /* The reader of `hybtrace report` reads a dump with the native packets as it reads one without. */

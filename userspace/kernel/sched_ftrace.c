@@ -290,6 +290,15 @@ static uint32_t waking_flags(const struct ht_flight_record *r)
 		return HT_FTRACE_FLAG_HARDIRQ;
 	case HT_WAKE_SOFTIRQ:
 		return HT_FTRACE_FLAG_SOFTIRQ;
+	case HT_WAKE_TASK:
+		/*
+		 * The idle task wakes no one of its own: a task wakeup raised on
+		 * an idle CPU ran in a callback no irq tracepoint announces (an
+		 * IPI's irq_work, a remote function call flushed by the idle
+		 * loop). Interrupt context is what it is to Perfetto, which
+		 * would otherwise give it swapper for its waker.
+		 */
+		return r->tid_b ? 0 : HT_FTRACE_FLAG_HARDIRQ;
 	default:
 		return 0;
 	}
