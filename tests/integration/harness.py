@@ -509,32 +509,33 @@ def tp_query(trace, sql):
     return rows
 
 
+def pb_varint(data, i):
+    """The varint at DATA[I]: (its value, the index after it)."""
+    v = shift = 0
+    while True:
+        b = data[i]
+        i += 1
+        v |= (b & 0x7f) << shift
+        shift += 7
+        if b < 0x80:
+            return v, i
+
+
 def pb_fields(data):
     """(field number, wire type, value) of each field of one protobuf message: an int for
     varints and fixed widths, bytes for length-delimited fields."""
     i, n = 0, len(data)
-
-    def varint():
-        nonlocal i
-        v = shift = 0
-        while True:
-            b = data[i]
-            i += 1
-            v |= (b & 0x7f) << shift
-            shift += 7
-            if b < 0x80:
-                return v
-
     while i < n:
-        key = varint()
+        key, i = pb_varint(data, i)
         number, wire = key >> 3, key & 7
         if wire == 0:
-            yield number, wire, varint()
+            value, i = pb_varint(data, i)
+            yield number, wire, value
         elif wire == 1:
             yield number, wire, int.from_bytes(data[i:i + 8], "little")
             i += 8
         elif wire == 2:
-            size = varint()
+            size, i = pb_varint(data, i)
             yield number, wire, data[i:i + size]
             i += size
         elif wire == 5:

@@ -12,7 +12,7 @@ import bisect
 import os
 import re
 
-from harness import ROOT, Failure, pb_fields
+from harness import ROOT, Failure, pb_fields, pb_varint
 
 # TracePacket fields.
 PACKET_FTRACE_EVENTS = 1
@@ -113,34 +113,23 @@ WANTED_FIELDS = frozenset((PACKET_FTRACE_EVENTS, PACKET_PROCESS_TREE, PACKET_CLO
                            PACKET_SYSTEM_INFO))
 
 
-def _varint(data, i):
-    v = shift = 0
-    while True:
-        b = data[i]
-        i += 1
-        v |= (b & 0x7f) << shift
-        shift += 7
-        if b < 0x80:
-            return v, i
-
-
 def packet_spans(data):
     """(index, start, end, wanted) of each TracePacket in the trace file's bytes DATA; wanted
     when it has a field of WANTED_FIELDS at its top level. The track events, most of a dump's
     packets, are only walked over: no field of theirs is made into an object."""
     i, n, index = 0, len(data), 0
     while i < n:
-        key, i = _varint(data, i)
+        key, i = pb_varint(data, i)
         wire = key & 7
         if wire == 0:
-            _, i = _varint(data, i)
+            _, i = pb_varint(data, i)
             continue
         if wire == 1 or wire == 5:
             i += 8 if wire == 1 else 4
             continue
         if wire != 2:
             raise Failure("protobuf wire type %d at byte %d" % (wire, i))
-        size, i = _varint(data, i)
+        size, i = pb_varint(data, i)
         start, end = i, i + size
         i = end
         if key >> 3 != 1:
@@ -151,7 +140,7 @@ def packet_spans(data):
             if b < 0x80:
                 k, j = b, j + 1
             else:
-                k, j = _varint(data, j)
+                k, j = pb_varint(data, j)
             wanted = k >> 3 in WANTED_FIELDS
             w = k & 7
             if w == 0:
@@ -163,7 +152,7 @@ def packet_spans(data):
                 if b < 0x80:
                     j += 1 + b
                 else:
-                    size, j = _varint(data, j)
+                    size, j = pb_varint(data, j)
                     j += size
             elif w == 1:
                 j += 8

@@ -225,6 +225,29 @@ static int arrays_equal(const struct decoded_bundle *bu)
 	       bu->n[HT_FTF_COMPACT_WAKING_COMMON_FLAGS] == wk;
 }
 
+/*
+ * The events added so far, with ENTRY/VALID the switches before T0, written
+ * and decoded into D; *C0, *C1 the bundles of CPUs 0 and 1, each with its
+ * arrays in step. 0, or -1 (checked) when either bundle is missing.
+ */
+static int write_two_cpus(uint64_t t0, uint64_t t1, struct ht_fr_event *entry, bool *valid,
+			  struct decoded *d, const struct decoded_bundle **c0,
+			  const struct decoded_bundle **c1)
+{
+	struct ht_fr_window w = fx_fr_window(events, nevents, t0, t1);
+
+	w.entry_switch = entry;
+	w.entry_valid = valid;
+	write_window(t0, t1, &w, d);
+	*c0 = bundle_of(d, 0);
+	*c1 = bundle_of(d, 1);
+	CHECK(*c0 && *c1);
+	if (!*c0 || !*c1)
+		return -1;
+	CHECK(arrays_equal(*c0) && arrays_equal(*c1));
+	return 0;
+}
+
 /* As the kernel's __trace_sched_switch_state() reports them (6.x). */
 TEST(prev_state_as_the_kernel_traces_it)
 {
@@ -245,7 +268,6 @@ TEST(each_cpu_starts_with_two_switches_then_its_own_in_boottime)
 {
 	struct ht_fr_event entry[2];
 	bool valid[2] = {true, false};
-	struct ht_fr_window w;
 	const struct decoded_bundle *c0, *c1;
 	static struct decoded d;
 
@@ -255,16 +277,9 @@ TEST(each_cpu_starts_with_two_switches_then_its_own_in_boottime)
 	add(0, 1000, HT_FR_SWITCH, HT_FRF_PREV_TARGET, A, HOG, 0, 0x2001 /* S | FREEZABLE */);
 	add(1, 1500, HT_FR_SWITCH, 0, B, 0, 0, 0x1);
 	add(0, 5000, HT_FR_SWITCH, HT_FRF_PREEMPT | HT_FRF_NEXT_TARGET, HOG, A, 0, 0);
-	w = fx_fr_window(events, nevents, 500, 6000);
-	w.entry_switch = entry;
-	w.entry_valid = valid;
-	write_window(500, 6000, &w, &d);
-	c0 = bundle_of(&d, 0);
-	c1 = bundle_of(&d, 1);
-	CHECK(d.nbundles == 2 && c0 && c1);
-	if (!c0 || !c1)
+	if (write_two_cpus(500, 6000, entry, valid, &d, &c0, &c1))
 		return;
-	CHECK(arrays_equal(c0) && arrays_equal(c1));
+	CHECK(d.nbundles == 2);
 	/* CPU 0: to swapper, to A (what ran at t0), then its own two, in BOOTTIME. */
 	CHECK(c0->n[HT_FTF_COMPACT_SWITCH_TIMESTAMP] == 4);
 	CHECK(c0->sw_pid[0] == 0 && c0->sw_pid[1] == A && c0->sw_pid[2] == HOG &&
@@ -295,7 +310,6 @@ TEST(a_waking_goes_where_and_when_its_waker_ran)
 	bool valid[2] = {true, true};
 	const struct decoded_bundle *c0, *c1;
 	static struct decoded d;
-	struct ht_fr_window w;
 
 	comms_offline();
 	nevents = 0;
@@ -310,16 +324,8 @@ TEST(a_waking_goes_where_and_when_its_waker_ran)
 	add(0, 5500, HT_FR_SWITCH, HT_FRF_PREV_TARGET, A, HOG, 0, 0x1);
 	add(0, 7000, HT_FR_SWITCH, HT_FRF_NEXT_TARGET, HOG, A, 0, 0);
 	add(0, 7010, HT_FR_WAKEUP, HT_FRF_TARGET | HT_FRF_FROM_TIMER, A, 0, 0, HT_WAKE_TIMER);
-	w = fx_fr_window(events, nevents, 500, 8000);
-	w.entry_switch = entry;
-	w.entry_valid = valid;
-	write_window(500, 8000, &w, &d);
-	c0 = bundle_of(&d, 0);
-	c1 = bundle_of(&d, 1);
-	CHECK(c0 && c1);
-	if (!c0 || !c1)
+	if (write_two_cpus(500, 8000, entry, valid, &d, &c0, &c1))
 		return;
-	CHECK(arrays_equal(c0) && arrays_equal(c1));
 	CHECK(c1->n[HT_FTF_COMPACT_WAKING_TIMESTAMP] == 1);
 	CHECK(c1->wk_pid[0] == A && c1->wk_cpu[0] == 0 && c1->wk_flags[0] == 0);
 	CHECK(c1->wk_ts[0] == 2999 + BOOT_OFFSET);
@@ -342,7 +348,6 @@ TEST(every_tasks_wakings_with_their_prios)
 	bool valid[2] = {true, true};
 	const struct decoded_bundle *c0, *c1;
 	static struct decoded d;
-	struct ht_fr_window w;
 	uint64_t rt = (uint64_t)98 << HT_FR_WAKE_PRIO_SHIFT;
 
 	comms_offline();
@@ -361,16 +366,8 @@ TEST(every_tasks_wakings_with_their_prios)
 	/* Woken by the idle task "in task context": an IPI's callback, interrupt context. */
 	add(0, 4800, HT_FR_WAKEUP, 0, HOG, 0, 0, HT_WAKE_TASK | 1 << 8 | rt);
 	add(0, 5000, HT_FR_SWITCH, 0, 0, HOG, 98, 0);
-	w = fx_fr_window(events, nevents, 500, 6000);
-	w.entry_switch = entry;
-	w.entry_valid = valid;
-	write_window(500, 6000, &w, &d);
-	c0 = bundle_of(&d, 0);
-	c1 = bundle_of(&d, 1);
-	CHECK(c0 && c1);
-	if (!c0 || !c1)
+	if (write_two_cpus(500, 6000, entry, valid, &d, &c0, &c1))
 		return;
-	CHECK(arrays_equal(c0) && arrays_equal(c1));
 	/* Synthetic: swapper at 120, the running task at its entry switch's prio. */
 	CHECK(c0->sw_prio[0] == 120 && c0->sw_prio[1] == 120 && c1->sw_prio[1] == 110);
 	CHECK(c0->n[HT_FTF_COMPACT_SWITCH_TIMESTAMP] == 8);
