@@ -21,6 +21,11 @@ PACKET_CLOCK_SNAPSHOT = 6
 PACKET_TIMESTAMP = 8
 PACKET_TRACK_EVENT = 11
 PACKET_SYSTEM_INFO = 45
+PACKET_TRACK_DESCRIPTOR = 60
+# TrackDescriptor.thread {pid, tid}: the threads the TrackEvent part describes.
+TRACK_THREAD = 4
+DESCRIPTOR_PID = 1
+DESCRIPTOR_TID = 2
 # ClockSnapshot.clocks {clock_id, timestamp}; the BOOTTIME and MONOTONIC builtin clocks.
 SNAPSHOT_CLOCKS = 1
 CLOCK_ID = 1
@@ -76,7 +81,7 @@ RULES = {
     6: "BOOTTIME timestamps, the ClockSnapshot first, inside its range and the window",
     7: "system_info.utsname with sysname Linux and a release",
     8: "prev_state a value Perfetto accepts for kernels >= 4.14",
-    9: "every tid but 0 has a tgid in the process_tree",
+    9: "every thread the file describes has its process's tgid in the process_tree",
 }
 
 FIXTURES = os.path.join(ROOT, "tests", "fixtures")
@@ -110,7 +115,7 @@ def absolute(deltas):
 
 # The TracePacket fields read here besides the metadata's track event.
 WANTED_FIELDS = frozenset((PACKET_FTRACE_EVENTS, PACKET_PROCESS_TREE, PACKET_CLOCK_SNAPSHOT,
-                           PACKET_SYSTEM_INFO))
+                           PACKET_SYSTEM_INFO, PACKET_TRACK_DESCRIPTOR))
 
 
 def packet_spans(data):
@@ -216,6 +221,7 @@ class NativeSched:
         self.utsname = None
         self.tree_ts = []
         self.tgids = {}
+        self.described = {}  # tid: pid, of the TrackEvent part's thread descriptors
         self.bundles = []
         self.meta = {}
         self.native_packets = 0
@@ -239,6 +245,12 @@ class NativeSched:
             elif number == PACKET_FTRACE_EVENTS and wire == 2:
                 self.native_packets += 1
                 self.bundles.append(Bundle(index, value))
+            elif number == PACKET_TRACK_DESCRIPTOR and wire == 2:
+                for f, _, thread in pb_fields(value):
+                    if f == TRACK_THREAD:
+                        t = dict((n, v) for n, _, v in pb_fields(thread))
+                        if t.get(DESCRIPTOR_PID) and t.get(DESCRIPTOR_TID):
+                            self.described[t[DESCRIPTOR_TID]] = t[DESCRIPTOR_PID]
             elif number == PACKET_SYSTEM_INFO and wire == 2:
                 self.native_packets += 1
                 self._system_info(value)
@@ -442,13 +454,22 @@ def check_states(b, r):
 
 
 def check_tgids(ns, r):
-    """Rule 9: a thread without a tgid is a process of its own in Perfetto."""
+    """Rule 9: a thread without a tgid is a thread of no process in Perfetto. Every thread the
+    file knows the process of (a thread descriptor of its TrackEvent part: the targets', the
+    tasks that ran instead) has that tgid in the process_tree, whatever the comm map and
+    /proc still knew when the dump was made. A task known nowhere else (one that exited
+    before the dump was made, its comm map entry gone) may have none."""
+    seen = set()
     for b in ns.bundles:
         for name in ("switch_next_pid", "waking_pid"):
             for i, tid in enumerate(b.get(name)):
-                if tid and tid not in ns.tgids:
-                    r.add(9, "%s: %s[%d] = %d has no tgid in the process_tree"
-                          % (b.where(), name, i, tid))
+                if tid in ns.described and tid not in seen:
+                    seen.add(tid)
+                    if ns.tgids.get(tid) != ns.described[tid]:
+                        r.add(9, "%s: %s[%d] = %d, of process %d in its thread descriptor, "
+                              "has tgid %r in the process_tree" % (
+                                  b.where(), name, i, tid, ns.described[tid],
+                                  ns.tgids.get(tid)))
 
 
 def violations(data):

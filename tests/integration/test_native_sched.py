@@ -100,6 +100,19 @@ def off_cpu_dump_has_native_thread_states():
         check(woken and woken[0]["waker"] == releaser,
               "%s: no R state of %d woken by the releaser %d: %r"
               % (path, r["tid"], releaser, waiting))
+        on_path = critical_path_tids(path, r["tid"], r["start_ns"], r["end_ns"])
+        check(releaser in on_path, "%s: the critical path of %d over its breach holds %r, "
+              "not the releaser %d" % (path, r["tid"], sorted(on_path), releaser))
+
+
+def critical_path_tids(path, tid, start_ns, end_ns):
+    """The threads on Perfetto's critical path of TID over [START_NS, END_NS] (its stdlib's
+    sched.thread_executing_span, as the UI's Critical Path shows it)."""
+    return {row["tid"] for row in tp_query(
+        path, "include perfetto module sched.thread_executing_span; "
+        "select distinct (select tid from thread where thread.utid = cp.utid) as tid "
+        "from _thread_executing_span_critical_path((select utid from thread where "
+        "tid = %d), %d, %d) cp" % (tid, start_ns, end_ns - start_ns))}
 
 
 @test
@@ -367,11 +380,7 @@ def wakeups_of_tasks_not_targeted_are_native():
             check(any(s["state"] == "R" and s["waker"] == x for s in rows),
                   "%s: no runnable state of %d (not targeted) woken by %d: %r"
                   % (path, w, x, rows))
-            path_tids = {row["tid"] for row in tp_query(
-                path, "include perfetto module sched.thread_executing_span; "
-                "select distinct (select tid from thread where thread.utid = cp.utid) as tid "
-                "from _thread_executing_span_critical_path((select utid from thread where "
-                "tid = %d), %d, %d) cp" % (t, r["start_ns"], r["end_ns"] - r["start_ns"]))}
+            path_tids = critical_path_tids(path, t, r["start_ns"], r["end_ns"])
             check({w, x} <= path_tids, "%s: the critical path of %d over its breach holds "
                   "%r, not the waker %d and its waker %d" % (path, t, sorted(path_tids), w, x))
     finally:

@@ -74,6 +74,13 @@ def process_tree(threads):
         field(2, field(1, tid) + field(3, tgid)) for tid, tgid in threads)))
 
 
+def thread_descriptors(threads):
+    """The TrackEvent part's thread tracks: TrackDescriptor {uuid, thread {pid, tid}}."""
+    return b"".join(field(1, field(60, field(1, 1000 + tid) + field(4, field(1, tgid) +
+                                                                    field(2, tid))))
+                    for tid, tgid in threads)
+
+
 def boot(mono_ns):
     return mono_ns + OFFSET
 
@@ -97,12 +104,13 @@ THREADS = [(100, 100), (200, 100), (300, 300)]
 
 
 def trace(cpu0=None, cpu1=None, snapshot_first=True, uts=None, threads=THREADS,
-          cpu0_has_cpu=True, cpu0_short=None, extra=b""):
+          cpu0_has_cpu=True, cpu0_short=None, extra=b"", described=THREADS):
     sw0, wk0 = cpu0 or good_cpu0()
     sw1, wk1 = cpu1 or good_cpu1()
     bundles = (bundle(0, sw0, wk0, COMMS, cpu0_has_cpu, cpu0_short) +
                bundle(1, sw1, wk1, COMMS) + extra)
-    head = metadata() + (uts if uts is not None else system_info()) + process_tree(threads)
+    head = (metadata() + thread_descriptors(described) +
+            (uts if uts is not None else system_info()) + process_tree(threads))
     if snapshot_first:
         return clock_snapshot() + head + bundles
     return head + bundles + clock_snapshot()
@@ -155,4 +163,5 @@ def sched_rules_catch_each_broken_rule():
            "MONOTONIC times where BOOTTIME belongs")
     caught(trace(uts=b""), 7, "no utsname")
     caught(trace(uts=system_info(sysname="Darwin")), 7, "a sysname other than Linux")
-    caught(trace(threads=THREADS[1:]), 9, "a thread without a tgid")
+    caught(trace(threads=THREADS[1:]), 9, "a described thread without a tgid")
+    caught(trace(described=[(200, 300)]), 9, "a thread of another process than described")

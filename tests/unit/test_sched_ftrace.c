@@ -366,11 +366,15 @@ TEST(every_tasks_wakings_with_their_prios)
 	/* Woken by the idle task "in task context": an IPI's callback, interrupt context. */
 	add(0, 4800, HT_FR_WAKEUP, 0, HOG, 0, 0, HT_WAKE_TASK | 1 << 8 | rt);
 	add(0, 5000, HT_FR_SWITCH, 0, 0, HOG, 98, 0);
+	add(0, 5200, HT_FR_SWITCH, 0, HOG, 0, 120, 0x1);
+	/* By a task that never runs on CPU 1 in the window (its ring no longer reaches): none. */
+	add(0, 5400, HT_FR_WAKEUP, 0, HOG, 777, 0, HT_WAKE_TASK | 1 << 8 | rt);
+	add(0, 5600, HT_FR_SWITCH, 0, 0, HOG, 98, 0);
 	if (write_two_cpus(500, 6000, entry, valid, &d, &c0, &c1))
 		return;
 	/* Synthetic: swapper at 120, the running task at its entry switch's prio. */
 	CHECK(c0->sw_prio[0] == 120 && c0->sw_prio[1] == 120 && c1->sw_prio[1] == 110);
-	CHECK(c0->n[HT_FTF_COMPACT_SWITCH_TIMESTAMP] == 8);
+	CHECK(c0->n[HT_FTF_COMPACT_SWITCH_TIMESTAMP] == 10);
 	CHECK(c0->sw_pid[3] == HOG && c0->sw_prio[3] == 98);
 	CHECK(c0->n[HT_FTF_COMPACT_WAKING_TIMESTAMP] == 0);
 	CHECK(c1->n[HT_FTF_COMPACT_WAKING_TIMESTAMP] == 2);

@@ -562,6 +562,19 @@ static int build_native_sched(struct ht_dump_builder *b, const struct timeline *
 	if (!snap)
 		return 0;
 	sw.boottime_offset_ns = (int64_t)(snap->boottime_ns - snap->monotonic_ns);
+	/*
+	 * The processes of the threads the timeline describes, where the comm
+	 * map and /proc no longer know them (an exited thread; a decode, whose
+	 * raw capture keeps comms only): the native part names the same.
+	 */
+	for (size_t i = 0; i < tl_track_count(tl); i++) {
+		const struct tl_track *t = tl_track(tl, i);
+
+		if (t->kind == TL_TRACK_THREAD && t->pid > 0 && t->tid > 0 &&
+		    !ht_comm_tgid(b->comms, (uint32_t)t->tid) &&
+		    ht_comm_cache_seed_tgid(b->comms, (uint32_t)t->tid, (uint32_t)t->pid))
+			return -1;
+	}
 	return ht_sched_ftrace_write(&sw, native);
 }
 

@@ -281,6 +281,26 @@ static uint64_t place_in_waker(const struct builder *b, unsigned int cpu, uint32
 	return best;
 }
 
+/*
+ * Who runs on CPU at TS as the bundle will say it: before the CPU's first
+ * switch, the task its synthetic switches name (entry_task()).
+ */
+static bool bundle_running_at(const struct builder *b, unsigned int cpu, uint64_t ts,
+			      uint32_t *pid)
+{
+	const struct ht_cpu_switches *c = &b->sw->idx->cpu[cpu];
+
+	if (c->count && ts >= c->ts[0])
+		return ht_sched_running_at(b->sw->idx, cpu, ts, pid);
+	if (c->entry_valid)
+		*pid = c->entry_next;
+	else if (c->count)
+		*pid = c->prev[0];
+	else
+		return false;
+	return true;
+}
+
 /* The irq/softirq bits of the kernel's trace_entry.flags for a wakeup record's source. */
 static uint32_t waking_flags(const struct ht_flight_record *r)
 {
@@ -316,6 +336,7 @@ static int collect_wakings(struct builder *b)
 		uint32_t waker_cpu = (uint32_t)(e->rec.arg >> 8);
 		struct waking *wk;
 		uint64_t lo, hi, ts;
+		uint32_t running;
 
 		/*
 		 * A waker the monitor did not learn (a task not targeted, its
@@ -333,8 +354,19 @@ static int collect_wakings(struct builder *b)
 		wk->flags = waking_flags(&e->rec);
 		waking_span(b, wk->pid, e->rec.ts_ns, &lo, &hi);
 		ts = lo <= hi ? clamp_u64(e->rec.ts_ns, lo, hi) : e->rec.ts_ns;
-		if (e->rec.tid_b && !wk->flags && wk->cpu < b->sw->idx->ncpus)
+		if (e->rec.tid_b && !wk->flags && wk->cpu < b->sw->idx->ncpus) {
 			ts = place_in_waker(b, wk->cpu, e->rec.tid_b, ts, lo, hi);
+			/*
+			 * Its waker is nowhere on its CPU near then (that CPU's
+			 * ring no longer reaches back so far): no waking, rather
+			 * than one Perfetto would give to whatever ran there.
+			 */
+			if (!bundle_running_at(b, wk->cpu, ts, &running) ||
+			    running != e->rec.tid_b) {
+				b->nwakings--;
+				continue;
+			}
+		}
 		wk->ts = ts;
 	}
 	qsort(b->wakings, b->nwakings, sizeof(*b->wakings), cmp_waking);
