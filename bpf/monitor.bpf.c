@@ -1219,10 +1219,18 @@ int BPF_PROG(handle_sched_waking, struct task_struct *p)
 	return 0;
 }
 
+/* A wakeup record's flags for its source (enum ht_wake_source). */
+static __always_inline __u8 wake_flags(__u32 source)
+{
+	if (source == HT_WAKE_IRQ || source == HT_WAKE_SOFTIRQ)
+		return HT_FRF_FROM_IRQ;
+	return source == HT_WAKE_TIMER ? HT_FRF_FROM_TIMER : 0;
+}
+
 static __always_inline void enqueued(struct task_struct *p, struct task_state *st, __u8 kind)
 {
 	__u64 now = enqueue_now(p);
-	__u8 flags = HT_FRF_TARGET;
+	__u8 flags = HT_FRF_TARGET | wake_flags(st->wake_source);
 	__u32 cpu = task_cpu(p);
 
 	/* A task woken while still queued keeps its older start. */
@@ -1230,10 +1238,6 @@ static __always_inline void enqueued(struct task_struct *p, struct task_state *s
 		st->runnable_since_ns = now;
 	st->wake_cpu = cpu;
 	st->wake_ns = now;
-	if (st->wake_source == HT_WAKE_IRQ || st->wake_source == HT_WAKE_SOFTIRQ)
-		flags |= HT_FRF_FROM_IRQ;
-	else if (st->wake_source == HT_WAKE_TIMER)
-		flags |= HT_FRF_FROM_TIMER;
 	fr_write_any(!is_current(p), now, kind, flags, cpu, p->pid, st->waker_tid,
 		     with_prio(wake_arg(st->wake_source, st->waker_cpu, st->softirq_vec), p));
 }
@@ -1250,7 +1254,6 @@ static __always_inline void other_enqueued(struct task_struct *p, __u8 kind)
 	struct wake_note *note;
 	__u32 waker = 0;
 	__u64 arg = HT_WAKE_NONE;
-	__u8 flags = 0;
 
 	if (kind == HT_FR_WAKEUP_NEW) {
 		waker = (__u32)bpf_get_current_pid_tgid();
@@ -1263,12 +1266,8 @@ static __always_inline void other_enqueued(struct task_struct *p, __u8 kind)
 			note->tid = 0;
 		}
 	}
-	if ((arg & 0xff) == HT_WAKE_IRQ || (arg & 0xff) == HT_WAKE_SOFTIRQ)
-		flags |= HT_FRF_FROM_IRQ;
-	else if ((arg & 0xff) == HT_WAKE_TIMER)
-		flags |= HT_FRF_FROM_TIMER;
-	fr_write_any(!is_current(p), enqueue_now(p), kind, flags, task_cpu(p), p->pid, waker,
-		     with_prio(arg, p));
+	fr_write_any(!is_current(p), enqueue_now(p), kind, wake_flags(arg & 0xff), task_cpu(p),
+		     p->pid, waker, with_prio(arg, p));
 }
 
 SEC("tp_btf/sched_wakeup")
