@@ -122,7 +122,9 @@ int ht_check_main(int argc, char **argv)
 	printf("  monitor: %s\n", mon == 0 ? "ready" : "not usable here");
 	printf("  on-CPU source (--source auto): %s\n", on_cpu);
 	printf("  code triggers (--trigger): %s\n",
-	       bp == 1 ? "hardware breakpoints" : "refused: hardware breakpoints do not work here");
+	       bp == 1   ? "hardware breakpoints"
+	       : bp == 0 ? "none will fire: hardware breakpoints do not fire here"
+			 : "none: a hardware breakpoint cannot be opened here");
 	printf("  perf events (sampling, triggers): %s\n",
 	       perf == HT_PERF_NO_ADMIN	    ? "refused here without CAP_SYS_ADMIN"
 	       : perf == HT_PERF_KEEP_ADMIN ? "CAP_SYS_ADMIN, kept after attaching with --trigger"
