@@ -263,13 +263,19 @@ def syscall_filter_by_name():
     check(not run.breaches("syscall"), "a filtered-out nanosleep breached\n" + run.describe())
 
 
+# Rounds of wake_preempt: a few come to no preemption on a loaded machine.
+WAKE_PREEMPT_ROUNDS = 20
+
+
 @test
 def syscall_waker_outlives_a_preemption_after_the_wakeup():
     """Issue 14 defect 2: a syscall breach's waker is the wakeup that ended its sleep, and a
     preemption after it is reported as such. The reader sleeps in read(timerfd) on CPU 1;
     the timer wakes it; faulting in the huge page it reads into, it is preempted by a
     SCHED_FIFO hog that wakes a little later on CPU 1 and spins 3 ms. The workload counts
-    its own involuntary switches during each read (getrusage)."""
+    its own involuntary switches during each read (getrusage). On a loaded VM the hog now
+    and then lands inside no read of a whole run (the kernel counts no involuntary switch
+    in any): such a run tests nothing of hybtrace, and the scenario is run once more."""
     need_root()
     try:
         with open("/sys/kernel/mm/transparent_hugepage/enabled") as f:
@@ -278,16 +284,27 @@ def syscall_waker_outlives_a_preemption_after_the_wakeup():
         thp = "[never]"
     if "[never]" in thp:
         raise Skip("needs transparent huge pages (madvise)")
-    run = hybtrace(["run", "--json", "--rq-delay", "off", "--off-cpu", "2ms", "--syscall", "2ms",
-                    "--syscalls", "read", "--max-dumps", "0", "--no-children", "--",
-                    workload("wake_preempt"), "12", "3"], timeout=60)
-    check(run.rc == 0, "hybtrace failed\n" + run.describe())
+    # A fragmented memory has no huge page to fault in: the read is then too short to be
+    # preempted. Compacting first gives the workload one.
+    try:
+        with open("/proc/sys/vm/compact_memory", "w") as f:
+            f.write("1")
+    except OSError:
+        pass
+    for _ in range(2):
+        run = hybtrace(["run", "--json", "--rq-delay", "off", "--off-cpu", "2ms", "--syscall",
+                        "2ms", "--syscalls", "read", "--max-dumps", "0", "--no-children", "--",
+                        workload("wake_preempt"), str(WAKE_PREEMPT_ROUNDS), "3"], timeout=60)
+        check(run.rc == 0, "hybtrace failed\n" + run.describe())
+        if any(e["preempted"] for e in run.events("read_end")):
+            break
     reads = list(zip(run.events("read_start"), run.events("read_end")))
     hog = run.events("hog")
-    check(len(reads) == 12 and hog, "workload log incomplete\n" + run.describe())
+    check(len(reads) == WAKE_PREEMPT_ROUNDS and hog,
+          "workload log incomplete\n" + run.describe())
     tid, hog = reads[0][0]["tid"], "fifo_hog[%d]" % hog[0]["hog_pid"]
     mine = [b for b in run.breaches("syscall") if b["tid"] == tid]
-    preempted = by_hog = 0
+    preempted = by_hog = kernel_preempted = 0
     others, unwoken = [], []
     # A wakeup no program saw (one nested in another BPF program on its CPU is skipped by
     # the kernel, and counted; or the kernel's own hand-over without its tracepoints, whose
@@ -298,7 +315,7 @@ def syscall_waker_outlives_a_preemption_after_the_wakeup():
     # A round whose read began less than the 2 ms threshold before its timer (the reader
     # ran late on a loaded machine) cannot sleep long enough to breach: it is no round.
     late = [s for s, e in reads if s["ts_ns"] > s["timer_ns"] - 2_000_000]
-    check(len(late) <= 2, "the reader was late for %d of %d rounds\n%s"
+    check(len(late) <= WAKE_PREEMPT_ROUNDS // 6, "the reader was late for %d of %d rounds\n%s"
           % (len(late), len(reads), run.describe()))
     for start, end in reads:
         if start in late:
@@ -325,6 +342,7 @@ def syscall_waker_outlives_a_preemption_after_the_wakeup():
         check(b["preemptions"] <= end["preempted"],
               "%d preemptions reported, the kernel counted %d involuntary switches"
               % (b["preemptions"], end["preempted"]))
+        kernel_preempted += end["preempted"] > 0
         if b["preemptions"]:
             preempted += 1
             # The hog spins on CPU 1 for 3 ms from a little after the wakeup.
@@ -335,8 +353,13 @@ def syscall_waker_outlives_a_preemption_after_the_wakeup():
             else:
                 others.append(b["ran_instead"])
     check(len(unwoken) <= 1, "%d reads without their waker (lost %r)" % (len(unwoken), lost))
-    check(preempted >= 4, "only %d of %d reads were preempted after their wakeup\n%s"
-          % (preempted, len(reads), run.describe()))
+    # On a loaded machine the reader's wakeup may come after the hog's in some rounds, which
+    # are then no preemption inside the read: the kernel's own count says which were.
+    check(kernel_preempted >= 3, "the kernel counted a preemption in only %d of %d reads "
+          "(calibrated: %r)\n%s" % (kernel_preempted, len(reads), run.events("calibrated"),
+                                     run.describe()))
+    check(preempted >= 0.75 * kernel_preempted, "%d reads reported preempted after their "
+          "wakeup, the kernel counted %d\n%s" % (preempted, kernel_preempted, run.describe()))
     # Other tasks of a loaded machine take turns on CPU 1 too, and now and then preempt a
     # read first: the hog holds most of nearly every preempted read's runnable time.
     check(by_hog >= 0.75 * preempted, "%d of %d preempted reads had %s run instead for "
