@@ -957,13 +957,13 @@ static void descriptor_time(const void *data, size_t len, uint64_t uuid, uint64_
 }
 
 /*
- * A process or thread descriptor carries the time of the first event on its
- * track or under it (MONOTONIC, on the snapshot's clocks): Perfetto binds it
- * to the task its tid names when it reads it, which must come after the
- * native data's task_newtask of that task. Other tracks, and a timeline
- * without a clock snapshot, have none.
+ * A process, thread or kernel track's descriptor carries the time of the
+ * first event on its track or under it (MONOTONIC, on the snapshot's
+ * clocks): Perfetto binds it to the task its tid names when it reads it,
+ * which must come after the native data's task_newtask of that task.
+ * Global tracks, and a timeline without a clock snapshot, have none.
  */
-TEST(process_and_thread_descriptors_carry_their_first_event_time)
+TEST(task_descriptors_carry_their_first_event_time)
 {
 	struct timeline *tl = tl_new(), *back;
 	int proc = tl_add_track(
@@ -998,7 +998,7 @@ TEST(process_and_thread_descriptors_carry_their_first_event_time)
 	descriptor_time(data, len, 11, &ts, &clock);
 	CHECK(ts == 500 && clock == PFT_CLOCK_MONOTONIC);
 	descriptor_time(data, len, 12, &ts, &clock);
-	CHECK(ts == 0);
+	CHECK(ts == 500 && clock == PFT_CLOCK_MONOTONIC);
 	descriptor_time(data, len, 13, &ts, &clock);
 	CHECK(ts == 0);
 	back = pftr_read_mem(data, len, NULL, err, sizeof(err));

@@ -216,12 +216,13 @@ static size_t pftw_descriptor_packet_begin(struct pftw *w)
 
 /*
  * FIRST_NS: the first event on the track or on a track under it, 0 for
- * none. A process or thread track's descriptor carries it as its time:
- * Perfetto binds the descriptor to the thread (or process) the tid (pid)
- * names when it reads it, and a task the file's native scheduling data
- * starts later (task_newtask) would be a second thread of the same tid if
- * the descriptor came first. Only with a clock snapshot, which puts
- * MONOTONIC on the trace's clock.
+ * none. A process, thread or kernel track's descriptor carries it as its
+ * time: Perfetto binds the descriptor (and its parents) to the thread or
+ * process the tid or pid names when it reads it, and a task the file's
+ * native scheduling data starts later (task_newtask) would be a second
+ * thread of the same tid if the descriptor came first. (An untimed packet
+ * would take the time of the last timed one.) Only with a clock snapshot,
+ * which puts MONOTONIC on the trace's clock.
  */
 static void pftw_write_track(struct pftw *w, const struct tl_track *t, uint64_t first_ns)
 {
@@ -229,7 +230,8 @@ static void pftw_write_track(struct pftw *w, const struct tl_track *t, uint64_t 
 	size_t desc;
 
 	if (first_ns && tl_clock_snapshot(w->tl) &&
-	    (t->kind == TL_TRACK_PROCESS || t->kind == TL_TRACK_THREAD)) {
+	    (t->kind == TL_TRACK_PROCESS || t->kind == TL_TRACK_THREAD ||
+	     t->kind == TL_TRACK_THREAD_KERNEL)) {
 		pb_varint(&w->out, PFT_PACKET_TIMESTAMP, first_ns);
 		pb_varint(&w->out, PFT_PACKET_TIMESTAMP_CLOCK_ID, PFT_CLOCK_MONOTONIC);
 	}
