@@ -748,27 +748,20 @@ static void write_system_info(const struct builder *b, struct pb_buf *out)
 	pb_end(out, packet);
 }
 
-/*
- * Each task's process, so that Perfetto puts the threads of one process
- * together: at the window's start (BOOTTIME, Perfetto's default clock) the
- * tasks that were there (FORKED false), and after the last task_newtask
- * the ones it started (FORKED true), which a tree before their
- * task_newtask would make second threads of the same tids; theirs
- * confirms what the task_newtask said.
- */
-static void write_process_tree(const struct builder *b, bool forked, uint64_t ts,
-			       struct pb_buf *out)
+/* Each task's process, so that Perfetto puts the threads of one process together. */
+static void write_process_tree(const struct builder *b, struct pb_buf *out)
 {
-	size_t packet, tree;
+	size_t packet = pb_begin(out, PFT_TRACE_PACKET);
+	size_t tree;
 
-	packet = pb_begin(out, PFT_TRACE_PACKET);
-	pb_varint(out, PFT_PACKET_TIMESTAMP, boottime(b, ts));
+	/* The packet's time (Perfetto's default clock, BOOTTIME): the window's start. */
+	pb_varint(out, PFT_PACKET_TIMESTAMP, boottime(b, b->sw->t0));
 	tree = pb_begin(out, HT_FTF_PACKET_PROCESS_TREE);
 	for (size_t i = 0; i < b->ntids; i++) {
 		uint32_t tgid = ht_comm_tgid(b->sw->comms, b->tids[i]);
 		size_t thread;
 
-		if (!tgid || b->forked[i] != forked)
+		if (!tgid || b->forked[i])
 			continue;
 		thread = pb_begin(out, HT_FTF_PROCESS_TREE_THREADS);
 		pb_varint(out, HT_FTF_THREAD_TID, b->tids[i]);
@@ -777,17 +770,6 @@ static void write_process_tree(const struct builder *b, bool forked, uint64_t ts
 	}
 	pb_end(out, tree);
 	pb_end(out, packet);
-}
-
-/* The time of the last task_newtask; 0 when none. */
-static uint64_t last_newtask_ns(const struct builder *b)
-{
-	uint64_t last = 0;
-
-	for (size_t i = 0; i < b->nfull; i++)
-		if (b->full[i].field == HT_FTF_EVENT_TASK_NEWTASK && b->full[i].ts > last)
-			last = b->full[i].ts;
-	return last;
 }
 
 /*
@@ -825,9 +807,7 @@ int ht_sched_ftrace_write(const struct ht_sched_ftrace_window *sw, struct pb_buf
 	if (collect_tasks(&b) || collect_wakings(&b) || collect_full_events(&b))
 		goto out;
 	write_system_info(&b, out);
-	write_process_tree(&b, false, sw->t0, out);
-	if (last_newtask_ns(&b))
-		write_process_tree(&b, true, last_newtask_ns(&b) + 1, out);
+	write_process_tree(&b, out);
 	write_kernel_symbols(&b, out);
 	for (unsigned int cpu = 0; cpu < sw->w->ncpus; cpu++)
 		if (write_cpu(&b, cpu, &waking_cursor, &full_cursor, out))
