@@ -537,11 +537,12 @@ TEST(the_reader_passes_over_the_native_packets)
 }
 
 /*
- * B starts a thread and forks a process on CPU 1: each a task_newtask in
- * CPU 1's bundle, from B, with the child's comm, CLONE_THREAD for the
- * thread only; before anything else of the child's (the thread's waking,
- * its time from the run-queue clock, lies before the fork's); neither child
- * in the process tree, where Perfetto would start a second thread of its tid.
+ * B starts a thread and forks a process on CPU 1: the thread a task_newtask
+ * in CPU 1's bundle, from B, with its comm and CLONE_THREAD, before anything
+ * else of its own (its waking, its time from the run-queue clock, lies
+ * before the fork's), and not in the process tree, where Perfetto would
+ * start a second thread of its tid; the process in the process tree only
+ * (Perfetto's process of a task_newtask takes no name from the dump).
  */
 TEST(forks_are_task_newtask_events_before_the_child_is_seen)
 {
@@ -570,20 +571,17 @@ TEST(forks_are_task_newtask_events_before_the_child_is_seen)
 	if (!c0 || !c1)
 		return;
 	CHECK(arrays_equal(c0) && arrays_equal(c1));
-	CHECK(c0->nfull == 0 && c1->nfull == 2);
+	CHECK(c0->nfull == 0 && c1->nfull == 1);
 	CHECK(c1->full[0].field == HT_FTF_EVENT_TASK_NEWTASK && c1->full[0].pid == B &&
 	      c1->full[0].tid == THREAD && !strcmp(c1->full[0].comm, "worker") &&
 	      c1->full[0].clone_flags == HT_CLONE_THREAD);
 	CHECK(c1->n[HT_FTF_COMPACT_WAKING_TIMESTAMP] == 1 && c1->wk_pid[0] == THREAD);
 	CHECK(c1->full[0].ts < c1->wk_ts[0]);
-	CHECK(c1->full[1].field == HT_FTF_EVENT_TASK_NEWTASK && c1->full[1].pid == B &&
-	      c1->full[1].tid == CHILD && !strcmp(c1->full[1].comm, "child") &&
-	      c1->full[1].clone_flags == 0 && c1->full[1].ts == 2000 + BOOT_OFFSET);
 	/* After the CPU's two synthetic switches. */
 	CHECK(c1->full[0].ts > c1->sw_ts[1]);
+	CHECK(d.nthreads == 3);
 	for (size_t i = 0; i < d.nthreads; i++)
-		CHECK(d.tid[i] != THREAD && d.tid[i] != CHILD);
-	CHECK(d.nthreads == 2);
+		CHECK(d.tid[i] != THREAD && (d.tid[i] != CHILD || d.tgid[i] == CHILD));
 }
 
 /*

@@ -373,10 +373,11 @@ static uint32_t intern_symbol(struct builder *b, const char *name)
 }
 
 /*
- * A fork the recorder holds as Perfetto's task_newtask, on the CPU that
- * recorded it. Perfetto starts a new thread for the child there (and a new
- * process unless CLONE_THREAD), so it must come before anything else of the
- * child's: a switch-in, or a waking whose time came from the run-queue clock.
+ * A new thread the recorder holds the fork of as Perfetto's task_newtask
+ * (CLONE_THREAD), on the CPU that recorded it. Perfetto starts a new thread
+ * of its parent's process there, so it must come before anything else of
+ * the child's: a switch-in, or a waking whose time came from the run-queue
+ * clock.
  */
 static void add_newtask(struct builder *b, const struct ht_fr_event *e,
 			const uint64_t *first_waking)
@@ -394,15 +395,22 @@ static void add_newtask(struct builder *b, const struct ht_fr_event *e,
 		ts = first_waking[i] - 1;
 	if (!tgid)
 		tgid = ht_comm_tgid(b->sw->comms, child);
+	/*
+	 * A thread's tgid is its parent's, a new process's its own tid. A new
+	 * process stays in the process tree: Perfetto's process of a
+	 * task_newtask without CLONE_THREAD keeps no name from the dump's
+	 * process descriptor (a child that execs, as procs_spin's, is unnamed).
+	 */
+	if (!tgid || tgid == child)
+		return;
 	b->forked[i] = true;
-	/* A thread's tgid is its parent's, a new process's its own tid. */
 	b->full[b->nfull++] = (struct full_event){
 		.ts = ts,
 		.cpu = e->cpu,
 		.pid = e->rec.tid_a,
 		.field = HT_FTF_EVENT_TASK_NEWTASK,
 		.tid = child,
-		.clone_flags = tgid && tgid != child ? HT_CLONE_THREAD : 0,
+		.clone_flags = HT_CLONE_THREAD,
 	};
 }
 
