@@ -42,7 +42,14 @@ THREAD_TID = 1
 THREAD_TGID = 3
 # FtraceEventBundle {cpu, compact_sched}; CompactSched's arrays and intern table.
 BUNDLE_CPU = 1
+BUNDLE_EVENT = 2
 BUNDLE_COMPACT_SCHED = 4
+# FtraceEvent {pid (the task that ran it), task_newtask {pid, comm, clone_flags}}.
+EVENT_PID = 2
+EVENT_TASK_NEWTASK = 235
+NEWTASK_PID = 1
+NEWTASK_CLONE_FLAGS = 3
+CLONE_THREAD = 0x10000
 COMPACT_INTERN_TABLE = 5
 SWITCH_ARRAYS = {1: "switch_timestamp", 2: "switch_prev_state", 3: "switch_next_pid",
                  4: "switch_next_prio", 6: "switch_next_comm_index"}
@@ -178,12 +185,24 @@ class Bundle:
         self.has_compact = False
         self.intern = []
         self.arrays = {}
+        self.newtasks = {}  # child tid: (the task that started it, clone_flags)
         for number, wire, value in pb_fields(body):
             if number == BUNDLE_CPU and wire == 0:
                 self.cpu = value
+            elif number == BUNDLE_EVENT and wire == 2:
+                self._event(value)
             elif number == BUNDLE_COMPACT_SCHED and wire == 2:
                 self.has_compact = True
                 self._compact(value)
+
+    def _event(self, data):
+        fields = list(pb_fields(data))
+        parent = next((v for n, w, v in fields if n == EVENT_PID and w == 0), None)
+        for number, wire, value in fields:
+            if number == EVENT_TASK_NEWTASK and wire == 2:
+                t = dict((n, v) for n, w, v in pb_fields(value) if w == 0)
+                if t.get(NEWTASK_PID):
+                    self.newtasks[t[NEWTASK_PID]] = (parent, t.get(NEWTASK_CLONE_FLAGS, 0))
 
     def _compact(self, data):
         names = {**SWITCH_ARRAYS, **WAKING_ARRAYS}
@@ -459,17 +478,28 @@ def check_tgids(ns, r):
     tasks that ran instead) has that tgid in the process_tree, whatever the comm map and
     /proc still knew when the dump was made. A task known nowhere else (one that exited
     before the dump was made, its comm map entry gone) may have none."""
+    newtasks = {}
+    for b in ns.bundles:
+        newtasks.update(b.newtasks)
+
+    def tgid_of(tid, depth=0):
+        """The process tree's tgid, else, for a thread a CLONE_THREAD task_newtask started,
+        its starter's process (Perfetto puts it there)."""
+        if tid in ns.tgids or depth > 8:
+            return ns.tgids.get(tid)
+        parent, flags = newtasks.get(tid, (None, 0))
+        return tgid_of(parent, depth + 1) if parent and flags & CLONE_THREAD else None
+
     seen = set()
     for b in ns.bundles:
         for name in ("switch_next_pid", "waking_pid"):
             for i, tid in enumerate(b.get(name)):
                 if tid in ns.described and tid not in seen:
                     seen.add(tid)
-                    if ns.tgids.get(tid) != ns.described[tid]:
+                    if tgid_of(tid) != ns.described[tid]:
                         r.add(9, "%s: %s[%d] = %d, of process %d in its thread descriptor, "
                               "has tgid %r in the process_tree" % (
-                                  b.where(), name, i, tid, ns.described[tid],
-                                  ns.tgids.get(tid)))
+                                  b.where(), name, i, tid, ns.described[tid], tgid_of(tid)))
 
 
 def violations(data):

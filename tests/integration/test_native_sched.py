@@ -1,8 +1,10 @@
 # SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 """A dump's native scheduling data (userspace/kernel/sched_ftrace.c) as Perfetto's own trace
 processor reads it: the `sched` table on the window's CPUs, the breached thread's
-`thread_state` over the breach, the task that held its CPU, and no import error."""
+`thread_state` over the breach (with the function it blocked in), the task that held its CPU,
+new threads and processes in their processes, and no import error."""
 import glob
+import json
 import os
 import subprocess
 import sys
@@ -113,6 +115,112 @@ def critical_path_tids(path, tid, start_ns, end_ns):
         "select distinct (select tid from thread where thread.utid = cp.utid) as tid "
         "from _thread_executing_span_critical_path((select utid from thread where "
         "tid = %d), %d, %d) cp" % (tid, start_ns, end_ns - start_ns))}
+
+
+@test
+def off_cpu_dump_names_the_blocked_function():
+    """The kernel has no sched_blocked_reason tracepoint: the dump derives it from the stack
+    the breached thread slept on, so Perfetto's S state of a futex wait at the breach's start
+    names a futex function as blocked_function, and not an I/O wait."""
+    need_root()
+    trace_processor()
+    with tempfile.TemporaryDirectory() as out:
+        run = hybtrace(["run", "--json", "--rq-delay", "off", "--off-cpu", "10ms",
+                        "--min-interval", "0ms", "--output", out, "--",
+                        workload("offcpu_wake"), "futex", "20", "1"])
+        check(run.rc == 0, run.describe())
+        victim = run.events("block_start")[0]["tid"]
+        path, r = dump_of_kind(out, "off-cpu", victim)
+        check_no_import_errors(path)
+        rows = tp_query(path, "select ts.ts, ts.state, ts.blocked_function as fn, ts.io_wait "
+                        "from thread_state ts join thread using (utid) where thread.tid = %d "
+                        "and ts.state = 'S' and ts.ts between %d and %d"
+                        % (victim, r["start_ns"] - SLACK_NS, r["start_ns"] + SLACK_NS))
+        check(rows and all((x["fn"] or "").startswith("futex_") and not x["io_wait"]
+                           for x in rows),
+              "%s: the S state of %d at the breach's start %d names no futex function: %r"
+              % (path, victim, r["start_ns"], rows))
+
+
+# The target starts a thread and forks a process that starts a thread of its own; each new
+# thread names itself, logs its tid and waits. Then the main thread sleeps 100 ms (the
+# breach the test takes the dump of, whose window reaches back over the forks) and lets
+# them all end.
+FORKER = r'''
+import json, os, threading, time
+def log(event, **kw):
+    with open(os.environ["HT_WORKLOAD_LOG"], "a") as f:
+        f.write(json.dumps(dict(event=event, pid=os.getpid(), tid=threading.get_native_id(),
+                                ts_ns=time.monotonic_ns(), **kw)) + "\n")
+def named(name, ready, done):
+    with open("/proc/thread-self/comm", "w") as f:
+        f.write(name)
+    log("started", name=name)
+    ready.set()
+    done.wait()
+ready, done = threading.Event(), threading.Event()
+t = threading.Thread(target=named, args=("ht_thread", ready, done))
+t.start()
+ready.wait()
+r, w = os.pipe()
+child = os.fork()
+if child == 0:
+    os.close(w)
+    ready, done = threading.Event(), threading.Event()
+    g = threading.Thread(target=named, args=("ht_grandthread", ready, done))
+    g.start()
+    ready.wait()
+    log("started", name="child")
+    os.read(r, 1)
+    done.set()
+    g.join()
+    os._exit(0)
+os.close(r)
+log("sleep")
+time.sleep(0.1)
+time.sleep(0.5)
+done.set()
+t.join()
+os.close(w)
+os.waitpid(child, 0)
+'''
+
+
+@test
+def new_tasks_land_in_their_processes():
+    """Forks in the window are task_newtask events: Perfetto starts each new thread in its
+    parent's process and each forked process as a process of its own, with the names they
+    carry, one thread row per tid (no second one from the process tree)."""
+    need_root()
+    trace_processor()
+    with tempfile.TemporaryDirectory() as out:
+        run = hybtrace(["run", "--json", "--rq-delay", "off", "--off-cpu", "80ms",
+                        "--pre", "200ms", "--min-interval", "0ms", "--output", out, "--",
+                        sys.executable, "-c", FORKER], timeout=60)
+        check(run.rc == 0, run.describe())
+        started = {e["name"]: e for e in run.events("started")}
+        sleep = run.events("sleep")
+        check(len(started) == 3 and sleep, "the forker logged %r" % run.log)
+        main = sleep[0]["tid"]
+        path = None
+        for p in sorted(glob.glob(os.path.join(out, "*.perfetto-trace"))):
+            r = report_json(p)
+            if r.get("tid") == main and r.get("start_ns", 0) >= sleep[0]["ts_ns"]:
+                path = p
+                break
+        check(path, "no dump of the sleep of %d after its forks in %s" % (main, out))
+        check_no_import_errors(path)
+        want = {started["ht_thread"]["tid"]: (main, "ht_thread"),
+                started["child"]["pid"]: (started["child"]["pid"], None),
+                started["ht_grandthread"]["tid"]: (started["child"]["pid"], "ht_grandthread")}
+        rows = tp_query(path, "select t.tid, t.name, p.pid from thread t left join process p "
+                        "using (upid) where t.tid in (%s)" % ",".join(map(str, want)))
+        for tid, (pid, name) in want.items():
+            mine = [x for x in rows if x["tid"] == tid]
+            check(len(mine) == 1 and mine[0]["pid"] == pid and
+                  (name is None or mine[0]["name"] == name),
+                  "%s: thread %d should be one row in process %d named %r: %r"
+                  % (path, tid, pid, name, rows))
 
 
 @test

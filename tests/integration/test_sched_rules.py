@@ -38,10 +38,16 @@ def deltas(ts):
     return [t - (ts[i - 1] if i else 0) for i, t in enumerate(ts)]
 
 
-def bundle(cpu, switches, wakings, comms, with_cpu=True, short=None):
+def newtask(ts, parent, child, clone_flags):
+    """A full FtraceEvent: PARENT starts CHILD (task_newtask)."""
+    return field(2, field(1, ts) + field(2, parent) +
+                 field(235, field(1, child) + field(2, "c") + field(3, clone_flags)))
+
+
+def bundle(cpu, switches, wakings, comms, with_cpu=True, short=None, events=b""):
     """A TracePacket with one FtraceEventBundle: SWITCHES (ts, prev_state, next_pid, comm
     index) and WAKINGS (ts, pid, comm index, flags), absolute times; the array of field
-    SHORT one value short."""
+    SHORT one value short; EVENTS, full FtraceEvents (bundle field 2)."""
     arrays = [(1, deltas([s[0] for s in switches])), (2, [s[1] for s in switches]),
               (3, [s[2] for s in switches]), (4, [120] * len(switches)),
               (6, [s[3] for s in switches]),
@@ -50,7 +56,7 @@ def bundle(cpu, switches, wakings, comms, with_cpu=True, short=None):
               (11, [w[2] for w in wakings]), (12, [w[3] for w in wakings])]
     compact = b"".join(field(5, c) for c in comms)
     compact += b"".join(field(n, packed(v[:-1] if n == short else v)) for n, v in arrays if v)
-    body = (field(1, cpu) if with_cpu else b"") + field(4, compact)
+    body = (field(1, cpu) if with_cpu else b"") + events + field(4, compact)
     return field(1, field(1, body))
 
 
@@ -104,10 +110,10 @@ THREADS = [(100, 100), (200, 100), (300, 300)]
 
 
 def trace(cpu0=None, cpu1=None, snapshot_first=True, uts=None, threads=THREADS,
-          cpu0_has_cpu=True, cpu0_short=None, extra=b"", described=THREADS):
+          cpu0_has_cpu=True, cpu0_short=None, extra=b"", described=THREADS, events0=b""):
     sw0, wk0 = cpu0 or good_cpu0()
     sw1, wk1 = cpu1 or good_cpu1()
-    bundles = (bundle(0, sw0, wk0, COMMS, cpu0_has_cpu, cpu0_short) +
+    bundles = (bundle(0, sw0, wk0, COMMS, cpu0_has_cpu, cpu0_short, events0) +
                bundle(1, sw1, wk1, COMMS) + extra)
     head = (metadata() + thread_descriptors(described) +
             (uts if uts is not None else system_info()) + process_tree(threads))
@@ -165,3 +171,12 @@ def sched_rules_catch_each_broken_rule():
     caught(trace(uts=system_info(sysname="Darwin")), 7, "a sysname other than Linux")
     caught(trace(threads=THREADS[1:]), 9, "a described thread without a tgid")
     caught(trace(described=[(200, 300)]), 9, "a thread of another process than described")
+    # 100 starts thread 200 (its process, 100, only through the task_newtask) or process 200.
+    started = [(100, 100), (300, 300)]
+    t = boot(T0)
+    r = sched_rules.violations(trace(threads=started, events0=newtask(t + 100, 100, 200,
+                                                                      0x10000)))
+    check(r is not None and not r.rules(), "a thread a CLONE_THREAD task_newtask started "
+          "is not taken as of its starter's process: %r" % (r and r.rules()))
+    caught(trace(threads=started, events0=newtask(t + 100, 100, 200, 0)), 9,
+           "a process task_newtask started, not in the process tree")

@@ -927,3 +927,94 @@ TEST(protoc_decodes_written_file)
 	free(path);
 	tl_free(tl);
 }
+
+/* A descriptor's packet time and clock, by the track's uuid: 0 when it has none. */
+static void descriptor_time(const void *data, size_t len, uint64_t uuid, uint64_t *ts,
+			    uint64_t *clock)
+{
+	struct pb_reader top, packet, desc;
+	struct pb_field f, g, h;
+
+	*ts = *clock = 0;
+	pb_reader_init(&top, data, len);
+	while (pb_next(&top, &f) == 1 && !pb_enter(&top, &f, &packet)) {
+		uint64_t packet_ts = 0, packet_clock = 0;
+
+		while (pb_next(&packet, &g) == 1) {
+			if (g.number == PFT_PACKET_TIMESTAMP)
+				packet_ts = g.value;
+			if (g.number == PFT_PACKET_TIMESTAMP_CLOCK_ID)
+				packet_clock = g.value;
+			if (g.number != PFT_PACKET_TRACK_DESCRIPTOR || pb_enter(&packet, &g, &desc))
+				continue;
+			while (pb_next(&desc, &h) == 1)
+				if (h.number == PFT_TRACK_UUID && h.value == uuid) {
+					*ts = packet_ts;
+					*clock = packet_clock;
+				}
+		}
+	}
+}
+
+/*
+ * A process, thread or kernel track's descriptor carries the time of the
+ * first event on its track or under it (MONOTONIC, on the snapshot's
+ * clocks): Perfetto binds it to the task its tid names when it reads it,
+ * which must come after the native data's task_newtask of that task.
+ * Global tracks, and a timeline without a clock snapshot, have none.
+ */
+TEST(task_descriptors_carry_their_first_event_time)
+{
+	struct timeline *tl = tl_new(), *back;
+	int proc = tl_add_track(
+		tl, &(struct tl_track_desc){
+			    .kind = TL_TRACK_PROCESS, .uuid = 10, .name = "p", .pid = 10});
+	int thr = tl_add_track(tl, &(struct tl_track_desc){.kind = TL_TRACK_THREAD,
+							   .uuid = 11,
+							   .parent_uuid = 10,
+							   .name = "t",
+							   .pid = 10,
+							   .tid = 11});
+	int kern = tl_add_track(tl, &(struct tl_track_desc){.kind = TL_TRACK_THREAD_KERNEL,
+							    .uuid = 12,
+							    .parent_uuid = 11,
+							    .name = "(kernel)"});
+	int glob = add_track_uuid(tl, TL_TRACK_GLOBAL, "g", 13);
+	uint64_t ts, clock;
+	char err[256] = "";
+	void *data = NULL;
+	size_t len = 0;
+
+	CHECK(proc >= 0 && thr >= 0 && kern >= 0 && glob >= 0);
+	tl_add_slice(tl, glob, 100, 10, "early", "c");
+	tl_add_slice(tl, thr, 700, 10, "late", "c");
+	tl_add_slice(tl, kern, 500, 10, "first", "c");
+	tl_set_clock_snapshot(tl, &(struct tl_clock_snapshot){.boottime_ns = 2000,
+							      .monotonic_ns = 1000,
+							      .realtime_ns = 3000});
+	CHECK(!pftw_write_mem(tl, &data, &len, err, sizeof(err)));
+	descriptor_time(data, len, 10, &ts, &clock);
+	CHECK(ts == 500 && clock == PFT_CLOCK_MONOTONIC);
+	descriptor_time(data, len, 11, &ts, &clock);
+	CHECK(ts == 500 && clock == PFT_CLOCK_MONOTONIC);
+	descriptor_time(data, len, 12, &ts, &clock);
+	CHECK(ts == 500 && clock == PFT_CLOCK_MONOTONIC);
+	descriptor_time(data, len, 13, &ts, &clock);
+	CHECK(ts == 0);
+	back = pftr_read_mem(data, len, NULL, err, sizeof(err));
+	CHECK(back && fx_same(tl, back));
+	free(data);
+	tl_free(back);
+	tl_free(tl);
+	/* Without a snapshot, MONOTONIC is no clock Perfetto could convert. */
+	tl = tl_new();
+	thr = tl_add_track(tl, &(struct tl_track_desc){
+				       .kind = TL_TRACK_THREAD, .uuid = 11, .pid = 10, .tid = 11});
+	tl_add_slice(tl, thr, 700, 10, "late", "c");
+	data = NULL;
+	CHECK(!pftw_write_mem(tl, &data, &len, err, sizeof(err)));
+	descriptor_time(data, len, 11, &ts, &clock);
+	CHECK(ts == 0);
+	free(data);
+	tl_free(tl);
+}

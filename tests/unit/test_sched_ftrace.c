@@ -4,15 +4,18 @@
  * back here by the rules of Perfetto's ftrace importer: bundles with a cpu,
  * compact arrays of equal length, two synthetic switches first, prev_state
  * in the kernel's trace encoding, BOOTTIME times, each waking in its
- * waker's bundle and time, utsname, tgids.
+ * waker's bundle and time, utsname, tgids, new tasks as task_newtask and
+ * the blocked function as sched_blocked_reason with its interned symbol.
  */
 #include "check.h"
+#include "kernel/blocked_function.h"
 #include "kernel/comm_cache.h"
 #include "kernel/sched_ftrace.h"
 #include "kernel/sched_index.h"
 #include "trace/pb.h"
 #include "trace/perfetto_read.h"
 #include "trace/perfetto_write.h"
+#include "symbols/ksyms.h"
 #include "trace_fixtures.h"
 #include "window_fixtures.h"
 
@@ -20,6 +23,8 @@
 #define A	    4001 /* a target thread */
 #define B	    4002 /* the thread that wakes it */
 #define HOG	    9000
+#define THREAD	    4003 /* a thread B starts */
+#define CHILD	    4100 /* a process B forks */
 #define BOOT_OFFSET 1000000000LL
 
 static struct ht_fr_event events[64];
@@ -33,6 +38,17 @@ static void add(unsigned int cpu, uint64_t ts, uint8_t kind, uint8_t flags, uint
 }
 
 #define MAX_EVENTS 32
+#define MAX_FULL   4
+
+/* A full FtraceEvent of a bundle, as Perfetto's ftrace parser reads it. */
+struct decoded_full {
+	uint64_t ts;
+	uint32_t pid;	/* the task that ran it */
+	uint32_t field; /* which event */
+	uint32_t tid;	/* newtask's pid, blocked reason's pid */
+	char comm[24];
+	uint64_t clone_flags, caller, io_wait;
+};
 
 /* One bundle as Perfetto's tokenizer walks it: absolute times, arrays in step. */
 struct decoded_bundle {
@@ -46,6 +62,9 @@ struct decoded_bundle {
 	uint32_t sw_pid[MAX_EVENTS], sw_comm[MAX_EVENTS], sw_prio[MAX_EVENTS];
 	uint64_t wk_ts[MAX_EVENTS];
 	uint32_t wk_pid[MAX_EVENTS], wk_flags[MAX_EVENTS], wk_cpu[MAX_EVENTS], wk_prio[MAX_EVENTS];
+	size_t nfull;
+	struct decoded_full full[MAX_FULL];
+	uint64_t sequence_id; /* its packet's trusted_packet_sequence_id */
 };
 
 struct decoded {
@@ -54,6 +73,11 @@ struct decoded {
 	char release[32];
 	size_t nthreads;
 	uint32_t tid[8], tgid[8];
+	/* InternedData.kernel_symbols: iids and strings, the sequence and its flags. */
+	size_t nsymbols;
+	uint64_t symbol_iid[4];
+	char symbol[4][32];
+	uint64_t symbols_sequence_id, symbols_sequence_flags;
 };
 
 static void unpack(const struct pb_field *f, struct decoded_bundle *bu)
@@ -102,6 +126,44 @@ static void unpack(const struct pb_field *f, struct decoded_bundle *bu)
 	}
 }
 
+static void decode_full(const struct pb_reader *parent, const struct pb_field *ef,
+			struct decoded_full *d)
+{
+	struct pb_reader r, m;
+	struct pb_field f, g;
+
+	CHECK(pb_enter(parent, ef, &r) == 0);
+	while (pb_next(&r, &f) > 0) {
+		if (f.number == HT_FTF_EVENT_TIMESTAMP)
+			d->ts = f.value;
+		else if (f.number == HT_FTF_EVENT_PID)
+			d->pid = (uint32_t)f.value;
+		if (f.number != HT_FTF_EVENT_TASK_NEWTASK &&
+		    f.number != HT_FTF_EVENT_SCHED_BLOCKED_REASON)
+			continue;
+		d->field = f.number;
+		CHECK(pb_enter(&r, &f, &m) == 0);
+		while (pb_next(&m, &g) > 0) {
+			/* pid is field 1 of both */
+			if (g.number == 1)
+				d->tid = (uint32_t)g.value;
+			if (d->field == HT_FTF_EVENT_TASK_NEWTASK &&
+			    g.number == HT_FTF_NEWTASK_COMM)
+				snprintf(d->comm, sizeof(d->comm), "%.*s", (int)g.len,
+					 (const char *)g.data);
+			if (d->field == HT_FTF_EVENT_TASK_NEWTASK &&
+			    g.number == HT_FTF_NEWTASK_CLONE_FLAGS)
+				d->clone_flags = g.value;
+			if (d->field == HT_FTF_EVENT_SCHED_BLOCKED_REASON &&
+			    g.number == HT_FTF_BLOCKED_REASON_CALLER)
+				d->caller = g.value;
+			if (d->field == HT_FTF_EVENT_SCHED_BLOCKED_REASON &&
+			    g.number == HT_FTF_BLOCKED_REASON_IO_WAIT)
+				d->io_wait = g.value;
+		}
+	}
+}
+
 static void decode_bundle(const struct pb_reader *parent, const struct pb_field *bf,
 			  struct decoded_bundle *bu)
 {
@@ -114,6 +176,8 @@ static void decode_bundle(const struct pb_reader *parent, const struct pb_field 
 			bu->has_cpu = 1;
 			bu->cpu = (uint32_t)f.value;
 		}
+		if (f.number == HT_FTF_BUNDLE_EVENT && bu->nfull < MAX_FULL)
+			decode_full(&r, &f, &bu->full[bu->nfull++]);
 		if (f.number != HT_FTF_BUNDLE_COMPACT_SCHED)
 			continue;
 		CHECK(pb_enter(&r, &f, &cr) == 0);
@@ -127,6 +191,30 @@ static void decode_bundle(const struct pb_reader *parent, const struct pb_field 
 	}
 }
 
+static void decode_kernel_symbols(const struct pb_reader *p, const struct pb_field *g,
+				  struct decoded *d, uint64_t seq_id, uint64_t seq_flags)
+{
+	struct pb_reader m, u;
+	struct pb_field h, k;
+
+	d->symbols_sequence_id = seq_id;
+	d->symbols_sequence_flags = seq_flags;
+	CHECK(pb_enter(p, g, &m) == 0);
+	while (pb_next(&m, &h) > 0) {
+		if (h.number != HT_FTF_INTERNED_KERNEL_SYMBOLS || d->nsymbols >= 4)
+			continue;
+		CHECK(pb_enter(&m, &h, &u) == 0);
+		while (pb_next(&u, &k) > 0) {
+			if (k.number == PFT_INTERNED_IID)
+				d->symbol_iid[d->nsymbols] = k.value;
+			if (k.number == PFT_INTERNED_STRING)
+				snprintf(d->symbol[d->nsymbols], sizeof(d->symbol[0]), "%.*s",
+					 (int)k.len, (const char *)k.data);
+		}
+		d->nsymbols++;
+	}
+}
+
 static void decode(const struct pb_buf *out, struct decoded *d)
 {
 	struct pb_reader top, p, m, u;
@@ -135,11 +223,22 @@ static void decode(const struct pb_buf *out, struct decoded *d)
 	memset(d, 0, sizeof(*d));
 	pb_reader_init(&top, out->data, out->len);
 	while (pb_next(&top, &f) > 0) {
+		uint64_t seq_id = 0, seq_flags = 0;
+
 		CHECK(f.number == PFT_TRACE_PACKET);
 		CHECK(pb_enter(&top, &f, &p) == 0);
 		while (pb_next(&p, &g) > 0) {
-			if (g.number == HT_FTF_PACKET_FTRACE_EVENTS && d->nbundles < 4)
+			/* The writer puts a packet's sequence and flags before its content. */
+			if (g.number == PFT_PACKET_SEQUENCE_ID)
+				seq_id = g.value;
+			if (g.number == PFT_PACKET_SEQUENCE_FLAGS)
+				seq_flags = g.value;
+			if (g.number == PFT_PACKET_INTERNED_DATA)
+				decode_kernel_symbols(&p, &g, d, seq_id, seq_flags);
+			if (g.number == HT_FTF_PACKET_FTRACE_EVENTS && d->nbundles < 4) {
+				d->b[d->nbundles].sequence_id = seq_id;
 				decode_bundle(&p, &g, &d->b[d->nbundles++]);
+			}
 			if (g.number == HT_FTF_PACKET_SYSTEM_INFO) {
 				CHECK(pb_enter(&p, &g, &m) == 0);
 				while (pb_next(&m, &h) > 0) {
@@ -168,14 +267,18 @@ static void decode(const struct pb_buf *out, struct decoded *d)
 	}
 }
 
-static void write_window(uint64_t t0, uint64_t t1, struct ht_fr_window *w, struct decoded *d)
+static void write_window_blocked(uint64_t t0, uint64_t t1, struct ht_fr_window *w,
+				 const struct ht_blocked_reason *blocked, size_t nblocked,
+				 struct decoded *d)
 {
 	struct ht_sched_ftrace_window sw = {.t0 = t0,
 					    .t1 = t1,
 					    .w = w,
 					    .comms = &comms,
 					    .boottime_offset_ns = BOOT_OFFSET,
-					    .kernel_release = "6.18.0-test"};
+					    .kernel_release = "6.18.0-test",
+					    .blocked = blocked,
+					    .nblocked = nblocked};
 	struct ht_sched_index idx;
 	struct pb_buf out;
 
@@ -186,6 +289,11 @@ static void write_window(uint64_t t0, uint64_t t1, struct ht_fr_window *w, struc
 	decode(&out, d);
 	ht_sched_index_free(&idx);
 	pb_buf_free(&out);
+}
+
+static void write_window(uint64_t t0, uint64_t t1, struct ht_fr_window *w, struct decoded *d)
+{
+	write_window_blocked(t0, t1, w, NULL, 0, d);
 }
 
 static void comms_offline(void)
@@ -199,6 +307,10 @@ static void comms_offline(void)
 	ht_comm_cache_seed_tgid(&comms, A, TGID);
 	ht_comm_cache_seed_tgid(&comms, B, TGID);
 	ht_comm_cache_seed_tgid(&comms, HOG, HOG);
+	ht_comm_cache_seed(&comms, THREAD, "worker");
+	ht_comm_cache_seed(&comms, CHILD, "child");
+	ht_comm_cache_seed_tgid(&comms, THREAD, TGID);
+	ht_comm_cache_seed_tgid(&comms, CHILD, CHILD);
 }
 
 static const struct decoded_bundle *bundle_of(const struct decoded *d, uint32_t cpu)
@@ -429,4 +541,140 @@ TEST(the_reader_passes_over_the_native_packets)
 	pb_buf_free(&b);
 	tl_free(tl);
 	tl_free(rich);
+}
+
+/*
+ * B starts a thread and forks a process on CPU 1: the thread a task_newtask
+ * in CPU 1's bundle, from B, with its comm and CLONE_THREAD, before anything
+ * else of its own (its waking, its time from the run-queue clock, lies
+ * before the fork's), and not in the process tree, where Perfetto would
+ * start a second thread of its tid; the process in the process tree only
+ * (Perfetto's process of a task_newtask takes no name from the dump).
+ */
+TEST(forks_are_task_newtask_events_before_the_child_is_seen)
+{
+	struct ht_fr_event entry[2];
+	bool valid[2] = {true, true};
+	const struct decoded_bundle *c0, *c1;
+	static struct decoded d;
+	struct ht_fr_window w;
+
+	comms_offline();
+	nevents = 0;
+	entry[0] = fx_fr_event(0, 100, HT_FR_SWITCH, 0, 0, A, 0, 0);
+	entry[1] = fx_fr_event(1, 100, HT_FR_SWITCH, 0, 0, B, 0, 0);
+	add(1, 1000, HT_FR_WAKEUP_NEW, HT_FRF_TARGET, THREAD, B, 0, HT_WAKE_TASK | 1 << 8);
+	add(1, 1010, HT_FR_FORK, HT_FRF_TARGET, B, THREAD, 0, TGID);
+	add(0, 1500, HT_FR_SWITCH, HT_FRF_PREV_TARGET, A, THREAD, 120, 0x1);
+	add(1, 2000, HT_FR_FORK, HT_FRF_TARGET, B, CHILD, 0, CHILD);
+	add(1, 3000, HT_FR_SWITCH, HT_FRF_PREV_TARGET, B, CHILD, 120, 0x1);
+	w = fx_fr_window(events, nevents, 500, 4000);
+	w.entry_switch = entry;
+	w.entry_valid = valid;
+	write_window(500, 4000, &w, &d);
+	c0 = bundle_of(&d, 0);
+	c1 = bundle_of(&d, 1);
+	CHECK(c0 && c1);
+	if (!c0 || !c1)
+		return;
+	CHECK(arrays_equal(c0) && arrays_equal(c1));
+	CHECK(c0->nfull == 0 && c1->nfull == 1);
+	CHECK(c1->full[0].field == HT_FTF_EVENT_TASK_NEWTASK && c1->full[0].pid == B &&
+	      c1->full[0].tid == THREAD && !strcmp(c1->full[0].comm, "worker") &&
+	      c1->full[0].clone_flags == HT_CLONE_THREAD);
+	CHECK(c1->n[HT_FTF_COMPACT_WAKING_TIMESTAMP] == 1 && c1->wk_pid[0] == THREAD);
+	CHECK(c1->full[0].ts < c1->wk_ts[0]);
+	/* After the CPU's two synthetic switches. */
+	CHECK(c1->full[0].ts > c1->sw_ts[1]);
+	CHECK(d.nthreads == 3);
+	for (size_t i = 0; i < d.nthreads; i++)
+		CHECK(d.tid[i] != THREAD && (d.tid[i] != CHILD || d.tgid[i] == CHILD));
+}
+
+/*
+ * A's sleep from 1000 on CPU 0 blocked in futex_wait_queue: a
+ * sched_blocked_reason in CPU 0's bundle 1 ns after the switch-out (Perfetto
+ * gives it to the thread's last blocked state), as the task that runs there
+ * then, its caller the iid of the kernel symbol interned on the bundles'
+ * sequence by a packet that clears that sequence's state. A switch-out
+ * that leaves A runnable gets none.
+ */
+TEST(a_blocked_function_follows_its_sleeps_switch_out)
+{
+	struct ht_fr_event entry[2];
+	bool valid[2] = {true, true};
+	const struct ht_blocked_reason blocked[2] = {
+		{.tid = A, .switch_out_ns = 1002, .function = "futex_wait_queue"},
+		{.tid = A, .switch_out_ns = 6000, .function = "do_epoll_wait", .io_wait = true},
+	};
+	const struct decoded_bundle *c0, *c1;
+	static struct decoded d;
+	struct ht_fr_window w;
+
+	comms_offline();
+	nevents = 0;
+	entry[0] = fx_fr_event(0, 100, HT_FR_SWITCH, 0, 0, A, 0, 0);
+	entry[1] = fx_fr_event(1, 100, HT_FR_SWITCH, 0, 0, B, 0, 0);
+	add(0, 1000, HT_FR_SWITCH, HT_FRF_PREV_TARGET, A, HOG, 120, 0x1);
+	add(1, 3000, HT_FR_WAKEUP, HT_FRF_TARGET, A, B, 0, HT_WAKE_TASK | 1 << 8);
+	add(0, 5000, HT_FR_SWITCH, HT_FRF_NEXT_TARGET, HOG, A, 120, 0);
+	add(0, 6000, HT_FR_SWITCH, HT_FRF_PREV_TARGET | HT_FRF_PREEMPT, A, HOG, 120, 0x1);
+	w = fx_fr_window(events, nevents, 500, 8000);
+	w.entry_switch = entry;
+	w.entry_valid = valid;
+	write_window_blocked(500, 8000, &w, blocked, 2, &d);
+	c0 = bundle_of(&d, 0);
+	c1 = bundle_of(&d, 1);
+	CHECK(c0 && c1);
+	if (!c0 || !c1)
+		return;
+	CHECK(arrays_equal(c0));
+	CHECK(c0->nfull == 1 && c1->nfull == 0);
+	CHECK(c0->full[0].field == HT_FTF_EVENT_SCHED_BLOCKED_REASON);
+	CHECK(c0->full[0].ts == 1001 + BOOT_OFFSET && c0->full[0].pid == HOG &&
+	      c0->full[0].tid == A && c0->full[0].io_wait == 0);
+	CHECK(d.nsymbols == 1 && d.symbol_iid[0] == c0->full[0].caller &&
+	      !strcmp(d.symbol[0], "futex_wait_queue"));
+	CHECK(d.symbols_sequence_id == HT_FTRACE_SEQUENCE_ID &&
+	      (d.symbols_sequence_flags & PFT_SEQ_INCREMENTAL_STATE_CLEARED));
+	CHECK(c0->sequence_id == HT_FTRACE_SEQUENCE_ID);
+	/* Its switch-out, then the blocked reason, before its switch-in at 5000. */
+	CHECK(c0->sw_ts[2] == 1000 + BOOT_OFFSET && c0->full[0].ts < c0->sw_ts[3]);
+}
+
+/*
+ * The first frame of the stack a thread slept on that is no scheduler
+ * function (the kernel's __sched text, or by name without its markers),
+ * and whether it passed through io_schedule.
+ */
+TEST(the_blocked_function_skips_the_scheduler)
+{
+	const uint64_t starts[] = {0x1000, 0x1000, 0x1100, 0x1200, 0x1300,
+				   0x1400, 0x2000, 0x2100, 0x2200};
+	const char *const names[] = {"__sched_text_start", "__schedule",
+				     "schedule",	   "io_schedule",
+				     "schedule_timeout",   "__sched_text_end",
+				     "futex_wait_queue",   "folio_wait_bit_common",
+				     "do_syscall_64"};
+	const uint64_t futex[] = {0x1010, 0x1110, 0x1310, 0x2010, 0x2210};
+	const uint64_t io[] = {0x1010, 0x1110, 0x1210, 0x2110, 0x2210};
+	const uint64_t unknown[] = {0x1010, 0x10};
+	struct ht_ksyms *k = ht_ksyms_from_list(starts, names, 9);
+	struct ht_ksyms *bare = ht_ksyms_from_list(starts + 1, names + 1, 4);
+	char fn[64];
+	bool io_wait = true;
+
+	CHECK(k && bare);
+	if (!k || !bare)
+		return;
+	CHECK(ht_blocked_function(futex, 5, k, fn, sizeof(fn), &io_wait) &&
+	      !strcmp(fn, "futex_wait_queue") && !io_wait);
+	CHECK(ht_blocked_function(io, 5, k, fn, sizeof(fn), &io_wait) &&
+	      !strcmp(fn, "folio_wait_bit_common") && io_wait);
+	CHECK(!ht_blocked_function(unknown, 2, k, fn, sizeof(fn), &io_wait));
+	/* Without the section markers, by name: __schedule, schedule and io_schedule. */
+	fn[0] = 0;
+	CHECK(!ht_blocked_function(io, 3, bare, fn, sizeof(fn), &io_wait) && io_wait);
+	ht_ksyms_free(k);
+	ht_ksyms_free(bare);
 }

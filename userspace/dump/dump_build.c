@@ -13,6 +13,7 @@
 #include "trace/dump_schema.h"
 #include "kernel/kernel_timeline.h"
 #include "symbols/ksyms.h"
+#include "kernel/blocked_function.h"
 #include "base/clock.h"
 #include "base/log.h"
 #include "base/machine.h"
@@ -541,13 +542,64 @@ static void add_marks(struct timeline *tl, struct ht_comm_cache *comms,
 }
 
 /*
+ * When the sleep the breach's kernel stack was taken on began: an off-CPU
+ * breach's own; a syscall's off-CPU interval over its threshold; else the
+ * syscall's last switch-out (its stack is kept at each switch-in once it is
+ * too long). 0 for a wait on the run queue, which has no blocked function.
+ */
+static uint64_t breach_sleep_start(const struct ht_breach *br, const struct ht_fr_window *w)
+{
+	uint64_t last = 0;
+
+	if (br->kind == HT_BREACH_OFF_CPU)
+		return br->start_ns;
+	if (br->kind != HT_BREACH_SYSCALL)
+		return 0;
+	if (br->off_cpu_end_ns)
+		return br->off_cpu_start_ns;
+	for (size_t i = 0; i < w->count; i++) {
+		const struct ht_flight_record *r = &w->events[i].rec;
+
+		if (r->kind == HT_FR_SWITCH && r->tid_a == br->tid && r->ts_ns < br->end_ns &&
+		    r->ts_ns >= br->start_ns && r->ts_ns > last)
+			last = r->ts_ns;
+	}
+	return last;
+}
+
+/* The function the breached thread blocked in, from the kernel stack it slept on. */
+static size_t breach_blocked_reason(const struct ht_dump_builder *b, const struct ht_dump_job *job,
+				    const struct ht_dump_capture *c, char *fn, size_t len,
+				    struct ht_blocked_reason *out)
+{
+	const struct ht_breach *br = &job->breach;
+	int depth = br->kstack_bytes > 0 ? br->kstack_bytes / (int)sizeof(uint64_t) : 0;
+	bool io_wait;
+
+	if (!job->has_breach || depth > HT_MAX_KSTACK_DEPTH)
+		return 0;
+	*out = (struct ht_blocked_reason){
+		.tid = br->tid,
+		.switch_out_ns = breach_sleep_start(br, &c->w),
+	};
+	if (!out->switch_out_ns ||
+	    !ht_blocked_function((const uint64_t *)br->kstack, depth, b->cfg->ksyms, fn, len, &io_wait))
+		return 0;
+	out->function = fn;
+	out->io_wait = io_wait;
+	return 1;
+}
+
+/*
  * The window's scheduling data in Perfetto's native form (kernel/sched_ftrace.h),
  * into NATIVE; nothing without a clock snapshot to put it on BOOTTIME.
  */
 static int build_native_sched(struct ht_dump_builder *b, const struct timeline *tl,
-			      const struct ht_dump_capture *c, const struct ht_sched_index *idx,
-			      struct pb_buf *native)
+			      const struct ht_dump_job *job, const struct ht_dump_capture *c,
+			      const struct ht_sched_index *idx, struct pb_buf *native)
 {
+	struct ht_blocked_reason blocked;
+	char blocked_fn[128];
 	const struct tl_clock_snapshot *snap = tl_clock_snapshot(tl);
 	const char *release = tl_meta_get(tl, HT_META_KERNEL);
 	struct ht_sched_ftrace_window sw = {
@@ -557,10 +609,12 @@ static int build_native_sched(struct ht_dump_builder *b, const struct timeline *
 		.idx = idx,
 		.comms = b->comms,
 		.kernel_release = release ? release : "",
+		.blocked = &blocked,
 	};
 
 	if (!snap)
 		return 0;
+	sw.nblocked = breach_blocked_reason(b, job, c, blocked_fn, sizeof(blocked_fn), &blocked);
 	sw.boottime_offset_ns = (int64_t)(snap->boottime_ns - snap->monotonic_ns);
 	/*
 	 * The processes of the threads the timeline describes, where the comm
@@ -630,7 +684,7 @@ static int build_timeline(struct ht_dump_builder *b, struct timeline *tl,
 	}
 	rc = ht_kernel_timeline_build(tl, &kw);
 	if (!rc)
-		rc = build_native_sched(b, tl, c, &idx, native);
+		rc = build_native_sched(b, tl, job, c, &idx, native);
 	ht_sched_index_free(&idx);
 	if (!rc) {
 		add_sources(b, tl, job, c);

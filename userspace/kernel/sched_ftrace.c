@@ -31,6 +31,8 @@
 
 /* How far back and forward on its CPU a waking looks for its waker's time there. */
 #define WAKER_SEARCH_SWITCHES 64
+/* How far a sleep's switch-out, as its caller knows it, may lie from the recorded one. */
+#define BLOCKED_MATCH_NS 100000
 
 /* A task coming onto or leaving a CPU: the edges of its on-CPU intervals. */
 struct task_edge {
@@ -48,6 +50,18 @@ struct waking {
 	unsigned int cpu; /* the bundle: the CPU its waker ran on */
 };
 
+/* A full FtraceEvent of a bundle: a new task, or the function a sleep blocked in. */
+struct full_event {
+	uint64_t ts;
+	unsigned int cpu;
+	uint32_t pid;	/* the task that ran it: the parent, the sleeper */
+	uint32_t field; /* HT_FTF_EVENT_TASK_NEWTASK or HT_FTF_EVENT_SCHED_BLOCKED_REASON */
+	uint32_t tid;	/* the child, the sleeper */
+	uint64_t clone_flags;
+	uint32_t caller_iid;
+	bool io_wait;
+};
+
 struct builder {
 	const struct ht_sched_ftrace_window *sw;
 	struct task_edge *edges; /* by tid, then time */
@@ -57,6 +71,11 @@ struct builder {
 	char (*comms)[HT_COMM_LEN + 8]; /* of tids[i]; "" until looked up */
 	struct waking *wakings;		/* by CPU, then time */
 	size_t nwakings;
+	bool *forked;		 /* of tids[i]: its task_newtask starts it, not the process tree */
+	struct full_event *full; /* by CPU, then time */
+	size_t nfull;
+	const char **symbols; /* kernel_symbols: iid i + 1 */
+	size_t nsymbols;
 };
 
 int64_t ht_ftrace_prev_state(uint32_t raw_state, int preempted)
@@ -123,6 +142,15 @@ static int cmp_waking(const void *a, const void *b)
 	return x->ts < y->ts ? -1 : x->ts > y->ts;
 }
 
+static int cmp_full_event(const void *a, const void *b)
+{
+	const struct full_event *x = a, *y = b;
+
+	if (x->cpu != y->cpu)
+		return x->cpu < y->cpu ? -1 : 1;
+	return x->ts < y->ts ? -1 : x->ts > y->ts;
+}
+
 static bool is_wakeup(const struct ht_fr_event *e)
 {
 	return e->rec.kind == HT_FR_WAKEUP || e->rec.kind == HT_FR_WAKEUP_NEW;
@@ -148,8 +176,10 @@ static int collect_tasks(struct builder *b)
 			b->tids[n++] = e->rec.tid_b;
 			b->edges[nedges++] = (struct task_edge){e->rec.ts_ns, e->rec.tid_a, false};
 			b->edges[nedges++] = (struct task_edge){e->rec.ts_ns, e->rec.tid_b, true};
-		} else if (is_wakeup(e)) {
+		} else if (is_wakeup(e) || e->rec.kind == HT_FR_FORK) {
 			b->tids[n++] = e->rec.tid_a;
+			if (e->rec.kind == HT_FR_FORK)
+				b->tids[n++] = e->rec.tid_b;
 		}
 	}
 	qsort(b->tids, n, sizeof(*b->tids), cmp_u32);
@@ -160,7 +190,8 @@ static int collect_tasks(struct builder *b)
 	qsort(b->edges, nedges, sizeof(*b->edges), cmp_edge);
 	b->nedges = nedges;
 	b->comms = calloc(b->ntids ? b->ntids : 1, sizeof(*b->comms));
-	if (!b->comms)
+	b->forked = calloc(b->ntids ? b->ntids : 1, sizeof(*b->forked));
+	if (!b->comms || !b->forked)
 		return ht_fail("out of memory for the window's scheduling data");
 	return 0;
 }
@@ -373,6 +404,142 @@ static int collect_wakings(struct builder *b)
 	return 0;
 }
 
+static uint32_t intern_symbol(struct builder *b, const char *name)
+{
+	for (size_t i = 0; i < b->nsymbols; i++)
+		if (!strcmp(b->symbols[i], name))
+			return (uint32_t)i + 1;
+	b->symbols[b->nsymbols++] = name;
+	return (uint32_t)b->nsymbols;
+}
+
+/*
+ * A new thread the recorder holds the fork of as Perfetto's task_newtask
+ * (CLONE_THREAD), on the CPU that recorded it. Perfetto starts a new thread
+ * of its parent's process there, so it must come before anything else of
+ * the child's: a switch-in, or a waking whose time came from the run-queue
+ * clock.
+ */
+static void add_newtask(struct builder *b, const struct ht_fr_event *e,
+			const uint64_t *first_waking)
+{
+	uint32_t child = e->rec.tid_b, tgid = (uint32_t)e->rec.arg;
+	uint64_t ts = e->rec.ts_ns;
+	size_t i = tid_index(b, child), first, end;
+
+	if (!child || i >= b->ntids || b->tids[i] != child || b->forked[i])
+		return;
+	edges_of(b, child, &first, &end);
+	if (first < end && b->edges[first].ts <= ts)
+		ts = b->edges[first].ts - 1;
+	if (first_waking[i] <= ts)
+		ts = first_waking[i] - 1;
+	if (!tgid)
+		tgid = ht_comm_tgid(b->sw->comms, child);
+	/*
+	 * A thread's tgid is its parent's, a new process's its own tid. A new
+	 * process stays in the process tree: Perfetto's process of a
+	 * task_newtask without CLONE_THREAD keeps no name from the dump's
+	 * process descriptor (a child that execs, as procs_spin's, is unnamed).
+	 */
+	if (!tgid || tgid == child)
+		return;
+	b->forked[i] = true;
+	b->full[b->nfull++] = (struct full_event){
+		.ts = ts,
+		.cpu = e->cpu,
+		.pid = e->rec.tid_a,
+		.field = HT_FTF_EVENT_TASK_NEWTASK,
+		.tid = child,
+		.clone_flags = HT_CLONE_THREAD,
+	};
+}
+
+/*
+ * The function BR's sleep blocked in, just after the switch-out that began
+ * it (Perfetto gives it to the thread's last blocked state) and before its
+ * next switch-in, on the CPU it left, as the task running there then. None
+ * when the window has no such switch-out, or the thread left runnable.
+ */
+static void add_blocked_reason(struct builder *b, const struct ht_blocked_reason *br)
+{
+	const struct ht_fr_window *w = b->sw->w;
+	const struct ht_fr_event *out = NULL;
+	size_t first, end, k;
+	int64_t state;
+
+	for (size_t i = 0; i < w->count && br->function; i++) {
+		const struct ht_fr_event *e = &w->events[i];
+		uint64_t d = dist(e->rec.ts_ns, br->switch_out_ns);
+
+		if (e->rec.kind == HT_FR_SWITCH && e->rec.tid_a == br->tid &&
+		    d <= BLOCKED_MATCH_NS && (!out || d < dist(out->rec.ts_ns, br->switch_out_ns)))
+			out = e;
+	}
+	if (!out)
+		return;
+	state = ht_ftrace_prev_state((uint32_t)out->rec.arg,
+				     (out->rec.flags & HT_FRF_PREEMPT) != 0);
+	if (!state || state == TASK_REPORT_MAX)
+		return;
+	edges_of(b, br->tid, &first, &end);
+	k = HT_PARTITION_POINT(first, end, i, b->edges[i].ts <= out->rec.ts_ns);
+	if (k < end && b->edges[k].ts <= out->rec.ts_ns + 1)
+		return;
+	b->full[b->nfull++] = (struct full_event){
+		.ts = out->rec.ts_ns + 1,
+		.cpu = out->cpu,
+		.pid = out->rec.tid_b,
+		.field = HT_FTF_EVENT_SCHED_BLOCKED_REASON,
+		.tid = br->tid,
+		.caller_iid = intern_symbol(b, br->function),
+		.io_wait = br->io_wait,
+	};
+}
+
+static int collect_full_events(struct builder *b)
+{
+	const struct ht_fr_window *w = b->sw->w;
+	uint64_t *first_waking = NULL;
+	size_t nforks = 0;
+
+	for (size_t i = 0; i < w->count; i++)
+		nforks += w->events[i].rec.kind == HT_FR_FORK;
+	b->full = malloc((nforks + b->sw->nblocked + 1) * sizeof(*b->full));
+	b->symbols = malloc((b->sw->nblocked + 1) * sizeof(*b->symbols));
+	if (nforks)
+		first_waking = malloc((b->ntids ? b->ntids : 1) * sizeof(*first_waking));
+	if (!b->full || !b->symbols || (nforks && !first_waking)) {
+		free(first_waking);
+		return ht_fail("out of memory for the window's scheduling data");
+	}
+	if (nforks) {
+		memset(first_waking, 0xff, (b->ntids ? b->ntids : 1) * sizeof(*first_waking));
+		for (size_t i = 0; i < b->nwakings; i++) {
+			size_t t = tid_index(b, b->wakings[i].pid);
+
+			if (t < b->ntids && b->wakings[i].ts < first_waking[t])
+				first_waking[t] = b->wakings[i].ts;
+		}
+		/* As recorded too: the dump's TrackEvent part places a run-queue wait there. */
+		for (size_t i = 0; i < w->count; i++) {
+			const struct ht_fr_event *e = &w->events[i];
+			size_t t = tid_index(b, e->rec.tid_a);
+
+			if (is_wakeup(e) && t < b->ntids && e->rec.ts_ns < first_waking[t])
+				first_waking[t] = e->rec.ts_ns;
+		}
+	}
+	for (size_t i = 0; i < w->count; i++)
+		if (w->events[i].rec.kind == HT_FR_FORK)
+			add_newtask(b, &w->events[i], first_waking);
+	for (size_t i = 0; i < b->sw->nblocked; i++)
+		add_blocked_reason(b, &b->sw->blocked[i]);
+	qsort(b->full, b->nfull, sizeof(*b->full), cmp_full_event);
+	free(first_waking);
+	return 0;
+}
+
 /* The compact_sched arrays, in the order written. */
 enum bundle_array {
 	SW_TS,
@@ -414,6 +581,16 @@ struct bundle {
 	uint64_t last_switch_ts, last_waking_ts;
 };
 
+/* TID's comm (not the idle task's), looked up once. */
+static const char *task_comm(struct builder *b, uint32_t tid, unsigned int cpu)
+{
+	size_t i = tid_index(b, tid);
+
+	if (!b->comms[i][0])
+		ht_comm_lookup(b->sw->comms, tid, cpu, b->comms[i], sizeof(b->comms[i]));
+	return b->comms[i];
+}
+
 static uint32_t bundle_comm(struct builder *b, struct bundle *bu, uint32_t tid)
 {
 	char buf[HT_COMM_LEN + 8];
@@ -428,12 +605,9 @@ static uint32_t bundle_comm(struct builder *b, struct bundle *bu, uint32_t tid)
 	} else {
 		i = tid_index(b, tid);
 		slot = &bu->comm_index[i];
-		if (*slot < 0) {
-			if (!b->comms[i][0])
-				ht_comm_lookup(b->sw->comms, tid, bu->cpu, b->comms[i],
-					       sizeof(b->comms[i]));
-			pb_string(&bu->intern, HT_FTF_COMPACT_INTERN_TABLE, b->comms[i]);
-		}
+		if (*slot < 0)
+			pb_string(&bu->intern, HT_FTF_COMPACT_INTERN_TABLE,
+				  task_comm(b, tid, bu->cpu));
 	}
 	if (*slot < 0)
 		*slot = (int32_t)bu->ncomms++;
@@ -493,13 +667,39 @@ static bool entry_task(const struct builder *b, unsigned int cpu, size_t first_s
 	return false;
 }
 
-static void write_bundle_packet(struct pb_buf *out, struct bundle *bu)
+/* One full FtraceEvent: its time and task first, as Perfetto's tokenizer reads them fastest. */
+static void write_full_event(struct builder *b, const struct full_event *f, struct pb_buf *out)
+{
+	size_t event = pb_begin(out, HT_FTF_BUNDLE_EVENT);
+	size_t msg;
+
+	pb_varint(out, HT_FTF_EVENT_TIMESTAMP, boottime(b, f->ts));
+	pb_varint(out, HT_FTF_EVENT_PID, f->pid);
+	msg = pb_begin(out, f->field);
+	if (f->field == HT_FTF_EVENT_TASK_NEWTASK) {
+		pb_varint(out, HT_FTF_NEWTASK_PID, f->tid);
+		pb_string(out, HT_FTF_NEWTASK_COMM, task_comm(b, f->tid, f->cpu));
+		pb_varint(out, HT_FTF_NEWTASK_CLONE_FLAGS, f->clone_flags);
+	} else {
+		pb_varint(out, HT_FTF_BLOCKED_REASON_PID, f->tid);
+		pb_varint(out, HT_FTF_BLOCKED_REASON_CALLER, f->caller_iid);
+		pb_varint(out, HT_FTF_BLOCKED_REASON_IO_WAIT, f->io_wait);
+	}
+	pb_end(out, msg);
+	pb_end(out, event);
+}
+
+static void write_bundle_packet(struct builder *b, struct pb_buf *out, struct bundle *bu,
+				const struct full_event *full, size_t nfull)
 {
 	size_t packet = pb_begin(out, PFT_TRACE_PACKET);
-	size_t bundle = pb_begin(out, HT_FTF_PACKET_FTRACE_EVENTS);
-	size_t compact;
+	size_t bundle, compact;
 
+	pb_varint(out, PFT_PACKET_SEQUENCE_ID, HT_FTRACE_SEQUENCE_ID);
+	bundle = pb_begin(out, HT_FTF_PACKET_FTRACE_EVENTS);
 	pb_varint(out, HT_FTF_BUNDLE_CPU, bu->cpu);
+	for (size_t i = 0; i < nfull; i++)
+		write_full_event(b, &full[i], out);
 	compact = pb_begin(out, HT_FTF_BUNDLE_COMPACT_SCHED);
 	pb_raw(out, bu->intern.data, bu->intern.len);
 	for (size_t i = 0; i < NARRAYS; i++)
@@ -510,23 +710,36 @@ static void write_bundle_packet(struct pb_buf *out, struct bundle *bu)
 	pb_end(out, packet);
 }
 
-/* Every switch on CPU in the window, and the wakings its tasks raised there. */
-static int write_cpu(struct builder *b, unsigned int cpu, size_t *waking_cursor, struct pb_buf *out)
+/*
+ * Every switch on CPU in the window, the wakings its tasks raised there and
+ * its full events; the cursors walk the wakings and full events by CPU.
+ */
+static int write_cpu(struct builder *b, unsigned int cpu, size_t *waking_cursor,
+		     size_t *full_cursor, struct pb_buf *out)
 {
 	const struct ht_fr_window *w = b->sw->w;
 	struct bundle bu = {.cpu = cpu, .swapper_index = -1};
 	size_t first_switch = w->count, wk_first = *waking_cursor, wk_end = wk_first;
+	size_t full_first = *full_cursor, full_end = full_first;
 	uint64_t sync_ns;
 	uint32_t entry, entry_prio;
 
 	while (wk_end < b->nwakings && b->wakings[wk_end].cpu == cpu)
 		wk_end++;
 	*waking_cursor = wk_end;
+	while (full_end < b->nfull && b->full[full_end].cpu == cpu)
+		full_end++;
+	*full_cursor = full_end;
 	for (size_t i = 0; i < w->count && first_switch == w->count; i++)
 		if (w->events[i].rec.kind == HT_FR_SWITCH && w->events[i].cpu == cpu)
 			first_switch = i;
-	if (!entry_task(b, cpu, first_switch, &entry, &entry_prio))
-		return 0; /* nothing ran there that the recorder saw */
+	if (!entry_task(b, cpu, first_switch, &entry, &entry_prio)) {
+		/* No switch there: the task of its first full event ran throughout. */
+		if (full_first == full_end)
+			return 0; /* nothing ran there that the recorder saw */
+		entry = b->full[full_first].pid;
+		entry_prio = HT_FTRACE_PRIO;
+	}
 	bu.comm_index = malloc((b->ntids ? b->ntids : 1) * sizeof(*bu.comm_index));
 	if (!bu.comm_index)
 		return ht_fail("out of memory for the window's scheduling data");
@@ -544,6 +757,8 @@ static int write_cpu(struct builder *b, unsigned int cpu, size_t *waking_cursor,
 		sync_ns = w->events[first_switch].rec.ts_ns;
 	if (wk_first < wk_end && b->wakings[wk_first].ts < sync_ns)
 		sync_ns = b->wakings[wk_first].ts;
+	if (full_first < full_end && b->full[full_first].ts < sync_ns)
+		sync_ns = b->full[full_first].ts;
 	add_switch(b, &bu, sync_ns - 2, 0, 0, HT_FTRACE_PRIO);
 	add_switch(b, &bu, sync_ns - 1, 0, entry, entry_prio);
 	for (size_t i = first_switch; i < w->count; i++) {
@@ -558,7 +773,7 @@ static int write_cpu(struct builder *b, unsigned int cpu, size_t *waking_cursor,
 	}
 	for (size_t i = wk_first; i < wk_end; i++)
 		add_waking(b, &bu, &b->wakings[i]);
-	write_bundle_packet(out, &bu);
+	write_bundle_packet(b, out, &bu, &b->full[full_first], full_end - full_first);
 	out->err = out->err ? out->err : bu.intern.err;
 	pb_buf_free(&bu.intern);
 	for (size_t i = 0; i < NARRAYS; i++) {
@@ -595,7 +810,7 @@ static void write_process_tree(const struct builder *b, struct pb_buf *out)
 		uint32_t tgid = ht_comm_tgid(b->sw->comms, b->tids[i]);
 		size_t thread;
 
-		if (!tgid)
+		if (!tgid || b->forked[i])
 			continue;
 		thread = pb_begin(out, HT_FTF_PROCESS_TREE_THREADS);
 		pb_varint(out, HT_FTF_THREAD_TID, b->tids[i]);
@@ -606,18 +821,45 @@ static void write_process_tree(const struct builder *b, struct pb_buf *out)
 	pb_end(out, packet);
 }
 
+/*
+ * The kernel symbols the sched_blocked_reason events name, on the bundles'
+ * sequence, which this packet starts (Perfetto keeps interned data only
+ * on a sequence whose incremental state was cleared).
+ */
+static void write_kernel_symbols(const struct builder *b, struct pb_buf *out)
+{
+	size_t packet, interned;
+
+	if (!b->nsymbols)
+		return;
+	packet = pb_begin(out, PFT_TRACE_PACKET);
+	pb_varint(out, PFT_PACKET_SEQUENCE_ID, HT_FTRACE_SEQUENCE_ID);
+	pb_varint(out, PFT_PACKET_SEQUENCE_FLAGS, PFT_SEQ_INCREMENTAL_STATE_CLEARED);
+	interned = pb_begin(out, PFT_PACKET_INTERNED_DATA);
+	for (size_t i = 0; i < b->nsymbols; i++) {
+		size_t sym = pb_begin(out, HT_FTF_INTERNED_KERNEL_SYMBOLS);
+
+		pb_varint(out, PFT_INTERNED_IID, i + 1);
+		pb_string(out, PFT_INTERNED_STRING, b->symbols[i]);
+		pb_end(out, sym);
+	}
+	pb_end(out, interned);
+	pb_end(out, packet);
+}
+
 int ht_sched_ftrace_write(const struct ht_sched_ftrace_window *sw, struct pb_buf *out)
 {
 	struct builder b = {.sw = sw};
-	size_t waking_cursor = 0;
+	size_t waking_cursor = 0, full_cursor = 0;
 	int rc = -1;
 
-	if (collect_tasks(&b) || collect_wakings(&b))
+	if (collect_tasks(&b) || collect_wakings(&b) || collect_full_events(&b))
 		goto out;
 	write_system_info(&b, out);
 	write_process_tree(&b, out);
+	write_kernel_symbols(&b, out);
 	for (unsigned int cpu = 0; cpu < sw->w->ncpus; cpu++)
-		if (write_cpu(&b, cpu, &waking_cursor, out))
+		if (write_cpu(&b, cpu, &waking_cursor, &full_cursor, out))
 			goto out;
 	rc = out->err ? ht_fail("out of memory for the window's scheduling data") : 0;
 out:
@@ -625,5 +867,8 @@ out:
 	free(b.edges);
 	free(b.comms);
 	free(b.wakings);
+	free(b.forked);
+	free(b.full);
+	free(b.symbols);
 	return rc;
 }

@@ -214,10 +214,28 @@ static size_t pftw_descriptor_packet_begin(struct pftw *w)
 	return packet;
 }
 
-static void pftw_write_track(struct pftw *w, const struct tl_track *t)
+/*
+ * FIRST_NS: the first event on the track or on a track under it, 0 for
+ * none. A process, thread or kernel track's descriptor carries it as its
+ * time: Perfetto binds the descriptor (and its parents) to the thread or
+ * process the tid or pid names when it reads it, and a task the file's
+ * native scheduling data starts later (task_newtask) would be a second
+ * thread of the same tid if the descriptor came first. (An untimed packet
+ * would take the time of the last timed one.) Only with a clock snapshot,
+ * which puts MONOTONIC on the trace's clock.
+ */
+static void pftw_write_track(struct pftw *w, const struct tl_track *t, uint64_t first_ns)
 {
 	size_t packet = pftw_descriptor_packet_begin(w);
-	size_t desc = pb_begin(&w->out, PFT_PACKET_TRACK_DESCRIPTOR);
+	size_t desc;
+
+	if (first_ns && tl_clock_snapshot(w->tl) &&
+	    (t->kind == TL_TRACK_PROCESS || t->kind == TL_TRACK_THREAD ||
+	     t->kind == TL_TRACK_THREAD_KERNEL)) {
+		pb_varint(&w->out, PFT_PACKET_TIMESTAMP, first_ns);
+		pb_varint(&w->out, PFT_PACKET_TIMESTAMP_CLOCK_ID, PFT_CLOCK_MONOTONIC);
+	}
+	desc = pb_begin(&w->out, PFT_PACKET_TRACK_DESCRIPTOR);
 
 	pb_varint(&w->out, PFT_TRACK_UUID, t->uuid);
 	if (t->parent_uuid)
@@ -322,20 +340,44 @@ static void pftw_write_hybtrace_track(struct pftw *w)
 	pftw_packet_end(w, packet);
 }
 
-static void pftw_write_tracks(struct pftw *w, uint64_t first_ts_ns)
+/* Each track's first event, or that of a track under it (0: none), into FIRST[track]. */
+static void pftw_tracks_first_ns(const struct timeline *tl, uint64_t *first)
+{
+	for (size_t i = 0; i < tl_event_count(tl); i++) {
+		const struct tl_event *e = tl_event(tl, i);
+		long t = (long)e->track;
+
+		/* Up the parents: a kernel track's thread, a thread's process (at most 4). */
+		for (int depth = 0; t >= 0 && depth < 4; depth++) {
+			if (!first[t] || e->ts_ns < first[t])
+				first[t] = e->ts_ns;
+			t = tl_track(tl, (size_t)t)->parent_uuid
+				    ? tl_track_find(tl, tl_track(tl, (size_t)t)->parent_uuid)
+				    : -1;
+		}
+	}
+}
+
+static int pftw_write_tracks(struct pftw *w, uint64_t first_ts_ns)
 {
 	const struct timeline *tl = w->tl;
 	bool hidden = pftw_has_hidden_kinds(tl);
 	bool own = tl_track_find(tl, TL_HYBTRACE_UUID) >= 0;
+	uint64_t *first = calloc(tl_track_count(tl) + 1, sizeof(*first));
 
+	if (!first)
+		return -ENOMEM;
+	pftw_tracks_first_ns(tl, first);
 	if (!own && (hidden || tl_meta_count(tl)))
 		pftw_write_hybtrace_track(w);
 	for (size_t i = 0; i < tl_track_count(tl); i++)
-		pftw_write_track(w, tl_track(tl, i));
+		pftw_write_track(w, tl_track(tl, i), first[i]);
+	free(first);
 	if (tl_meta_count(tl))
 		pftw_write_metadata(w, first_ts_ns);
 	if (hidden)
 		pftw_write_track_kinds(w, first_ts_ns);
+	return 0;
 }
 
 /* Interned data, sent in the packet that first needs it. */
@@ -891,7 +933,9 @@ static int pftw_run(struct pftw *w)
 		return err;
 	pftw_write_defaults(w);
 	pftw_write_clock_snapshot(w);
-	pftw_write_tracks(w, pftw_first_ts(w));
+	err = pftw_write_tracks(w, pftw_first_ts(w));
+	if (err)
+		return pftw_fail(w, err, "out of memory");
 	/* Stop at the first failure rather than pile the rest of the trace up in memory. */
 	while (!w->flush_err && !w->out.err && pftw_write_next_point(w))
 		;
