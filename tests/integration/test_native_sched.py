@@ -71,8 +71,9 @@ def dump_of_kind(out, kind, tid=None):
 
 @test
 def off_cpu_dump_has_native_thread_states():
-    """An off-CPU breach: the thread sleeps (S) from the breach's start, then is runnable
-    (R) from its waking by the releaser, and runs again at the breach's end."""
+    """An off-CPU breach: the thread sleeps (S) from the breach's start, in the futex function
+    it blocked in, then is runnable (R) from its waking by the releaser, which is on its
+    critical path, and runs again at the breach's end."""
     need_root()
     trace_processor()
     with tempfile.TemporaryDirectory() as out:
@@ -105,6 +106,7 @@ def off_cpu_dump_has_native_thread_states():
         on_path = critical_path_tids(path, r["tid"], r["start_ns"], r["end_ns"])
         check(releaser in on_path, "%s: the critical path of %d over its breach holds %r, "
               "not the releaser %d" % (path, r["tid"], sorted(on_path), releaser))
+        check_blocked_function(path, r["tid"], r["start_ns"])
 
 
 def critical_path_tids(path, tid, start_ns, end_ns):
@@ -117,29 +119,18 @@ def critical_path_tids(path, tid, start_ns, end_ns):
         "tid = %d), %d, %d) cp" % (tid, start_ns, end_ns - start_ns))}
 
 
-@test
-def off_cpu_dump_names_the_blocked_function():
+def check_blocked_function(path, tid, start_ns):
     """The kernel has no sched_blocked_reason tracepoint: the dump derives it from the stack
     the breached thread slept on, so Perfetto's S state of a futex wait at the breach's start
     names a futex function as blocked_function, and not an I/O wait."""
-    need_root()
-    trace_processor()
-    with tempfile.TemporaryDirectory() as out:
-        run = hybtrace(["run", "--json", "--rq-delay", "off", "--off-cpu", "10ms",
-                        "--min-interval", "0ms", "--output", out, "--",
-                        workload("offcpu_wake"), "futex", "20", "1"])
-        check(run.rc == 0, run.describe())
-        victim = run.events("block_start")[0]["tid"]
-        path, r = dump_of_kind(out, "off-cpu", victim)
-        check_no_import_errors(path)
-        rows = tp_query(path, "select ts.ts, ts.state, ts.blocked_function as fn, ts.io_wait "
-                        "from thread_state ts join thread using (utid) where thread.tid = %d "
-                        "and ts.state = 'S' and ts.ts between %d and %d"
-                        % (victim, r["start_ns"] - SLACK_NS, r["start_ns"] + SLACK_NS))
-        check(rows and all((x["fn"] or "").startswith("futex_") and not x["io_wait"]
-                           for x in rows),
-              "%s: the S state of %d at the breach's start %d names no futex function: %r"
-              % (path, victim, r["start_ns"], rows))
+    rows = tp_query(path, "select ts.ts, ts.state, ts.blocked_function as fn, ts.io_wait "
+                    "from thread_state ts join thread using (utid) where thread.tid = %d "
+                    "and ts.state = 'S' and ts.ts between %d and %d"
+                    % (tid, start_ns - SLACK_NS, start_ns + SLACK_NS))
+    check(rows and all((x["fn"] or "").startswith("futex_") and not x["io_wait"]
+                       for x in rows),
+          "%s: the S state of %d at the breach's start %d names no futex function: %r"
+          % (path, tid, start_ns, rows))
 
 
 # The target starts a thread and forks a process that starts a thread of its own; each new
