@@ -540,18 +540,23 @@ def section_bpf_cost(args, out):
 
 
 def sched_waking_totals():
-    """handle_sched_waking's (run_time_ns, run_cnt) so far: its statistics are cumulative."""
-    p = subprocess.run(["bpftool", "-j", "prog", "show", "name", "handle_sched_waking"],
-                       capture_output=True, text=True)
-    try:
-        progs = json.loads(p.stdout) if p.returncode == 0 else None
-    except ValueError:
-        progs = None
-    if isinstance(progs, dict):
-        progs = [progs]
-    if not progs:
-        raise BenchFailure("bpftool found no handle_sched_waking: %s" % p.stderr.strip())
-    return progs[0].get("run_time_ns", 0), progs[0].get("run_cnt", 0)
+    """handle_sched_waking's (run_time_ns, run_cnt) so far: its statistics are cumulative.
+    bpftool walks every program by id and gives up when one goes away under it (a program
+    another process loads and unloads as it starts): a few tries."""
+    for _ in range(10):
+        p = subprocess.run(["bpftool", "-j", "prog", "show", "name", "handle_sched_waking"],
+                           capture_output=True, text=True)
+        try:
+            progs = json.loads(p.stdout) if p.returncode == 0 else None
+        except ValueError:
+            progs = None
+        if isinstance(progs, dict):
+            progs = [progs]
+        if progs:
+            return progs[0].get("run_time_ns", 0), progs[0].get("run_cnt", 0)
+        time.sleep(0.1)
+    raise BenchFailure("bpftool found no handle_sched_waking (rc %d): %s"
+                       % (p.returncode, p.stderr.strip()))
 
 
 def section_softirq_cost(args, out):
@@ -580,8 +585,10 @@ def section_softirq_cost(args, out):
             bystander = subprocess.Popen(["sleep", "600"])
             helper = None
             try:
-                helper = hybtrace_watching(wl.pid if config == "target" else bystander.pid,
-                                           out, [])
+                # The bystander keeps hybtrace attached once the ping-pong has exited, for
+                # the statistics read after it (hybtrace ends with its last target).
+                helper = hybtrace_watching("%d,%d" % (wl.pid, bystander.pid)
+                                           if config == "target" else bystander.pid, out, [])
                 before = sched_waking_totals()
                 open(start, "w").close()
                 time.sleep(seconds)
@@ -589,7 +596,6 @@ def section_softirq_cost(args, out):
                 wait_exit(wl, 30)
                 after = sched_waking_totals()
             finally:
-                # hybtrace ends with its target: its exit is no failure here.
                 if helper:
                     helper.stop(check=False)
                 for p in (wl, bystander):
