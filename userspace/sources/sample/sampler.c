@@ -541,6 +541,27 @@ void ht_sample_set_sort(struct ht_sample_set *set)
 		qsort(set->v, set->count, sizeof(set->v[0]), sample_cmp);
 }
 
+/* Every CPU's ring stops taking samples, and its head is read, before any is copied. */
+static void pause_rings(struct ht_sampler *s, struct ht_sampler_frozen *out)
+{
+	for (unsigned int c = 0; c < s->ncpus; c++) {
+		struct ht_sampler_ring *r = &s->rings[c];
+		struct perf_event_mmap_page *page = r->base;
+
+		if (!r->base)
+			continue;
+		ioctl(r->fd, PERF_EVENT_IOC_PAUSE_OUTPUT, 1);
+		out->rings[c].head = __atomic_load_n(&page->data_head, __ATOMIC_ACQUIRE);
+	}
+}
+
+static void resume_rings(struct ht_sampler *s, unsigned int from)
+{
+	for (unsigned int c = from; c < s->ncpus; c++)
+		if (s->rings[c].base)
+			ioctl(s->rings[c].fd, PERF_EVENT_IOC_PAUSE_OUTPUT, 0);
+}
+
 int ht_sampler_freeze(struct ht_sampler *s, struct ht_sampler_frozen *out)
 {
 	memset(out, 0, sizeof(*out));
@@ -550,21 +571,25 @@ int ht_sampler_freeze(struct ht_sampler *s, struct ht_sampler_frozen *out)
 	if (!out->rings)
 		return ht_fail("out of memory copying the sampling rings");
 	out->nrings = s->ncpus;
+	/*
+	 * All rings stop at once: copying one takes long where fresh memory
+	 * is slow to touch (tens of ms for 8 MB in some VMs, more under load),
+	 * and a ring still sampling meanwhile writes over the window's oldest
+	 * samples. Each resumes once it is copied.
+	 */
+	pause_rings(s, out);
 	for (unsigned int c = 0; c < s->ncpus; c++) {
 		struct ht_sampler_ring *r = &s->rings[c];
-		struct perf_event_mmap_page *page = r->base;
 		uint8_t *copy;
 
 		if (!r->base)
 			continue;
 		copy = malloc(r->data_size);
 		if (!copy) {
+			resume_rings(s, c);
 			ht_sampler_frozen_free(out);
 			return ht_fail("out of memory copying a sampling ring");
 		}
-		/* Paused only while it is copied: sampling goes on right after. */
-		ioctl(r->fd, PERF_EVENT_IOC_PAUSE_OUTPUT, 1);
-		out->rings[c].head = __atomic_load_n(&page->data_head, __ATOMIC_ACQUIRE);
 		memcpy(copy, (const uint8_t *)r->base + (r->mmap_len - r->data_size), r->data_size);
 		ioctl(r->fd, PERF_EVENT_IOC_PAUSE_OUTPUT, 0);
 		out->rings[c].data = copy;
