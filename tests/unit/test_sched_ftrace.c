@@ -474,6 +474,8 @@ TEST(every_tasks_wakings_with_their_prios)
 	/* A wakeup of HOG whose waker is unknown: no waking. */
 	add(0, 3500, HT_FR_WAKEUP, 0, HOG, 0, 0, HT_WAKE_NONE | rt);
 	add(0, 4000, HT_FR_SWITCH, 0, 0, HOG, 98, 0);
+	/* Nor of a target's whose waker is unknown (its sched_waking came before it was one). */
+	add(1, 4100, HT_FR_WAKEUP, HT_FRF_TARGET, A, 0, 0, HT_WAKE_NONE);
 	add(0, 4500, HT_FR_SWITCH, 0, HOG, 0, 120, 0x1);
 	/* Woken by the idle task "in task context": an IPI's callback, interrupt context. */
 	add(0, 4800, HT_FR_WAKEUP, 0, HOG, 0, 0, HT_WAKE_TASK | 1 << 8 | rt);

@@ -371,11 +371,11 @@ static int collect_wakings(struct builder *b)
 
 		/*
 		 * A waker the monitor did not learn (a task not targeted, its
-		 * note taken by another): no waking, rather than one Perfetto
+		 * note taken by another; a target whose sched_waking came
+		 * before it was one): no waking, rather than one Perfetto
 		 * would give to whatever ran where it was recorded.
 		 */
-		if (!is_wakeup(e) ||
-		    (!(e->rec.flags & HT_FRF_TARGET) && (e->rec.arg & 0xff) == HT_WAKE_NONE))
+		if (!is_wakeup(e) || (e->rec.arg & 0xff) == HT_WAKE_NONE)
 			continue;
 		wk = &b->wakings[b->nwakings++];
 		wk->cpu = waker_cpu < w->ncpus ? waker_cpu : e->cpu;
