@@ -159,6 +159,46 @@ TEST(overwritten_ring_keeps_whole_newest_records)
 	ht_sample_set_free(&set);
 }
 
+/*
+ * A freeze copies a ring from its newest record down to the first sample
+ * before the window: those bytes alone, copied out linearly, parse to the
+ * window's samples as the whole ring does.
+ */
+TEST(a_window_needs_the_ring_down_to_its_first_sample_only)
+{
+	static const uint64_t u[] = { 0x401000, 0x402000, 0x403000 };
+	struct ht_sample_set whole = { 0 }, part = { 0 };
+	struct ht_sampler_frozen f = { .format = fp_format, .tgid = TGID, .nrings = 1 };
+	uint8_t copy[RING];
+	uint64_t wanted;
+
+	reset();
+	for (uint64_t t = 1; t <= 100; t++)
+		put_sample(TGID, 78, t * 10, u, 3, NULL, 0);
+	/* 88-byte records: 950..1000 are six, and the walk stops at 940. */
+	wanted = ht_sample_ring_bytes_since(ring, RING, head, &fp_format, 950);
+	CHECK_EQ_U64(wanted, 6 * 88);
+	/* From the oldest whole record on: all of them, never the cut one. */
+	CHECK_EQ_U64(ht_sample_ring_bytes_since(ring, RING, head, &fp_format, 0), RING / 88 * 88);
+	CHECK_EQ_U64(ht_sample_ring_bytes_since(ring, RING, head, &fp_format, 5000), 0);
+	for (uint64_t i = 0; i < wanted; i++)
+		copy[i] = ring[(head + i) & (RING - 1)];
+	/* Past them, whatever lies there is never read: here, the newest sample again. */
+	for (uint64_t i = wanted; i + 88 <= sizeof(copy); i += 88)
+		memcpy(copy + i, copy, 88);
+	f.rings = &(typeof(*f.rings)){ .data = copy, .size = RING, .head = 0, .valid = wanted };
+	CHECK(!ht_sampler_frozen_samples(&f, 950, 2000, &part));
+	CHECK(!ht_sample_ring_parse(ring, RING, head, &fp_format, TGID, 950, 2000, &whole));
+	ht_sample_set_sort(&whole);
+	CHECK_EQ_U64(part.count, 6);
+	CHECK_EQ_U64(part.count, whole.count);
+	CHECK_EQ_U64(part.malformed, 0);
+	for (size_t i = 0; i < part.count && i < whole.count; i++)
+		CHECK_EQ_U64(part.v[i].time_ns, whole.v[i].time_ns);
+	ht_sample_set_free(&part);
+	ht_sample_set_free(&whole);
+}
+
 TEST(lost_and_throttle_records_are_counted)
 {
 	static const uint64_t u[] = { 0x401000 };

@@ -368,6 +368,8 @@ int ht_dump_capture_take(const struct ht_dumper_config *cfg, const struct ht_dum
 		.end_ns = job->end_ns,
 		.pre_ns = cfg->pre_ns,
 		.post_ns = cfg->post_ns,
+		.t0 = c->t0,
+		.t1 = c->t1,
 		.breach = job->has_breach ? &job->breach : NULL,
 	};
 	for (unsigned int i = 0; i < cfg->nsources && i < HT_SOURCES_OPEN_MAX; i++) {

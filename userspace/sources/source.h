@@ -39,6 +39,7 @@ struct ht_source_freeze {
 	uint64_t frozen_ns; /* CLOCK_MONOTONIC when the sources were frozen */
 	const char *kind;   /* the dump's kind */
 	uint64_t threshold_ns, start_ns, end_ns, pre_ns, post_ns;
+	uint64_t t0, t1; /* the window: what a source copies need reach no further back than t0 */
 	const struct ht_breach *breach; /* NULL: no breach */
 };
 

@@ -68,8 +68,7 @@ static unsigned int sample_symbols(const void *state)
 
 static int sample_freeze(void *state, const struct ht_source_freeze *f, void *frozen)
 {
-	(void)f;
-	if (!ht_sampler_freeze(state, frozen))
+	if (!ht_sampler_freeze(state, f->t0, frozen))
 		return 0;
 	ht_warn("dump without user-space stacks: %s", ht_last_error());
 	return -1;

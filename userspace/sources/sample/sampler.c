@@ -465,65 +465,124 @@ static bool header_is_zero(const struct perf_event_header *h)
 	return !h->type && !h->misc && !h->size;
 }
 
-int ht_sample_ring_parse(const uint8_t *data, size_t size, uint64_t head,
-			 const struct ht_sample_format *fmt, int tgid, uint64_t t0, uint64_t t1,
-			 struct ht_sample_set *out)
+/* A walk of a backward ring, newest record first. */
+struct ring_walk {
+	const uint8_t *data;
+	size_t size;  /* a power of two */
+	uint64_t head;
+	uint64_t limit; /* bytes from head that may be walked */
+	const struct ht_sample_format *fmt;
+	uint64_t walked, newer_ns;
+	bool overran; /* the newer record wrote over this one's header */
+	uint8_t *rec; /* the current record, MAX_RECORD_BYTES */
+	uint64_t rebuilt, malformed;
+};
+
+/*
+ * The next record into W->rec: its header in *H and, for a sample, its
+ * shape. false at the end: never written, cut by the overwrite at the
+ * oldest end, damaged, or the limit reached.
+ */
+static bool ring_next(struct ring_walk *w, struct perf_event_header *h, struct sample_shape *shape)
 {
-	uint8_t *rec = malloc(MAX_RECORD_BYTES);
-	uint64_t mask = size - 1, walked = 0, newer_ns = UINT64_MAX;
-	bool overran = false; /* the newer record wrote over this one's header */
+	uint64_t mask = w->size - 1;
+	size_t at = (size_t)((w->head + w->walked) & mask);
+	bool damaged = false;
+
+	if (w->walked + sizeof(*h) > w->limit)
+		return false;
+	ring_copy(h, w->data, w->size, at, sizeof(*h));
+	if (w->overran && header_is_zero(h)) {
+		h->type = PERF_RECORD_SAMPLE;
+		h->size = (uint16_t)rebuilt_size(w->data, w->size, at, (size_t)(w->limit - w->walked),
+						 w->fmt, w->newer_ns, w->rec, &damaged);
+		w->rebuilt += h->size != 0;
+	} else if (!header_is_zero(h) && h->size < sizeof(*h)) {
+		damaged = true; /* no kernel writes that */
+	}
+	if (h->size < sizeof(*h) || w->walked + h->size > w->limit) {
+		w->malformed += damaged;
+		return false;
+	}
+	ring_copy(w->rec, w->data, w->size, at, h->size);
+	w->walked += h->size;
+	w->overran = false;
+	if (h->type == PERF_RECORD_SAMPLE) {
+		sample_shape(w->rec, h->size, w->fmt, shape);
+		w->overran = overran_its_end(shape, h->size, w->fmt);
+		w->newer_ns = shape->time_ns;
+	}
+	return true;
+}
+
+static int ring_walk_init(struct ring_walk *w, const uint8_t *data, size_t size, uint64_t head,
+			  uint64_t limit, const struct ht_sample_format *fmt)
+{
+	*w = (struct ring_walk){ .data = data, .size = size, .head = head, .fmt = fmt,
+				 .limit = limit < size ? limit : size, .newer_ns = UINT64_MAX };
+	if (!size || (size & (size - 1)))
+		return ht_fail("a sampling ring of %zu bytes is not a power of two", size);
+	w->rec = malloc(MAX_RECORD_BYTES);
+	return w->rec ? 0 : ht_fail("out of memory parsing samples");
+}
+
+/* Parse at most LIMIT bytes from HEAD: see ht_sample_ring_parse. */
+static int ring_parse(const uint8_t *data, size_t size, uint64_t head, uint64_t limit,
+		      const struct ht_sample_format *fmt, int tgid, uint64_t t0, uint64_t t1,
+		      struct ht_sample_set *out)
+{
+	struct perf_event_header h;
+	struct sample_shape shape;
+	struct ring_walk w;
 	int rc = 0;
 
-	if (!rec)
-		return ht_fail("out of memory parsing samples");
-	if (!size || (size & mask)) {
-		free(rec);
-		return ht_fail("a sampling ring of %zu bytes is not a power of two", size);
-	}
-	/* Backward: the newest record starts at head; older ones follow it. */
-	while (walked + sizeof(struct perf_event_header) <= size) {
-		struct perf_event_header h;
-		size_t at = (size_t)((head + walked) & mask);
-		struct sample_shape shape;
-		bool damaged = false;
-
-		ring_copy(&h, data, size, at, sizeof(h));
-		if (overran && header_is_zero(&h)) {
-			h.type = PERF_RECORD_SAMPLE;
-			h.size = (uint16_t)rebuilt_size(data, size, at, (size_t)(size - walked),
-							fmt, newer_ns, rec, &damaged);
-			out->rebuilt += h.size != 0;
-		} else if (!header_is_zero(&h) && h.size < sizeof(h)) {
-			damaged = true; /* no kernel writes that */
-		}
-		/* Never written, cut by the overwrite at the oldest end, or damaged: done. */
-		if (h.size < sizeof(h) || walked + h.size > size) {
-			out->malformed += damaged;
-			break;
-		}
-		ring_copy(rec, data, size, at, h.size);
-		walked += h.size;
-		overran = false;
+	if (ring_walk_init(&w, data, size, head, limit, fmt))
+		return -1;
+	while (!rc && ring_next(&w, &h, &shape)) {
 		switch (h.type) {
 		case PERF_RECORD_SAMPLE:
-			sample_shape(rec, h.size, fmt, &shape);
-			overran = overran_its_end(&shape, h.size, fmt);
-			newer_ns = shape.time_ns;
-			rc = parse_sample(rec, h.size, fmt, tgid, t0, t1, out);
+			rc = parse_sample(w.rec, h.size, fmt, tgid, t0, t1, out);
 			break;
 		case PERF_RECORD_LOST:
 			if (h.size >= sizeof(h) + 16)
-				out->lost += *(const uint64_t *)(rec + sizeof(h) + 8);
+				out->lost += *(const uint64_t *)(w.rec + sizeof(h) + 8);
 			break;
 		case PERF_RECORD_THROTTLE:
 			out->throttled++;
 			break;
 		}
-		if (rc)
-			break;
 	}
-	free(rec);
+	out->rebuilt += w.rebuilt;
+	out->malformed += w.malformed;
+	free(w.rec);
 	return rc;
+}
+
+int ht_sample_ring_parse(const uint8_t *data, size_t size, uint64_t head,
+			 const struct ht_sample_format *fmt, int tgid, uint64_t t0, uint64_t t1,
+			 struct ht_sample_set *out)
+{
+	return ring_parse(data, size, head, size, fmt, tgid, t0, t1, out);
+}
+
+uint64_t ht_sample_ring_bytes_since(const uint8_t *data, size_t size, uint64_t head,
+				    const struct ht_sample_format *fmt, uint64_t t0)
+{
+	struct perf_event_header h;
+	struct sample_shape shape;
+	struct ring_walk w;
+	uint64_t before = 0;
+
+	if (ring_walk_init(&w, data, size, head, size, fmt))
+		return size; /* the whole ring, rather than less than the window */
+	while (ring_next(&w, &h, &shape)) {
+		/* Older than the window: nothing from here on is wanted. */
+		if (h.type == PERF_RECORD_SAMPLE && shape.time_ns && shape.time_ns < t0)
+			break;
+		before = w.walked;
+	}
+	free(w.rec);
+	return before;
 }
 
 static int sample_cmp(const void *a, const void *b)
@@ -562,7 +621,17 @@ static void resume_rings(struct ht_sampler *s, unsigned int from)
 			ioctl(s->rings[c].fd, PERF_EVENT_IOC_PAUSE_OUTPUT, 0);
 }
 
-int ht_sampler_freeze(struct ht_sampler *s, struct ht_sampler_frozen *out)
+/* The smallest power of two of at least N bytes (at least 8). */
+static size_t pow2_at_least(uint64_t n)
+{
+	size_t p = 8;
+
+	while (p < n)
+		p <<= 1;
+	return p;
+}
+
+int ht_sampler_freeze(struct ht_sampler *s, uint64_t t0, struct ht_sampler_frozen *out)
 {
 	memset(out, 0, sizeof(*out));
 	out->format = s->format;
@@ -572,28 +641,39 @@ int ht_sampler_freeze(struct ht_sampler *s, struct ht_sampler_frozen *out)
 		return ht_fail("out of memory copying the sampling rings");
 	out->nrings = s->ncpus;
 	/*
-	 * All rings stop at once: copying one takes long where fresh memory
-	 * is slow to touch (tens of ms for 8 MB in some VMs, more under load),
-	 * and a ring still sampling meanwhile writes over the window's oldest
-	 * samples. Each resumes once it is copied.
+	 * All rings stop at once, and each resumes once the part of it the
+	 * window needs is copied: a ring still sampling while another is
+	 * copied writes over the window's oldest samples, and one paused
+	 * longer than its copy leaves a hole in the samples of the dumps
+	 * after this one. Copies are slow where fresh memory is (tens of ms
+	 * for 8 MB in some VMs, more under load): only what the window needs
+	 * is copied, the newest records down to the first before T0.
 	 */
 	pause_rings(s, out);
 	for (unsigned int c = 0; c < s->ncpus; c++) {
 		struct ht_sampler_ring *r = &s->rings[c];
+		const uint8_t *data = (const uint8_t *)r->base + (r->mmap_len - r->data_size);
+		uint64_t wanted;
 		uint8_t *copy;
 
 		if (!r->base)
 			continue;
-		copy = malloc(r->data_size);
+		wanted = ht_sample_ring_bytes_since(data, r->data_size, out->rings[c].head,
+						    &s->format, t0);
+		copy = malloc(pow2_at_least(wanted));
 		if (!copy) {
 			resume_rings(s, c);
 			ht_sampler_frozen_free(out);
 			return ht_fail("out of memory copying a sampling ring");
 		}
-		memcpy(copy, (const uint8_t *)r->base + (r->mmap_len - r->data_size), r->data_size);
+		ring_copy(copy, data, r->data_size,
+			  (size_t)(out->rings[c].head & (r->data_size - 1)), (size_t)wanted);
 		ioctl(r->fd, PERF_EVENT_IOC_PAUSE_OUTPUT, 0);
+		/* Linear from 0: the walk ends at the copy's end, never wraps. */
 		out->rings[c].data = copy;
-		out->rings[c].size = r->data_size;
+		out->rings[c].size = pow2_at_least(wanted);
+		out->rings[c].head = 0;
+		out->rings[c].valid = wanted;
 	}
 	return 0;
 }
@@ -613,8 +693,8 @@ int ht_sampler_frozen_samples(const struct ht_sampler_frozen *f, uint64_t t0, ui
 	for (unsigned int c = 0; c < f->nrings; c++) {
 		if (!f->rings[c].data)
 			continue;
-		if (ht_sample_ring_parse(f->rings[c].data, f->rings[c].size, f->rings[c].head,
-					 &f->format, f->tgid, t0, t1, out)) {
+		if (ring_parse(f->rings[c].data, f->rings[c].size, f->rings[c].head,
+			       f->rings[c].valid, &f->format, f->tgid, t0, t1, out)) {
 			ht_sample_set_free(out);
 			return -1;
 		}

@@ -104,19 +104,31 @@ struct ht_sampler_frozen {
 	unsigned int nrings;
 	struct {
 		uint8_t *data;
-		size_t size;
-		uint64_t head;
+		size_t size;   /* a power of two */
+		uint64_t head; /* where the newest record starts */
+		uint64_t valid; /* bytes copied from head on */
 	} *rings;
 };
 
-/* Freeze each ring just long enough to copy it. Returns 0, or -1 with ht_last_error(). */
-int ht_sampler_freeze(struct ht_sampler *s, struct ht_sampler_frozen *out);
+/*
+ * Copy every ring's records from the newest down to the first sample before
+ * T0, all rings paused at once, each only until its copy is taken.
+ * Returns 0, or -1 with ht_last_error().
+ */
+int ht_sampler_freeze(struct ht_sampler *s, uint64_t t0, struct ht_sampler_frozen *out);
 void ht_sampler_frozen_free(struct ht_sampler_frozen *f);
 
 /* The target's samples in [t0, t1] from the copies, in time order, into OUT (initialised here). */
 int ht_sampler_frozen_samples(const struct ht_sampler_frozen *f, uint64_t t0, uint64_t t1,
 			      struct ht_sample_set *out);
 void ht_sample_set_free(struct ht_sample_set *set);
+
+/*
+ * The bytes of a backward ring from HEAD, newest record first, down to (not
+ * including) the first sample taken before T0: what a window from T0 needs.
+ */
+uint64_t ht_sample_ring_bytes_since(const uint8_t *data, size_t size, uint64_t head,
+				    const struct ht_sample_format *fmt, uint64_t t0);
 
 /*
  * Parse one backward ring's data (SIZE bytes, a power of two) from HEAD,
