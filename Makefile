@@ -325,6 +325,8 @@ clean:
 FUZZ_CFLAGS := -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all
 FUZZ_TRACE_READER_SRCS := userspace/trace/timeline.c userspace/trace/pb.c userspace/trace/perfetto_write.c \
 	userspace/trace/perfetto_read.c
+# And the native scheduling data of the same bytes, read into thread states (report).
+FUZZ_TRACE_READER_SRCS += userspace/kernel/sched_read.c userspace/base/log.c
 # The symbolizer's parsers: /proc/PID/maps, perf maps, ELF files (the vdso's in-memory path).
 FUZZ_MAPS_PARSER_SRCS := userspace/symbols/proc_maps.c userspace/base/proc.c userspace/base/log.c
 FUZZ_PERF_MAP_SRCS := userspace/symbols/perf_map.c userspace/base/log.c

@@ -59,6 +59,34 @@ def near(a, b):
     return abs(a - b) <= SLACK_NS
 
 
+def check_report_reads_states_as_perfetto(path, r):
+    """`hybtrace report --json` rebuilds the breached thread's thread states from the file's
+    native scheduling data: every row trace processor's thread_state has for the thread, in
+    order, with the same state, length, CPU, waker, interrupt context and blocked function,
+    and the same times (relative to the first row: the report keeps the dump's MONOTONIC
+    clock, Perfetto BOOTTIME)."""
+    ours = (r.get("thread_states") or {}).get("states")
+    check(ours, "%s: the report has no thread states of %d: %r"
+          % (path, r["tid"], r.get("thread_states")))
+    theirs = tp_query(path, "select ts.ts, ts.dur, ts.state, ts.cpu, ts.irq_context, "
+                      "ts.blocked_function, (select tid from thread w where w.utid = "
+                      "ts.waker_utid) as waker from thread_state ts join thread using (utid) "
+                      "where thread.tid = %d order by ts.ts, ts.id" % r["tid"])
+    check(len(ours) == len(theirs), "%s: the report has %d thread states of %d, Perfetto %d:"
+          "\n  ours   %r\n  theirs %r" % (path, len(ours), r["tid"], len(theirs), ours[:12],
+                                           theirs[:12]))
+    for i, (a, b) in enumerate(zip(ours, theirs)):
+        want = {"t": b["ts"] - theirs[0]["ts"], "dur": None if b["dur"] == -1 else b["dur"],
+                "state": b["state"], "cpu": b["cpu"], "waker": b["waker"],
+                "irq": None if b["irq_context"] is None else bool(b["irq_context"]),
+                "blocked": b["blocked_function"]}
+        got = {"t": a["t_ns"] - ours[0]["t_ns"], "dur": a["dur_ns"], "state": a["state"],
+               "cpu": a["cpu"], "waker": a["waker_tid"], "irq": a.get("irq"),
+               "blocked": a.get("blocked_function")}
+        check(got == want, "%s: thread state %d of %d: the report says %r, Perfetto %r"
+              % (path, i, r["tid"], got, want))
+
+
 def dump_of_kind(out, kind, tid=None):
     """The first dump in OUT whose breach is of KIND (and of thread TID), and its report."""
     for path in sorted(glob.glob(os.path.join(out, "*.perfetto-trace"))):
@@ -107,6 +135,7 @@ def off_cpu_dump_has_native_thread_states():
         check(releaser in on_path, "%s: the critical path of %d over its breach holds %r, "
               "not the releaser %d" % (path, r["tid"], sorted(on_path), releaser))
         check_blocked_function(path, r["tid"], r["start_ns"])
+        check_report_reads_states_as_perfetto(path, r)
 
 
 def critical_path_tids(path, tid, start_ns, end_ns):
@@ -242,6 +271,7 @@ def run_queue_dump_has_the_hog_on_its_cpu():
                                                       r["start_ns"]))
         check(ran[0]["n"] > 0, "%s: %s[%d] is not in sched on CPU %d during the breach"
               % (path, hog["comm"], hog["pid"], hog["cpu"]))
+        check_report_reads_states_as_perfetto(path, r)
 
 
 # TracePacket fields of the TrackEvent part; its InternedData, TrackDescriptor and TrackEvent.

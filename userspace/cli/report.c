@@ -16,6 +16,7 @@
 #include <sys/stat.h>
 #include "base/breach_kinds.h"
 #include "kernel/block_stacks.h"
+#include "kernel/sched_read.h"
 #include "dump/dump_policy.h"
 #include "trace/dump_schema.h"
 #include "hybtrace/records.h"
@@ -57,6 +58,7 @@ struct dump_view {
 	uint64_t window_start_ns, window_end_ns;
 	long rq_slice, off_slice, syscall_slice, breach_instant;
 	struct pftr_stats stats; /* what reading the file found */
+	struct ht_native_sched sched; /* its native scheduling data, as Perfetto reads it */
 };
 
 static const struct tl_arg *find_arg(const struct timeline *tl, const struct tl_event *e,
@@ -887,6 +889,89 @@ static void print_user_stacks_text(const struct dump_view *v)
 	print_user_stack_text(v, v->stack_after, "user stack just after it came back");
 }
 
+/* The breached thread's states as Perfetto's thread_state table has them; N of them. */
+static const struct ht_thread_state *thread_states(const struct dump_view *v, size_t *n)
+{
+	*n = 0;
+	if (!v->sched.present || !v->tid)
+		return NULL;
+	return ht_native_sched_thread(&v->sched, v->tid, n);
+}
+
+static void print_thread_states_text(const struct dump_view *v)
+{
+	size_t n;
+	const struct ht_thread_state *st = thread_states(v, &n);
+	bool header = false;
+	char dur[32];
+
+	for (size_t i = 0; i < n; i++) {
+		uint64_t end = st[i].dur_ns < 0 ? v->window_end_ns : st[i].ts_ns + (uint64_t)st[i].dur_ns;
+
+		/* Those around the breach: the rest are in --json and in Perfetto. */
+		if (end < v->start_ns || st[i].ts_ns > v->end_ns)
+			continue;
+		if (!header)
+			printf("\nthread states during the breach (Perfetto's thread_state):\n");
+		header = true;
+		printf("  %+10.3fms  %-7s %10s", ((double)st[i].ts_ns - (double)v->start_ns) / 1e6,
+		       st[i].state,
+		       st[i].dur_ns < 0 ? "(open)"
+					: ht_format_duration((uint64_t)st[i].dur_ns, dur, sizeof(dur)));
+		if (st[i].cpu >= 0)
+			printf("  cpu %d", st[i].cpu);
+		if (st[i].woken && st[i].irq)
+			printf("  woken from interrupt context");
+		else if (st[i].woken)
+			printf("  woken by %s[%u]", st[i].waker_tid ? thread_name(v->tl, st[i].waker_tid) ?: "?"
+							      : "swapper",
+			       st[i].waker_tid);
+		if (st[i].blocked_function)
+			printf("  in %s", st[i].blocked_function);
+		printf("\n");
+	}
+}
+
+static void print_thread_states_json(struct ht_json *j, const struct dump_view *v)
+{
+	size_t n;
+	const struct ht_thread_state *st = thread_states(v, &n);
+
+	/* Dumps without native scheduling data report as they always did. */
+	if (!v->sched.present)
+		return;
+	ht_json_object(j, "thread_states");
+	ht_json_u64(j, "switches", v->sched.switches);
+	ht_json_u64(j, "wakings", v->sched.wakings);
+	ht_json_u64(j, "wakings_dropped", v->sched.wakings_dropped);
+	ht_json_u64(j, "wakings_spurious", v->sched.wakings_spurious);
+	ht_json_array(j, "states");
+	for (size_t i = 0; i < n; i++) {
+		ht_json_object(j, NULL);
+		ht_json_i64(j, "t_ns", (int64_t)(st[i].ts_ns - v->start_ns));
+		if (st[i].dur_ns < 0)
+			ht_json_null(j, "dur_ns");
+		else
+			ht_json_u64(j, "dur_ns", (uint64_t)st[i].dur_ns);
+		ht_json_str(j, "state", st[i].state);
+		if (st[i].cpu >= 0)
+			ht_json_u64(j, "cpu", (uint64_t)st[i].cpu);
+		else
+			ht_json_null(j, "cpu");
+		if (st[i].woken) {
+			ht_json_u64(j, "waker_tid", st[i].waker_tid);
+			ht_json_bool(j, "irq", st[i].irq);
+		} else {
+			ht_json_null(j, "waker_tid");
+		}
+		if (st[i].blocked_function)
+			ht_json_str(j, "blocked_function", st[i].blocked_function);
+		ht_json_close(j);
+	}
+	ht_json_close(j);
+	ht_json_close(j);
+}
+
 static void print_sections_text(const struct dump_view *v)
 {
 	const struct timeline *tl = v->tl;
@@ -926,6 +1011,7 @@ static void print_sections_text(const struct dump_view *v)
 		printf("\noff the CPU: state %s%s%s for %s\n", sleep_state(tl, e), sc ? " in " : "",
 		       sc ? sc : "", ht_format_duration(e->dur_ns, dur, sizeof(dur)));
 	}
+	print_thread_states_text(v);
 	n = stack_of(tl, stack_event(v), stack, 64);
 	if (n) {
 		printf("\nkernel stack where it waited (innermost last):\n");
@@ -1108,6 +1194,7 @@ static void print_sections_json(struct ht_json *j, const struct dump_view *v)
 	ht_json_bool(j, "clipped", clipped);
 	if (clipped)
 		ht_json_u64(j, "clipped_to_ns", clipped);
+	print_thread_states_json(j, v);
 }
 
 static void print_header_json(struct ht_json *j, const struct dump_view *v)
@@ -1194,6 +1281,30 @@ static struct timeline *read_dump(const char *path, struct pftr_stats *stats)
 	return tl;
 }
 
+/*
+ * The file's native scheduling data into SCHED (none where it has none). The
+ * TrackEvent reader has read the same bytes already: a failure here says
+ * so and leaves the rest of the report as it is.
+ */
+static void read_native_sched(const char *path, struct ht_native_sched *sched)
+{
+	FILE *f = fopen(path, "rb");
+	uint8_t *data = NULL;
+	long len = -1;
+
+	memset(sched, 0, sizeof(*sched));
+	if (f && !fseek(f, 0, SEEK_END))
+		len = ftell(f);
+	if (f && len > 0 && (uint64_t)len <= PFTR_MAX_FILE_BYTES && !fseek(f, 0, SEEK_SET) &&
+	    (data = malloc((size_t)len)) && fread(data, 1, (size_t)len, f) == (size_t)len) {
+		if (ht_native_sched_read(data, (size_t)len, sched))
+			ht_warn("%s: its scheduling data: %s", path, ht_last_error());
+	}
+	free(data);
+	if (f)
+		fclose(f);
+}
+
 static int report_file(const char *path, const struct report_options *o)
 {
 	struct pftr_stats stats;
@@ -1205,6 +1316,7 @@ static int report_file(const char *path, const struct report_options *o)
 		return HT_EXIT_USAGE;
 	}
 	view_init(&v, tl, path, &stats);
+	read_native_sched(path, &v.sched);
 	if (o->json) {
 		struct ht_json j;
 
@@ -1222,6 +1334,7 @@ static int report_file(const char *path, const struct report_options *o)
 			       "Perfetto drops them.\n",
 			       stats.flow_ends_dropped);
 	}
+	ht_native_sched_free(&v.sched);
 	tl_free(tl);
 	return 0;
 }
