@@ -1065,10 +1065,15 @@ static __always_inline void untraced_switch_in(struct task_struct *prev, bool ta
 
 	if (bpf_core_field_exists(prev->sched_info.last_arrival))
 		arrival = prev->sched_info.last_arrival;
-	/* The idle task has no sched_info: its arrival is stale, and it is no target. */
 	timed = t->clock && arrival && arrival <= t->clock &&
 		arrival + t->offset > t->last_switch_ns;
-	if (!timed && !target)
+	/*
+	 * The idle task has no sched_info: its arrival is stale. Any other
+	 * task's switch-in is recorded even untimed (its arrival just before
+	 * the traced switch's time, which a clamp may have moved later): a
+	 * task that never held the CPU would be given its whole time.
+	 */
+	if (!timed && !prev->pid)
 		return;
 	in.clock = 0;
 	/* Without the kernel's time: right after the switch that took the other task in. */
