@@ -12,7 +12,7 @@ import tempfile
 import time
 
 from harness import (HYBTRACE, ROOT, Attached, Failure, Skip, check, hybtrace, need_root,
-                     report_json, test, trace_processor, wait_for, workload)
+                     report_json, test, tp_query, trace_processor, wait_for, workload)
 from perfetto_checks import check_dump, check_sample_depths
 
 PROTO = os.path.join(ROOT, "tests", "perfetto", "trace.proto")
@@ -141,8 +141,10 @@ def check_in_perfetto(out):
 
 @test
 def demo_dumps_in_perfetto():
-    """The demo's dumps in the Perfetto UI: every wakeup arrow, no import error, no thread
-    on a CPU or hybtrace track, sampled stacks nested outermost first."""
+    """The demo's dumps in the Perfetto UI: every wakeup arrow the file begins (the demo's
+    workers are woken by timers: the waker relation is native, a thread state's waker), no
+    import error, no thread on a CPU or hybtrace track, sampled stacks nested outermost
+    first."""
     need_root()
     trace_processor()
     with tempfile.TemporaryDirectory() as out:
@@ -150,8 +152,11 @@ def demo_dumps_in_perfetto():
                         out, "--no-children", "--", workload("demo_service"), "2"], timeout=120)
         check(run.rc == 0, run.describe())
         check(dumps_in(out), "no dump: " + run.describe())
-        flows, stacks = check_in_perfetto(out)
-        check(flows > 0, "no wakeup arrow in the demo's dumps")
+        _, stacks = check_in_perfetto(out)
+        woken = sum(tp_query(path, "select count(*) as n from thread_state where state = 'R' "
+                             "and (waker_utid is not null or irq_context = 1)")[0]["n"]
+                    for path in dumps_in(out))
+        check(woken > 0, "no thread state woken by a task or an interrupt in the demo's dumps")
         check(stacks > 0, "no sampled stack in the demo's dumps")
 
 

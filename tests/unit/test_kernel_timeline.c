@@ -102,7 +102,8 @@ TEST(sleep_wakeup_runqueue)
 	CHECK(arg(tl, off, HT_ARG_STATE) && !strcmp(tl_str_get(tl, arg(tl, off, HT_ARG_STATE)->s), "S"));
 	CHECK(rq && rq->ts_ns == 4100 && rq->dur_ns == 900);
 	CHECK(arg(tl, rq, HT_ARG_WAKER_TID) && arg(tl, rq, HT_ARG_WAKER_TID)->u == B);
-	CHECK(rq && tl_event_lists(tl, rq)->flows_in.count == 1);
+	/* B is no thread of the target: its waking is in the native data, no flow here. */
+	CHECK(rq && tl_event_lists(tl, rq)->flows_in.count == 0);
 	/* What ran instead: the hog held CPU 0 from 1000 to 5000. */
 	CHECK(arg(tl, rq, HT_ARG_RAN_INSTEAD ".0.ns") && arg(tl, rq, HT_ARG_RAN_INSTEAD ".0.ns")->u == 900);
 	tl_free(tl);
@@ -124,7 +125,8 @@ TEST(wakeup_sorted_just_after_its_switch_in_still_names_the_waker)
 	CHECK(off && off->ts_ns == 1000 && off->dur_ns == 4000);
 	CHECK(rq && rq->ts_ns == 5000 && rq->dur_ns == 0);
 	CHECK(arg(tl, rq, HT_ARG_WAKER_TID) && arg(tl, rq, HT_ARG_WAKER_TID)->u == B);
-	CHECK(rq && tl_event_lists(tl, rq)->flows_in.count == 1);
+	/* B is no thread of the target: its waking is in the native data, no flow here. */
+	CHECK(rq && tl_event_lists(tl, rq)->flows_in.count == 0);
 	/* Taken once: no second wait and no second off-CPU slice from the same record. */
 	CHECK(!kslice(tl, A, HT_EV_RUNQUEUE, 1));
 	CHECK(!kslice(tl, A, HT_EV_OFF_CPU, 1));
@@ -259,21 +261,58 @@ TEST(off_cpu_breach_older_than_the_rings_keeps_its_state)
 	tl_free(tl);
 }
 
-TEST(cpu_tracks_show_who_ran)
+/*
+ * Who ran on each CPU, and a waker that is no target, are the native
+ * scheduling data's (sched_ftrace.c): no track imitates a CPU, and only a
+ * target's waker has a "wakes" instant.
+ */
+TEST(no_track_imitates_the_cpus)
 {
 	struct timeline *tl;
-	size_t cpu_slices = 0;
+	size_t cpu_tracks = 0, wakes = 0;
 
 	nevents = 0;
 	add(0, 1000, HT_FR_SWITCH, HT_FRF_NEXT_TARGET, 0, A, 0, 0);
-	add(0, 2000, HT_FR_SWITCH, HT_FRF_PREV_TARGET | HT_FRF_PREEMPT, A, HOG, 0, 0);
+	add(0, 2000, HT_FR_SWITCH, HT_FRF_PREV_TARGET, A, HOG, 0, 0x1);
+	/* The hog, no target, wakes A from CPU 0. */
+	add(0, 2500, HT_FR_WAKEUP, HT_FRF_TARGET, A, HOG, 0, HT_WAKE_TASK);
 	add(0, 3000, HT_FR_SWITCH, HT_FRF_NEXT_TARGET, HOG, A, 0, 0);
 	tl = build(500, 4000, NULL);
+	for (size_t i = 0; i < tl_track_count(tl); i++)
+		cpu_tracks += tl_track(tl, i)->kind == TL_TRACK_CPU;
 	for (size_t i = 0; i < tl_event_count(tl); i++)
-		if (tl_track(tl, tl_event(tl, i)->track)->kind == TL_TRACK_CPU)
-			cpu_slices++;
-	/* A [1000,2000), HOG [2000,3000), A [3000,4000); idle before 1000 is not drawn. */
-	CHECK_EQ_U64(cpu_slices, 3);
+		wakes += !strcmp(tl_str_get(tl, tl_event(tl, i)->name), HT_EV_WAKES);
+	CHECK_EQ_U64(cpu_tracks, 0);
+	CHECK_EQ_U64(wakes, 0);
+	/* A's wait still says who woke it. */
+	CHECK(kslice(tl, A, HT_EV_RUNQUEUE, 0) != NULL);
+	tl_free(tl);
+}
+
+/* A thread of the target that wakes another: an instant on its own track, a flow to the wait. */
+TEST(a_targets_waker_has_its_instant_and_flow)
+{
+	const struct tl_event *rq;
+	struct timeline *tl;
+	size_t wakes = 0;
+
+	nevents = 0;
+	add(0, 1000, HT_FR_SWITCH, HT_FRF_PREV_TARGET, A, HOG, 0, 1 /* S */);
+	add(1, 1500, HT_FR_SWITCH, HT_FRF_NEXT_TARGET, 0, B, 0, 0);
+	add(0, 2000, HT_FR_WAKEUP, HT_FRF_TARGET, A, B, 0, HT_WAKE_TASK | 1 << 8);
+	add(0, 3000, HT_FR_SWITCH, HT_FRF_NEXT_TARGET, HOG, A, 0, 0);
+	tl = build(500, 4000, NULL);
+	rq = kslice(tl, A, HT_EV_RUNQUEUE, 0);
+	CHECK(rq && tl_event_lists(tl, rq)->flows_in.count == 1);
+	for (size_t i = 0; i < tl_event_count(tl); i++) {
+		const struct tl_event *e = tl_event(tl, i);
+
+		if (strcmp(tl_str_get(tl, e->name), HT_EV_WAKES))
+			continue;
+		wakes++;
+		CHECK(tl_track(tl, e->track)->tid == B && tl_event_lists(tl, e)->flows_out.count == 1);
+	}
+	CHECK_EQ_U64(wakes, 1);
 	tl_free(tl);
 }
 

@@ -56,8 +56,9 @@ static void clock_snapshot(struct pb_buf *b, uint64_t boot, uint64_t mono)
 }
 
 struct compact {
-	size_t nsw, nwk;
-	uint64_t sw_ts[8], sw_state[8], sw_pid[8];
+	size_t nsw, nwk, ncomms;
+	const char *comms[4];
+	uint64_t sw_ts[8], sw_state[8], sw_pid[8], sw_comm[8];
 	uint64_t wk_ts[8], wk_pid[8], wk_flags[8];
 };
 
@@ -71,6 +72,10 @@ static void bundle(struct pb_buf *b, uint32_t cpu, const struct compact *c,
 	packed(b, HT_FTF_COMPACT_SWITCH_TIMESTAMP, c->sw_ts, c->nsw, true);
 	packed(b, HT_FTF_COMPACT_SWITCH_PREV_STATE, c->sw_state, c->nsw, false);
 	packed(b, HT_FTF_COMPACT_SWITCH_NEXT_PID, c->sw_pid, c->nsw, false);
+	for (size_t i = 0; i < c->ncomms; i++)
+		pb_string(b, HT_FTF_COMPACT_INTERN_TABLE, c->comms[i]);
+	if (c->ncomms)
+		packed(b, HT_FTF_COMPACT_SWITCH_NEXT_COMM_INDEX, c->sw_comm, c->nsw, false);
 	packed(b, HT_FTF_COMPACT_WAKING_TIMESTAMP, c->wk_ts, c->nwk, true);
 	packed(b, HT_FTF_COMPACT_WAKING_PID, c->wk_pid, c->nwk, false);
 	packed(b, HT_FTF_COMPACT_WAKING_COMMON_FLAGS, c->wk_flags, c->nwk, false);
@@ -135,6 +140,9 @@ TEST(thread_states_follow_the_importers_rules)
 		.sw_ts = { 1100, 1200, 1400 },
 		.sw_state = { 0, 0x1, 0x100 },
 		.sw_pid = { A, HOG, A },
+		.ncomms = 2,
+		.comms = { "victim", "hog" },
+		.sw_comm = { 0, 1, 0 },
 		/*
 		 * Before CPU 0's first switch: dropped. Then the hog wakes A; A
 		 * wakes the preempted hog, which Perfetto takes for blocked ("R+"
@@ -182,11 +190,13 @@ TEST(thread_states_follow_the_importers_rules)
 		check_state(&s[1], 1200, 100, "R", -1, true, HOG);
 		CHECK(!s[1].irq);
 		check_state(&s[2], 1300, -1, "Running", 0, false, 0);
+		CHECK(s[2].comm && !strcmp(s[2].comm, "victim") && !s[1].comm);
 	}
 	s = ht_native_sched_thread(&ns, HOG, &n);
 	CHECK_EQ_U64(n, 3);
 	if (n == 3) {
 		check_state(&s[0], 1100, 200, "Running", 0, false, 0);
+		CHECK(s[0].comm && !strcmp(s[0].comm, "hog"));
 		check_state(&s[1], 1300, 50, "R+", -1, false, 0);
 		check_state(&s[2], 1350, -1, "R", -1, true, A);
 	}

@@ -1305,6 +1305,72 @@ static void read_native_sched(const char *path, struct ht_native_sched *sched)
 		fclose(f);
 }
 
+/*
+ * Who ran on the CPUs the target's threads ran on, as CPU tracks of the
+ * model, from the native scheduling data: a dump of this version draws no
+ * CPU track of its own (Perfetto's are native), and the report's timeline
+ * and the CPUs of its lines read these as they read an earlier dump's.
+ */
+static void native_cpu_tracks(struct timeline *tl, const struct dump_view *v)
+{
+	const struct ht_native_sched *ns = &v->sched;
+	uint32_t ncpus = 0, last_tid = 0;
+	bool *used, target = false;
+	char name[HT_COMM_LEN + 32];
+
+	if (!ns->present)
+		return;
+	for (size_t i = 0; i < tl_track_count(tl); i++)
+		if (tl_track(tl, i)->kind == TL_TRACK_CPU)
+			return; /* an earlier version's, drawn by the writer */
+	for (size_t i = 0; i < ns->nstates; i++)
+		if (ns->states[i].cpu >= 0 && (uint32_t)ns->states[i].cpu + 1 > ncpus)
+			ncpus = (uint32_t)ns->states[i].cpu + 1;
+	used = calloc(ncpus ? ncpus : 1, sizeof(*used));
+	if (!used)
+		return;
+	/* States come by thread: whether each is a target's is asked once. */
+	for (size_t i = 0; i < ns->nstates; i++) {
+		const struct ht_thread_state *st = &ns->states[i];
+
+		if (st->tid != last_tid) {
+			last_tid = st->tid;
+			target = is_target_thread(tl, st->tid);
+		}
+		if (target && st->cpu >= 0)
+			used[st->cpu] = true;
+	}
+	for (uint32_t cpu = 0; cpu < ncpus; cpu++) {
+		struct tl_track_desc desc = { .kind = TL_TRACK_CPU, .cpu = (int32_t)cpu, .name = name };
+		int track;
+
+		if (!used[cpu])
+			continue;
+		snprintf(name, sizeof(name), HT_TRACK_CPU_FMT, cpu);
+		track = tl_add_track(tl, &desc);
+		for (size_t i = 0; track >= 0 && i < ns->nstates; i++) {
+			const struct ht_thread_state *st = &ns->states[i];
+			uint64_t start = st->ts_ns, end;
+			long ev;
+
+			if (st->cpu != (int32_t)cpu)
+				continue;
+			end = st->dur_ns < 0 ? v->window_end_ns : st->ts_ns + (uint64_t)st->dur_ns;
+			if (start < v->window_start_ns)
+				start = v->window_start_ns;
+			if (end > v->window_end_ns)
+				end = v->window_end_ns;
+			if (end <= start)
+				continue;
+			snprintf(name, sizeof(name), "%s[%u]",
+				 st->comm ? st->comm : thread_name(tl, st->tid), st->tid);
+			ev = tl_add_slice(tl, track, start, end - start, name, HT_CAT_SCHED);
+			tl_event_arg_uint(tl, ev, HT_ARG_TID, st->tid);
+		}
+	}
+	free(used);
+}
+
 static int report_file(const char *path, const struct report_options *o)
 {
 	struct pftr_stats stats;
@@ -1317,6 +1383,7 @@ static int report_file(const char *path, const struct report_options *o)
 	}
 	view_init(&v, tl, path, &stats);
 	read_native_sched(path, &v.sched);
+	native_cpu_tracks(tl, &v);
 	if (o->json) {
 		struct ht_json j;
 

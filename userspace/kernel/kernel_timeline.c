@@ -4,7 +4,8 @@
  * thread: running -> (switch out) sleeping or runnable -> (wakeup) runnable
  * -> (switch in) running. Each state left becomes a slice on the thread's
  * kernel track; syscalls become slices around them. Slices still open at
- * the window's edges are cut there and marked.
+ * the window's edges are cut there and marked. Who ran on each CPU is the
+ * native scheduling data's (sched_ftrace.c): no track here imitates it.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -55,8 +56,6 @@ struct builder {
 	/* tid -> index + 1 into threads, open addressing; a power of two, at most half full. */
 	uint32_t *slots;
 	size_t nslots;
-	int *cpu_tracks; /* -1: none yet */
-	bool *cpu_used;
 	int hybtrace_track;
 	uint64_t next_flow;
 	size_t cursor; /* the index of the record being walked */
@@ -187,27 +186,6 @@ static struct thread_build *thread_of(struct builder *b, uint32_t tid, uint32_t 
 	if (t->thread_track < 0 || t->kernel_track < 0)
 		return NULL;
 	return t;
-}
-
-static int cpu_track(struct builder *b, unsigned int cpu)
-{
-	struct tl_track_desc desc = { .kind = TL_TRACK_CPU, .cpu = (int32_t)cpu };
-	char name[32];
-
-	if (cpu >= b->kw->w->ncpus)
-		return -1;
-	if (b->cpu_tracks[cpu] >= 0)
-		return b->cpu_tracks[cpu];
-	snprintf(name, sizeof(name), HT_TRACK_CPU_FMT, cpu);
-	desc.name = name;
-	b->cpu_tracks[cpu] = tl_add_track(b->tl, &desc);
-	return b->cpu_tracks[cpu];
-}
-
-static void use_cpu(struct builder *b, unsigned int cpu)
-{
-	if (cpu < b->kw->w->ncpus)
-		b->cpu_used[cpu] = true;
 }
 
 static long add_slice(struct builder *b, int track, uint64_t start, uint64_t end,
@@ -385,11 +363,10 @@ static void become_runnable(struct thread_build *t, uint64_t ts, unsigned int cp
 	t->queue_cpu = cpu;
 }
 
-static void on_switch_out(struct builder *b, struct thread_build *t, const struct ht_fr_event *e)
+static void on_switch_out(struct thread_build *t, const struct ht_fr_event *e)
 {
 	bool preempted = ht_fr_switch_left_runnable(&e->rec);
 
-	use_cpu(b, e->cpu);
 	if (preempted) {
 		become_runnable(t, e->rec.ts_ns, e->cpu, "preempted");
 		t->wake_source = HT_WAKE_NONE;
@@ -432,7 +409,6 @@ static size_t wakeup_sorted_after(const struct builder *b, const struct thread_b
 
 static void on_switch_in(struct builder *b, struct thread_build *t, const struct ht_fr_event *e)
 {
-	use_cpu(b, e->cpu);
 	if (t->state == TS_SLEEPING || t->state == TS_UNKNOWN) {
 		size_t i = wakeup_sorted_after(b, t, e);
 
@@ -459,16 +435,17 @@ static void on_switch_in(struct builder *b, struct thread_build *t, const struct
 
 /*
  * The waker's side of a wakeup: an instant on the waker's kernel track when
- * it is a thread of the target, else on the track of the CPU it woke from,
- * with a flow to the wait it ended.
+ * it is a thread of the target, with a flow to the wait it ended. Any other
+ * waker is in the native scheduling data (sched_ftrace.c), as Perfetto's
+ * own waker of the wakee's thread state.
  */
 static void add_waker_instant(struct builder *b, struct thread_build *wakee,
 			      const struct ht_fr_event *e)
 {
-	uint32_t source = (uint32_t)(e->rec.arg & 0xff), waker_cpu = (uint32_t)(e->rec.arg >> 8);
+	uint32_t source = (uint32_t)(e->rec.arg & 0xff);
 	uint32_t vec = (uint32_t)(e->rec.arg >> HT_FR_WAKE_VEC_SHIFT) & 0xff;
 	struct thread_build *waker = e->rec.tid_b ? find_thread(b, e->rec.tid_b) : NULL;
-	int track = waker ? waker->kernel_track : cpu_track(b, waker_cpu);
+	int track = waker ? waker->kernel_track : -1;
 	uint64_t flow = ++b->next_flow;
 	long ev;
 
@@ -490,7 +467,6 @@ static void on_enqueue(struct builder *b, struct thread_build *t, const struct h
 {
 	uint64_t ts = e->rec.ts_ns;
 
-	use_cpu(b, e->rec.aux);
 	if (t->state == TS_RUNNING || t->state == TS_RUNNABLE || t->state == TS_EXITED)
 		return;
 	if (t->state == TS_UNKNOWN)
@@ -589,7 +565,7 @@ static int walk_event(struct builder *b, const struct ht_fr_event *e)
 	case HT_FR_SWITCH:
 		/* After its exit record, a thread's last switch-out is no sleep. */
 		if (is_prev && t->state != TS_EXITED)
-			on_switch_out(b, t, e);
+			on_switch_out(t, e);
 		if (e->rec.flags & HT_FRF_NEXT_TARGET) {
 			/* May move the array too; t is not used after this. */
 			t = thread_of(b, e->rec.tid_b, 0);
@@ -607,8 +583,7 @@ static int walk_event(struct builder *b, const struct ht_fr_event *e)
 		break;
 	case HT_FR_MIGRATE:
 		/* Where a wait moves is the culprits' to follow (close_runnable). */
-		use_cpu(b, e->rec.aux);
-		break;
+			break;
 	case HT_FR_SYS_ENTER:
 		on_sys_enter(b, t, e);
 		break;
@@ -646,37 +621,6 @@ static void close_open_states(struct builder *b)
 			close_runnable(b, t, b->kw->t1);
 		if (t->in_syscall)
 			close_syscall(b, t, b->kw->t1, false, 0);
-	}
-}
-
-/* What ran on each CPU the target used: one slice per task between switches. */
-static void add_cpu_slices(struct builder *b, unsigned int cpu)
-{
-	const struct ht_cpu_switches *c = &b->kw->idx->cpu[cpu];
-	char comm[HT_COMM_LEN + 8], name[HT_COMM_LEN + 32];
-	int track = cpu_track(b, cpu);
-	uint64_t since = b->kw->t0;
-	uint32_t current = c->entry_next;
-	bool known = c->entry_valid;
-
-	if (track < 0)
-		return;
-	for (size_t i = 0; i <= c->count; i++) {
-		uint64_t end = i < c->count ? c->ts[i] : b->kw->t1;
-
-		if (known && current != 0 && end > since) {
-			long ev;
-
-			snprintf(name, sizeof(name), "%s[%u]",
-				 comm_of(b, current, cpu, comm, sizeof(comm)), current);
-			ev = add_slice(b, track, since, end, name, HT_CAT_SCHED);
-			tl_event_arg_uint(b->tl, ev, HT_ARG_TID, current);
-		}
-		if (i == c->count)
-			break;
-		current = c->next[i];
-		known = true;
-		since = c->ts[i];
 	}
 }
 
@@ -770,17 +714,8 @@ static int add_base_tracks(struct builder *b)
 int ht_kernel_timeline_build(struct timeline *tl, const struct ht_kernel_window *kw)
 {
 	struct builder b = { .tl = tl, .kw = kw };
-	unsigned int ncpus = kw->w->ncpus;
 	int rc = -1;
 
-	b.cpu_tracks = malloc((ncpus ? ncpus : 1) * sizeof(*b.cpu_tracks));
-	b.cpu_used = calloc(ncpus ? ncpus : 1, sizeof(*b.cpu_used));
-	if (!b.cpu_tracks || !b.cpu_used) {
-		ht_fail("out of memory building the timeline");
-		goto out;
-	}
-	for (unsigned int c = 0; c < ncpus; c++)
-		b.cpu_tracks[c] = -1;
 	if (add_base_tracks(&b))
 		goto out;
 	/* The breached thread first, so it leads the process's threads. */
@@ -790,9 +725,6 @@ int ht_kernel_timeline_build(struct timeline *tl, const struct ht_kernel_window 
 		if (walk_event(&b, &kw->w->events[b.cursor]))
 			goto out;
 	close_open_states(&b);
-	for (unsigned int c = 0; c < ncpus; c++)
-		if (b.cpu_used[c])
-			add_cpu_slices(&b, c);
 	add_breach(&b);
 	add_window(&b);
 	if (tl_error(tl)) {
@@ -803,8 +735,6 @@ int ht_kernel_timeline_build(struct timeline *tl, const struct ht_kernel_window 
 out:
 	free(b.threads);
 	free(b.slots);
-	free(b.cpu_tracks);
-	free(b.cpu_used);
 	return rc;
 }
 

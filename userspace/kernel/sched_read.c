@@ -26,6 +26,7 @@ struct event {
 	uint32_t source_pid;  /* a new task's parent, the event's own task */
 	uint64_t symbol_iid;  /* a blocked reason's caller */
 	bool io_wait;
+	size_t comm;	      /* a switch's next_comm: 1 + its index in strings; 0: none */
 };
 
 struct symbol {
@@ -121,9 +122,14 @@ static int read_compact(struct reader *r, const struct pb_reader *parent,
 
 	if (pb_enter(parent, cf, &sub))
 		return -1;
+	size_t intern[256], nintern = 0; /* the intern table: indexes into strings */
+
 	while ((rc = pb_next(&sub, &f)) == 1) {
-		if (f.number < 13 && f.number != HT_FTF_COMPACT_INTERN_TABLE &&
-		    f.wire == PB_WIRE_LEN) {
+		if (f.number == HT_FTF_COMPACT_INTERN_TABLE && f.wire == PB_WIRE_LEN) {
+			if (nintern < sizeof(intern) / sizeof(intern[0]) &&
+			    keep_string(r, f.data, f.len, &intern[nintern++]))
+				return ht_fail("out of memory reading the native scheduling data");
+		} else if (f.number < 13 && f.wire == PB_WIRE_LEN) {
 			fields[f.number] = f;
 			have[f.number] = true;
 		}
@@ -156,6 +162,9 @@ static int read_compact(struct reader *r, const struct pb_reader *parent,
 		e->cpu = cpu;
 		e->prev_state = (int64_t)v[HT_FTF_COMPACT_SWITCH_PREV_STATE][i];
 		e->pid = (uint32_t)v[HT_FTF_COMPACT_SWITCH_NEXT_PID][i];
+		if (i < n[HT_FTF_COMPACT_SWITCH_NEXT_COMM_INDEX] &&
+		    v[HT_FTF_COMPACT_SWITCH_NEXT_COMM_INDEX][i] < nintern)
+			e->comm = 1 + intern[v[HT_FTF_COMPACT_SWITCH_NEXT_COMM_INDEX][i]];
 		r->out->switches++;
 	}
 	nwk = n[HT_FTF_COMPACT_WAKING_TIMESTAMP];
@@ -510,6 +519,9 @@ static int simulate(struct reader *r, uint32_t ncpus)
 					close_pending(&s, t, e->ts);
 					rc = open_state(&s, t, e->ts, "Running", (int32_t)e->cpu,
 							false, 0, false);
+					if (!rc && e->comm)
+						r->out->states[t->last].comm =
+							r->out->strings[e->comm - 1];
 				}
 			}
 			running[e->cpu] = e->pid;

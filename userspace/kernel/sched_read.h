@@ -41,6 +41,7 @@ struct ht_thread_state {
 	uint32_t waker_tid;		 /* 0: the idle task */
 	bool irq;			 /* that waking came from interrupt context */
 	const char *blocked_function;	 /* a blocked state's, from sched_blocked_reason */
+	const char *comm;		 /* Running: the switch's next_comm; else NULL */
 };
 
 struct ht_native_sched {
@@ -50,7 +51,7 @@ struct ht_native_sched {
 	uint64_t wakings_spurious; /* of a thread not blocked: no state change */
 	struct ht_thread_state *states; /* by thread, then time */
 	size_t nstates;
-	char **strings; /* what blocked_function points into */
+	char **strings; /* what blocked_function and comm point into */
 	size_t nstrings;
 };
 
