@@ -9,7 +9,7 @@ taken within a round (configuration over the untraced run of the same
 round), and the benchmark prints their median with a 95% bootstrap interval;
 a target counts as met only when the upper end is below it.
 
-usage: bench.py [--smoke] [--runs N] [--only SECTION ...]
+usage: bench.py [--smoke] [--runs N] [--only SECTION ...] [--baseline OLD_HYBTRACE]
 """
 import argparse
 import glob
@@ -847,10 +847,71 @@ def breach_storm(args):
                   100.0 * cpu_s / storm_s))
 
 
+def window_dumps(binary, scenario, smoke):
+    """The dumps BINARY writes of SCENARIO: [(bytes, CPU ms to build and write)].
+
+    "demo": the demo's run-queue breaches (`make demo`'s options, 3 dumps). "pipe":
+    `perf bench sched pipe -T`, two threads waking each other tens of thousands of times
+    a second, with a manual dump of its last 20 ms every half second: the windows
+    richest in wakeups."""
+    with tempfile.TemporaryDirectory() as d:
+        if scenario == "demo":
+            cmd = [binary, "run", "--json", "--quiet", "--rq-delay", "1ms", "--max-dumps", "3",
+                   "--no-children", "--output", d, "--", os.path.join(WORKLOADS, "demo_service"),
+                   "2"]
+            p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+            lines = p.stdout.splitlines()
+            if p.returncode:
+                raise BenchFailure("the demo under %s exited with %d: %s" % (
+                    binary, p.returncode, p.stderr[-1000:]))
+        else:
+            loops = 200_000 if smoke else 1_000_000
+            h = subprocess.Popen([binary, "run", "--json", "--quiet", "--rq-delay", "off",
+                                  "--pre", "20ms", "--post", "0ms", "--output", d, "--",
+                                  "perf", "bench", "sched", "pipe", "-T", "-l", str(loops)],
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            o = Output(h.stdout)
+            at = o.wait_for(r'"type":"attached"', ATTACH_TIMEOUT_S,
+                            "hybtrace did not say it was attached")
+            for _ in range(3 if smoke else 8):
+                time.sleep(0.5)
+                if h.poll() is not None:
+                    break
+                h.send_signal(signal.SIGUSR2)
+                at = o.wait_for(r'"type":"dump"', 60, "hybtrace wrote no dump for SIGUSR2",
+                                at + 1)
+            h.wait(timeout=300)
+            lines = o.text().splitlines()
+        dumps = [json.loads(l) for l in lines if '"type":"dump"' in l]
+    if not dumps:
+        raise BenchFailure("no dump of the %s under %s" % (scenario, binary))
+    return [(x["bytes"], x["cpu_ns"] / 1e6) for x in dumps]
+
+
+def dump_windows(args):
+    """Size and build cost of the demo's and pipe -T's dumps; with --baseline, the same
+    with another build in the same run, and the ratios (the issue's bar: 1.5x)."""
+    builds = [("this build", HYBTRACE)] + ([("baseline", args.baseline)] if args.baseline
+                                           else [])
+    for scenario in ("demo", "pipe"):
+        medians = []
+        for name, binary in builds:
+            dumps = window_dumps(binary, scenario, args.smoke)
+            size = statistics.median(b for b, _ in dumps)
+            cpu = statistics.median(c for _, c in dumps)
+            medians.append((size, cpu))
+            log("  %-4s windows, %-10s: %d dumps, median %d bytes, %.2f ms of CPU to build "
+                "and write" % (scenario, name, len(dumps), size, cpu))
+        if len(medians) == 2 and medians[1][0] and medians[1][1]:
+            log("  %-4s windows, this build / baseline: size %.2fx, CPU %.2fx" % (
+                scenario, medians[0][0] / medians[1][0], medians[0][1] / medians[1][1]))
+
+
 def section_dump_cost(args, out):
     log("\n6. dump cost: 20 ms window of 4 busy threads on every CPU (manual dumps), defaults")
     manual_dumps(args)
     breach_storm(args)
+    dump_windows(args)
 
 
 def section_marks(args, out):
@@ -1058,6 +1119,8 @@ def main():
     ap.add_argument("--smoke", action="store_true", help="one short iteration of everything")
     ap.add_argument("--runs", type=int, default=15)
     ap.add_argument("--only", nargs="*", choices=sorted(SECTIONS))
+    ap.add_argument("--baseline", metavar="HYBTRACE",
+                    help="another build's binary: section 6 measures its dumps too")
     args = ap.parse_args()
     if args.smoke:
         args.runs = 1

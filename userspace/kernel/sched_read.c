@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "base/log.h"
+#include "base/partition.h"
 #include "kernel/sched_ftrace.h"
 #include "kernel/sched_read.h"
 #include "trace/pb.h"
@@ -640,18 +641,9 @@ void ht_native_sched_free(struct ht_native_sched *s)
 const struct ht_thread_state *ht_native_sched_thread(const struct ht_native_sched *s,
 						     uint32_t tid, size_t *n)
 {
-	size_t lo = 0, hi = s->nstates, first;
+	/* Rows are sorted by thread: TID's run from its first one. */
+	size_t first = HT_PARTITION_POINT(0, s->nstates, i, s->states[i].tid < tid), lo = first;
 
-	/* The first row of TID: rows are sorted by thread. */
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-
-		if (s->states[mid].tid < tid)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	first = lo;
 	while (lo < s->nstates && s->states[lo].tid == tid)
 		lo++;
 	*n = lo - first;
