@@ -210,6 +210,35 @@ TEST(thread_states_follow_the_importers_rules)
 	pb_buf_free(&b);
 }
 
+/*
+ * A thread switched out where it was not running by its rows (a switch-in
+ * lost): Perfetto leaves the state it was in open (dur -1) rather than end it.
+ */
+TEST(a_switch_out_of_a_thread_not_running_leaves_its_state_open)
+{
+	struct compact c0 = { .nsw = 2, .sw_ts = { 100, 200 }, .sw_state = { 0, 0x1 },
+			      .sw_pid = { A, B } };
+	struct compact c1 = { .nsw = 2, .sw_ts = { 120, 250 }, .sw_state = { 0, 0x1 },
+			      .sw_pid = { A, C } };
+	struct ht_native_sched ns;
+	const struct ht_thread_state *s;
+	struct pb_buf b;
+	size_t n;
+
+	pb_buf_init(&b);
+	bundle(&b, 0, &c0, NULL);
+	bundle(&b, 1, &c1, NULL);
+	CHECK(!ht_native_sched_read(b.data, b.len, &ns));
+	s = ht_native_sched_thread(&ns, A, &n);
+	CHECK_EQ_U64(n, 2);
+	if (n == 2) {
+		check_state(&s[0], 200, -1, "S", -1, false, 0);
+		check_state(&s[1], 250, -1, "S", -1, false, 0);
+	}
+	ht_native_sched_free(&ns);
+	pb_buf_free(&b);
+}
+
 /* A file without native scheduling data (a dump of an earlier version) has none. */
 TEST(no_bundles_no_states)
 {

@@ -119,24 +119,29 @@ static int read_compact(struct reader *r, const struct pb_reader *parent,
 	struct pb_reader sub;
 	uint64_t *v[13] = { 0 };
 	size_t n[13] = { 0 }, nsw, nwk;
+	size_t *intern = NULL, nintern = 0; /* the intern table: indexes into strings */
 	int rc;
 
 	if (pb_enter(parent, cf, &sub))
 		return -1;
-	size_t intern[256], nintern = 0; /* the intern table: indexes into strings */
-
 	while ((rc = pb_next(&sub, &f)) == 1) {
 		if (f.number == HT_FTF_COMPACT_INTERN_TABLE && f.wire == PB_WIRE_LEN) {
-			if (nintern < sizeof(intern) / sizeof(intern[0]) &&
-			    keep_string(r, f.data, f.len, &intern[nintern++]))
-				return ht_fail("out of memory reading the native scheduling data");
+			size_t *grown = realloc(intern, (nintern + 1) * sizeof(*intern));
+
+			if (!grown)
+				goto fail;
+			intern = grown;
+			if (keep_string(r, f.data, f.len, &intern[nintern++]))
+				goto fail;
 		} else if (f.number < 13 && f.wire == PB_WIRE_LEN) {
 			fields[f.number] = f;
 			have[f.number] = true;
 		}
 	}
-	if (rc < 0)
+	if (rc < 0) {
+		free(intern);
 		return -1;
+	}
 	for (unsigned int i = 1; i < 13; i++) {
 		if (!have[i])
 			continue;
@@ -186,10 +191,12 @@ static int read_compact(struct reader *r, const struct pb_reader *parent,
 	}
 	for (unsigned int i = 0; i < 13; i++)
 		free(v[i]);
+	free(intern);
 	return 0;
 fail:
 	for (unsigned int i = 0; i < 13; i++)
 		free(v[i]);
+	free(intern);
 	return ht_fail("out of memory reading the native scheduling data");
 }
 
@@ -511,7 +518,10 @@ static int simulate(struct reader *r, uint32_t ncpus)
 			if (running[e->cpu] >= 0) {
 				if (running[e->cpu] > 0) {
 					t = rows_of(&s, (uint32_t)running[e->cpu]);
-					close_pending(&s, t, e->ts);
+					/* Not running by its rows: data was lost, the state stays open. */
+					if (t->last == NO_ROW ||
+					    !strcmp(r->out->states[t->last].state, "Running"))
+						close_pending(&s, t, e->ts);
 					state_name(e->prev_state, state);
 					rc = open_state(&s, t, e->ts, state, -1, false, 0, false);
 				}

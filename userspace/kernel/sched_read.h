@@ -13,6 +13,8 @@
  *  - a switch ends its prev's state and opens the prev_state it gives
  *    ("R", "R+", "S", "D", "I", ... as task_state.cc spells them), and
  *    opens "Running" on that CPU for its next; the idle task has no states;
+ *    a prev not "Running" by its rows (a switch-in lost) keeps its state
+ *    open (dur -1), as Perfetto does on data loss;
  *  - a waking of a thread in a blocked state (anything but "R" and
  *    "Running": "R+" too) ends it and opens "R" with its waker; any other
  *    waking is spurious and changes nothing;
