@@ -449,6 +449,36 @@ TEST(a_waking_goes_where_and_when_its_waker_ran)
 }
 
 /*
+ * A timer's wakeup raised on a CPU the recorder never saw switch (idle since
+ * the recording began): that CPU still has its bundle, on its idle task, so
+ * that Perfetto keeps the waking rather than the wakee's sleep running on.
+ */
+TEST(an_interrupts_waking_on_a_cpu_never_seen_switching_is_kept)
+{
+	struct ht_fr_event entry[2];
+	bool valid[2] = {true, false};
+	const struct decoded_bundle *c0, *c1;
+	static struct decoded d;
+
+	comms_offline();
+	nevents = 0;
+	entry[0] = fx_fr_event(0, 100, HT_FR_SWITCH, 0, 0, HOG, 120, 0);
+	add(0, 1000, HT_FR_SWITCH, HT_FRF_NEXT_TARGET, HOG, A, 120, 0);
+	add(0, 2000, HT_FR_SWITCH, HT_FRF_PREV_TARGET, A, HOG, 120, 0x1);
+	/* CPU 1's timer wakes A, queued on CPU 0. */
+	add(0, 3000, HT_FR_WAKEUP, HT_FRF_TARGET | HT_FRF_FROM_TIMER, A, 0, 0,
+	    HT_WAKE_TIMER | 1 << 8);
+	add(0, 4000, HT_FR_SWITCH, HT_FRF_NEXT_TARGET, HOG, A, 120, 0);
+	if (write_two_cpus(500, 5000, entry, valid, &d, &c0, &c1))
+		return;
+	CHECK(c1->n[HT_FTF_COMPACT_SWITCH_TIMESTAMP] == 2);
+	CHECK(c1->sw_pid[0] == 0 && c1->sw_pid[1] == 0);
+	CHECK(c1->n[HT_FTF_COMPACT_WAKING_TIMESTAMP] == 1);
+	CHECK(c1->wk_pid[0] == A && c1->wk_flags[0] == HT_FTRACE_FLAG_HARDIRQ);
+	CHECK(c1->wk_ts[0] > c1->sw_ts[1]);
+}
+
+/*
  * Wakeups of tasks that are no target are native too, each task with the
  * prio its records carry; one whose waker the monitor did not learn
  * (HT_WAKE_NONE) is left out rather than given to whatever ran where it was

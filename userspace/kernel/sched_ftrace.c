@@ -734,10 +734,16 @@ static int write_cpu(struct builder *b, unsigned int cpu, size_t *waking_cursor,
 		if (w->events[i].rec.kind == HT_FR_SWITCH && w->events[i].cpu == cpu)
 			first_switch = i;
 	if (!entry_task(b, cpu, first_switch, &entry, &entry_prio)) {
-		/* No switch there: the task of its first full event ran throughout. */
-		if (full_first == full_end)
+		/*
+		 * No switch there: the task of its first full event ran
+		 * throughout. With none either, the wakings raised there are
+		 * interrupts' (collect_wakings() keeps a task's only where its
+		 * waker is seen running) on a CPU no switch was seen on since
+		 * the recording began: its idle task's, interrupted.
+		 */
+		if (full_first == full_end && wk_first == wk_end)
 			return 0; /* nothing ran there that the recorder saw */
-		entry = b->full[full_first].pid;
+		entry = full_first < full_end ? b->full[full_first].pid : 0;
 		entry_prio = HT_FTRACE_PRIO;
 	}
 	bu.comm_index = malloc((b->ntids ? b->ntids : 1) * sizeof(*bu.comm_index));
