@@ -265,11 +265,18 @@ bool ht_summary_measures(const uint64_t *threshold_ns, unsigned int kind)
 	return ht_breach_kinds[kind].always_measured || threshold_ns[kind];
 }
 
+void ht_print_largest(FILE *f, const struct ht_breach_max *m)
+{
+	char dur[32];
+
+	fprintf(f, "largest %s (tid %u %s)", ht_format_duration(m->max_ns, dur, sizeof(dur)),
+		m->max_tid, m->max_comm);
+}
+
 /* "12 waits breached: off-cpu 10, largest 35.1ms (tid 1240 worker); rq-delay 2, ..." */
 static void print_counts_text(FILE *f, const uint64_t *threshold_ns, const struct ht_proc_entry *e)
 {
 	const char *sep = ":";
-	char dur[32];
 
 	fprintf(f, "%llu wait%s breached", (unsigned long long)e->waits, e->waits == 1 ? "" : "s");
 	for (unsigned int k = 1; k < HT_BREACH_KIND_MAX; k++) {
@@ -279,10 +286,10 @@ static void print_counts_text(FILE *f, const uint64_t *threshold_ns, const struc
 			continue;
 		fprintf(f, "%s %s %llu", sep, ht_breach_kind_name(k),
 			(unsigned long long)ks->count);
-		if (ks->worst.count)
-			fprintf(f, ", largest %s (tid %u %s)",
-				ht_format_duration(ks->worst.max_ns, dur, sizeof(dur)),
-				ks->worst.max_tid, ks->worst.max_comm);
+		if (ks->worst.count) {
+			fputs(", ", f);
+			ht_print_largest(f, &ks->worst);
+		}
 		if (ks->idle.count)
 			fprintf(f, ", %llu waiting for work", (unsigned long long)ks->idle.count);
 		sep = ";";

@@ -40,6 +40,9 @@ struct ht_kind_stats {
 /* B breached K's threshold for DUR_NS. */
 void ht_kind_stats_note(struct ht_kind_stats *k, const struct ht_breach *b, uint64_t dur_ns);
 
+/* "largest 35.1ms (tid 1240 worker)": the longest of the breaches M counts. */
+void ht_print_largest(FILE *f, const struct ht_breach_max *m);
+
 /* K and what it counts of FROM, added. */
 void ht_kind_stats_add(struct ht_kind_stats *k, const struct ht_kind_stats *from);
 

@@ -629,7 +629,7 @@ static void print_target_processes_text(struct session *s, FILE *f)
 
 static void print_summary_text(struct session *s, FILE *f, const struct ht_monitor_counters *c)
 {
-	char dur[32], what[512];
+	char what[512];
 
 	fprintf(f, "\nhybtrace: watched %s for %.1fs\n", targets_text(s, what, sizeof(what)),
 		(double)(monotonic_ns() - s->start_ns) / 1e9);
@@ -641,15 +641,15 @@ static void print_summary_text(struct session *s, FILE *f, const struct ht_monit
 			continue;
 		fprintf(f, "  %-9s %llu breaches", ht_breach_kind_name((unsigned int)k),
 			(unsigned long long)ks->count);
-		if (ks->worst.count)
-			fprintf(f, ", largest %s (tid %u %s)",
-				ht_format_duration(ks->worst.max_ns, dur, sizeof(dur)),
-				ks->worst.max_tid, ks->worst.max_comm);
-		if (ks->idle.count)
-			fprintf(f, "; %llu of them waiting for work, largest %s (tid %u %s)",
-				(unsigned long long)ks->idle.count,
-				ht_format_duration(ks->idle.max_ns, dur, sizeof(dur)),
-				ks->idle.max_tid, ks->idle.max_comm);
+		if (ks->worst.count) {
+			fputs(", ", f);
+			ht_print_largest(f, &ks->worst);
+		}
+		if (ks->idle.count) {
+			fprintf(f, "; %llu of them waiting for work, ",
+				(unsigned long long)ks->idle.count);
+			ht_print_largest(f, &ks->idle);
+		}
 		fputc('\n', f);
 	}
 	print_waits_text(s, f);
