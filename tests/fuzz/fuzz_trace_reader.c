@@ -40,7 +40,7 @@ static int native_sched_reads(const uint8_t *data, size_t size)
 	struct ht_native_sched ns;
 	size_t n = 0;
 
-	if (ht_native_sched_read(data, size, &ns))
+	if (ht_native_sched_read(data, size, 0, &ns))
 		return !ns.nstates && !ns.states;
 	for (size_t i = 0; i < ns.nstates; i++) {
 		const struct ht_thread_state *first = ht_native_sched_thread(&ns, ns.states[i].tid, &n);

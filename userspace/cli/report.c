@@ -1280,44 +1280,43 @@ static void print_header_json(struct ht_json *j, const struct dump_view *v)
 	ht_json_close(j);
 }
 
-static struct timeline *read_dump(const char *path, struct pftr_stats *stats)
+/*
+ * The dump at PATH as a timeline, and with SCHED its native scheduling data
+ * (none where it has none) read from the same bytes.
+ */
+static struct timeline *read_dump(const char *path, struct pftr_stats *stats,
+				  struct ht_native_sched *sched)
 {
+	const struct tl_clock_snapshot *snap;
+	struct timeline *tl;
 	char err[512];
-	struct timeline *tl = pftr_read_path(path, stats, err, sizeof(err));
+	uint8_t *data;
+	size_t len;
 
-	if (!tl)
+	if (sched)
+		memset(sched, 0, sizeof(*sched));
+	if (pftr_read_file(path, &data, &len, err, sizeof(err))) {
 		ht_fail("%s", err);
-	else if (!tl_meta_get(tl, HT_META_KIND)) {
-		tl_free(tl);
-		ht_fail("%s: a Perfetto trace, but not a hybtrace dump (no %s metadata)", path,
-			HT_META_KIND);
 		return NULL;
 	}
-	return tl;
-}
-
-/*
- * The file's native scheduling data into SCHED (none where it has none). The
- * TrackEvent reader has read the same bytes already: a failure here says
- * so and leaves the rest of the report as it is.
- */
-static void read_native_sched(const char *path, struct ht_native_sched *sched)
-{
-	FILE *f = fopen(path, "rb");
-	uint8_t *data = NULL;
-	long len = -1;
-
-	memset(sched, 0, sizeof(*sched));
-	if (f && !fseek(f, 0, SEEK_END))
-		len = ftell(f);
-	if (f && len > 0 && (uint64_t)len <= PFTR_MAX_FILE_BYTES && !fseek(f, 0, SEEK_SET) &&
-	    (data = malloc((size_t)len)) && fread(data, 1, (size_t)len, f) == (size_t)len) {
-		if (ht_native_sched_read(data, (size_t)len, sched))
+	tl = pftr_read_mem(data, len, stats, err, sizeof(err));
+	if (!tl) {
+		ht_fail("%s: %s", path, err);
+	} else if (!tl_meta_get(tl, HT_META_KIND)) {
+		tl_free(tl);
+		tl = NULL;
+		ht_fail("%s: a Perfetto trace, but not a hybtrace dump (no %s metadata)", path,
+			HT_META_KIND);
+	} else if (sched) {
+		/* A failure here leaves the rest of the report as it is, and says so. */
+		snap = tl_clock_snapshot(tl);
+		if (ht_native_sched_read(data, len,
+					 snap ? (int64_t)(snap->boottime_ns - snap->monotonic_ns) : 0,
+					 sched))
 			ht_warn("%s: its scheduling data: %s", path, ht_last_error());
 	}
 	free(data);
-	if (f)
-		fclose(f);
+	return tl;
 }
 
 /*
@@ -1389,7 +1388,8 @@ static void native_cpu_tracks(struct timeline *tl, const struct dump_view *v)
 static int report_file(const char *path, const struct report_options *o)
 {
 	struct pftr_stats stats;
-	struct timeline *tl = read_dump(path, &stats);
+	struct ht_native_sched sched;
+	struct timeline *tl = read_dump(path, &stats, &sched);
 	struct dump_view v;
 
 	if (!tl) {
@@ -1397,7 +1397,7 @@ static int report_file(const char *path, const struct report_options *o)
 		return HT_EXIT_USAGE;
 	}
 	view_init(&v, tl, path, &stats);
-	read_native_sched(path, &v.sched);
+	v.sched = sched;
 	native_cpu_tracks(tl, &v);
 	if (o->json) {
 		struct ht_json j;
@@ -1466,7 +1466,7 @@ static int row_cmp(const void *a, const void *b)
 static void fill_row(struct dir_row *r)
 {
 	struct pftr_stats stats;
-	struct timeline *tl = read_dump(r->path, &stats);
+	struct timeline *tl = read_dump(r->path, &stats, NULL);
 	struct dump_view v;
 
 	if (!tl) {

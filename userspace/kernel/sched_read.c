@@ -8,7 +8,6 @@
 #include "kernel/sched_ftrace.h"
 #include "kernel/sched_read.h"
 #include "trace/pb.h"
-#include "trace/perfetto_write.h"
 
 #define PACKET_INTERNED_DATA 12
 #define INTERNED_STRING_IID 1
@@ -41,8 +40,6 @@ struct reader {
 	size_t nevents, cap;
 	struct symbol *symbols;
 	size_t nsymbols, symbols_cap;
-	uint64_t boot_ns, mono_ns;
-	bool have_boot, have_mono;
 };
 
 struct thread_rows {
@@ -288,41 +285,6 @@ static int read_bundle(struct reader *r, const struct pb_reader *parent, const s
 	return rc < 0 ? -1 : 0;
 }
 
-static int read_clock_snapshot(struct reader *r, const struct pb_reader *parent,
-			       const struct pb_field *sf)
-{
-	struct pb_reader sub, clock;
-	struct pb_field f, g;
-	int rc;
-
-	if (pb_enter(parent, sf, &sub))
-		return -1;
-	while ((rc = pb_next(&sub, &f)) == 1) {
-		uint64_t id = 0, ts = 0;
-
-		if (f.number != PFT_CLOCK_SNAPSHOT_CLOCKS || f.wire != PB_WIRE_LEN)
-			continue;
-		if (pb_enter(&sub, &f, &clock))
-			return -1;
-		while ((rc = pb_next(&clock, &g)) == 1) {
-			if (g.number == PFT_CLOCK_ID)
-				id = g.value;
-			else if (g.number == PFT_CLOCK_TIMESTAMP)
-				ts = g.value;
-		}
-		if (rc < 0)
-			return -1;
-		if (id == PFT_CLOCK_BOOTTIME && !r->have_boot) {
-			r->boot_ns = ts;
-			r->have_boot = true;
-		} else if (id == PFT_CLOCK_MONOTONIC && !r->have_mono) {
-			r->mono_ns = ts;
-			r->have_mono = true;
-		}
-	}
-	return rc < 0 ? -1 : 0;
-}
-
 static int read_kernel_symbols(struct reader *r, const struct pb_reader *parent,
 			       const struct pb_field *inf)
 {
@@ -383,8 +345,6 @@ static int read_packets(struct reader *r, const void *data, size_t len)
 			if (g.wire != PB_WIRE_LEN)
 				continue;
 			if ((g.number == HT_FTF_PACKET_FTRACE_EVENTS && read_bundle(r, &pkt, &g)) ||
-			    (g.number == PFT_PACKET_CLOCK_SNAPSHOT &&
-			     read_clock_snapshot(r, &pkt, &g)) ||
 			    (g.number == PACKET_INTERNED_DATA && read_kernel_symbols(r, &pkt, &g)))
 				return ht_last_error()[0] ? -1 : ht_fail("malformed trace packet");
 		}
@@ -605,11 +565,11 @@ static int sort_states(struct ht_native_sched *out)
 	return 0;
 }
 
-int ht_native_sched_read(const void *data, size_t len, struct ht_native_sched *out)
+int ht_native_sched_read(const void *data, size_t len, int64_t boottime_offset_ns,
+			 struct ht_native_sched *out)
 {
 	struct reader r = { .out = out };
 	uint32_t ncpus = 0;
-	int64_t offset;
 	int rc;
 
 	memset(out, 0, sizeof(*out));
@@ -627,9 +587,9 @@ int ht_native_sched_read(const void *data, size_t len, struct ht_native_sched *o
 		rc = simulate(&r, ncpus);
 	}
 	/* Into the MONOTONIC clock of the rest of the dump. */
-	offset = r.have_boot && r.have_mono ? (int64_t)(r.boot_ns - r.mono_ns) : 0;
 	for (size_t i = 0; !rc && i < out->nstates; i++)
-		out->states[i].ts_ns = (uint64_t)((int64_t)out->states[i].ts_ns - offset);
+		out->states[i].ts_ns =
+			(uint64_t)((int64_t)out->states[i].ts_ns - boottime_offset_ns);
 	if (!rc && out->nstates > 1)
 		rc = sort_states(out);
 	free(r.events);

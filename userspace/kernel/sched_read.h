@@ -21,8 +21,9 @@
  *  - task_newtask opens "R" for the child, woken by the event's task;
  *    sched_blocked_reason names the function of the thread's last blocked
  *    state.
- * Times are the file's (BOOTTIME) less the snapshot's BOOTTIME - MONOTONIC:
- * the clock of the rest of a dump.
+ * Times are the file's (BOOTTIME) less BOOTTIME - MONOTONIC, which the
+ * caller has from the dump's clock snapshot (tl_clock_snapshot() of the
+ * TrackEvent reader's timeline): the clock of the rest of a dump.
  */
 #ifndef HT_SCHED_READ_H
 #define HT_SCHED_READ_H
@@ -58,11 +59,13 @@ struct ht_native_sched {
 };
 
 /*
- * Read the native scheduling data of a Perfetto file's bytes into OUT.
- * A file without any gives present = false and no states. Returns 0, or
- * -1 with ht_last_error() for malformed protobuf or no memory.
+ * Read the native scheduling data of a Perfetto file's bytes into OUT, its
+ * times moved back by BOOTTIME_OFFSET_NS (BOOTTIME - MONOTONIC). A file
+ * without any gives present = false and no states. Returns 0, or -1 with
+ * ht_last_error() for malformed protobuf or no memory.
  */
-int ht_native_sched_read(const void *data, size_t len, struct ht_native_sched *out);
+int ht_native_sched_read(const void *data, size_t len, int64_t boottime_offset_ns,
+			 struct ht_native_sched *out);
 void ht_native_sched_free(struct ht_native_sched *s);
 
 /* The states of TID, in time order: *N of them from the returned one on (NULL: none). */

@@ -1745,27 +1745,39 @@ static int pftr_slurp(int fd, uint8_t **data, size_t *len, char *err, size_t err
 	}
 }
 
-struct timeline *pftr_read_path(const char *path, struct pftr_stats *stats, char *err,
-				size_t errlen)
+int pftr_read_file(const char *path, uint8_t **data, size_t *len, char *err, size_t errlen)
 {
-	struct timeline *tl = NULL;
 	char why[256] = "";
-	uint8_t *data = NULL;
-	size_t len = 0;
 	int fd, ret;
 
+	*data = NULL;
+	*len = 0;
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0) {
 		snprintf(err, errlen, "cannot open %s: %s", path, strerror(errno));
-		return NULL;
+		return -1;
 	}
-	ret = pftr_slurp(fd, &data, &len, why, sizeof(why));
+	ret = pftr_slurp(fd, data, len, why, sizeof(why));
 	close(fd);
-	if (ret)
+	if (ret) {
 		snprintf(err, errlen, "cannot read %s: %s", path, why[0] ? why : strerror(-ret));
-	else
-		tl = pftr_read_mem(data, len, stats, why, sizeof(why));
-	if (!ret && !tl)
+		return -1;
+	}
+	return 0;
+}
+
+struct timeline *pftr_read_path(const char *path, struct pftr_stats *stats, char *err,
+				size_t errlen)
+{
+	struct timeline *tl;
+	char why[256] = "";
+	uint8_t *data;
+	size_t len;
+
+	if (pftr_read_file(path, &data, &len, err, errlen))
+		return NULL;
+	tl = pftr_read_mem(data, len, stats, why, sizeof(why));
+	if (!tl)
 		snprintf(err, errlen, "%s: %s", path, why);
 	free(data);
 	return tl;

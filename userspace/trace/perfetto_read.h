@@ -50,6 +50,12 @@ struct pftr_stats {
 /* Read a trace from memory. STATS may be NULL. Returns a new timeline or NULL. */
 struct timeline *pftr_read_mem(const void *data, size_t len, struct pftr_stats *stats, char *err,
 			       size_t errlen);
+/*
+ * The bytes of trace file PATH (at most PFTR_MAX_FILE_BYTES) into *DATA (freed
+ * by the caller), for readers of other parts of the same file. 0, or -1 with
+ * a message naming PATH in ERR.
+ */
+int pftr_read_file(const char *path, uint8_t **data, size_t *len, char *err, size_t errlen);
 /* Read a trace file; messages start with PATH. */
 struct timeline *pftr_read_path(const char *path, struct pftr_stats *stats, char *err,
 				size_t errlen);
