@@ -97,6 +97,18 @@ def dump_of_kind(out, kind, tid=None):
     return None, None
 
 
+def futex_off_cpu_dump(out, rounds):
+    """offcpu_wake's futex scenario (ROUNDS rounds) under hybtrace, off-CPU breaches at 10 ms:
+    the run, and the first round's dump (its path and report)."""
+    run = hybtrace(["run", "--json", "--rq-delay", "off", "--off-cpu", "10ms",
+                    "--min-interval", "0ms", "--output", out, "--",
+                    workload("offcpu_wake"), "futex", "20", str(rounds)])
+    check(run.rc == 0, run.describe())
+    victim = run.events("block_start")[0]["tid"]
+    path, r = dump_of_kind(out, "off-cpu", victim)
+    return run, path, r
+
+
 @test
 def off_cpu_dump_has_native_thread_states():
     """An off-CPU breach: the thread sleeps (S) from the breach's start, in the futex function
@@ -105,12 +117,7 @@ def off_cpu_dump_has_native_thread_states():
     need_root()
     trace_processor()
     with tempfile.TemporaryDirectory() as out:
-        run = hybtrace(["run", "--json", "--rq-delay", "off", "--off-cpu", "10ms",
-                        "--min-interval", "0ms", "--output", out, "--",
-                        workload("offcpu_wake"), "futex", "20", "1"])
-        check(run.rc == 0, run.describe())
-        victim = run.events("block_start")[0]["tid"]
-        path, r = dump_of_kind(out, "off-cpu", victim)
+        run, path, r = futex_off_cpu_dump(out, 1)
         check_no_import_errors(path)
         check_sched_table(path)
         rows = thread_states(path, r["tid"], r["start_ns"], r["end_ns"])
@@ -426,13 +433,8 @@ def native_wakers_are_the_recorded_ones():
     of the run's dumps; the demo's breach, woken by a timer, has interrupt context."""
     need_root()
     with tempfile.TemporaryDirectory() as out:
-        run = hybtrace(["run", "--json", "--rq-delay", "off", "--off-cpu", "10ms",
-                        "--min-interval", "0ms", "--output", out, "--",
-                        workload("offcpu_wake"), "futex", "20", "3"])
-        check(run.rc == 0, run.describe())
-        victim = run.events("block_start")[0]["tid"]
+        run, path, r = futex_off_cpu_dump(out, 3)
         releaser = run.events("release")[0]["tid"]
-        path, r = dump_of_kind(out, "off-cpu", victim)
         check(r["woken_by"] and r["woken_by"]["source"] == "task" and
               r["woken_by"].get("tid") == releaser,
               "%s: the report's waker %r, the releaser is %d" % (path, r["woken_by"], releaser))
