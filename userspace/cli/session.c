@@ -167,29 +167,17 @@ static void say_own_cpus(struct session *s, bool moved, uint64_t now_ns)
 		where, (double)(int64_t)(now_ns - s->start_ns) / 1e9);
 }
 
-/*
- * What ran instead while the breached thread waited in a run queue: over a
- * run-queue breach, its wait; over an off-CPU or syscall breach, from the
- * wakeup that ended its sleep (or the syscall's start, if it never slept)
- * to the end, where it was queued again only when preempted.
- */
+/* What ran instead while the breached thread waited in a run queue (ht_breach_culprit_interval()). */
 static void fill_culprits(struct session *s, struct ht_breach_info *bi)
 {
 	const struct ht_breach *b = &bi->b;
-	bool woken = b->wake_source != HT_WAKE_NONE && b->wake_ns;
-	uint64_t from = b->start_ns;
-	bool queued = true;
 	struct ht_sched_index idx;
 	struct ht_fr_window w;
+	uint64_t from;
+	bool queued;
 
-	if (b->kind != HT_BREACH_RQ_DELAY) {
-		if (woken)
-			from = b->wake_ns;
-		else if (b->kind == HT_BREACH_SYSCALL)
-			queued = false;
-		else
-			return;
-	}
+	if (!ht_breach_culprit_interval(b, &from, &queued))
+		return;
 	/* Where it was queued at FROM may come from a record a little before. */
 	if (ht_recorder_read(&s->monitor.recorder,
 			     from > HT_CULPRITS_LOOKBACK_NS ? from - HT_CULPRITS_LOOKBACK_NS : 0,

@@ -36,7 +36,7 @@ static void tally_add(struct tally *t, uint32_t pid, unsigned int cpu, uint64_t 
 		t->v = v;
 		t->cap = cap;
 	}
-	t->v[t->count++] = (struct ht_culprit){ .pid = pid, .cpu = cpu, .ns = ns };
+	t->v[t->count++] = (struct ht_culprit){.pid = pid, .cpu = cpu, .ns = ns};
 }
 
 /*
@@ -44,8 +44,8 @@ static void tally_add(struct tally *t, uint32_t pid, unsigned int cpu, uint64_t 
  * CPU) is no culprit: a CPU idle while the thread was queued on it is the
  * time it took that CPU to pick it up, counted apart.
  */
-static void charge_to(struct tally *t, bool known, uint32_t current, uint32_t tid,
-		      unsigned int cpu, uint64_t ns, struct ht_culprits *out)
+static void charge_to(struct tally *t, bool known, uint32_t current, uint32_t tid, unsigned int cpu,
+		      uint64_t ns, struct ht_culprits *out)
 {
 	if (!known || current == tid)
 		out->unknown_ns += ns;
@@ -186,7 +186,7 @@ static size_t first_at(const struct ht_fr_window *w, uint64_t t)
 static void charge_queued(const struct ht_sched_index *idx, const struct walk *k, uint64_t since,
 			  uint64_t t, struct tally *tally, struct ht_culprits *out)
 {
-	struct ht_queue_segment seg = { k->cpu, since, t };
+	struct ht_queue_segment seg = {k->cpu, since, t};
 
 	if (t <= since)
 		return;
@@ -199,9 +199,9 @@ void ht_culprits_compute(const struct ht_fr_window *w, const struct ht_sched_ind
 			 uint32_t tid, uint64_t start, uint64_t end, bool queued, unsigned int cpu,
 			 struct ht_culprits *out)
 {
-	struct walk k = { .tid = tid, .state = WS_UNKNOWN };
+	struct walk k = {.tid = tid, .state = WS_UNKNOWN};
 	uint64_t from = start > HT_CULPRITS_LOOKBACK_NS ? start - HT_CULPRITS_LOOKBACK_NS : 0;
-	struct tally tally = { 0 };
+	struct tally tally = {0};
 	uint64_t since = start;
 	bool preempted;
 	size_t i;
@@ -253,4 +253,18 @@ void ht_culprits_compute(const struct ht_fr_window *w, const struct ht_sched_ind
 			out->other_ns += tally.v[i].ns;
 	}
 	free(tally.v);
+}
+
+bool ht_breach_culprit_interval(const struct ht_breach *b, uint64_t *from, bool *queued)
+{
+	*from = b->start_ns;
+	*queued = true;
+	if (b->kind == HT_BREACH_RQ_DELAY)
+		return true;
+	if (b->wake_source != HT_WAKE_NONE && b->wake_ns) {
+		*from = b->wake_ns;
+		return true;
+	}
+	*queued = false;
+	return b->kind == HT_BREACH_SYSCALL;
 }

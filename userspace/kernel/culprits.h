@@ -9,6 +9,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include "hybtrace/records.h"
 #include "kernel/recorder.h"
 #include "kernel/sched_index.h"
 
@@ -52,5 +53,15 @@ struct ht_culprits {
 void ht_culprits_compute(const struct ht_fr_window *w, const struct ht_sched_index *idx,
 			 uint32_t tid, uint64_t start, uint64_t end, bool queued, unsigned int cpu,
 			 struct ht_culprits *out);
+
+/*
+ * The part of breach B whose run-queue waits are its culprits', as
+ * ht_culprits_compute() takes it: a run-queue breach's whole wait; an
+ * off-CPU or syscall breach from the wakeup that ended its sleep (or the
+ * syscall's start, if it never slept, where it was queued only when
+ * preempted) to its end. False for a sleep that no wakeup ended. The live
+ * line and the dump ask the same.
+ */
+bool ht_breach_culprit_interval(const struct ht_breach *b, uint64_t *from, bool *queued);
 
 #endif /* HT_CULPRITS_H */
