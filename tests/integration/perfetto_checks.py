@@ -30,8 +30,9 @@ def flows_the_file_begins(path):
 
 
 def check_flows(path):
-    """Perfetto's flow table holds every flow the file begins, each a wakeup's arrow from
-    the waker's `wakes` to the wakee's `runqueue`. Returns how many there are."""
+    """Perfetto's flow table holds every flow the file begins, each going forward in time
+    (a dump draws none of its own now: the waker relation is native, a thread state's).
+    Returns how many there are."""
     begun = flows_the_file_begins(path)
     rows = tp_query(path, "select so.name as out_name, si.name as in_name, so.ts as out_ts, "
                     "si.ts as in_ts from flow f join slice so on so.id = f.slice_out "
@@ -39,8 +40,7 @@ def check_flows(path):
     check(len(rows) == len(begun), "%s begins %d flows, Perfetto imports %d: %r"
           % (path, len(begun), len(rows), rows[:5]))
     for r in rows:
-        check(r["out_name"] == "wakes" and r["in_name"] == "runqueue"
-              and r["out_ts"] <= r["in_ts"], "%s: a flow %r" % (path, r))
+        check(r["out_ts"] <= r["in_ts"], "%s: a flow %r" % (path, r))
     return len(rows)
 
 

@@ -162,8 +162,9 @@ def demo_dumps_in_perfetto():
 
 @test
 def off_cpu_dump_in_perfetto():
-    """An off-CPU dump in the Perfetto UI: the releaser's wakeup arrow reaches the blocked
-    thread's wait."""
+    """An off-CPU dump in the Perfetto UI: no import error, and the blocked thread's wait in
+    the run queue (its thread state R) has the releaser for its waker, as the arrow from
+    waker to wakee that the UI draws for a thread state, with no TrackEvent flow for it."""
     need_root()
     trace_processor()
     with tempfile.TemporaryDirectory() as out:
@@ -172,7 +173,19 @@ def off_cpu_dump_in_perfetto():
         check(run.rc == 0, run.describe())
         check(dumps_in(out), "no dump: " + run.describe())
         flows, _ = check_in_perfetto(out)
-        check(flows > 0, "no wakeup arrow in the off-CPU dumps")
+        check(flows == 0, "%d TrackEvent flows: the waker relation is native" % flows)
+        releaser = run.events("release")[0]["tid"]
+        woken = 0
+        for path in dumps_in(out):
+            r = report_json(path)
+            if r.get("tid") not in [e["tid"] for e in run.events("block_start")]:
+                continue
+            woken += tp_query(path, "select count(*) as n from thread_state ts join thread t "
+                              "using (utid) where t.tid = %d and ts.state = 'R' and "
+                              "ts.waker_utid in (select utid from thread where tid = %d)"
+                              % (r["tid"], releaser))[0]["n"]
+        check(woken > 0, "no run-queue wait of the blocked thread woken by the releaser %d"
+              % releaser)
 
 
 @test

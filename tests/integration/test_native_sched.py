@@ -281,74 +281,16 @@ def run_queue_dump_has_the_hog_on_its_cpu():
         check_report_reads_states_as_perfetto(path, r)
 
 
-# TracePacket fields of the TrackEvent part; its InternedData, TrackDescriptor and TrackEvent.
-PACKET_TIMESTAMP = 8
-PACKET_TRACK_EVENT = 11
-PACKET_INTERNED_DATA = 12
-PACKET_TRACK_DESCRIPTOR = 60
-INTERNED_EVENT_NAMES = 2
-INTERNED_ANNOTATION_NAMES = 3
-INTERNED_IID = 1
-INTERNED_NAME = 2
-TRACK_UUID = 1
-TRACK_PARENT_UUID = 5
-TRACK_THREAD = 4
-THREAD_TID = 2
-EVENT_ANNOTATIONS = 4
-EVENT_NAME_IID = 10
-EVENT_TRACK_UUID = 11
-EVENT_NAME = 23
-ANNOTATION_NAME_IID = 1
-ANNOTATION_UINT = 3
-ANNOTATION_INT = 4
-ANNOTATION_STRING = 6
-ANNOTATION_NAME = 10
-
-
-def recorded_wakes(path):
-    """hybtrace's own record of each wakeup it drew: the `wakes` instants (on the waker's
-    kernel track, a child of its thread track, when the waker is a thread of the target;
-    else on a CPU track), as (MONOTONIC ts, wakee tid, waker tid or None, source)."""
-    names, ann_names, thread_of, parent, out = {}, {}, {}, {}, []
-    packets = trace_packets(path)
-    for packet in packets:
-        for number, _, value in packet:
-            if number == PACKET_INTERNED_DATA:
-                for f, _, entry in pb_fields(value):
-                    table = {INTERNED_EVENT_NAMES: names,
-                             INTERNED_ANNOTATION_NAMES: ann_names}.get(f)
-                    if table is not None:
-                        e = dict((n, v) for n, _, v in pb_fields(entry))
-                        table[e.get(INTERNED_IID)] = e.get(INTERNED_NAME, b"").decode()
-            elif number == PACKET_TRACK_DESCRIPTOR:
-                d = dict((n, v) for n, _, v in pb_fields(value))
-                if TRACK_PARENT_UUID in d:
-                    parent[d[TRACK_UUID]] = d[TRACK_PARENT_UUID]
-                if TRACK_THREAD in d:
-                    t = dict((n, v) for n, _, v in pb_fields(d[TRACK_THREAD]))
-                    thread_of[d[TRACK_UUID]] = t.get(THREAD_TID)
-    for packet in packets:
-        ts = next((v for n, _, v in packet if n == PACKET_TIMESTAMP), None)
-        for number, _, event in packet:
-            if number != PACKET_TRACK_EVENT:
-                continue
-            fields = list(pb_fields(event))
-            name = next((names.get(v) for n, _, v in fields if n == EVENT_NAME_IID),
-                        next((v.decode() for n, _, v in fields if n == EVENT_NAME), None))
-            if name != "wakes":
-                continue
-            args = {}
-            for n, _, ann in fields:
-                if n != EVENT_ANNOTATIONS:
-                    continue
-                a = dict((k, v) for k, _, v in pb_fields(ann))
-                key = ann_names.get(a.get(ANNOTATION_NAME_IID)) or \
-                    a.get(ANNOTATION_NAME, b"").decode()
-                val = a.get(ANNOTATION_UINT, a.get(ANNOTATION_INT, a.get(ANNOTATION_STRING)))
-                args[key] = val.decode() if isinstance(val, bytes) else val
-            track = next((v for n, _, v in fields if n == EVENT_TRACK_UUID), None)
-            waker = thread_of.get(track, thread_of.get(parent.get(track)))
-            out.append((ts, args.get("wakee_tid"), waker, args.get("woken_by")))
+def recorded_wakes(path, breaches):
+    """The monitor's own record of the wakeups that ended BREACHES (the run's live breach
+    lines, not the dump), of those inside PATH's window: (MONOTONIC ts, wakee tid, waker tid
+    or None, source)."""
+    window = report_json(path)["window"]
+    out = []
+    for b in breaches:
+        w = b.get("woken_by")
+        if w and window["start_ns"] <= w["at_ns"] <= window["end_ns"]:
+            out.append((w["at_ns"], b["tid"], w.get("tid"), w["source"]))
     return out
 
 
@@ -385,14 +327,14 @@ def nearest_waking(wakings, wakee, boot_ts):
 SOURCE_FLAGS = {"task": 0, "none": 0, "irq": 0x08, "timer": 0x08, "softirq": 0x10}
 
 
-def check_wakers(path):
-    """Each wakeup hybtrace drew (a `wakes` instant) has a waking near it in the bundles, with
-    interrupt context as its source says; one by a task hybtrace drew on that task's thread
-    has, as Perfetto infers it, that thread for its waker. Returns how many wakers were
+def check_wakers(path, breaches):
+    """Each wakeup the monitor recorded as ending one of BREACHES inside PATH's window has a
+    waking near it in the bundles, with interrupt context as its source says; one by a task
+    has, as Perfetto infers it, that task for its waker. Returns how many wakers were
     compared."""
     wakings, offset = inferred_wakings(path)
     compared = 0
-    for ts, wakee, waker, source in recorded_wakes(path):
+    for ts, wakee, waker, source in recorded_wakes(path, breaches):
         w = nearest_waking(wakings, wakee, ts + offset)
         check(w is not None, "%s: hybtrace's wakeup of %d (%s) at %d has no waking within "
               "%d ns in the bundles" % (path, wakee, source, ts, MATCH_NS))
@@ -429,8 +371,9 @@ def check_breach_waker(path, r):
 @test
 def native_wakers_are_the_recorded_ones():
     """The waker Perfetto infers for each waking (whatever ran on the bundle's CPU then) is
-    the one hybtrace recorded: the releaser for the futex wake, and for every `wakes` instant
-    of the run's dumps; the demo's breach, woken by a timer, has interrupt context."""
+    the one the monitor recorded: the releaser for the futex wake, and for every breach of
+    the run whose wakeup lies in a dump's window; the demo's breach, woken by a timer, has
+    interrupt context."""
     need_root()
     with tempfile.TemporaryDirectory() as out:
         run, path, r = futex_off_cpu_dump(out, 3)
@@ -439,14 +382,15 @@ def native_wakers_are_the_recorded_ones():
               r["woken_by"].get("tid") == releaser,
               "%s: the report's waker %r, the releaser is %d" % (path, r["woken_by"], releaser))
         check_breach_waker(path, r)
-        compared = sum(check_wakers(p) for p in glob.glob(os.path.join(out, "*.perfetto-trace")))
+        compared = sum(check_wakers(p, run.breaches())
+                       for p in glob.glob(os.path.join(out, "*.perfetto-trace")))
         check(compared > 0, "no task wakeup with its waker's thread in %s" % out)
     with tempfile.TemporaryDirectory() as out:
         run = hybtrace(["run", "--json", "--rq-delay", "1ms", "--max-dumps", "1", "--output",
                         out, "--no-children", "--", workload("demo_service"), "2"], timeout=120)
         check(run.rc == 0, run.describe())
         for p in glob.glob(os.path.join(out, "*.perfetto-trace")):
-            check_wakers(p)
+            check_wakers(p, run.breaches())
             check_breach_waker(p, report_json(p))
 
 

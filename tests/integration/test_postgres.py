@@ -247,7 +247,8 @@ def describe_breach(b):
 
 def wait_in_dump(path, b):
     """The breached thread's wait, as Perfetto reads the dump: the breach slice over its
-    bounds, and on the thread's own tracks the slices of that wait covering them."""
+    bounds, its syscall's slice on the thread's own tracks, and its thread states (blocked,
+    then runnable) covering them."""
     start, end = b["start_ns"], b["end_ns"]
     rows = tp_query(path, "select s.ts, s.dur, a.int_value as tid from slice s join args a "
                     "using (arg_set_id) where s.name = 'breach' and s.dur > 0 and "
@@ -258,24 +259,30 @@ def wait_in_dump(path, b):
     lo, hi = min(w[1] for w in waits), max(w[2] for w in waits)
     slices = tp_query(path, "select s.ts, s.dur, s.name, s.category from slice s "
                       "join thread_track tt on tt.id = s.track_id join thread t using (utid) "
-                      "where t.tid = %d and s.category in ('sched', 'syscall') and s.dur > 0 "
+                      "where t.tid = %d and s.category = 'syscall' and s.dur > 0 "
                       "and s.ts < %d and s.ts + s.dur > %d order by s.ts" % (b["tid"], hi, lo))
-    sched = [(s["ts"], s["ts"] + s["dur"], s["name"]) for s in slices
-             if s["category"] == "sched"]
+    # Its waits are Perfetto's own thread states, from the dump's native scheduling data.
+    states = tp_query(path, "select ts.ts, ts.dur, ts.state from thread_state ts join thread t "
+                      "using (utid) where t.tid = %d and ts.ts < %d and "
+                      "(ts.dur < 0 or ts.ts + ts.dur > %d) order by ts.ts" % (b["tid"], hi, lo))
 
-    def covered(lo, hi, first_name, edge):
-        """A sched slice named FIRST_NAME begins at LO, and it and the sched slices after it
-        (off-CPU, then run queue) run without a gap to HI."""
-        firsts = [s for s in sched if s[2] == first_name and abs(s[0] - lo) <= edge]
+    def end_of(s):
+        return s["ts"] + s["dur"] if s["dur"] >= 0 else hi
+
+    def covered(lo, hi, runnable, edge):
+        """A state of the kind asked (runnable: R or R+; else blocked) begins at LO, and it
+        and the waiting states after it (off-CPU, then run queue) run without a gap to HI."""
+        firsts = [s for s in states if s["state"] != "Running" and
+                  (s["state"] in ("R", "R+")) == runnable and abs(s["ts"] - lo) <= edge]
         if not firsts:
             return False
-        reach = firsts[0][1]
-        for s in sched:
-            if s[0] <= firsts[0][0] or s[0] > hi:
+        reach = end_of(firsts[0])
+        for s in states:
+            if s["ts"] <= firsts[0]["ts"] or s["ts"] > hi:
                 continue
-            if s[0] > reach + EDGE_NS:
+            if s["ts"] > reach + EDGE_NS or (s["state"] == "Running" and s["ts"] < hi - edge):
                 return False
-            reach = max(reach, s[1])
+            reach = max(reach, end_of(s))
         return reach >= hi - edge
 
     for kind, lo, hi, own in waits:
@@ -287,13 +294,13 @@ def wait_in_dump(path, b):
                      abs(s["ts"] - lo) <= edge and abs(s["ts"] + s["dur"] - hi) <= edge
                      for s in slices)
         elif kind == "off-cpu":
-            ok = covered(lo, hi, "off-cpu", edge)
+            ok = covered(lo, hi, False, edge)
         elif kind == "rq-delay":
-            ok = covered(lo, hi, "runqueue", edge)
+            ok = covered(lo, hi, True, edge)
         else:
             raise Failure("a breach of kind %r: %r" % (kind, b))
-        check(ok, "%s: no %s wait of tid %d over [%d, %d] (%s); its slices: %r"
-              % (path, kind, b["tid"], lo, hi, describe_breach(b), slices))
+        check(ok, "%s: no %s wait of tid %d over [%d, %d] (%s); its syscalls: %r, its thread "
+              "states: %r" % (path, kind, b["tid"], lo, hi, describe_breach(b), slices, states))
 
 
 @test

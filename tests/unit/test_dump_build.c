@@ -321,8 +321,8 @@ static void check_meta_u64(const struct timeline *tl, const char *key, uint64_t 
 }
 
 /* The events named NAME on tracks of thread TID (0: the hybtrace track), in canonical order. */
-static size_t find_events(const struct timeline *tl, int tid, const char *name,
-			  const struct tl_event **out, size_t cap)
+static size_t find_events_on(const struct timeline *tl, enum tl_track_kind kind, int tid,
+			     const char *name, const struct tl_event **out, size_t cap)
 {
 	uint32_t *order = tl_sorted_order(tl);
 	size_t n = 0;
@@ -330,14 +330,20 @@ static size_t find_events(const struct timeline *tl, int tid, const char *name,
 	for (size_t k = 0; order && k < tl_event_count(tl); k++) {
 		const struct tl_event *e = tl_event(tl, order[k]);
 		const struct tl_track *t = tl_track(tl, e->track);
-		bool on = tid ? t->kind == TL_TRACK_THREAD && t->tid == tid
-			      : t->uuid == TL_HYBTRACE_UUID;
+		bool on = tid ? t->kind == kind && t->tid == tid : t->uuid == TL_HYBTRACE_UUID;
 
 		if (on && !strcmp(tl_str_get(tl, e->name), name) && n < cap)
 			out[n++] = e;
 	}
 	free(order);
 	return n;
+}
+
+/* Events called NAME on thread TID's own track, or with TID 0 on the hybtrace track. */
+static size_t find_events(const struct timeline *tl, int tid, const char *name,
+			  const struct tl_event **out, size_t cap)
+{
+	return find_events_on(tl, TL_TRACK_THREAD, tid, name, out, cap);
 }
 
 /* Argument NAME of E as an unsigned number, or as text in TEXT; false when it has none. */
@@ -474,11 +480,12 @@ TEST(breach_dump_holds_what_the_inputs_say)
 	CHECK(!tl_meta_get(tl, HT_META_RECORDING_START));
 	CHECK(!tl_meta_get(tl, HT_META_CLIPPED_TO));
 
-	/* The breach over its interval on the hybtrace track; the thread waited in the run queue.
-	 */
-	n = find_events(tl, 0, HT_EV_BREACH, ev, 16);
-	CHECK(n >= 1 && ev[0]->kind == TL_EVENT_SLICE && ev[0]->ts_ns == 1000 &&
+	/* The breach over its interval on its thread's kernel track, and at its end on hybtrace's. */
+	n = find_events_on(tl, TL_TRACK_THREAD_KERNEL, tgid, HT_EV_BREACH, ev, 16);
+	CHECK(n == 1 && ev[0]->kind == TL_EVENT_SLICE && ev[0]->ts_ns == 1000 &&
 	      ev[0]->dur_ns == 4000);
+	n = find_events(tl, 0, HT_EV_BREACH, ev, 16);
+	CHECK(n == 1 && ev[0]->kind == TL_EVENT_INSTANT && ev[0]->ts_ns == 5000);
 	n = find_events(tl, 0, HT_EV_WINDOW, ev, 16);
 	CHECK(n == 1 && ev[0]->ts_ns == 100 && ev[0]->dur_ns == 5900);
 

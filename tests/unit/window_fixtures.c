@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 #include "base/log.h"
+#include "kernel/sched_ftrace.h"
 #include "kernel/sched_index.h"
 #include "window_fixtures.h"
 
@@ -53,6 +54,35 @@ int fx_kernel_timeline_lower(struct timeline *tl, struct ht_kernel_window *kw)
 		rc = -1;
 	}
 	kw->idx = NULL;
+	ht_sched_index_free(&idx);
+	return rc;
+}
+
+int fx_dump_lower(struct timeline *tl, struct ht_kernel_window *kw, struct pb_buf *native)
+{
+	struct tl_clock_snapshot snap = {
+		.boottime_ns = kw->t0 + 500, .monotonic_ns = kw->t0, .realtime_ns = kw->t0};
+	struct ht_sched_ftrace_window sw = {.t0 = kw->t0,
+					    .t1 = kw->t1,
+					    .w = kw->w,
+					    .comms = kw->comms,
+					    .boottime_offset_ns = 500,
+					    .kernel_release = "6.18.0"};
+	struct ht_sched_index idx;
+	int rc = 0;
+
+	tl_set_clock_snapshot(tl, &snap);
+	if (fx_kernel_timeline_lower(tl, kw))
+		return -1;
+	if (ht_sched_index_build(kw->w, &idx)) {
+		printf("     sched index: %s\n", ht_last_error());
+		return -1;
+	}
+	sw.idx = &idx;
+	if (ht_sched_ftrace_write(&sw, native)) {
+		printf("     native scheduling data: %s\n", ht_last_error());
+		rc = -1;
+	}
 	ht_sched_index_free(&idx);
 	return rc;
 }

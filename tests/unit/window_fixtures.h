@@ -12,6 +12,7 @@
 #include <stdint.h>
 #include "kernel/kernel_timeline.h"
 #include "kernel/recorder.h"
+#include "trace/pb.h"
 #include "trace/timeline.h"
 
 /* One record as the BPF side writes it, read on CPU; its sequence number 0. */
@@ -32,5 +33,13 @@ struct ht_fr_window fx_fr_window(struct ht_fr_event *events, size_t count, uint6
  * call), the index freed. 0, or -1 with the step that failed printed.
  */
 int fx_kernel_timeline_lower(struct timeline *tl, struct ht_kernel_window *kw);
+
+/*
+ * KW's window as the dump builder adds it to a dump: lowered as above with
+ * the clock snapshot BOOTTIME = MONOTONIC + 500 ns set on TL, then its
+ * native scheduling data (kernel/sched_ftrace.h) into NATIVE, to follow
+ * TL's own packets in the file. 0, or -1 with the step that failed printed.
+ */
+int fx_dump_lower(struct timeline *tl, struct ht_kernel_window *kw, struct pb_buf *native);
 
 #endif /* HT_WINDOW_FIXTURES_H */

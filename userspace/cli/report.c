@@ -25,12 +25,13 @@
 #include "base/output.h"
 #include "trace/perfetto_read.h"
 #include "cli/report.h"
+#include "cli/report_model.h"
 #include "base/syscalls.h"
 #include "trace/timeline.h"
 #include "base/units.h"
 
 #define DEFAULT_TIMELINE_LINES 200
-#define MAX_CHAIN 8
+#define MAX_CHAIN	       8
 #define HT_MAX_REPORT_CULPRITS 16
 
 struct report_options {
@@ -57,26 +58,14 @@ struct dump_view {
 	const char *kinds; /* "off-cpu+syscall"; the kind alone in older dumps */
 	uint64_t window_start_ns, window_end_ns;
 	long rq_slice, off_slice, syscall_slice, breach_instant;
-	struct pftr_stats stats; /* what reading the file found */
+	struct pftr_stats stats;      /* what reading the file found */
 	struct ht_native_sched sched; /* its native scheduling data, as Perfetto reads it */
 };
-
-static const struct tl_arg *find_arg(const struct timeline *tl, const struct tl_event *e,
-				     const char *name)
-{
-	for (uint32_t i = tl_event_lists(tl, e)->args.first; i; i = tl_arg(tl, i)->next) {
-		const struct tl_arg *a = tl_arg(tl, i);
-
-		if (!strcmp(tl_str_get(tl, a->name), name))
-			return a;
-	}
-	return NULL;
-}
 
 static bool arg_u64(const struct timeline *tl, const struct tl_event *e, const char *name,
 		    uint64_t *v)
 {
-	const struct tl_arg *a = find_arg(tl, e, name);
+	const struct tl_arg *a = tl_event_find_arg(tl, e, name);
 
 	if (!a)
 		return false;
@@ -94,7 +83,7 @@ static bool arg_u64(const struct timeline *tl, const struct tl_event *e, const c
 
 static const char *arg_str(const struct timeline *tl, const struct tl_event *e, const char *name)
 {
-	const struct tl_arg *a = find_arg(tl, e, name);
+	const struct tl_arg *a = tl_event_find_arg(tl, e, name);
 
 	return a && a->kind == TL_ARG_STR ? tl_str_get(tl, a->s) : NULL;
 }
@@ -247,6 +236,13 @@ static void view_init(struct dump_view *v, const struct timeline *tl, const char
 	v->stack_before = find_thread_instant(v, HT_EV_STACK_BEFORE);
 	v->stack_after = find_thread_instant(v, HT_EV_STACK_AFTER);
 	v->block_stack = find_thread_instant(v, HT_EV_BLOCK_STACK);
+}
+
+/* The breached thread's wait slices, once the model has them (report_model.h). */
+static void view_find_waits(struct dump_view *v)
+{
+	if (!v->has_breach)
+		return;
 	v->rq_slice = find_kernel_slice(v, HT_EV_RUNQUEUE, NULL, 0, v->end_ns);
 	v->off_slice = find_kernel_slice(v, HT_EV_OFF_CPU, NULL,
 					 v->off_cpu_ns ? v->off_cpu_start_ns : v->start_ns, 0);
@@ -303,6 +299,9 @@ static long stack_event(const struct dump_view *v)
 	const struct ht_breach_kind_info *ki = kind_of(v);
 	long ev = interval_slice(v, ki);
 
+	/* The breach carries it: dumps since its slice moved to the thread's kernel track. */
+	if (has_callstack(v, v->breach_instant))
+		return v->breach_instant;
 	/* One wait of both kinds: the sleep inside the syscall, where its stack was taken. */
 	if (v->off_cpu_ns && v->off_slice >= 0)
 		return v->off_slice;
@@ -320,7 +319,7 @@ static long stack_event(const struct dump_view *v)
 struct chain_link {
 	uint32_t tid;
 	const char *comm;
-	const char *source; /* how this one was woken: task, irq, timer, preempted ... */
+	const char *source;  /* how this one was woken: task, irq, timer, preempted ... */
 	const char *softirq; /* source softirq: which ("net_rx") */
 	uint32_t waker_tid;  /* a task; a softirq's, the task it ran in */
 	const char *waker_comm;
@@ -378,7 +377,8 @@ static size_t wakeup_chain(const struct dump_view *v, struct chain_link *chain)
 		n++;
 		if (!waker || waker == tid)
 			break;
-		/* Follow the waker back: its own waits are there if it is a thread of the target. */
+		/* Follow the waker back: its own waits are there if it is a thread of the target.
+		 */
 		comm = chain[n - 1].waker_comm;
 		tid = (uint32_t)waker;
 		t = e->ts_ns;
@@ -407,25 +407,15 @@ static int cpu_of(const struct timeline *tl, uint32_t tid, uint64_t t)
 
 static bool is_target_thread(const struct timeline *tl, uint32_t tid)
 {
-	for (size_t i = 0; i < tl_track_count(tl); i++) {
-		const struct tl_track *t = tl_track(tl, i);
-
-		if (t->kind == TL_TRACK_THREAD && (uint32_t)t->tid == tid)
-			return true;
-	}
-	return false;
+	return ht_report_thread_track(tl, tid) != NULL;
 }
 
 /* The name of target thread TID, from its track; "?" when it has none. */
 static const char *thread_name(const struct timeline *tl, uint32_t tid)
 {
-	for (size_t i = 0; i < tl_track_count(tl); i++) {
-		const struct tl_track *t = tl_track(tl, i);
+	const struct tl_track *t = ht_report_thread_track(tl, tid);
 
-		if (t->kind == TL_TRACK_THREAD && (uint32_t)t->tid == tid)
-			return tl_str_get(tl, t->name);
-	}
-	return "?";
+	return t ? tl_str_get(tl, t->name) : "?";
 }
 
 /* Whether event E belongs in the report's timeline. */
@@ -454,7 +444,8 @@ static bool timeline_wants(const struct dump_view *v, const struct tl_event *e)
 static void describe_runqueue(const struct timeline *tl, const struct tl_event *e, char *buf,
 			      size_t len)
 {
-	const char *source = arg_str(tl, e, HT_ARG_WAKE_SOURCE), *cause = arg_str(tl, e, HT_ARG_CAUSE);
+	const char *source = arg_str(tl, e, HT_ARG_WAKE_SOURCE),
+		   *cause = arg_str(tl, e, HT_ARG_CAUSE);
 	const char *waker = arg_str(tl, e, HT_ARG_WAKER_COMM), *culprit;
 	const char *softirq = arg_str(tl, e, HT_ARG_SOFTIRQ);
 	uint64_t waker_tid = 0, ns;
@@ -480,8 +471,9 @@ static void describe_runqueue(const struct timeline *tl, const struct tl_event *
 		snprintf(name, sizeof(name), HT_ARG_RAN_INSTEAD ".%u.ns", i);
 		if (!culprit || !arg_u64(tl, e, name, &ns))
 			break;
-		used += (size_t)snprintf(buf + used, len - used, "%s %s %s", i ? "," : "; ran instead",
-					 culprit, ht_format_duration(ns, dur, sizeof(dur)));
+		used += (size_t)snprintf(buf + used, len - used, "%s %s %s",
+					 i ? "," : "; ran instead", culprit,
+					 ht_format_duration(ns, dur, sizeof(dur)));
 	}
 }
 
@@ -584,7 +576,7 @@ static size_t pick_lines(const struct dump_view *v, const struct report_options 
 		return 0;
 	for (size_t i = 0; i < tl_event_count(tl); i++)
 		if (timeline_wants(v, tl_event(tl, i)))
-			lines[n++] = (struct line){ i, distance(v, tl_event(tl, i)) };
+			lines[n++] = (struct line){i, distance(v, tl_event(tl, i))};
 	if (n > limit) {
 		qsort(lines, n, sizeof(*lines), line_by_distance);
 		*omitted = n - limit;
@@ -679,7 +671,9 @@ static void print_timeline_text(const struct dump_view *v, const struct report_o
 
 	n = pick_lines(v, o, &lines, &omitted);
 	printf("\ntimeline (ms from the %s; kernel and user events):\n",
-	       v->has_breach ? "breach's start" : v->trigger >= 0 ? "trigger's hit" : "window's end");
+	       v->has_breach	 ? "breach's start"
+	       : v->trigger >= 0 ? "trigger's hit"
+				 : "window's end");
 	for (size_t i = 0; i < n; i++) {
 		const struct tl_event *e = tl_event(tl, lines[i].event);
 		int c = line_cpu(tl, e);
@@ -690,7 +684,8 @@ static void print_timeline_text(const struct dump_view *v, const struct report_o
 		       cpu, thread_label(tl, e, several, who, sizeof(who)), what);
 	}
 	if (omitted)
-		printf("  (%zu events further from the breach not shown; --all shows them)\n", omitted);
+		printf("  (%zu events further from the breach not shown; --all shows them)\n",
+		       omitted);
 	free(lines);
 }
 
@@ -722,7 +717,8 @@ static void print_timeline_json(struct ht_json *j, const struct dump_view *v,
 			ht_json_str(j, "process", tl_str_get(tl, process->name));
 		}
 		ht_json_str(j, "name", event_name(tl, e));
-		/* A sampled libc frame may share a syscall's name: the category tells them apart. */
+		/* A sampled libc frame may share a syscall's name: the category tells them apart.
+		 */
 		ht_json_str(j, "category", tl_str_get(tl, e->category));
 		ht_json_str(j, "what", what);
 		ht_json_close(j);
@@ -764,6 +760,26 @@ static void split_task(const char *task, char *comm, size_t len, uint32_t *pid)
 	snprintf(comm, len, "%.*s", (int)(open - task), task);
 }
 
+/*
+ * The event that names what ran instead, and the run-queue time it splits:
+ * the wait that ended the breach; else (a syscall breach, which ends at its
+ * exit) the breach, which has them as the live line had them.
+ */
+static long culprits_event(const struct dump_view *v, uint64_t *wait_ns)
+{
+	if (v->rq_slice >= 0) {
+		/* The breach's run-queue time, where the model's slice took it from the breach. */
+		if (!arg_u64(v->tl, tl_event(v->tl, (size_t)v->rq_slice), HT_ARG_RUNNABLE_NS,
+			     wait_ns))
+			*wait_ns = tl_event(v->tl, (size_t)v->rq_slice)->dur_ns;
+		return v->rq_slice;
+	}
+	if (v->breach_instant >= 0 &&
+	    arg_u64(v->tl, tl_event(v->tl, (size_t)v->breach_instant), HT_ARG_RUNNABLE_NS, wait_ns))
+		return v->breach_instant;
+	return -1;
+}
+
 static size_t culprits_of(const struct dump_view *v, struct culprit_row *rows, size_t max,
 			  uint64_t *wait_ns)
 {
@@ -772,10 +788,9 @@ static size_t culprits_of(const struct dump_view *v, struct culprit_row *rows, s
 	size_t n = 0;
 
 	*wait_ns = 0;
-	if (v->rq_slice < 0)
+	if (culprits_event(v, wait_ns) < 0)
 		return 0;
-	e = tl_event(v->tl, (size_t)v->rq_slice);
-	*wait_ns = e->dur_ns;
+	e = tl_event(v->tl, (size_t)culprits_event(v, wait_ns));
 	for (unsigned int i = 0; n < max; i++) {
 		snprintf(name, sizeof(name), HT_ARG_RAN_INSTEAD ".%u", i);
 		rows[n].task = arg_str(v->tl, e, name);
@@ -789,12 +804,12 @@ static size_t culprits_of(const struct dump_view *v, struct culprit_row *rows, s
 	return n;
 }
 
-static const char *const loss_keys[] = { HT_META_LOSS_FR_SKIP, HT_META_LOSS_RB,
-					 HT_META_LOSS_STORAGE, HT_META_LOSS_COMM,
-					 HT_META_LOSS_RECURSION, HT_META_LOSS_UNSEEN_SWITCH_IN,
-					 HT_META_BREACHES_MISSED };
+static const char *const loss_keys[] = {HT_META_LOSS_FR_SKIP,	HT_META_LOSS_RB,
+					HT_META_LOSS_STORAGE,	HT_META_LOSS_COMM,
+					HT_META_LOSS_RECURSION, HT_META_LOSS_UNSEEN_SWITCH_IN,
+					HT_META_BREACHES_MISSED};
 /* Only in dumps that looked for user marks. */
-static const char *const mark_loss_keys[] = { HT_META_LOSS_MARKS, HT_META_LOSS_MARK_PROCESSES };
+static const char *const mark_loss_keys[] = {HT_META_LOSS_MARKS, HT_META_LOSS_MARK_PROCESSES};
 
 static void print_headline(const struct dump_view *v)
 {
@@ -819,8 +834,8 @@ static void print_headline(const struct dump_view *v)
 		arg_u64(tl, e, HT_ARG_RDI, &rdi);
 		arg_u64(tl, e, HT_ARG_RSI, &rsi);
 		arg_u64(tl, e, HT_ARG_RDX, &rdx);
-		printf("trigger %s hit in tid %u of pid %s (%s) at %s: rdi=%#" PRIx64 " rsi=%#" PRIx64
-		       " rdx=%#" PRIx64 "\n",
+		printf("trigger %s hit in tid %u of pid %s (%s) at %s: rdi=%#" PRIx64
+		       " rsi=%#" PRIx64 " rdx=%#" PRIx64 "\n",
 		       arg_str(tl, e, HT_ARG_TRIGGER) ?: "?", v->tid,
 		       meta_str(tl, HT_META_TARGET_PID), meta_str(tl, HT_META_TARGET_COMM),
 		       arg_str(tl, e, HT_ARG_FUNCTION) ?: "?", rdi, rsi, rdx);
@@ -873,9 +888,11 @@ static void print_user_stacks_text(const struct dump_view *v)
 
 	print_user_stack_text(v, v->block_stack, "user stack where it blocked");
 	n = stack_of(v->tl, v->block_stack, stack, 128);
-	if (n == 1 && !strcmp(arg_str(v->tl, tl_event(v->tl, (size_t)v->block_stack),
-				      HT_ARG_CALLGRAPH) ?: "", "fp"))
-		printf("  (one frame deep: that code has no frame pointers; try --callgraph dwarf)\n");
+	if (n == 1 &&
+	    !strcmp(arg_str(v->tl, tl_event(v->tl, (size_t)v->block_stack), HT_ARG_CALLGRAPH) ?: "",
+		    "fp"))
+		printf("  (one frame deep: that code has no frame pointers; try --callgraph "
+		       "dwarf)\n");
 	if (v->stack_before >= 0) {
 		at = tl_event(v->tl, (size_t)v->stack_before)->ts_ns;
 		ht_last_sample_label(blocked > at ? blocked - at : 0, blocked_what(v), title,
@@ -921,7 +938,8 @@ static void print_thread_states_text(const struct dump_view *v)
 	char dur[32];
 
 	for (size_t i = 0; i < n; i++) {
-		uint64_t end = st[i].dur_ns < 0 ? v->window_end_ns : st[i].ts_ns + (uint64_t)st[i].dur_ns;
+		uint64_t end =
+			st[i].dur_ns < 0 ? v->window_end_ns : st[i].ts_ns + (uint64_t)st[i].dur_ns;
 
 		/* Those around the breach: the rest are in --json and in Perfetto. */
 		if (end < v->start_ns || st[i].ts_ns > v->end_ns)
@@ -931,8 +949,9 @@ static void print_thread_states_text(const struct dump_view *v)
 		header = true;
 		printf("  %+10.3fms  %-7s %10s", ((double)st[i].ts_ns - (double)v->start_ns) / 1e6,
 		       st[i].state,
-		       st[i].dur_ns < 0 ? "(open)"
-					: ht_format_duration((uint64_t)st[i].dur_ns, dur, sizeof(dur)));
+		       st[i].dur_ns < 0
+			       ? "(open)"
+			       : ht_format_duration((uint64_t)st[i].dur_ns, dur, sizeof(dur)));
 		if (st[i].cpu >= 0)
 			printf("  cpu %d", st[i].cpu);
 		if (st[i].woken && st[i].irq)
@@ -997,10 +1016,12 @@ static void print_sections_text(const struct dump_view *v)
 	size_t n;
 	char dur[32];
 
+	long culprits = culprits_event(v, &wait_ns);
+
 	n = culprits_of(v, rows, HT_MAX_REPORT_CULPRITS, &wait_ns);
-	if (v->rq_slice >= 0) {
-		arg_u64(tl, tl_event(tl, (size_t)v->rq_slice), HT_ARG_UNKNOWN_NS, &unknown);
-		arg_u64(tl, tl_event(tl, (size_t)v->rq_slice), HT_ARG_IDLE_NS, &idle);
+	if (culprits >= 0) {
+		arg_u64(tl, tl_event(tl, (size_t)culprits), HT_ARG_UNKNOWN_NS, &unknown);
+		arg_u64(tl, tl_event(tl, (size_t)culprits), HT_ARG_IDLE_NS, &idle);
 	}
 	if (n || unknown || idle) {
 		printf("\nran instead, during the %s run-queue wait:\n",
@@ -1046,14 +1067,16 @@ static void print_sections_text(const struct dump_view *v)
 					       chain[i].waker_comm ? chain[i].waker_comm : "?",
 					       chain[i].waker_tid);
 			} else if (chain[i].waker_tid)
-				printf("woken by %s[%u]", chain[i].waker_comm ? chain[i].waker_comm : "?",
+				printf("woken by %s[%u]",
+				       chain[i].waker_comm ? chain[i].waker_comm : "?",
 				       chain[i].waker_tid);
 			else if (chain[i].source && strcmp(chain[i].source, "preempted") &&
 				 strcmp(chain[i].source, "new task"))
 				printf("woken by %s", chain[i].source);
 			else
 				printf("%s", chain[i].source ? chain[i].source : "?");
-			printf(" at %+.3fms\n", ((double)chain[i].at_ns - (double)v->start_ns) / 1e6);
+			printf(" at %+.3fms\n",
+			       ((double)chain[i].at_ns - (double)v->start_ns) / 1e6);
 		}
 	}
 	printf("\nlosses:");
@@ -1166,10 +1189,12 @@ static void print_sections_json(struct ht_json *j, const struct dump_view *v)
 		ht_json_close(j);
 	}
 	ht_json_close(j);
-	if (v->rq_slice >= 0) {
-		arg_u64(tl, tl_event(tl, (size_t)v->rq_slice), HT_ARG_OTHER_NS, &other_ns);
-		arg_u64(tl, tl_event(tl, (size_t)v->rq_slice), HT_ARG_UNKNOWN_NS, &unknown_ns);
-		arg_u64(tl, tl_event(tl, (size_t)v->rq_slice), HT_ARG_IDLE_NS, &idle_ns);
+	long culprits = culprits_event(v, &wait_ns);
+
+	if (culprits >= 0) {
+		arg_u64(tl, tl_event(tl, (size_t)culprits), HT_ARG_OTHER_NS, &other_ns);
+		arg_u64(tl, tl_event(tl, (size_t)culprits), HT_ARG_UNKNOWN_NS, &unknown_ns);
+		arg_u64(tl, tl_event(tl, (size_t)culprits), HT_ARG_IDLE_NS, &idle_ns);
 	}
 	ht_json_u64(j, "ran_instead_other_ns", other_ns);
 	ht_json_u64(j, "ran_instead_unknown_ns", unknown_ns);
@@ -1221,7 +1246,7 @@ static void print_header_json(struct ht_json *j, const struct dump_view *v)
 	ht_json_bool(j, "breach", v->has_breach);
 	if (v->trigger >= 0) {
 		const struct tl_event *e = tl_event(tl, (size_t)v->trigger);
-		uint64_t r[3] = { 0 };
+		uint64_t r[3] = {0};
 
 		arg_u64(tl, e, HT_ARG_RDI, &r[0]);
 		arg_u64(tl, e, HT_ARG_RSI, &r[1]);
@@ -1310,79 +1335,13 @@ static struct timeline *read_dump(const char *path, struct pftr_stats *stats,
 	} else if (sched) {
 		/* A failure here leaves the rest of the report as it is, and says so. */
 		snap = tl_clock_snapshot(tl);
-		if (ht_native_sched_read(data, len,
-					 snap ? (int64_t)(snap->boottime_ns - snap->monotonic_ns) : 0,
-					 sched))
+		if (ht_native_sched_read(
+			    data, len, snap ? (int64_t)(snap->boottime_ns - snap->monotonic_ns) : 0,
+			    sched))
 			ht_warn("%s: its scheduling data: %s", path, ht_last_error());
 	}
 	free(data);
 	return tl;
-}
-
-/*
- * Who ran on the CPUs the target's threads ran on, as CPU tracks of the
- * model, from the native scheduling data: a dump of this version draws no
- * CPU track of its own (Perfetto's are native), and the report's timeline
- * and the CPUs of its lines read these as they read an earlier dump's.
- */
-static void native_cpu_tracks(struct timeline *tl, const struct dump_view *v)
-{
-	const struct ht_native_sched *ns = &v->sched;
-	uint32_t ncpus = 0, last_tid = 0;
-	bool *used, target = false;
-	char name[HT_COMM_LEN + 32];
-
-	if (!ns->present)
-		return;
-	for (size_t i = 0; i < tl_track_count(tl); i++)
-		if (tl_track(tl, i)->kind == TL_TRACK_CPU)
-			return; /* an earlier version's, drawn by the writer */
-	for (size_t i = 0; i < ns->nstates; i++)
-		if (ns->states[i].cpu >= 0 && (uint32_t)ns->states[i].cpu + 1 > ncpus)
-			ncpus = (uint32_t)ns->states[i].cpu + 1;
-	used = calloc(ncpus ? ncpus : 1, sizeof(*used));
-	if (!used)
-		return;
-	/* States come by thread: whether each is a target's is asked once. */
-	for (size_t i = 0; i < ns->nstates; i++) {
-		const struct ht_thread_state *st = &ns->states[i];
-
-		if (st->tid != last_tid) {
-			last_tid = st->tid;
-			target = is_target_thread(tl, st->tid);
-		}
-		if (target && st->cpu >= 0)
-			used[st->cpu] = true;
-	}
-	for (uint32_t cpu = 0; cpu < ncpus; cpu++) {
-		struct tl_track_desc desc = { .kind = TL_TRACK_CPU, .cpu = (int32_t)cpu, .name = name };
-		int track;
-
-		if (!used[cpu])
-			continue;
-		snprintf(name, sizeof(name), HT_TRACK_CPU_FMT, cpu);
-		track = tl_add_track(tl, &desc);
-		for (size_t i = 0; track >= 0 && i < ns->nstates; i++) {
-			const struct ht_thread_state *st = &ns->states[i];
-			uint64_t start = st->ts_ns, end;
-			long ev;
-
-			if (st->cpu != (int32_t)cpu)
-				continue;
-			end = st->dur_ns < 0 ? v->window_end_ns : st->ts_ns + (uint64_t)st->dur_ns;
-			if (start < v->window_start_ns)
-				start = v->window_start_ns;
-			if (end > v->window_end_ns)
-				end = v->window_end_ns;
-			if (end <= start)
-				continue;
-			snprintf(name, sizeof(name), "%s[%u]",
-				 st->comm ? st->comm : thread_name(tl, st->tid), st->tid);
-			ev = tl_add_slice(tl, track, start, end - start, name, HT_CAT_SCHED);
-			tl_event_arg_uint(tl, ev, HT_ARG_TID, st->tid);
-		}
-	}
-	free(used);
 }
 
 static int report_file(const char *path, const struct report_options *o)
@@ -1398,7 +1357,8 @@ static int report_file(const char *path, const struct report_options *o)
 	}
 	view_init(&v, tl, path, &stats);
 	v.sched = sched;
-	native_cpu_tracks(tl, &v);
+	ht_report_model_rebuild(tl, &v.sched, v.window_start_ns, v.window_end_ns);
+	view_find_waits(&v);
 	if (o->json) {
 		struct ht_json j;
 
@@ -1478,8 +1438,8 @@ static void fill_row(struct dir_row *r)
 	r->threshold_ns = v.has_breach ? v.threshold_ns : 0;
 	r->wait_for_work = v.has_breach && v.wait_for_work;
 	if (v.has_breach) {
-		uint64_t dur[2] = { r->duration_ns, v.off_cpu_ns };
-		uint64_t thr[2] = { v.threshold_ns, v.off_cpu_ns ? v.off_cpu_threshold_ns : 0 };
+		uint64_t dur[2] = {r->duration_ns, v.off_cpu_ns};
+		uint64_t thr[2] = {v.threshold_ns, v.off_cpu_ns ? v.off_cpu_threshold_ns : 0};
 
 		/* As the dump policy ranked it: by the larger of its two ratios. */
 		r->ratio = ht_dump_rank_breach(r->wait_for_work ? HT_RANK_WAIT_FOR_WORK
@@ -1642,7 +1602,8 @@ static int report_dir(const char *dir, const struct report_options *o)
 		if (!is_dump_name(de->d_name))
 			continue;
 		if (n == cap) {
-			struct dir_row *grown = realloc(rows, (cap = cap ? cap * 2 : 16) * sizeof(*rows));
+			struct dir_row *grown =
+				realloc(rows, (cap = cap ? cap * 2 : 16) * sizeof(*rows));
 
 			if (!grown)
 				break;
@@ -1699,13 +1660,13 @@ static void usage(void)
 int ht_report_main(int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{ "json", no_argument, NULL, 'j' },
-		{ "all", no_argument, NULL, 'a' },
-		{ "by-process", no_argument, NULL, 'p' },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
+		{"json", no_argument, NULL, 'j'},
+		{"all", no_argument, NULL, 'a'},
+		{"by-process", no_argument, NULL, 'p'},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
 	};
-	struct report_options o = { 0 };
+	struct report_options o = {0};
 	struct stat st;
 	int opt;
 

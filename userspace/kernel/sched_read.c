@@ -514,9 +514,12 @@ static int simulate(struct reader *r, uint32_t ncpus)
 					(e->flags & (HT_FTRACE_FLAG_HARDIRQ | HT_FTRACE_FLAG_SOFTIRQ)) != 0);
 			break;
 		case EV_NEWTASK:
-			if (e->pid)
-				rc = open_state(&s, rows_of(&s, e->pid), e->ts, "R", -1, true,
-						e->source_pid, false);
+			if (!e->pid)
+				break;
+			rc = open_state(&s, rows_of(&s, e->pid), e->ts, "R", -1, true,
+					e->source_pid, false);
+			if (!rc)
+				r->out->states[r->out->nstates - 1].newtask = true;
 			break;
 		case EV_BLOCKED:
 			t = e->pid ? rows_of(&s, e->pid) : NULL;

@@ -43,6 +43,7 @@ struct ht_thread_state {
 	bool woken;			 /* R from a waking or a fork: waker_tid says who */
 	uint32_t waker_tid;		 /* 0: the idle task */
 	bool irq;			 /* that waking came from interrupt context */
+	bool newtask;			 /* that R is a new task's, from task_newtask */
 	const char *blocked_function;	 /* a blocked state's, from sched_blocked_reason */
 	const char *comm;		 /* Running: the switch's next_comm; else NULL */
 };

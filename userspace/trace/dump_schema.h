@@ -10,10 +10,16 @@
 /* The breach kinds: their names, and the slice each one's interval is (enum ht_breach_interval). */
 #include "base/breach_kinds.h"
 
-/* Tracks. Thread tracks are named "comm"; their kernel tracks "comm (kernel)". */
-#define HT_TRACK_HYBTRACE     "hybtrace"   /* the breach, the window, metadata */
-#define HT_TRACK_CPU_FMT      "CPU %u"	   /* what ran there, slices "comm[pid]" */
-#define HT_TRACK_KERNEL_SUFFIX " (kernel)"
+/*
+ * Tracks. Thread tracks are named "comm"; their kernel tracks (bound to the
+ * thread, under it in Perfetto) "comm syscalls"; earlier dumps named them
+ * "comm (kernel)", and had CPU tracks "CPU N" of slices "comm[pid]". The
+ * report rebuilds those (and the kernel tracks' run-queue and off-CPU
+ * slices) in its model of a dump from the native scheduling data.
+ */
+#define HT_TRACK_HYBTRACE     "hybtrace"   /* the breach's instant, the window, metadata */
+#define HT_TRACK_CPU_FMT      "CPU %u"
+#define HT_TRACK_KERNEL_SUFFIX " syscalls"
 
 /* Categories. */
 #define HT_CAT_SCHED	"sched"	  /* off-CPU, run-queue and CPU slices, wakeups */
@@ -22,22 +28,30 @@
 #define HT_CAT_WINDOW	"window"  /* window bounds, clipping */
 #define HT_CAT_USER	"user"	  /* user-space slices (on-CPU sources) */
 
-/* Slices and instants on a thread's kernel track. */
 /*
- * The one that is a breach's interval (HT_INTERVAL_OFF_CPU, HT_INTERVAL_RUNQUEUE
- * or HT_INTERVAL_SYSCALL in its kind's row) has the breach's kernel stack.
+ * On a thread's kernel track: its syscalls (category HT_CAT_SYSCALL, named
+ * by the syscall) and the breach's slice (HT_EV_BREACH). Earlier dumps had
+ * these three there too; the report's model of a dump has them, rebuilt.
  */
 #define HT_EV_OFF_CPU	 "off-cpu"   /* args: state, syscall; callstack: kernel stack */
 #define HT_EV_RUNQUEUE	 "runqueue"  /* args: cause, cpu, ran_instead.N.*, flow in from waker */
 #define HT_EV_WAKES	 "wakes"     /* instant where a wakeup was raised: args wakee_tid, source */
-/* On a thread's own track: user-space slices (named by function), and two instants. */
+/*
+ * On a thread's own track: user-space slices (named by function), its
+ * lifecycle ("thread created", "exec", "exit"), and these instants.
+ */
 #define HT_EV_STACK_BEFORE "user stack before" /* the breached thread's last sample before it */
 #define HT_EV_STACK_AFTER  "user stack after"  /* its first sample after it */
 /* --block-stacks: its user stack as it went to sleep, at the switch-out (callstack: the frames) */
 #define HT_EV_BLOCK_STACK  "blocked here"
 #define HT_EV_MARK	   "mark"	       /* a user mark, unless it has a name: args id, a, b */
+/*
+ * The breach: a slice over its interval on its thread's kernel track and an
+ * instant at its end on the hybtrace track (earlier dumps: both there). Both
+ * carry the breach's arguments (kind ... ran_instead.N, woken_by) and kernel stack.
+ */
+#define HT_EV_BREACH	 "breach"
 /* On the hybtrace track. */
-#define HT_EV_BREACH	 "breach"    /* slice over the breach interval and instant at its end */
 #define HT_EV_WINDOW	 "window"    /* slice over the dump window */
 #define HT_EV_CLIPPED	 "clipped"   /* slice over the part of the window the rings lost */
 #define HT_EV_TRIGGER	 "trigger"   /* a code trigger's hit, here and on its thread's track */
@@ -76,6 +90,7 @@
 #define HT_ARG_OTHER_NS	     "ran_instead_other_ns"
 #define HT_ARG_UNKNOWN_NS    "ran_instead_unknown_ns"
 #define HT_ARG_IDLE_NS	     "ran_instead_idle_ns" /* its CPU idle: no culprit */
+#define HT_ARG_RUNNABLE_NS   "runnable_ns"    /* breach: its time in run queues, all of the above */
 #define HT_ARG_START_NS	     "start_ns"
 #define HT_ARG_END_NS	     "end_ns"
 #define HT_ARG_BEFORE_WINDOW "began_before_window" /* 1: the slice's real start is earlier */

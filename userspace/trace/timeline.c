@@ -733,6 +733,18 @@ const struct tl_flow *tl_flow(const struct timeline *tl, uint32_t index)
 	return index && index < tl->nflows ? &tl->flows[index] : NULL;
 }
 
+const struct tl_arg *tl_event_find_arg(const struct timeline *tl, const struct tl_event *e,
+				       const char *name)
+{
+	for (uint32_t i = tl_event_lists(tl, e)->args.first; i; i = tl_arg(tl, i)->next) {
+		const struct tl_arg *a = tl_arg(tl, i);
+
+		if (!strcmp(tl_str_get(tl, a->name), name))
+			return a;
+	}
+	return NULL;
+}
+
 /* Frames and call stacks. */
 
 static uint32_t tl_frame_hash(const struct tl_frame *f)
@@ -1062,7 +1074,8 @@ static int tl_order_cmp(const void *pa, const void *pb, void *ctx)
 static int tl_track_uuid_cmp(const void *pa, const void *pb, void *ctx)
 {
 	const struct timeline *tl = ctx;
-	uint64_t a = tl->tracks[*(const uint32_t *)pa].uuid, b = tl->tracks[*(const uint32_t *)pb].uuid;
+	uint64_t a = tl->tracks[*(const uint32_t *)pa].uuid,
+		 b = tl->tracks[*(const uint32_t *)pb].uuid;
 
 	return a < b ? -1 : a > b;
 }
@@ -1637,7 +1650,7 @@ const char *tl_track_kind_name(enum tl_track_kind kind)
 
 int tl_thread_track(struct timeline *tl, int pid, int tid)
 {
-	struct tl_track_desc desc = { .kind = TL_TRACK_THREAD, .pid = pid, .tid = (int32_t)tid };
+	struct tl_track_desc desc = {.kind = TL_TRACK_THREAD, .pid = pid, .tid = (int32_t)tid};
 	uint64_t parent = 0;
 	char name[32];
 

@@ -214,6 +214,9 @@ const struct tl_event_lists *tl_event_lists(const struct timeline *tl, const str
 /* Pool entries named by those lists (index >= 1). */
 const struct tl_arg *tl_arg(const struct timeline *tl, uint32_t index);
 const struct tl_flow *tl_flow(const struct timeline *tl, uint32_t index);
+/* Event E's argument called NAME, or NULL. */
+const struct tl_arg *tl_event_find_arg(const struct timeline *tl, const struct tl_event *e,
+				       const char *name);
 
 /* Call stacks: ids run 1..count; 0 is "none". Returns the id or -errno. */
 long tl_callstack_intern(struct timeline *tl, const struct tl_frame_desc *frames, size_t n);
