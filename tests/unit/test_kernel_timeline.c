@@ -61,21 +61,6 @@ static struct timeline *build(uint64_t t0, uint64_t t1, const struct ht_breach *
 	return build_named(t0, t1, breach, TGID);
 }
 
-/* The N-th slice named NAME on the kernel track of TID, or NULL. */
-static const struct tl_event *kslice(const struct timeline *tl, uint32_t tid, const char *name,
-				     int n)
-{
-	for (size_t i = 0; i < tl_event_count(tl); i++) {
-		const struct tl_event *e = tl_event(tl, i);
-		const struct tl_track *t = tl_track(tl, e->track);
-
-		if (t->kind == TL_TRACK_THREAD_KERNEL && (uint32_t)t->tid == tid &&
-		    !strcmp(tl_str_get(tl, e->name), name) && n-- == 0)
-			return e;
-	}
-	return NULL;
-}
-
 static const struct tl_arg *arg(const struct timeline *tl, const struct tl_event *e,
 				const char *name)
 {
@@ -99,14 +84,6 @@ static const struct tl_track *thread_track(const struct timeline *tl, uint32_t t
 static const struct tl_track *kernel_track(const struct timeline *tl, uint32_t tid)
 {
 	return track_of_kind(tl, TL_TRACK_THREAD_KERNEL, tid);
-}
-
-static bool arg_is(const struct timeline *tl, const struct tl_event *e, const char *name,
-		   const char *want)
-{
-	const struct tl_arg *a = arg(tl, e, name);
-
-	return a && a->kind == TL_ARG_STR && !strcmp(tl_str_get(tl, a->s), want);
 }
 
 /*
@@ -159,9 +136,9 @@ TEST(syscalls_on_the_kernel_track)
 	add(0, 3300, HT_FR_SYS_EXIT, HT_FRF_TARGET, A, 0, 230, (uint64_t)-4);
 	add(0, 3500, HT_FR_SYS_ENTER, HT_FRF_TARGET, A, 0, 0, 3);
 	tl = build(1000, 4000, NULL);
-	futex = kslice(tl, A, "futex", 0);
-	sleep = kslice(tl, A, "clock_nanosleep", 0);
-	read = kslice(tl, A, "read", 0);
+	futex = fx_kernel_event(tl, A, "futex", 0);
+	sleep = fx_kernel_event(tl, A, "clock_nanosleep", 0);
+	read = fx_kernel_event(tl, A, "read", 0);
 	CHECK(futex && futex->ts_ns == 1000 && futex->dur_ns == 200 &&
 	      arg(tl, futex, HT_ARG_BEFORE_WINDOW) && !arg(tl, futex, HT_ARG_SYSCALL_ARG0));
 	CHECK(sleep && sleep->ts_ns == 2000 && sleep->dur_ns == 1300);
@@ -218,7 +195,7 @@ TEST(the_breach_on_its_threads_kernel_track)
 		else
 			instant = e;
 	}
-	sc = kslice(tl, A, "clock_nanosleep", 0);
+	sc = fx_kernel_event(tl, A, "clock_nanosleep", 0);
 	CHECK(slice && tl_track(tl, slice->track) == kernel_track(tl, A));
 	CHECK(slice && slice->ts_ns == 1100 && slice->dur_ns == 3900);
 	CHECK(sc && slice && sc->ts_ns <= slice->ts_ns &&
@@ -229,10 +206,10 @@ TEST(the_breach_on_its_threads_kernel_track)
 		const struct tl_event *e = i ? instant : slice;
 
 		CHECK(e && e->callstack && tl_callstack_depth(tl, e->callstack) == 2);
-		CHECK(arg_is(tl, e, HT_ARG_STATE, "S") &&
-		      arg_is(tl, e, HT_ARG_SYSCALL, "clock_nanosleep"));
-		CHECK(arg_is(tl, e, HT_ARG_WAKE_SOURCE, "task") &&
-		      arg_is(tl, e, HT_ARG_WAKER_COMM, "waker"));
+		CHECK(fx_arg_is(tl, e, HT_ARG_STATE, "S") &&
+		      fx_arg_is(tl, e, HT_ARG_SYSCALL, "clock_nanosleep"));
+		CHECK(fx_arg_is(tl, e, HT_ARG_WAKE_SOURCE, "task") &&
+		      fx_arg_is(tl, e, HT_ARG_WAKER_COMM, "waker"));
 		CHECK(arg(tl, e, HT_ARG_WAKER_TID) && arg(tl, e, HT_ARG_WAKER_TID)->u == B);
 		CHECK(arg(tl, e, HT_ARG_THRESHOLD_NS) &&
 		      arg(tl, e, HT_ARG_THRESHOLD_NS)->u == 1000);
@@ -260,7 +237,7 @@ TEST(a_breach_older_than_the_window_is_cut_there)
 	add(0, 2000, HT_FR_WAKEUP, HT_FRF_TARGET, A, 0, 0, HT_WAKE_TIMER);
 	add(0, 3000, HT_FR_SWITCH, HT_FRF_NEXT_TARGET, HOG, A, 0, 0);
 	tl = build(1000, 4000, &br);
-	slice = kslice(tl, A, HT_EV_BREACH, 0);
+	slice = fx_kernel_event(tl, A, HT_EV_BREACH, 0);
 	CHECK(slice && slice->ts_ns == 1000 && slice->dur_ns == 2000 &&
 	      arg(tl, slice, HT_ARG_BEFORE_WINDOW));
 	/* Its length is the breach's, not the slice's. */
@@ -374,7 +351,7 @@ TEST(each_process_its_own_track_group_breach_first)
 	CHECK(thread_in(tl, P1_T, P1));
 	CHECK(thread_in(tl, P1, P1));
 	/* The breach's slice is on its thread's kernel track, under its own process. */
-	CHECK(kslice(tl, P2_T, HT_EV_BREACH, 0) != NULL && kernel_track(tl, P2_T));
+	CHECK(fx_kernel_event(tl, P2_T, HT_EV_BREACH, 0) != NULL && kernel_track(tl, P2_T));
 	tl_free(tl);
 }
 

@@ -77,33 +77,10 @@ static struct timeline *model(uint64_t t0, uint64_t t1, const struct ht_breach *
 	return read;
 }
 
-/* The N-th event named NAME on the kernel track of TID, or NULL. */
-static const struct tl_event *kslice(const struct timeline *tl, uint32_t tid, const char *name,
-				     int n)
-{
-	for (size_t i = 0; i < tl_event_count(tl); i++) {
-		const struct tl_event *e = tl_event(tl, i);
-		const struct tl_track *t = tl_track(tl, e->track);
-
-		if (t->kind == TL_TRACK_THREAD_KERNEL && (uint32_t)t->tid == tid &&
-		    !strcmp(tl_str_get(tl, e->name), name) && n-- == 0)
-			return e;
-	}
-	return NULL;
-}
-
 static const struct tl_arg *arg(const struct timeline *tl, const struct tl_event *e,
 				const char *name)
 {
 	return e ? tl_event_find_arg(tl, e, name) : NULL;
-}
-
-static bool arg_is(const struct timeline *tl, const struct tl_event *e, const char *name,
-		   const char *want)
-{
-	const struct tl_arg *a = arg(tl, e, name);
-
-	return a && a->kind == TL_ARG_STR && !strcmp(tl_str_get(tl, a->s), want);
 }
 
 TEST(sleep_wakeup_runqueue)
@@ -124,19 +101,21 @@ TEST(sleep_wakeup_runqueue)
 	add(0, 4100, HT_FR_WAKEUP, HT_FRF_TARGET, A, B, 0, HT_WAKE_TASK | 1 << 8);
 	add(0, 5000, HT_FR_SWITCH, HT_FRF_NEXT_TARGET, HOG, A, 0, 0);
 	tl = model(500, 6000, &br);
-	off = kslice(tl, A, HT_EV_OFF_CPU, 0);
-	rq = kslice(tl, A, HT_EV_RUNQUEUE, 0);
+	off = fx_kernel_event(tl, A, HT_EV_OFF_CPU, 0);
+	rq = fx_kernel_event(tl, A, HT_EV_RUNQUEUE, 0);
 	CHECK(off && off->ts_ns == 1000 && off->dur_ns == 3100);
-	CHECK(arg_is(tl, off, HT_ARG_STATE, "S"));
+	CHECK(fx_arg_is(tl, off, HT_ARG_STATE, "S"));
 	CHECK(rq && rq->ts_ns == 4100 && rq->dur_ns == 900);
-	CHECK(arg_is(tl, rq, HT_ARG_CAUSE, "woken") && arg_is(tl, rq, HT_ARG_WAKE_SOURCE, "task"));
+	CHECK(fx_arg_is(tl, rq, HT_ARG_CAUSE, "woken") &&
+	      fx_arg_is(tl, rq, HT_ARG_WAKE_SOURCE, "task"));
 	CHECK(arg(tl, rq, HT_ARG_WAKER_TID) && arg(tl, rq, HT_ARG_WAKER_TID)->u == B);
 	CHECK(arg(tl, rq, HT_ARG_CPU) && arg(tl, rq, HT_ARG_CPU)->u == 0);
 	/* What ran instead: the hog held CPU 0 from 1000 to 5000. */
-	CHECK(arg_is(tl, rq, HT_ARG_RAN_INSTEAD ".0", "hog[9000]"));
+	CHECK(fx_arg_is(tl, rq, HT_ARG_RAN_INSTEAD ".0", "hog[9000]"));
 	CHECK(arg(tl, rq, HT_ARG_RAN_INSTEAD ".0.ns") &&
 	      arg(tl, rq, HT_ARG_RAN_INSTEAD ".0.ns")->u == 900);
-	CHECK(!kslice(tl, A, HT_EV_RUNQUEUE, 1) && !kslice(tl, A, HT_EV_OFF_CPU, 1));
+	CHECK(!fx_kernel_event(tl, A, HT_EV_RUNQUEUE, 1) &&
+	      !fx_kernel_event(tl, A, HT_EV_OFF_CPU, 1));
 	tl_free(tl);
 }
 
@@ -152,13 +131,14 @@ TEST(wakeup_sorted_just_after_its_switch_in_still_names_the_waker)
 	add(0, 5000, HT_FR_SWITCH, HT_FRF_NEXT_TARGET, HOG, A, 0, 0);
 	add(1, 5010, HT_FR_WAKEUP, HT_FRF_TARGET, A, B, 0, HT_WAKE_TASK | 1 << 8);
 	tl = model(500, 6000, NULL);
-	off = kslice(tl, A, HT_EV_OFF_CPU, 0);
-	rq = kslice(tl, A, HT_EV_RUNQUEUE, 0);
+	off = fx_kernel_event(tl, A, HT_EV_OFF_CPU, 0);
+	rq = fx_kernel_event(tl, A, HT_EV_RUNQUEUE, 0);
 	CHECK(off && rq && off->ts_ns == 1000 && off->ts_ns + off->dur_ns == rq->ts_ns);
 	CHECK(rq && rq->ts_ns <= 5000 && rq->ts_ns + rq->dur_ns == 5000);
 	CHECK(arg(tl, rq, HT_ARG_WAKER_TID) && arg(tl, rq, HT_ARG_WAKER_TID)->u == B);
 	/* Taken once: no second wait and no second off-CPU slice from the same record. */
-	CHECK(!kslice(tl, A, HT_EV_RUNQUEUE, 1) && !kslice(tl, A, HT_EV_OFF_CPU, 1));
+	CHECK(!fx_kernel_event(tl, A, HT_EV_RUNQUEUE, 1) &&
+	      !fx_kernel_event(tl, A, HT_EV_OFF_CPU, 1));
 	tl_free(tl);
 }
 
@@ -174,10 +154,11 @@ TEST(wakeup_after_a_preempted_threads_switch_in_is_not_moved)
 	add(0, 4000, HT_FR_SWITCH, HT_FRF_NEXT_TARGET, HOG, A, 0, 0);
 	add(1, 4010, HT_FR_WAKEUP, HT_FRF_TARGET, A, B, 0, HT_WAKE_TASK | 1 << 8);
 	tl = model(500, 5000, NULL);
-	rq = kslice(tl, A, HT_EV_RUNQUEUE, 0);
-	CHECK(rq && rq->ts_ns == 1000 && rq->dur_ns == 3000 && !kslice(tl, A, HT_EV_RUNQUEUE, 1));
-	CHECK(arg_is(tl, rq, HT_ARG_CAUSE, "preempted") && !arg(tl, rq, HT_ARG_WAKER_TID));
-	CHECK(!kslice(tl, A, HT_EV_OFF_CPU, 0));
+	rq = fx_kernel_event(tl, A, HT_EV_RUNQUEUE, 0);
+	CHECK(rq && rq->ts_ns == 1000 && rq->dur_ns == 3000 &&
+	      !fx_kernel_event(tl, A, HT_EV_RUNQUEUE, 1));
+	CHECK(fx_arg_is(tl, rq, HT_ARG_CAUSE, "preempted") && !arg(tl, rq, HT_ARG_WAKER_TID));
+	CHECK(!fx_kernel_event(tl, A, HT_EV_OFF_CPU, 0));
 	tl_free(tl);
 }
 
@@ -194,11 +175,11 @@ TEST(switch_from_an_exited_thread_to_another_target_thread)
 	/* The dying A hands the CPU to B: B's wait must still end here. */
 	add(0, 3500, HT_FR_SWITCH, HT_FRF_PREV_TARGET | HT_FRF_NEXT_TARGET, A, B, 0, 0x80);
 	tl = model(500, 4000, NULL);
-	rq = kslice(tl, B, HT_EV_RUNQUEUE, 0);
+	rq = fx_kernel_event(tl, B, HT_EV_RUNQUEUE, 0);
 	CHECK(rq && rq->ts_ns == 2500 && rq->dur_ns == 1000);
 	/* Woken by a timer: from interrupt context, no task. */
-	CHECK(arg_is(tl, rq, HT_ARG_WAKE_SOURCE, "irq") && !arg(tl, rq, HT_ARG_WAKER_TID));
-	CHECK(!kslice(tl, A, HT_EV_OFF_CPU, 1));
+	CHECK(fx_arg_is(tl, rq, HT_ARG_WAKE_SOURCE, "irq") && !arg(tl, rq, HT_ARG_WAKER_TID));
+	CHECK(!fx_kernel_event(tl, A, HT_EV_OFF_CPU, 1));
 	tl_free(tl);
 }
 
@@ -214,11 +195,11 @@ TEST(syscall_holds_its_sleep)
 	add(0, 3200, HT_FR_SWITCH, HT_FRF_NEXT_TARGET, HOG, A, 0, 0);
 	add(0, 3300, HT_FR_SYS_EXIT, HT_FRF_TARGET, A, 0, 230, 0);
 	tl = model(500, 4000, NULL);
-	sc = kslice(tl, A, "clock_nanosleep", 0);
-	off = kslice(tl, A, HT_EV_OFF_CPU, 0);
+	sc = fx_kernel_event(tl, A, "clock_nanosleep", 0);
+	off = fx_kernel_event(tl, A, HT_EV_OFF_CPU, 0);
 	CHECK(sc && sc->ts_ns == 1000 && sc->dur_ns == 2300);
 	CHECK(off && off->ts_ns == 1100 && off->dur_ns == 1900);
-	CHECK(arg_is(tl, off, HT_ARG_SYSCALL, "clock_nanosleep"));
+	CHECK(fx_arg_is(tl, off, HT_ARG_SYSCALL, "clock_nanosleep"));
 	tl_free(tl);
 }
 
@@ -235,14 +216,14 @@ TEST(states_older_than_the_window_are_cut_and_marked)
 	/* and B is still runnable when it ends. */
 	add(1, 3000, HT_FR_SWITCH, HT_FRF_PREV_TARGET | HT_FRF_PREEMPT, B, HOG, 0, 0);
 	tl = model(1000, 4000, NULL);
-	off = kslice(tl, A, HT_EV_OFF_CPU, 0);
-	sc = kslice(tl, A, "futex", 0);
+	off = fx_kernel_event(tl, A, HT_EV_OFF_CPU, 0);
+	sc = fx_kernel_event(tl, A, "futex", 0);
 	CHECK(off && off->ts_ns == 1000 && off->dur_ns == 1000 &&
 	      arg(tl, off, HT_ARG_BEFORE_WINDOW));
-	CHECK(arg_is(tl, off, HT_ARG_STATE, HT_STATE_UNKNOWN));
-	CHECK(arg_is(tl, off, HT_ARG_SYSCALL, "futex"));
+	CHECK(fx_arg_is(tl, off, HT_ARG_STATE, HT_STATE_UNKNOWN));
+	CHECK(fx_arg_is(tl, off, HT_ARG_SYSCALL, "futex"));
 	CHECK(sc && sc->ts_ns == 1000 && arg(tl, sc, HT_ARG_BEFORE_WINDOW));
-	rq = kslice(tl, B, HT_EV_RUNQUEUE, 0);
+	rq = fx_kernel_event(tl, B, HT_EV_RUNQUEUE, 0);
 	CHECK(rq && rq->ts_ns == 3000 && rq->dur_ns == 1000);
 	tl_free(tl);
 }
@@ -269,15 +250,15 @@ TEST(off_cpu_breach_older_than_the_rings_keeps_its_state)
 	add(0, 4500, HT_FR_WAKEUP, HT_FRF_TARGET, B, 0, 0, HT_WAKE_TIMER);
 	add(0, 5000, HT_FR_SWITCH, HT_FRF_NEXT_TARGET, HOG, A, 0, 0);
 	tl = model(1000, 6000, &br);
-	off = kslice(tl, A, HT_EV_OFF_CPU, 0);
+	off = fx_kernel_event(tl, A, HT_EV_OFF_CPU, 0);
 	CHECK(off && off->ts_ns == 1500 && off->dur_ns == 2500);
-	CHECK(arg_is(tl, off, HT_ARG_STATE, "S"));
-	CHECK(arg_is(tl, off, HT_ARG_SYSCALL, "futex"));
+	CHECK(fx_arg_is(tl, off, HT_ARG_STATE, "S"));
+	CHECK(fx_arg_is(tl, off, HT_ARG_SYSCALL, "futex"));
 	CHECK(off && !arg(tl, off, HT_ARG_BEFORE_WINDOW));
 	/* B's sleep is older than anything known: said in words, never "?". */
-	other = kslice(tl, B, HT_EV_OFF_CPU, 0);
+	other = fx_kernel_event(tl, B, HT_EV_OFF_CPU, 0);
 	CHECK(other && other->ts_ns == 1000 && arg(tl, other, HT_ARG_BEFORE_WINDOW));
-	CHECK(arg_is(tl, other, HT_ARG_STATE, HT_STATE_UNKNOWN));
+	CHECK(fx_arg_is(tl, other, HT_ARG_STATE, HT_STATE_UNKNOWN));
 	tl_free(tl);
 }
 
@@ -306,10 +287,10 @@ TEST(the_breachs_wait_is_the_live_lines)
 	    HT_WAKE_SOFTIRQ | 1 << 8 | 3ULL << HT_FR_WAKE_VEC_SHIFT);
 	add(0, 5000, HT_FR_SWITCH, HT_FRF_NEXT_TARGET, HOG, A, 0, 0);
 	tl = model(500, 6000, &br);
-	rq = kslice(tl, A, HT_EV_RUNQUEUE, 0);
+	rq = fx_kernel_event(tl, A, HT_EV_RUNQUEUE, 0);
 	CHECK(rq && rq->ts_ns + rq->dur_ns == 5000);
-	CHECK(arg_is(tl, rq, HT_ARG_WAKE_SOURCE, "softirq") &&
-	      arg_is(tl, rq, HT_ARG_SOFTIRQ, "net_rx"));
+	CHECK(fx_arg_is(tl, rq, HT_ARG_WAKE_SOURCE, "softirq") &&
+	      fx_arg_is(tl, rq, HT_ARG_SOFTIRQ, "net_rx"));
 	CHECK(arg(tl, rq, HT_ARG_WAKER_TID) && arg(tl, rq, HT_ARG_WAKER_TID)->u == B);
 	/* ht_culprits_compute() over the flight records, from the wakeup on: the hog's 900 ns. */
 	CHECK(arg(tl, rq, HT_ARG_RUNNABLE_NS) && arg(tl, rq, HT_ARG_RUNNABLE_NS)->u == 900);

@@ -86,3 +86,25 @@ int fx_dump_lower(struct timeline *tl, struct ht_kernel_window *kw, struct pb_bu
 	ht_sched_index_free(&idx);
 	return rc;
 }
+
+const struct tl_event *fx_kernel_event(const struct timeline *tl, uint32_t tid, const char *name,
+				       int n)
+{
+	for (size_t i = 0; i < tl_event_count(tl); i++) {
+		const struct tl_event *e = tl_event(tl, i);
+		const struct tl_track *t = tl_track(tl, e->track);
+
+		if (t->kind == TL_TRACK_THREAD_KERNEL && (uint32_t)t->tid == tid &&
+		    !strcmp(tl_str_get(tl, e->name), name) && n-- == 0)
+			return e;
+	}
+	return NULL;
+}
+
+bool fx_arg_is(const struct timeline *tl, const struct tl_event *e, const char *name,
+	       const char *want)
+{
+	const struct tl_arg *a = e ? tl_event_find_arg(tl, e, name) : NULL;
+
+	return a && a->kind == TL_ARG_STR && !strcmp(tl_str_get(tl, a->s), want);
+}

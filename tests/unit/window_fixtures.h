@@ -8,6 +8,7 @@
 #ifndef HT_WINDOW_FIXTURES_H
 #define HT_WINDOW_FIXTURES_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include "kernel/kernel_timeline.h"
@@ -41,5 +42,13 @@ int fx_kernel_timeline_lower(struct timeline *tl, struct ht_kernel_window *kw);
  * TL's own packets in the file. 0, or -1 with the step that failed printed.
  */
 int fx_dump_lower(struct timeline *tl, struct ht_kernel_window *kw, struct pb_buf *native);
+
+/* The N-th event named NAME on the kernel track of thread TID, or NULL. */
+const struct tl_event *fx_kernel_event(const struct timeline *tl, uint32_t tid, const char *name,
+				       int n);
+
+/* Whether event E (may be NULL) has the text argument NAME equal to WANT. */
+bool fx_arg_is(const struct timeline *tl, const struct tl_event *e, const char *name,
+	       const char *want);
 
 #endif /* HT_WINDOW_FIXTURES_H */

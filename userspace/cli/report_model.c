@@ -4,6 +4,7 @@
 #include <string.h>
 #include "cli/report_model.h"
 #include "hybtrace/records.h"
+#include "kernel/kernel_timeline.h"
 #include "trace/dump_schema.h"
 
 #define MODEL_CULPRITS 3 /* as many as a run-queue line names */
@@ -153,22 +154,11 @@ static void add_cpu_tracks(struct model *m)
 /* The kernel track of thread track THREAD (index), made in the model when the dump drew none. */
 static int kernel_track(struct model *m, size_t thread)
 {
-	const struct tl_track *t = tl_track(m->tl, thread);
-	char name[HT_COMM_LEN + 32];
-	struct tl_track_desc desc = {
-		.kind = TL_TRACK_THREAD_KERNEL,
-		.parent_uuid = t->uuid,
-		.pid = t->pid,
-		.tid = t->tid,
-		.name = name,
-	};
-
 	for (size_t i = 0; i < tl_track_count(m->tl); i++)
 		if (tl_track(m->tl, i)->kind == TL_TRACK_THREAD_KERNEL &&
-		    tl_track(m->tl, i)->parent_uuid == t->uuid)
+		    tl_track(m->tl, i)->parent_uuid == tl_track(m->tl, thread)->uuid)
 			return (int)i;
-	snprintf(name, sizeof(name), "%s" HT_TRACK_KERNEL_SUFFIX, tl_str_get(m->tl, t->name));
-	return tl_add_track(m->tl, &desc);
+	return ht_timeline_kernel_track(m->tl, thread);
 }
 
 /* The syscall slice on TRACK that holds [START, END], by name; NULL if none. */

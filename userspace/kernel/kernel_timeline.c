@@ -167,23 +167,27 @@ static struct thread_build *thread_of(struct builder *b, uint32_t tid, uint32_t 
 	return t->thread_track < 0 ? NULL : t;
 }
 
-/* T's kernel track, "comm syscalls", a child of its own; made on first use. -1: no memory. */
-static int kernel_track_of(struct builder *b, struct thread_build *t)
+int ht_timeline_kernel_track(struct timeline *tl, size_t thread)
 {
-	const struct tl_track *thread = tl_track(b->tl, (size_t)t->thread_track);
+	const struct tl_track *t = tl_track(tl, thread);
 	char name[HT_COMM_LEN + 32];
 	struct tl_track_desc desc = {
 		.kind = TL_TRACK_THREAD_KERNEL,
-		.parent_uuid = thread->uuid,
-		.pid = thread->pid,
-		.tid = thread->tid,
+		.parent_uuid = t->uuid,
+		.pid = t->pid,
+		.tid = t->tid,
 		.name = name,
 	};
 
-	if (t->kernel_track >= 0)
-		return t->kernel_track;
-	snprintf(name, sizeof(name), "%s" HT_TRACK_KERNEL_SUFFIX, tl_str_get(b->tl, thread->name));
-	t->kernel_track = tl_add_track(b->tl, &desc);
+	snprintf(name, sizeof(name), "%s" HT_TRACK_KERNEL_SUFFIX, tl_str_get(tl, t->name));
+	return tl_add_track(tl, &desc);
+}
+
+/* T's kernel track, made on first use. -1: no memory. */
+static int kernel_track_of(struct builder *b, struct thread_build *t)
+{
+	if (t->kernel_track < 0)
+		t->kernel_track = ht_timeline_kernel_track(b->tl, (size_t)t->thread_track);
 	return t->kernel_track;
 }
 

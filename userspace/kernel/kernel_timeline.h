@@ -26,8 +26,8 @@ struct ht_kernel_window {
 	const struct ht_fr_window *w;	  /* what the recorder gave for it */
 	const struct ht_sched_index *idx; /* its switches per CPU */
 	struct ht_comm_cache *comms;
-	const struct ht_ksyms *ksyms;	  /* NULL: stacks stay addresses */
-	const struct ht_breach *breach;	  /* NULL for manual and exit dumps */
+	const struct ht_ksyms *ksyms;	/* NULL: stacks stay addresses */
+	const struct ht_breach *breach; /* NULL for manual and exit dumps */
 	uint64_t threshold_ns;
 };
 
@@ -39,6 +39,13 @@ int ht_kernel_timeline_build(struct timeline *tl, const struct ht_kernel_window 
  * its comm (COMMS; NULL: "pid TGID"). An index, or -errno.
  */
 int ht_timeline_process_track(struct timeline *tl, struct ht_comm_cache *comms, int tgid);
+
+/*
+ * A kernel track for thread track THREAD (an index) of TL: "comm syscalls",
+ * bound to that thread (Perfetto shows it under the thread's own). An
+ * index, or -errno.
+ */
+int ht_timeline_kernel_track(struct timeline *tl, size_t thread);
 
 /* Kernel stack addresses (leaf first, as BPF gives them) as frames, root first. */
 int ht_kernel_stack_attach(struct timeline *tl, long ev, const uint64_t *addrs, int depth,
