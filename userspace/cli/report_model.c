@@ -19,6 +19,9 @@ struct model {
 	long breach; /* the breach's instant on the hybtrace track, or -1 */
 	uint32_t breach_tid;
 	uint64_t breach_end_ns;
+	/* The syscall slices of the thread being modelled, by start: those a sleep lies in. */
+	const struct tl_event **syscalls;
+	size_t nsyscalls;
 	/* An off-CPU breach's sleep (of one wait of two kinds, the one inside): when, how, where.
 	 */
 	bool breach_slept;
@@ -161,18 +164,55 @@ static int kernel_track(struct model *m, size_t thread)
 	return ht_timeline_kernel_track(m->tl, thread);
 }
 
-/* The syscall slice on TRACK that holds [START, END], by name; NULL if none. */
-static const char *syscall_around(const struct model *m, int track, uint64_t start, uint64_t end)
+static int by_start(const void *a, const void *b)
 {
+	const struct tl_event *x = *(const struct tl_event *const *)a;
+	const struct tl_event *y = *(const struct tl_event *const *)b;
+
+	return x->ts_ns < y->ts_ns ? -1 : x->ts_ns > y->ts_ns;
+}
+
+/* The syscall slices on TRACK, by start, into the model; -1 without memory. */
+static int index_syscalls(struct model *m, int track)
+{
+	m->nsyscalls = 0;
 	for (size_t i = 0; i < tl_event_count(m->tl); i++) {
 		const struct tl_event *e = tl_event(m->tl, i);
 
-		if ((int)e->track == track && e->kind == TL_EVENT_SLICE &&
-		    !strcmp(tl_str_get(m->tl, e->category), HT_CAT_SYSCALL) && e->ts_ns <= start &&
-		    e->ts_ns + e->dur_ns >= end)
-			return tl_str_get(m->tl, e->name);
+		if ((int)e->track != track || e->kind != TL_EVENT_SLICE ||
+		    strcmp(tl_str_get(m->tl, e->category), HT_CAT_SYSCALL))
+			continue;
+		if (!(m->nsyscalls & (m->nsyscalls + 1))) {
+			const struct tl_event **v =
+				realloc(m->syscalls, (m->nsyscalls * 2 + 2) * sizeof(*v));
+
+			if (!v)
+				return -1;
+			m->syscalls = v;
+		}
+		m->syscalls[m->nsyscalls++] = e;
 	}
-	return NULL;
+	qsort(m->syscalls, m->nsyscalls, sizeof(*m->syscalls), by_start);
+	return 0;
+}
+
+/* The syscall that holds [START, END] (index_syscalls()), by name; NULL if none. */
+static const char *syscall_around(const struct model *m, uint64_t start, uint64_t end)
+{
+	size_t lo = 0, hi = m->nsyscalls;
+
+	/* The last one that starts at or before START: a thread's syscalls never overlap. */
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (m->syscalls[mid]->ts_ns <= start)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (!lo || m->syscalls[lo - 1]->ts_ns + m->syscalls[lo - 1]->dur_ns < end)
+		return NULL;
+	return tl_str_get(m->tl, m->syscalls[lo - 1]->name);
 }
 
 /* Copy the breach instant's arguments whose names begin with one of PREFIXES onto EV. */
@@ -323,14 +363,14 @@ static void add_waker(struct model *m, long ev, const struct ht_thread_state *st
 static void add_off_cpu(struct model *m, int track, uint64_t start, uint64_t end, const char *state,
 			bool before_window)
 {
-	const char *syscall = syscall_around(m, track, start, end);
+	const char *syscall = syscall_around(m, start, end);
+	long ev;
 
 	/* The rings may have lost its sys_enter; the breach knows the syscall it slept in. */
 	if (!syscall && m->breach_slept && start == m->breach_sleep_ns &&
 	    (uint32_t)tl_track(m->tl, (size_t)track)->tid == m->breach_tid)
 		syscall = m->breach_syscall;
-	long ev = tl_add_slice(m->tl, track, start, end - start, HT_EV_OFF_CPU, HT_CAT_SCHED);
-
+	ev = tl_add_slice(m->tl, track, start, end - start, HT_EV_OFF_CPU, HT_CAT_SCHED);
 	tl_event_arg_str(m->tl, ev, HT_ARG_STATE, state ? state : HT_STATE_UNKNOWN);
 	if (syscall)
 		tl_event_arg_str(m->tl, ev, HT_ARG_SYSCALL, syscall);
@@ -382,7 +422,7 @@ static void add_thread_waits(struct model *m, size_t thread)
 	if (!st || !n)
 		return;
 	track = kernel_track(m, thread);
-	if (track < 0)
+	if (track < 0 || index_syscalls(m, track))
 		return;
 	if ((is_running(&st[0]) || (st[0].woken && !st[0].newtask)) && st[0].ts_ns > m->ws)
 		add_sleep_before(m, track, tid, st[0].ts_ns);
@@ -391,7 +431,8 @@ static void add_thread_waits(struct model *m, size_t thread)
 		uint64_t end = state_end(m, &st[i]);
 
 		/* A task gone (X, Z) waits for nothing. */
-		if (st[i].ts_ns >= end || is_running(&st[i]) || strchr("XZ", st[i].state[0]))
+		if (st[i].ts_ns >= end || is_running(&st[i]) || !strcmp(st[i].state, "X") ||
+		    !strcmp(st[i].state, "Z"))
 			continue;
 		if (!is_runnable(&st[i])) {
 			add_off_cpu(m, track, st[i].ts_ns, end, st[i].state, false);
@@ -480,4 +521,5 @@ void ht_report_model_rebuild(struct timeline *tl, const struct ht_native_sched *
 	if (!cpus)
 		add_cpu_tracks(&m);
 	free(m.running);
+	free(m.syscalls);
 }
