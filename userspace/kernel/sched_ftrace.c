@@ -521,7 +521,7 @@ static int collect_full_events(struct builder *b)
 			if (t < b->ntids && b->wakings[i].ts < first_waking[t])
 				first_waking[t] = b->wakings[i].ts;
 		}
-		/* As recorded too: the dump's TrackEvent part places a run-queue wait there. */
+		/* As recorded too: the run-queue clock may put a wakeup before its waking's time. */
 		for (size_t i = 0; i < w->count; i++) {
 			const struct ht_fr_event *e = &w->events[i];
 			size_t t = tid_index(b, e->rec.tid_a);
