@@ -521,14 +521,6 @@ static int collect_full_events(struct builder *b)
 			if (t < b->ntids && b->wakings[i].ts < first_waking[t])
 				first_waking[t] = b->wakings[i].ts;
 		}
-		/* As recorded too: the run-queue clock may put a wakeup before its waking's time. */
-		for (size_t i = 0; i < w->count; i++) {
-			const struct ht_fr_event *e = &w->events[i];
-			size_t t = tid_index(b, e->rec.tid_a);
-
-			if (is_wakeup(e) && t < b->ntids && e->rec.ts_ns < first_waking[t])
-				first_waking[t] = e->rec.ts_ns;
-		}
 	}
 	for (size_t i = 0; i < w->count; i++)
 		if (w->events[i].rec.kind == HT_FR_FORK)
