@@ -192,7 +192,8 @@ static int index_syscalls(struct model *m, int track)
 		}
 		m->syscalls[m->nsyscalls++] = e;
 	}
-	qsort(m->syscalls, m->nsyscalls, sizeof(*m->syscalls), by_start);
+	if (m->nsyscalls)
+		qsort(m->syscalls, m->nsyscalls, sizeof(*m->syscalls), by_start);
 	return 0;
 }
 
