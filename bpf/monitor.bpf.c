@@ -173,22 +173,26 @@ struct {
 /*
  * Interrupt and timer context on this CPU: each kind stamps its entry and
  * exit with a per-CPU sequence number, and a kind is active while its entry
- * is newer than its exit. Hardirq handlers, softirq actions and timer_list
- * callbacks do not nest within their own kind, so they need no depth
- * counter, and an entry or exit missed while attaching heals at the next
- * one. hrtimer callbacks do: a soft one (in the hrtimer softirq; on
- * PREEMPT_RT every sleep's timer, run by ktimers/N) may be interrupted by
- * the hard ones of the timer interrupt, whose exit must not end it: the
- * sleep it then wakes was woken by a timer, not by "softirq (hrtimer)".
+ * is newer than its exit and the task running is the one that was running
+ * at its entry. None of these kinds nests within itself, so none needs a
+ * depth counter, and an entry or exit missed while attaching heals at the
+ * next one. hrtimer callbacks are two kinds: a soft one (in the hrtimer
+ * softirq; on PREEMPT_RT every sleep's timer, run by ktimers/N) may be
+ * interrupted by the hard ones of the timer interrupt, whose exit must not
+ * end it: the sleep it then wakes was woken by a timer, not by "softirq
+ * (hrtimer)". The owner: on PREEMPT_RT softirqs and soft timer callbacks
+ * run in tasks that can be preempted in the middle, and the task that runs
+ * next, waking another, is in none of their contexts; elsewhere interrupt
+ * context cannot be left for another task, so the owner always matches.
  */
-enum { CTX_HARDIRQ, CTX_SOFTIRQ, CTX_HRTIMER, CTX_TIMER, CTX_KINDS };
+enum { CTX_HARDIRQ, CTX_SOFTIRQ, CTX_HRTIMER_HARD, CTX_HRTIMER_SOFT, CTX_TIMER, CTX_KINDS };
 
 struct cpu_context {
 	__u64 seq;
 	__u64 entry[CTX_KINDS];
 	__u64 exit[CTX_KINDS];
-	__u32 softirq_vec; /* of the softirq entered last */
-	__u32 hrtimer_depth; /* hrtimer callbacks running, nested: 0 after a missed entry */
+	__u32 owner[CTX_KINDS]; /* the task (pid) running at each kind's last entry */
+	__u32 softirq_vec;	/* of the softirq entered last */
 	/* Whether the softirq entered at in_task_seq runs in a task's context. */
 	__u32 in_task;
 	__u64 in_task_seq;
@@ -365,9 +369,10 @@ static __always_inline void proc_hist_exit(struct task_struct *p)
 	}
 }
 
-static __always_inline bool context_active(struct cpu_context *c, int kind)
+/* Whether CUR (a pid) is in interrupt or timer context KIND on this CPU. */
+static __always_inline bool context_active(struct cpu_context *c, int kind, __u32 cur)
 {
-	return c->entry[kind] > c->exit[kind];
+	return c->entry[kind] > c->exit[kind] && c->owner[kind] == cur;
 }
 
 static __always_inline bool in_do_softirq(__u64 ip)
@@ -441,22 +446,22 @@ static __always_inline bool softirq_in_task(struct cpu_context *c, struct task_s
  */
 static __always_inline __u32 wake_context(__u32 *vec, bool *in_task)
 {
-	__u32 zero = 0;
+	__u32 zero = 0, cur = (__u32)bpf_get_current_pid_tgid();
 	struct cpu_context *c = bpf_map_lookup_elem(&cpu_contexts, &zero);
 
 	*vec = 0;
 	*in_task = false;
 	if (!c)
 		return HT_WAKE_TASK;
-	if (context_active(c, CTX_HRTIMER) || context_active(c, CTX_TIMER))
+	if (context_active(c, CTX_HRTIMER_HARD, cur) || context_active(c, CTX_HRTIMER_SOFT, cur) ||
+	    context_active(c, CTX_TIMER, cur))
 		return HT_WAKE_TIMER;
-	if (context_active(c, CTX_HARDIRQ))
+	if (context_active(c, CTX_HARDIRQ, cur))
 		return HT_WAKE_IRQ;
-	if (context_active(c, CTX_SOFTIRQ)) {
+	if (context_active(c, CTX_SOFTIRQ, cur)) {
 		*vec = c->softirq_vec;
 		/* On an idle CPU (pid 0) no one is named. */
-		*in_task = (__u32)bpf_get_current_pid_tgid() &&
-			   softirq_in_task(c, bpf_get_current_task_btf());
+		*in_task = cur && softirq_in_task(c, bpf_get_current_task_btf());
 		return HT_WAKE_SOFTIRQ;
 	}
 	return HT_WAKE_TASK;
@@ -1422,10 +1427,12 @@ static __always_inline int context_mark(int kind, bool entry)
 	if (!c || kind < 0 || kind >= CTX_KINDS)
 		return 0;
 	c->seq++;
-	if (entry)
+	if (entry) {
 		c->entry[kind] = c->seq;
-	else
+		c->owner[kind] = (__u32)bpf_get_current_pid_tgid();
+	} else {
 		c->exit[kind] = c->seq;
+	}
 	return 0;
 }
 
@@ -1457,6 +1464,7 @@ int BPF_PROG(handle_softirq_entry, unsigned int vec_nr)
 		return 0;
 	c->seq++;
 	c->entry[CTX_SOFTIRQ] = c->seq;
+	c->owner[CTX_SOFTIRQ] = (__u32)bpf_get_current_pid_tgid();
 	c->softirq_vec = vec_nr;
 	c->softirq_sp = (__u64)ctx;
 	return 0;
@@ -1468,34 +1476,39 @@ int BPF_PROG(handle_softirq_exit)
 	return context_mark(CTX_SOFTIRQ, false);
 }
 
-SEC("tp_btf/hrtimer_expire_entry")
-int BPF_PROG(handle_hrtimer_entry)
+/* Which kind a callback of HRTIMER, about to run, runs as: soft (a softirq; a task on PREEMPT_RT) or hard. */
+static __always_inline int hrtimer_kind(struct hrtimer *hrtimer)
 {
-	__u32 zero = 0;
-	struct cpu_context *c = bpf_map_lookup_elem(&cpu_contexts, &zero);
-
-	if (!c)
-		return 0;
-	c->hrtimer_depth++;
-	c->seq++;
-	c->entry[CTX_HRTIMER] = c->seq;
-	return 0;
+	if (bpf_core_field_exists(hrtimer->is_soft) && hrtimer->is_soft)
+		return CTX_HRTIMER_SOFT;
+	return CTX_HRTIMER_HARD;
 }
 
-/* A hard callback's exit inside a soft one leaves the soft one active. */
+SEC("tp_btf/hrtimer_expire_entry")
+int BPF_PROG(handle_hrtimer_entry, struct hrtimer *hrtimer)
+{
+	return context_mark(hrtimer_kind(hrtimer), true);
+}
+
+/*
+ * The exit closes the innermost callback open: a hard one may run inside a
+ * soft one, never the reverse. (The hrtimer itself may be gone by now: a
+ * sleeper's, on the stack of a task its callback woke, that ran on.)
+ */
 SEC("tp_btf/hrtimer_expire_exit")
 int BPF_PROG(handle_hrtimer_exit)
 {
 	__u32 zero = 0;
 	struct cpu_context *c = bpf_map_lookup_elem(&cpu_contexts, &zero);
+	bool hard, soft;
 
 	if (!c)
 		return 0;
-	if (c->hrtimer_depth && --c->hrtimer_depth)
-		return 0;
-	c->seq++;
-	c->exit[CTX_HRTIMER] = c->seq;
-	return 0;
+	hard = c->entry[CTX_HRTIMER_HARD] > c->exit[CTX_HRTIMER_HARD];
+	soft = c->entry[CTX_HRTIMER_SOFT] > c->exit[CTX_HRTIMER_SOFT];
+	if (soft && (!hard || c->entry[CTX_HRTIMER_SOFT] > c->entry[CTX_HRTIMER_HARD]))
+		return context_mark(CTX_HRTIMER_SOFT, false);
+	return context_mark(CTX_HRTIMER_HARD, false);
 }
 
 SEC("tp_btf/timer_expire_entry")
