@@ -447,7 +447,8 @@ def breaches_ending_together_make_one_dump():
         # thread (a log write, exit) may sit 10 ms in the run queue and breach alone.
         kinds = [b["kinds"] for b in run.breaches() if b["tid"] == tid
                  and b.get("syscall") in ("nanosleep", "clock_nanosleep")]
-        check(kinds == [["off-cpu", "syscall"]], "breaches of the sleep: %r" % kinds)
+        check(kinds == [["off-cpu", "syscall"]], "breaches of the sleep: %r (summary %r)\n%s"
+              % (kinds, run.summary(), run.describe()))
         dumps = dumps_in(out)
         check(len(dumps) == 1, "want one dump, got %r\n%s" % (dumps, run.describe()))
         check(report_json(dumps[0])["kind"] == "off-cpu+syscall", "dumped %r"

@@ -6,7 +6,9 @@
  * reschedule point between pages. A SCHED_FIFO hog ("fifo_hog", another
  * process) pinned to CPU 1 wakes by its own timer DELAY_US after the
  * target's (half the read's time alone, by default) and spins
- * HOLD_MS there: it preempts the target inside its read.
+ * HOLD_MS there: it preempts the target inside its read. A SCHED_IDLE
+ * spinner keeps CPU 1 from idling, so the target runs as soon as its timer
+ * fires (an idle virtual CPU woke it later than DELAY_US, after the hog).
  * Each round logs the timer's expiry and the reader's involuntary context
  * switches during the read (getrusage), its preemptions. Needs root
  * (SCHED_FIFO) and transparent huge pages (madvise).
@@ -23,7 +25,7 @@
 
 static void sleep_until(uint64_t ns)
 {
-	struct timespec ts = { (time_t)(ns / 1000000000ULL), (long)(ns % 1000000000ULL) };
+	struct timespec ts = {(time_t)(ns / 1000000000ULL), (long)(ns % 1000000000ULL)};
 
 	while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
 		;
@@ -39,7 +41,7 @@ static long involuntary_switches(void)
 
 static void hog(long rounds, uint64_t first_ns, uint64_t delay_ns, uint64_t hold_ns)
 {
-	struct sched_param fifo = { .sched_priority = 1 };
+	struct sched_param fifo = {.sched_priority = 1};
 
 	prctl(PR_SET_NAME, "fifo_hog");
 	wl_pin(1);
@@ -56,10 +58,23 @@ static void hog(long rounds, uint64_t first_ns, uint64_t delay_ns, uint64_t hold
 	_exit(0);
 }
 
+/* At SCHED_IDLE on CPU 1 until killed: whatever else wants the CPU takes it at once. */
+static void idle_spin(void)
+{
+	struct sched_param none = {0};
+
+	prctl(PR_SET_NAME, "idle_spin");
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	if (sched_setscheduler(0, SCHED_IDLE, &none))
+		_exit(1);
+	for (;;)
+		;
+}
+
 /* Read timerfd TFD, to expire at NS, into PAGE: a fresh huge page. */
 static ssize_t read_fresh(int tfd, uint64_t ns, char *page)
 {
-	struct itimerspec its = { 0 };
+	struct itimerspec its = {0};
 	uint64_t count;
 
 	its.it_value.tv_sec = (time_t)(ns / 1000000000ULL);
@@ -93,11 +108,20 @@ int main(int argc, char **argv)
 	uint64_t delay_ns = (uint64_t)wl_arg(argc, argv, 3, 0) * 1000ULL;
 	uint64_t first_ns, alone_ns;
 	char *area, *page;
-	pid_t child;
+	pid_t child, spinner;
 	int tfd;
 
 	wl_wait_start();
 	wl_pin(1);
+	/* No timer slack (50 us for a normal task): the hog's timer must come later. */
+	prctl(PR_SET_TIMERSLACK, 1UL);
+	/*
+	 * CPU 1 never idles: a wakeup from an idle virtual CPU took longer
+	 * here than DELAY_US, the hog then ran first and preempted no read.
+	 */
+	spinner = fork();
+	if (spinner == 0)
+		idle_spin();
 	area = mmap(NULL, 2 * HUGE_BYTES, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1,
 		    0);
 	tfd = timerfd_create(CLOCK_MONOTONIC, 0);
@@ -132,5 +156,7 @@ int main(int argc, char **argv)
 		       involuntary_switches() - before);
 	}
 	waitpid(child, NULL, 0);
+	kill(spinner, SIGKILL);
+	waitpid(spinner, NULL, 0);
 	return 0;
 }
