@@ -915,21 +915,6 @@ static const struct ht_thread_state *thread_states(const struct dump_view *v, si
 	return ht_native_sched_thread(&v->sched, v->tid, n);
 }
 
-/* A task's comm: its thread track's, else what the native switches into it name. */
-static const char *task_comm(const struct dump_view *v, uint32_t tid)
-{
-	const struct ht_thread_state *st;
-	size_t n;
-
-	if (is_target_thread(v->tl, tid))
-		return thread_name(v->tl, tid);
-	st = ht_native_sched_thread(&v->sched, tid, &n);
-	for (size_t i = 0; i < n; i++)
-		if (st[i].comm)
-			return st[i].comm;
-	return "?";
-}
-
 static void print_thread_states_text(const struct dump_view *v)
 {
 	size_t n;
@@ -958,7 +943,7 @@ static void print_thread_states_text(const struct dump_view *v)
 			printf("  woken from interrupt context");
 		else if (st[i].woken)
 			printf("  woken by %s[%u]",
-			       st[i].waker_tid ? task_comm(v, st[i].waker_tid) : "swapper",
+			       st[i].waker_tid ? ht_report_task_name(v->tl, &v->sched, st[i].waker_tid) : "swapper",
 			       st[i].waker_tid);
 		if (st[i].blocked_function)
 			printf("  in %s", st[i].blocked_function);

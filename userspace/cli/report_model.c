@@ -72,20 +72,25 @@ static bool is_runnable(const struct ht_thread_state *st)
 	return !strcmp(st->state, "R") || !strcmp(st->state, "R+");
 }
 
-/* A task's name: its thread track's, else the comm the switches into it give. */
-static const char *task_name(const struct model *m, uint32_t tid)
+const char *ht_report_task_name(const struct timeline *tl, const struct ht_native_sched *ns,
+				uint32_t tid)
 {
-	const struct tl_track *t = ht_report_thread_track(m->tl, tid);
+	const struct tl_track *t = ht_report_thread_track(tl, tid);
 	const struct ht_thread_state *st;
 	size_t n;
 
 	if (t)
-		return tl_str_get(m->tl, t->name);
-	st = ht_native_sched_thread(m->ns, tid, &n);
+		return tl_str_get(tl, t->name);
+	st = ht_native_sched_thread(ns, tid, &n);
 	for (size_t i = 0; i < n; i++)
 		if (st[i].comm)
 			return st[i].comm;
 	return "?";
+}
+
+static const char *task_name(const struct model *m, uint32_t tid)
+{
+	return ht_report_task_name(m->tl, m->ns, tid);
 }
 
 static int by_cpu_then_time(const void *a, const void *b)

@@ -23,6 +23,10 @@
 /* The thread track of target thread TID, or NULL: a thread with no track is no target. */
 const struct tl_track *ht_report_thread_track(const struct timeline *tl, uint32_t tid);
 
+/* A task's name: its thread track's, else the comm the native switches into it give; "?". */
+const char *ht_report_task_name(const struct timeline *tl, const struct ht_native_sched *ns,
+				uint32_t tid);
+
 /*
  * Add to TL what NS holds for the window [WINDOW_START, WINDOW_END], where
  * TL has none of its own (an earlier dump drew it): nothing when NS is not
