@@ -943,7 +943,9 @@ static void print_thread_states_text(const struct dump_view *v)
 			printf("  woken from interrupt context");
 		else if (st[i].woken)
 			printf("  woken by %s[%u]",
-			       st[i].waker_tid ? ht_report_task_name(v->tl, &v->sched, st[i].waker_tid) : "swapper",
+			       st[i].waker_tid
+				       ? ht_report_task_name(v->tl, &v->sched, st[i].waker_tid)
+				       : "swapper",
 			       st[i].waker_tid);
 		if (st[i].blocked_function)
 			printf("  in %s", st[i].blocked_function);
