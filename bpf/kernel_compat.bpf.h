@@ -14,7 +14,10 @@
 #define TASK_RUNNING	     0
 #define TASK_DEAD	     0x80
 #define PF_EXITING	     0x00000004
+#define PF_IO_WORKER	     0x00000010
+#define PF_USER_WORKER	     0x00004000 /* 6.4; a hole before, never set */
 #define PF_KTHREAD	     0x00200000
+#define ENOSYS		     38
 #define TASK_ON_RQ_MIGRATING 2 /* task_struct::on_rq */
 
 /* Kernels before 5.14 name the state field "state". */
@@ -102,6 +105,35 @@ static __always_inline __u32 switch_prev_state(unsigned long long *ctx, struct t
 	if (bpf_core_field_exists(prev->__state))
 		return prev->__state;
 	return BPF_CORE_READ((struct task_struct___pre514 *)prev, state);
+}
+
+/*
+ * The user registers P saved as it entered the kernel, or NULL for a task
+ * without any: kernel threads, and the io_uring and vhost workers, whose
+ * saved registers are zeroes (syscall 0, read). The helper came in 5.15.
+ */
+static __always_inline struct pt_regs *user_regs_of(struct task_struct *p)
+{
+	if (!bpf_core_enum_value_exists(enum bpf_func_id, BPF_FUNC_task_pt_regs))
+		return NULL;
+	if (p->flags & (PF_KTHREAD | PF_IO_WORKER | PF_USER_WORKER))
+		return NULL;
+	return (struct pt_regs *)bpf_task_pt_regs(p);
+}
+
+/*
+ * The syscall a task is inside, from its saved user registers, or -1: the
+ * entry code keeps the number in orig_ax and puts -ENOSYS in ax until the
+ * syscall returns; an exception (a page fault waiting for I/O) saves an
+ * error code in orig_ax and keeps the user's ax, an interrupt -1 or its
+ * vector, and neither is a syscall. x86-64 registers.
+ */
+static __always_inline __s32 syscall_in_regs(struct pt_regs *regs)
+{
+	if ((long)regs->ax == -ENOSYS && (long)regs->orig_ax >= 0 &&
+	    (long)regs->orig_ax < HT_MAX_SYSCALLS)
+		return (__s32)regs->orig_ax;
+	return -1;
 }
 
 #endif /* HT_KERNEL_COMPAT_BPF_H */

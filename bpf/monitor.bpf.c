@@ -40,7 +40,6 @@ __u32 test_switches_to_target = 0;
  */
 __u32 breaches_stopped = 0;
 
-#define ENOSYS 38
 /* x86-64 */
 #define NR_IO_URING_ENTER      426
 #define IORING_ENTER_GETEVENTS 1
@@ -790,29 +789,21 @@ static __always_inline bool io_uring_waits(unsigned long min_complete, unsigned 
 }
 
 /*
- * The syscall P slept in, read as it comes back, only for a breach: its user
- * registers, saved at the syscall's entry, hold the number in orig_ax and
- * the -ENOSYS the entry code put in ax until the syscall returns; an
- * exception (a page fault waiting for I/O) saves an error code in orig_ax
- * and keeps the user's ax, and is no syscall. With --syscall, sys_enter's
- * note says the same. x86-64 registers.
+ * The syscall P slept in, read as it comes back, only for a breach
+ * (syscall_in_regs()). With --syscall, sys_enter's note says the same.
  */
 static __always_inline void sleep_syscall_of(struct task_struct *p, struct task_state *st,
 					     struct sleep_syscall *sc)
 {
-	struct pt_regs *regs = NULL;
+	struct pt_regs *regs = user_regs_of(p);
 
 	sc->nr = -1;
 	sc->flags = 0;
 	sc->fd = 0;
-	/* The helper came in 5.15: before it, only sys_enter's note names the syscall. */
-	if (bpf_core_enum_value_exists(enum bpf_func_id, BPF_FUNC_task_pt_regs))
-		regs = (struct pt_regs *)bpf_task_pt_regs(p);
 	if (st->syscall_since_ns)
 		sc->nr = st->syscall_nr;
-	else if (regs && (long)regs->ax == -ENOSYS && (long)regs->orig_ax >= 0 &&
-		 (long)regs->orig_ax < HT_MAX_SYSCALLS)
-		sc->nr = (__s32)regs->orig_ax;
+	else if (regs)
+		sc->nr = syscall_in_regs(regs);
 	if (sc->nr < 0 || !regs)
 		return;
 	if (sc->nr == NR_IO_URING_ENTER && io_uring_waits(regs->dx, regs->r10))
@@ -1105,6 +1096,22 @@ static __always_inline void note_preemption(struct task_struct *prev, const stru
 	note->now = t->now;
 }
 
+/*
+ * The syscall PREV leaves the CPU in, for its switch record (HT_FR_SWITCH):
+ * a chain through tasks that are no targets says what each blocked in. A
+ * helper call and a few loads.
+ */
+static __always_inline __u64 switch_out_syscall(struct task_struct *prev)
+{
+	struct pt_regs *regs = user_regs_of(prev);
+	__s32 nr;
+
+	if (!regs)
+		return 0;
+	nr = syscall_in_regs(regs);
+	return nr < 0 ? 0 : (__u64)(nr + 1) << HT_FR_SWITCH_SYSCALL_SHIFT;
+}
+
 SEC("tp_btf/sched_switch")
 int BPF_PROG(handle_sched_switch, bool preempt, struct task_struct *prev, struct task_struct *next)
 {
@@ -1131,7 +1138,8 @@ int BPF_PROG(handle_sched_switch, bool preempt, struct task_struct *prev, struct
 		flags |= HT_FRF_PREV_TARGET;
 	if (next_target)
 		flags |= HT_FRF_NEXT_TARGET;
-	fr_write_sched(t.now, HT_FR_SWITCH, flags, next->prio, prev->pid, next->pid, state);
+	fr_write_sched(t.now, HT_FR_SWITCH, flags, next->prio, prev->pid, next->pid,
+		       state | switch_out_syscall(prev));
 
 	if (prev_target) {
 		target_switch_out(ctx, prev, state, preempt, t.now);

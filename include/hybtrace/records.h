@@ -18,7 +18,10 @@
 
 /* Kinds of flight-recorder records. */
 enum ht_fr_kind {
-	HT_FR_SWITCH = 1,     /* tid_a = prev, tid_b = next, aux = next's prio, arg = prev_state */
+	HT_FR_SWITCH = 1,     /* tid_a = prev, tid_b = next, aux = next's prio,
+			       * arg = prev_state (low 32 bits)
+			       *       | the syscall prev is in, plus one (0: none),
+			       *         << HT_FR_SWITCH_SYSCALL_SHIFT */
 	/* 2: unused */
 	HT_FR_WAKEUP = 3,     /* enqueued, any task (HT_FRF_TARGET: a target's):
 			       * tid_a = wakee, tid_b = waker (0 from irq or timer;
@@ -38,8 +41,9 @@ enum ht_fr_kind {
 	HT_FR_KIND_MAX,
 };
 
-#define HT_FR_WAKE_VEC_SHIFT  40
-#define HT_FR_WAKE_PRIO_SHIFT 48
+#define HT_FR_SWITCH_SYSCALL_SHIFT 32
+#define HT_FR_WAKE_VEC_SHIFT	   40
+#define HT_FR_WAKE_PRIO_SHIFT	   48
 
 /* Bits of ht_flight_record::flags. */
 #define HT_FRF_PREEMPT	   0x01 /* switch: prev was preempted (still runnable) */

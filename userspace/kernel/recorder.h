@@ -54,10 +54,22 @@ struct ht_fr_window {
  */
 #define HT_FR_WAKEUP_SKEW_NS 20000ULL
 
+/* The state a context switch left its previous task in (its raw prev_state). */
+static inline uint32_t ht_fr_switch_prev_state(const struct ht_flight_record *r)
+{
+	return (uint32_t)r->arg;
+}
+
+/* The syscall a context switch's previous task was in, or -1 (none, or not known). */
+static inline int32_t ht_fr_switch_syscall(const struct ht_flight_record *r)
+{
+	return (int32_t)((r->arg >> HT_FR_SWITCH_SYSCALL_SHIFT) & 0xffff) - 1;
+}
+
 /* A context switch left its previous task runnable: preempted, or yielding. */
 static inline bool ht_fr_switch_left_runnable(const struct ht_flight_record *r)
 {
-	return (r->flags & HT_FRF_PREEMPT) || r->arg == 0;
+	return (r->flags & HT_FRF_PREEMPT) || ht_fr_switch_prev_state(r) == 0;
 }
 
 /* Read [t0, t1] into *w (initialised here). Returns 0, or -1 with ht_last_error(). */

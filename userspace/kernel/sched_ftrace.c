@@ -478,7 +478,7 @@ static void add_blocked_reason(struct builder *b, const struct ht_blocked_reason
 	}
 	if (!out)
 		return;
-	state = ht_ftrace_prev_state((uint32_t)out->rec.arg,
+	state = ht_ftrace_prev_state(ht_fr_switch_prev_state(&out->rec),
 				     (out->rec.flags & HT_FRF_PREEMPT) != 0);
 	if (!state || state == TASK_REPORT_MAX)
 		return;
@@ -765,7 +765,7 @@ static int write_cpu(struct builder *b, unsigned int cpu, size_t *waking_cursor,
 		if (e->rec.kind != HT_FR_SWITCH || e->cpu != cpu)
 			continue;
 		add_switch(b, &bu, e->rec.ts_ns,
-			   ht_ftrace_prev_state((uint32_t)e->rec.arg,
+			   ht_ftrace_prev_state(ht_fr_switch_prev_state(&e->rec),
 						(e->rec.flags & HT_FRF_PREEMPT) != 0),
 			   e->rec.tid_b, e->rec.aux);
 	}

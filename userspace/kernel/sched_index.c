@@ -47,7 +47,7 @@ int ht_sched_index_build(const struct ht_fr_window *w, struct ht_sched_index *id
 		c->ts[c->count] = e->rec.ts_ns;
 		c->next[c->count] = e->rec.tid_b;
 		c->prev[c->count] = e->rec.tid_a;
-		c->prev_state[c->count] = (uint32_t)e->rec.arg;
+		c->prev_state[c->count] = ht_fr_switch_prev_state(&e->rec);
 		c->count++;
 	}
 	free(counts);
