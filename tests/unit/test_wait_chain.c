@@ -1,0 +1,291 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/* Wait chains on windows built by hand: who the breached thread was really waiting on. */
+#include "check.h"
+#include "kernel/wait_chain.h"
+#include "window_fixtures.h"
+
+/* A reads a pipe from B, B one from C; C sleeps on a timer. */
+#define A   100
+#define B   200
+#define C   300
+#define HOG 400
+
+#define SLEEP	   1 /* TASK_INTERRUPTIBLE */
+#define DEAD	   0x80
+#define NR_READ	   0
+#define NR_NANOSLP 230
+
+static struct ht_fr_event events[64];
+static size_t nevents;
+
+static void add(unsigned int cpu, uint64_t ts, uint8_t kind, uint8_t flags, uint32_t a, uint32_t b,
+		uint16_t aux, uint64_t arg)
+{
+	events[nevents++] = fx_fr_event(cpu, ts, kind, flags, a, b, aux, arg);
+}
+
+/* PREV leaves CPU asleep (STATE) in syscall NR, or runnable when NR < -1. */
+static void sleeps(unsigned int cpu, uint64_t ts, uint32_t prev, uint32_t next, uint32_t state,
+		   int nr)
+{
+	add(cpu, ts, HT_FR_SWITCH, 0, prev, next, 120,
+	    state | (uint64_t)(nr + 1) << HT_FR_SWITCH_SYSCALL_SHIFT);
+}
+
+static void runs(unsigned int cpu, uint64_t ts, uint32_t prev, uint32_t next)
+{
+	add(cpu, ts, HT_FR_SWITCH, HT_FRF_PREEMPT, prev, next, 120, 0);
+}
+
+static void wakes(unsigned int cpu, uint64_t ts, uint32_t wakee, uint32_t waker, uint32_t source)
+{
+	uint8_t flags = source == HT_WAKE_TIMER ? HT_FRF_FROM_TIMER
+			: source == HT_WAKE_IRQ ? HT_FRF_FROM_IRQ
+						: 0;
+
+	add(cpu, ts, HT_FR_WAKEUP, flags, wakee, waker, (uint16_t)cpu, source);
+}
+
+/*
+ * B asleep in read since 500; C runs on CPU 1 from 500, sleeps at 2000 for
+ * 20 us (timer), wakes B at 22500 and sleeps again; B wakes A at 23000.
+ * A slept from 1000 on CPU 0 and runs again at 23100. WOKEN_BY_A: B is
+ * woken by A instead of C (a cycle).
+ */
+static struct ht_fr_window pipe_chain(uint32_t b_waker, uint32_t b_cpu_holder)
+{
+	nevents = 0;
+	sleeps(1, 500, B, C, SLEEP, NR_READ);
+	sleeps(0, 1000, A, 0, SLEEP, NR_READ);
+	sleeps(1, 2000, C, 0, SLEEP, NR_NANOSLP);
+	wakes(1, 22000, C, 0, HT_WAKE_TIMER);
+	runs(1, 22100, 0, C);
+	wakes(1, 22500, B, b_waker, HT_WAKE_TASK);
+	if (b_cpu_holder != C) {
+		runs(1, 22520, C, b_cpu_holder);
+		sleeps(1, 22600, b_cpu_holder, B, SLEEP, -1);
+	} else {
+		sleeps(1, 22600, C, B, SLEEP, NR_READ);
+	}
+	wakes(1, 23000, A, B, HT_WAKE_TASK);
+	runs(0, 23100, 0, A);
+	return fx_fr_window(events, nevents, 0, 30000);
+}
+
+static struct ht_breach off_cpu_breach(void)
+{
+	struct ht_breach b = {
+		.kind = HT_BREACH_OFF_CPU,
+		.kinds = HT_KIND_BIT(HT_BREACH_OFF_CPU),
+		.tid = A,
+		.tgid = A,
+		.start_ns = 1000,
+		.end_ns = 23100,
+		.wake_ns = 23000,
+		.wake_source = HT_WAKE_TASK,
+		.waker_tid = B,
+		.state = SLEEP,
+		.syscall_nr = NR_READ,
+	};
+	return b;
+}
+
+static bool compute(const struct ht_fr_window *w, const struct ht_breach *b, unsigned int depth,
+		    struct ht_wait_chain *c)
+{
+	struct ht_sched_index idx;
+	bool ok;
+
+	CHECK(!ht_sched_index_build(w, &idx));
+	ok = ht_wait_chain_compute(w, &idx, b, depth, c);
+	ht_sched_index_free(&idx);
+	return ok;
+}
+
+static uint64_t leaves_ns(const struct ht_wait_chain *c)
+{
+	uint64_t sum = 0;
+
+	for (size_t i = 0; i < c->count; i++)
+		if (ht_chain_stretch_is_leaf(c, i))
+			sum += c->stretches[i].end_ns - c->stretches[i].start_ns;
+	return sum;
+}
+
+static void check_stretch(const struct ht_chain_stretch *s, uint32_t tid, unsigned int depth,
+			  enum ht_stretch_kind kind, uint64_t start, uint64_t end)
+{
+	CHECK_EQ_U64(s->tid, tid);
+	CHECK_EQ_U64(s->depth, depth);
+	CHECK_EQ_U64(s->kind, kind);
+	CHECK_EQ_U64(s->start_ns, start);
+	CHECK_EQ_U64(s->end_ns, end);
+}
+
+TEST(the_switch_record_carries_the_syscall)
+{
+	struct ht_flight_record r = {.kind = HT_FR_SWITCH};
+
+	r.arg = SLEEP | (uint64_t)(NR_NANOSLP + 1) << HT_FR_SWITCH_SYSCALL_SHIFT;
+	CHECK_EQ_U64(ht_fr_switch_prev_state(&r), SLEEP);
+	CHECK(ht_fr_switch_syscall(&r) == NR_NANOSLP);
+	CHECK(!ht_fr_switch_left_runnable(&r));
+	r.arg = 0;
+	CHECK(ht_fr_switch_syscall(&r) == -1);
+	CHECK(ht_fr_switch_left_runnable(&r));
+	/* A runnable task in a syscall is still runnable. */
+	r.arg = (uint64_t)(NR_READ + 1) << HT_FR_SWITCH_SYSCALL_SHIFT;
+	CHECK(ht_fr_switch_syscall(&r) == NR_READ);
+	CHECK(ht_fr_switch_left_runnable(&r));
+}
+
+TEST(a_pipe_chain_divides_the_wait_among_its_wakers)
+{
+	struct ht_fr_window w = pipe_chain(C, C);
+	struct ht_breach b = off_cpu_breach();
+	struct ht_wait_chain c;
+
+	CHECK(compute(&w, &b, 3, &c));
+	CHECK_EQ_U64(c.count, 9);
+	if (c.count != 9)
+		goto out;
+	check_stretch(&c.stretches[0], A, 0, HT_STRETCH_BLOCKED, 1000, 23000);
+	CHECK(c.stretches[0].stop == HT_CHAIN_FOLLOWED);
+	CHECK_EQ_U64(c.stretches[0].waker, B);
+	check_stretch(&c.stretches[1], B, 1, HT_STRETCH_BLOCKED, 1000, 22500);
+	CHECK_EQ_U64(c.stretches[1].waker, C);
+	CHECK(c.stretches[1].syscall == NR_READ);
+	/* C ran before it slept: on the critical path too (its timer's wakeup stops no walk). */
+	check_stretch(&c.stretches[2], C, 2, HT_STRETCH_RUNNING, 1000, 2000);
+	check_stretch(&c.stretches[3], C, 2, HT_STRETCH_BLOCKED, 2000, 22000);
+	CHECK(c.stretches[3].stop == HT_CHAIN_STOP_TIMER);
+	CHECK(c.stretches[3].syscall == NR_NANOSLP);
+	CHECK_EQ_U64(c.stretches[3].wake_source, HT_WAKE_TIMER);
+	check_stretch(&c.stretches[4], C, 2, HT_STRETCH_RUNNABLE, 22000, 22100);
+	check_stretch(&c.stretches[5], C, 2, HT_STRETCH_RUNNING, 22100, 22500);
+	check_stretch(&c.stretches[6], B, 1, HT_STRETCH_RUNNABLE, 22500, 22600);
+	CHECK_EQ_U64(c.stretches[6].behind, C);
+	check_stretch(&c.stretches[7], B, 1, HT_STRETCH_RUNNING, 22600, 23000);
+	check_stretch(&c.stretches[8], A, 0, HT_STRETCH_RUNNABLE, 23000, 23100);
+	CHECK_EQ_U64(leaves_ns(&c), 23100 - 1000);
+	CHECK_EQ_U64(c.depth, 2);
+	CHECK(!c.cut_by_window);
+out:
+	ht_wait_chain_free(&c);
+}
+
+TEST(a_runnable_stretch_names_who_held_its_cpu)
+{
+	struct ht_fr_window w = pipe_chain(C, HOG);
+	struct ht_breach b = off_cpu_breach();
+	struct ht_wait_chain c;
+	bool found = false;
+
+	CHECK(compute(&w, &b, 3, &c));
+	for (size_t i = 0; i < c.count; i++) {
+		if (c.stretches[i].tid == B && c.stretches[i].kind == HT_STRETCH_RUNNABLE) {
+			found = true;
+			CHECK_EQ_U64(c.stretches[i].behind, HOG);
+			CHECK_EQ_U64(c.stretches[i].behind_ns, 80);
+		}
+	}
+	CHECK(found);
+	CHECK_EQ_U64(leaves_ns(&c), 23100 - 1000);
+	ht_wait_chain_free(&c);
+}
+
+TEST(the_walk_stops_at_the_depth_asked)
+{
+	struct ht_fr_window w = pipe_chain(C, C);
+	struct ht_breach b = off_cpu_breach();
+	struct ht_wait_chain c;
+
+	CHECK(compute(&w, &b, 1, &c));
+	CHECK_EQ_U64(c.depth, 1);
+	for (size_t i = 0; i < c.count; i++)
+		CHECK(c.stretches[i].tid != C);
+	CHECK(c.count >= 2 && c.stretches[1].stop == HT_CHAIN_STOP_DEPTH);
+	CHECK_EQ_U64(leaves_ns(&c), 23100 - 1000);
+	ht_wait_chain_free(&c);
+}
+
+TEST(a_cycle_ends_the_walk)
+{
+	struct ht_fr_window w = pipe_chain(A, C);
+	struct ht_breach b = off_cpu_breach();
+	struct ht_wait_chain c;
+
+	CHECK(compute(&w, &b, 3, &c));
+	CHECK(c.count >= 2 && c.stretches[1].tid == B &&
+	      c.stretches[1].stop == HT_CHAIN_STOP_CYCLE);
+	CHECK_EQ_U64(leaves_ns(&c), 23100 - 1000);
+	ht_wait_chain_free(&c);
+}
+
+TEST(a_window_shorter_than_the_chain_cuts_it)
+{
+	struct ht_fr_window w = pipe_chain(C, C);
+	struct ht_breach b = off_cpu_breach();
+	struct ht_wait_chain c;
+
+	/* The window opens at 10000: C's sleep began before it, the breach too. */
+	w.events += 3;
+	w.count -= 3;
+	w.t0 = 10000;
+	CHECK(compute(&w, &b, 3, &c));
+	CHECK(c.cut_by_window);
+	CHECK_EQ_U64(c.start_ns, 10000);
+	CHECK_EQ_U64(leaves_ns(&c), 23100 - 10000);
+	/* Each asleep since before it, woken as the records say: followed all the same. */
+	CHECK(c.count >= 3);
+	if (c.count < 3)
+		goto out;
+	check_stretch(&c.stretches[0], A, 0, HT_STRETCH_BLOCKED, 10000, 23000);
+	check_stretch(&c.stretches[1], B, 1, HT_STRETCH_BLOCKED, 10000, 22500);
+	check_stretch(&c.stretches[2], C, 2, HT_STRETCH_BLOCKED, 10000, 22000);
+	CHECK(c.stretches[2].before_window);
+	CHECK(c.stretches[2].state == HT_CHAIN_STATE_UNKNOWN);
+	CHECK(c.stretches[2].stop == HT_CHAIN_STOP_TIMER);
+out:
+	ht_wait_chain_free(&c);
+}
+
+TEST(a_waker_that_exits_keeps_its_stretches)
+{
+	struct ht_fr_window w = pipe_chain(C, C);
+	struct ht_breach b = off_cpu_breach();
+	struct ht_wait_chain c;
+	bool seen = false;
+
+	/* B exits right after waking A. */
+	sleeps(1, 23050, B, 0, DEAD, 231);
+	w = fx_fr_window(events, nevents, 0, 30000);
+	CHECK(compute(&w, &b, 3, &c));
+	for (size_t i = 0; i < c.count; i++) {
+		if (c.stretches[i].tid == B) {
+			CHECK(c.stretches[i].exited);
+			seen = true;
+		}
+	}
+	CHECK(seen);
+	CHECK_EQ_U64(leaves_ns(&c), 23100 - 1000);
+	ht_wait_chain_free(&c);
+}
+
+TEST(a_run_queue_breach_is_its_own_runnable_stretch)
+{
+	struct ht_fr_window w = pipe_chain(C, HOG);
+	struct ht_breach b = {
+		.kind = HT_BREACH_RQ_DELAY,
+		.tid = B,
+		.start_ns = 22500,
+		.end_ns = 22600,
+	};
+	struct ht_wait_chain c;
+
+	CHECK(compute(&w, &b, 3, &c));
+	CHECK_EQ_U64(c.count, 1);
+	if (c.count)
+		check_stretch(&c.stretches[0], B, 0, HT_STRETCH_RUNNABLE, 22500, 22600);
+	ht_wait_chain_free(&c);
+}
