@@ -13,6 +13,7 @@
 #include <string.h>
 #include "kernel/comm_cache.h"
 #include "cli/decode.h"
+#include "kernel/wait_chain.h"
 #include "dump/dump_build.h"
 #include "symbols/ksyms.h"
 #include "base/log.h"
@@ -122,6 +123,7 @@ static int decode_file(const char *path, const char *output_dir)
 		.ksyms = ksyms,
 		.base_name = base,
 		.decoded_from = path,
+		.chain_depth = HT_CHAIN_DEFAULT_DEPTH,
 	};
 	job_of(raw, &job);
 	ht_dump_window(&cfg, &job, &c.t0, &c.t1);

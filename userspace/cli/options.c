@@ -14,6 +14,7 @@
 #include "base/proc.h"
 #include "cli/sources.h"
 #include "base/syscalls.h"
+#include "kernel/wait_chain.h"
 
 void ht_options_init(struct ht_options *o)
 {
@@ -26,6 +27,7 @@ void ht_options_init(struct ht_options *o)
 	o->post_ns = HT_DEFAULT_POST_NS;
 	o->min_interval_ns = HT_DEFAULT_MIN_INTERVAL_NS;
 	o->max_dumps = HT_DEFAULT_MAX_DUMPS;
+	o->chain_depth = HT_CHAIN_DEFAULT_DEPTH;
 	o->max_disk_bytes = HT_DEFAULT_MAX_DISK;
 	o->sample_freq_hz = HT_DEFAULT_SAMPLE_FREQ;
 	o->max_memory_bytes = HT_DEFAULT_MAX_MEMORY;
@@ -203,6 +205,7 @@ enum {
 	OPT_MIN_INTERVAL,
 	OPT_MAX_DUMPS,
 	OPT_MAX_DUMPS_PER_PROCESS,
+	OPT_CHAIN_DEPTH,
 	OPT_MAX_DISK,
 	OPT_DUMP_ON_EXIT,
 	OPT_DUMP_POLICY,
@@ -245,6 +248,7 @@ static const struct option other_options[] = {
 	{ "min-interval", required_argument, NULL, OPT_MIN_INTERVAL },
 	{ "max-dumps", required_argument, NULL, OPT_MAX_DUMPS },
 	{ "max-dumps-per-process", required_argument, NULL, OPT_MAX_DUMPS_PER_PROCESS },
+	{ "chain-depth", required_argument, NULL, OPT_CHAIN_DEPTH },
 	{ "max-disk", required_argument, NULL, OPT_MAX_DISK },
 	{ "dump-on-exit", no_argument, NULL, OPT_DUMP_ON_EXIT },
 	{ "dump-policy", required_argument, NULL, OPT_DUMP_POLICY },
@@ -450,6 +454,13 @@ static int parse_dump_option(struct ht_options *o, int opt, const char *arg)
 		if (!o->max_dumps_per_process)
 			return ht_fail("--max-dumps-per-process: 0 would dump nothing: use "
 				       "--max-dumps 0 for that");
+		return 0;
+	case OPT_CHAIN_DEPTH:
+		if (parse_count("chain-depth", arg, &o->chain_depth))
+			return -1;
+		if (o->chain_depth > HT_CHAIN_MAX_DEPTH)
+			return ht_fail("--chain-depth: %u is more than %u levels", o->chain_depth,
+				       HT_CHAIN_MAX_DEPTH);
 		return 0;
 	case OPT_MAX_DISK:
 		if (ht_parse_size(arg, &o->max_disk_bytes))
@@ -802,6 +813,8 @@ void ht_options_usage(void)
 	       "                       by its ratio to its threshold, and a worse one replaces\n"
 	       "                       the least bad dump kept; first: the first of each\n"
 	       "                       interval, until --max-dumps or --max-disk is reached\n"
+	       "  --chain-depth N      levels of wakers a dump follows back from the breach's\n"
+	       "                       (default 3; 0: no wait chain)\n"
 	       "  --dump-on-exit       also dump the last window when stopping\n"
 	       "  SIGUSR2              dump the last window now\n"
 	       "\n"

@@ -56,6 +56,7 @@ struct ht_options {
 	uint64_t min_interval_ns;
 	unsigned int max_dumps; /* 0: never */
 	unsigned int max_dumps_per_process; /* 0: no limit but max_dumps */
+	unsigned int chain_depth;	    /* levels of wakers a breach's wait chain follows */
 	uint64_t max_disk_bytes;
 	bool dump_on_exit;
 	enum ht_dump_rule dump_rule; /* --dump-policy */

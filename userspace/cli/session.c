@@ -1504,6 +1504,7 @@ static int start_dumper(struct session *s)
 		.rt_priority = o->rt_priority,
 		.marks = &s->marks,
 		.trigger_threads_left_out = o->ntriggers ? &s->trigger_left_out : NULL,
+		.chain_depth = o->chain_depth,
 		.test_builder_late_ns = test_builder_late_ns(),
 	};
 

@@ -10,6 +10,9 @@
 #include <unistd.h>
 #include "kernel/comm_cache.h"
 #include "dump/dump_build.h"
+#include "base/json.h"
+#include "kernel/chain_format.h"
+#include "kernel/wait_chain.h"
 #include "trace/dump_schema.h"
 #include "kernel/kernel_timeline.h"
 #include "symbols/ksyms.h"
@@ -634,10 +637,60 @@ static int build_native_sched(struct ht_dump_builder *b, const struct timeline *
 	return ht_sched_ftrace_write(&sw, native);
 }
 
-/* Lower the captured window into TL, and its native scheduling data into NATIVE. */
+static const char *comm_namer(void *ctx, uint32_t tid, char *buf, size_t len)
+{
+	return ht_comm_lookup(ctx, tid, 0, buf, len);
+}
+
+/* The breach's wait chain as a JSON line of its own, once its dump is written. */
+static void print_chain(struct ht_dump_builder *b, const struct ht_dump_job *job,
+			const struct ht_wait_chain *chain, const char *path)
+{
+	struct ht_chain_summary sum = {
+		.tid = chain->tid,
+		.start_ns = chain->start_ns,
+		.end_ns = chain->end_ns,
+		.max_depth = chain->max_depth,
+		.cut_by_window = chain->cut_by_window,
+		.truncated = chain->truncated,
+	};
+	char (*names)[3][HT_CHAIN_NAME_LEN] = calloc(chain->count, sizeof(*names));
+	char (*states)[16] = calloc(chain->count, sizeof(*states));
+	struct ht_chain_line *lines = calloc(chain->count, sizeof(*lines));
+	FILE *out = b->cfg->json_out;
+	struct ht_json j;
+
+	if (chain->count && (!names || !states || !lines))
+		goto out;
+	for (size_t i = 0; i < chain->count; i++)
+		ht_chain_line_of(chain, i, comm_namer, b->comms, names[i], states[i],
+				 sizeof(states[i]), &lines[i]);
+	flockfile(out);
+	ht_json_begin(&j, out);
+	ht_json_str(&j, "type", "chain");
+	ht_json_str(&j, "kind", job->kind);
+	ht_json_u64(&j, "tid", job->breach.tid);
+	ht_json_u64(&j, "pid", job->breach.tgid);
+	ht_json_u64(&j, "breach_start_ns", job->breach.start_ns);
+	ht_json_u64(&j, "breach_end_ns", job->breach.end_ns);
+	ht_json_str(&j, "dump", path);
+	ht_chain_json(&j, "chain", &sum, lines, chain->count);
+	ht_json_end_line(&j);
+	fflush(out);
+	funlockfile(out);
+out:
+	free(names);
+	free(states);
+	free(lines);
+}
+
+/*
+ * Lower the captured window into TL, and its native scheduling data into
+ * NATIVE; a breach's wait chain, computed on the way, into CHAIN.
+ */
 static int build_timeline(struct ht_dump_builder *b, struct timeline *tl,
 			  const struct ht_dump_job *job, const struct ht_dump_capture *c,
-			  uint64_t not_dumped, struct pb_buf *native)
+			  uint64_t not_dumped, struct pb_buf *native, struct ht_wait_chain *chain)
 {
 	char target_comm[HT_COMM_LEN + 8], dump_comm[HT_COMM_LEN + 8];
 	int process = dump_process(b->cfg, job);
@@ -663,7 +716,11 @@ static int build_timeline(struct ht_dump_builder *b, struct timeline *tl,
 		.ksyms = b->cfg->ksyms,
 		.breach = job->has_breach ? &job->breach : NULL,
 		.threshold_ns = job->threshold_ns,
+		.chain_depth = job->has_breach ? b->cfg->chain_depth : 0,
 	};
+	if (kw.chain_depth &&
+	    ht_wait_chain_compute(&c->w, &idx, &job->breach, kw.chain_depth, chain))
+		kw.chain = chain;
 	/* A raw capture's moment on the three clocks, so a decode elsewhere lines up the same. */
 	if (capture_origin(c, &origin) && origin.mono_ns) {
 		snap = (struct tl_clock_snapshot){ .monotonic_ns = origin.mono_ns,
@@ -749,6 +806,7 @@ int ht_dump_builder_write(struct ht_dump_builder *b, const struct ht_dump_job *j
 			  size_t len, uint64_t *bytes, size_t *events)
 {
 	struct timeline *tl = tl_new();
+	struct ht_wait_chain chain = { 0 };
 	struct ht_output_file f;
 	struct pb_buf native;
 	char base[256], err[256];
@@ -759,7 +817,7 @@ int ht_dump_builder_write(struct ht_dump_builder *b, const struct ht_dump_job *j
 	pb_buf_init(&native);
 	if (!tl)
 		return ht_fail("out of memory");
-	if (build_timeline(b, tl, job, c, not_dumped, &native))
+	if (build_timeline(b, tl, job, c, not_dumped, &native, &chain))
 		goto out;
 	*events = tl_event_count(tl);
 	if (b->cfg->base_name)
@@ -789,7 +847,10 @@ int ht_dump_builder_write(struct ht_dump_builder *b, const struct ht_dump_job *j
 	rc = ht_output_commit(&f, b->cfg->output_dir, base, path, len);
 	if (!rc)
 		sources_written(b, c, path);
+	if (!rc && b->cfg->json && chain.stretches)
+		print_chain(b, job, &chain, path);
 out:
+	ht_wait_chain_free(&chain);
 	pb_buf_free(&native);
 	tl_free(tl);
 	return rc;

@@ -45,6 +45,7 @@ struct ht_dumper_config {
 	const struct ht_marks_source *marks; /* NULL: no user marks are read */
 	/* --trigger: threads left without breakpoints so far (the event loop's count); else NULL. */
 	const uint64_t *trigger_threads_left_out;
+	unsigned int chain_depth; /* levels of wakers a breach's wait chain follows; 0: none */
 	/* Tests: the builder neither builds nor re-reads maps idle this long after its start. */
 	uint64_t test_builder_late_ns;
 };

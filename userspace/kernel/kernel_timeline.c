@@ -412,6 +412,75 @@ static void add_breach_args(struct builder *b, long ev, const struct ht_culprits
 	tl_event_arg_uint(b->tl, ev, HT_ARG_OFF_CPU_THRESHOLD_NS, br->off_cpu_threshold_ns);
 }
 
+static void add_task_args(struct builder *b, long ev, const char *tid_arg, const char *comm_arg,
+			  uint32_t tid)
+{
+	char comm[HT_COMM_LEN + 8];
+
+	tl_event_arg_uint(b->tl, ev, tid_arg, tid);
+	tl_event_arg_str(b->tl, ev, comm_arg, comm_of(b, tid, 0, comm, sizeof(comm)));
+}
+
+/* One stretch of the wait chain: a slice named by its task and what it did. */
+static void add_stretch(struct builder *b, int track, const struct ht_chain_stretch *st)
+{
+	const char *kind = ht_stretch_kind_name(st->kind);
+	char comm[HT_COMM_LEN + 8], name[HT_COMM_LEN + 32], state[16];
+	long ev;
+
+	comm_of(b, st->tid, 0, comm, sizeof(comm));
+	snprintf(name, sizeof(name), "%s %s", comm, kind);
+	ev = add_slice(b, track, st->start_ns, st->end_ns, name, HT_CAT_CHAIN);
+	tl_event_arg_uint(b->tl, ev, HT_ARG_DEPTH, st->depth);
+	add_task_args(b, ev, HT_ARG_TID, HT_ARG_COMM, st->tid);
+	tl_event_arg_str(b->tl, ev, HT_ARG_STRETCH, kind);
+	if (st->cpu >= 0)
+		tl_event_arg_uint(b->tl, ev, HT_ARG_CPU, (uint64_t)st->cpu);
+	if (st->exited)
+		tl_event_arg_uint(b->tl, ev, HT_ARG_EXITED, 1);
+	if (st->before_window)
+		tl_event_arg_uint(b->tl, ev, HT_ARG_BEFORE_WINDOW, 1);
+	if (st->kind == HT_STRETCH_RUNNABLE && st->behind) {
+		add_task_args(b, ev, HT_ARG_BEHIND_TID, HT_ARG_BEHIND_COMM, st->behind);
+		tl_event_arg_uint(b->tl, ev, HT_ARG_BEHIND_NS, st->behind_ns);
+	}
+	if (st->kind != HT_STRETCH_BLOCKED)
+		return;
+	if (st->state == HT_CHAIN_STATE_UNKNOWN)
+		snprintf(state, sizeof(state), "%s", HT_STATE_UNKNOWN);
+	else
+		snprintf(state, sizeof(state), "%c", ht_task_state_letter(st->state));
+	tl_event_arg_str(b->tl, ev, HT_ARG_STATE, state);
+	if (st->syscall >= 0)
+		tl_event_arg_str(b->tl, ev, HT_ARG_SYSCALL,
+				 ht_syscall_name(st->syscall) ?: "unknown");
+	if (st->wake_source != HT_WAKE_NONE)
+		tl_event_arg_str(b->tl, ev, HT_ARG_WAKE_SOURCE,
+				 ht_wake_source_name(st->wake_source));
+	if (st->waker)
+		add_task_args(b, ev, HT_ARG_WAKER_TID, HT_ARG_WAKER_COMM, st->waker);
+	if (st->stop != HT_CHAIN_FOLLOWED)
+		tl_event_arg_str(b->tl, ev, HT_ARG_CHAIN_STOP, ht_chain_stop_name(st->stop));
+}
+
+/* The chain's stretches, under the breach's slice on TRACK: parents first, they nest. */
+static void add_chain(struct builder *b, int track)
+{
+	const struct ht_wait_chain *c = b->kw->chain;
+
+	for (size_t i = 0; c && i < c->count; i++)
+		add_stretch(b, track, &c->stretches[i]);
+}
+
+static void add_chain_args(struct builder *b, long ev)
+{
+	if (!b->kw->chain_depth)
+		return;
+	tl_event_arg_uint(b->tl, ev, HT_ARG_CHAIN_DEPTH, b->kw->chain_depth);
+	if (b->kw->chain && b->kw->chain->cut_by_window)
+		tl_event_arg_uint(b->tl, ev, HT_ARG_CHAIN_CUT, 1);
+}
+
 /*
  * The breach: a slice on its thread's kernel track, where its syscalls
  * are (a wait never straddles a syscall's edge, so it nests there; cut at
@@ -442,12 +511,15 @@ static void add_breach(struct builder *b)
 		start = br->start_ns < b->kw->t0 ? b->kw->t0 : br->start_ns;
 		ev = add_slice(b, track, start, br->end_ns, HT_EV_BREACH, HT_CAT_BREACH);
 		add_breach_args(b, ev, have);
+		add_chain_args(b, ev);
 		if (start != br->start_ns)
 			tl_event_arg_uint(b->tl, ev, HT_ARG_BEFORE_WINDOW, 1);
 		attach_breach_stack(b, ev);
+		add_chain(b, track);
 	}
 	ev = tl_add_instant(b->tl, b->hybtrace_track, br->end_ns, HT_EV_BREACH, HT_CAT_BREACH);
 	add_breach_args(b, ev, have);
+	add_chain_args(b, ev);
 	attach_breach_stack(b, ev);
 }
 

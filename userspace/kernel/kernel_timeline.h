@@ -14,6 +14,7 @@
 #include "hybtrace/records.h"
 #include "kernel/recorder.h"
 #include "kernel/sched_index.h"
+#include "kernel/wait_chain.h"
 
 struct timeline;
 struct ht_comm_cache;
@@ -29,6 +30,9 @@ struct ht_kernel_window {
 	const struct ht_ksyms *ksyms;	/* NULL: stacks stay addresses */
 	const struct ht_breach *breach; /* NULL for manual and exit dumps */
 	uint64_t threshold_ns;
+	/* The breach's wait chain (NULL: none), as deep as asked (--chain-depth). */
+	const struct ht_wait_chain *chain;
+	unsigned int chain_depth;
 };
 
 /* Add the window's tracks and events to TL. Returns 0, or -1 with ht_last_error(). */

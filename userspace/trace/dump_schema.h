@@ -27,6 +27,7 @@
 #define HT_CAT_BREACH	"breach"  /* the breach slice and instant */
 #define HT_CAT_WINDOW	"window"  /* window bounds, clipping */
 #define HT_CAT_USER	"user"	  /* user-space slices (on-CPU sources) */
+#define HT_CAT_CHAIN	"chain"	  /* the stretches of the breach's wait chain */
 
 /*
  * On a thread's kernel track: its syscalls (category HT_CAT_SYSCALL, named
@@ -51,6 +52,25 @@
  * carry the breach's arguments (kind ... ran_instead.N, woken_by) and kernel stack.
  */
 #define HT_EV_BREACH	 "breach"
+/*
+ * The breach's wait chain (kernel/wait_chain.h): one slice per stretch,
+ * category HT_CAT_CHAIN, under the breach's slice on its thread's kernel
+ * track, named "comm stretch" ("chain_b running"); a blocked stretch whose
+ * waker was followed holds that waker's. Args: depth, tid, comm, stretch,
+ * cpu; runnable: behind_tid, behind_comm, behind_ns; blocked: state,
+ * syscall, woken_by, waker_tid, waker_comm, chain_stop; exited,
+ * began_before_window. The breach's own events say chain_depth (asked)
+ * and chain_cut_by_window.
+ */
+#define HT_ARG_DEPTH	     "depth"
+#define HT_ARG_STRETCH	     "stretch"	   /* "running", "runnable", "blocked", "unknown" */
+#define HT_ARG_BEHIND_TID    "behind_tid"  /* who held its CPU the longest */
+#define HT_ARG_BEHIND_COMM   "behind_comm"
+#define HT_ARG_BEHIND_NS     "behind_ns"
+#define HT_ARG_CHAIN_STOP    "chain_stop"  /* why its waker was not followed: "timer", "depth"... */
+#define HT_ARG_EXITED	     "exited"	   /* 1: the task exited within the window */
+#define HT_ARG_CHAIN_DEPTH   "chain_depth" /* breach: the levels of wakers asked for */
+#define HT_ARG_CHAIN_CUT     "chain_cut_by_window" /* breach: 1 when its chain reached the edge */
 /* On the hybtrace track. */
 #define HT_EV_WINDOW	 "window"    /* slice over the dump window */
 #define HT_EV_CLIPPED	 "clipped"   /* slice over the part of the window the rings lost */
