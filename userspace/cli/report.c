@@ -26,6 +26,7 @@
 #include "trace/perfetto_read.h"
 #include "cli/report.h"
 #include "cli/report_model.h"
+#include "kernel/chain_format.h"
 #include "base/syscalls.h"
 #include "trace/timeline.h"
 #include "base/units.h"
@@ -384,6 +385,130 @@ static size_t wakeup_chain(const struct dump_view *v, struct chain_link *chain)
 		t = e->ts_ns;
 	}
 	return n;
+}
+
+/* ------------------------------------------------------------------ */
+/* The wait chain: the stretches the builder wrote under the breach.    */
+
+#define MAX_CHAIN_LINES HT_CHAIN_MAX_STRETCHES
+
+static int chain_line_order(const void *x, const void *y)
+{
+	const struct ht_chain_line *a = x, *b = y;
+
+	if (a->start_ns != b->start_ns)
+		return a->start_ns < b->start_ns ? -1 : 1;
+	return a->depth < b->depth ? -1 : a->depth > b->depth;
+}
+
+/* One chain slice of the dump as a line: the arguments kernel_timeline.c wrote. */
+static void chain_line_of(const struct timeline *tl, const struct tl_event *e,
+			  struct ht_chain_line *l)
+{
+	uint64_t u = 0;
+
+	memset(l, 0, sizeof(*l));
+	l->start_ns = e->ts_ns;
+	l->end_ns = e->ts_ns + e->dur_ns;
+	if (arg_u64(tl, e, HT_ARG_DEPTH, &u))
+		l->depth = (unsigned int)u;
+	if (arg_u64(tl, e, HT_ARG_TID, &u))
+		l->tid = (uint32_t)u;
+	l->comm = arg_str(tl, e, HT_ARG_COMM);
+	l->stretch = arg_str(tl, e, HT_ARG_STRETCH) ?: "unknown";
+	l->cpu = arg_u64(tl, e, HT_ARG_CPU, &u) ? (int)u : -1;
+	l->exited = arg_u64(tl, e, HT_ARG_EXITED, &u) && u;
+	l->before_window = arg_u64(tl, e, HT_ARG_BEFORE_WINDOW, &u) && u;
+	if (arg_u64(tl, e, HT_ARG_BEHIND_TID, &u)) {
+		l->behind = (uint32_t)u;
+		l->behind_comm = arg_str(tl, e, HT_ARG_BEHIND_COMM);
+		arg_u64(tl, e, HT_ARG_BEHIND_NS, &l->behind_ns);
+	}
+	l->state = arg_str(tl, e, HT_ARG_STATE);
+	l->syscall = arg_str(tl, e, HT_ARG_SYSCALL);
+	l->woken_by = arg_str(tl, e, HT_ARG_WAKE_SOURCE);
+	if (arg_u64(tl, e, HT_ARG_WAKER_TID, &u)) {
+		l->waker = (uint32_t)u;
+		l->waker_comm = arg_str(tl, e, HT_ARG_WAKER_COMM);
+	}
+	l->stop = arg_str(tl, e, HT_ARG_CHAIN_STOP);
+	/* A blocked stretch without a stop was followed: its waker's stretches are under it. */
+	l->leaf = !l->state || l->stop;
+}
+
+/*
+ * The breach's wait chain from its slices on the breached thread's kernel
+ * track, in walk order (time, then depth). Returns how many; 0 when the
+ * dump has none (older dumps, --chain-depth 0, a syscall that never slept).
+ */
+static size_t wait_chain_of(const struct dump_view *v, struct ht_chain_line *lines, size_t max,
+			    struct ht_chain_summary *sum)
+{
+	const struct timeline *tl = v->tl;
+	uint64_t u = 0;
+	size_t n = 0;
+
+	memset(sum, 0, sizeof(*sum));
+	if (!v->has_breach)
+		return 0;
+	for (size_t i = 0; i < tl_event_count(tl) && n < max; i++) {
+		const struct tl_event *e = tl_event(tl, i);
+		const struct tl_track *t = track_of(tl, e);
+
+		if (e->kind != TL_EVENT_SLICE || t->kind != TL_TRACK_THREAD_KERNEL ||
+		    (uint32_t)t->tid != v->tid || strcmp(tl_str_get(tl, e->category), HT_CAT_CHAIN))
+			continue;
+		chain_line_of(tl, e, &lines[n++]);
+	}
+	if (!n)
+		return 0;
+	qsort(lines, n, sizeof(*lines), chain_line_order);
+	sum->tid = v->tid;
+	sum->start_ns = lines[0].start_ns;
+	for (size_t i = 0; i < n; i++)
+		if (lines[i].depth == 0 && lines[i].end_ns > sum->end_ns)
+			sum->end_ns = lines[i].end_ns;
+	sum->truncated = n == max;
+	if (v->breach_instant >= 0) {
+		const struct tl_event *b = tl_event(tl, (size_t)v->breach_instant);
+
+		if (arg_u64(tl, b, HT_ARG_CHAIN_DEPTH, &u))
+			sum->max_depth = (unsigned int)u;
+		sum->cut_by_window = arg_u64(tl, b, HT_ARG_CHAIN_CUT, &u) && u;
+	}
+	return n;
+}
+
+static void print_wait_chain_text(const struct dump_view *v)
+{
+	struct ht_chain_line *lines = calloc(MAX_CHAIN_LINES, sizeof(*lines));
+	struct ht_chain_summary sum;
+	char dur[32], line[512];
+	size_t n = lines ? wait_chain_of(v, lines, MAX_CHAIN_LINES, &sum) : 0;
+
+	if (n) {
+		printf("\nwait chain of the %s wait (wakers followed to depth %u%s):\n",
+		       ht_format_duration(sum.end_ns - sum.start_ns, dur, sizeof(dur)),
+		       sum.max_depth, sum.cut_by_window ? "; cut at the window's start" : "");
+		for (size_t i = 0; i < n; i++) {
+			ht_chain_text(&sum, &lines[i], line, sizeof(line));
+			printf("  %s\n", line);
+		}
+	}
+	free(lines);
+}
+
+static void print_wait_chain_json(struct ht_json *j, const struct dump_view *v)
+{
+	struct ht_chain_line *lines = calloc(MAX_CHAIN_LINES, sizeof(*lines));
+	struct ht_chain_summary sum;
+	size_t n = lines ? wait_chain_of(v, lines, MAX_CHAIN_LINES, &sum) : 0;
+
+	if (n)
+		ht_chain_json(j, "wait_chain", &sum, lines, n);
+	else
+		ht_json_null(j, "wait_chain");
+	free(lines);
 }
 
 /* ------------------------------------------------------------------ */
@@ -1066,6 +1191,7 @@ static void print_sections_text(const struct dump_view *v)
 			       ((double)chain[i].at_ns - (double)v->start_ns) / 1e6);
 		}
 	}
+	print_wait_chain_text(v);
 	printf("\nlosses:");
 	for (size_t i = 0; i < sizeof(loss_keys) / sizeof(loss_keys[0]); i++)
 		printf("%s %s %s", i ? "," : "", loss_keys[i],
@@ -1211,6 +1337,7 @@ static void print_sections_json(struct ht_json *j, const struct dump_view *v)
 		ht_json_close(j);
 	}
 	ht_json_close(j);
+	print_wait_chain_json(j, v);
 	ht_json_object(j, "losses");
 	for (size_t i = 0; i < sizeof(loss_keys) / sizeof(loss_keys[0]); i++)
 		ht_json_u64(j, loss_keys[i], meta_u64(tl, loss_keys[i], 0));
