@@ -272,6 +272,36 @@ TEST(a_waker_that_exits_keeps_its_stretches)
 	ht_wait_chain_free(&c);
 }
 
+TEST(a_wakeup_recorded_after_its_waker_slept_is_its_wakees_to_wait_out)
+{
+	struct ht_fr_window w;
+	struct ht_breach b = off_cpu_breach();
+	struct ht_wait_chain c;
+
+	/* B woke A, then slept at 22900; A's CPU, idle, recorded the wakeup at 23000. */
+	pipe_chain(C, C);
+	events[nevents - 2].rec.ts_ns = 23000;
+	sleeps(1, 22900, B, 0, SLEEP, NR_READ);
+	w = fx_fr_window(events, nevents, 0, 30000);
+	/* In time order: B's switch-out before A's wakeup. */
+	{
+		struct ht_fr_event t = events[nevents - 1];
+
+		events[nevents - 1] = events[nevents - 2];
+		events[nevents - 2] = events[nevents - 3];
+		events[nevents - 3] = t;
+	}
+	CHECK(compute(&w, &b, 3, &c));
+	CHECK_EQ_U64(leaves_ns(&c), 23100 - 1000);
+	CHECK(c.count == 9);
+	if (c.count == 9) {
+		check_stretch(&c.stretches[0], A, 0, HT_STRETCH_BLOCKED, 1000, 22900);
+		check_stretch(&c.stretches[7], B, 1, HT_STRETCH_RUNNING, 22600, 22900);
+		check_stretch(&c.stretches[8], A, 0, HT_STRETCH_RUNNABLE, 22900, 23100);
+	}
+	ht_wait_chain_free(&c);
+}
+
 TEST(a_run_queue_breach_is_its_own_runnable_stretch)
 {
 	struct ht_fr_window w = pipe_chain(C, HOG);

@@ -4,6 +4,9 @@
 #include "kernel/culprits.h"
 #include "kernel/wait_chain.h"
 
+/* How long after its waker's switch-out a wakeup's record may come (walk()). */
+#define HT_CHAIN_WAKE_LATE_NS 1000000ULL
+
 /* Not in records.h: the kernel's value. */
 #define TASK_DEAD_STATE 0x80
 
@@ -82,15 +85,20 @@ static bool is_wakeup_of(const struct ht_fr_event *e, uint32_t tid)
 }
 
 /*
- * A switch-in of a thread its records left asleep: the wakeup that allowed
- * it may sort just after it (HT_FR_WAKEUP_SKEW_NS); look for it.
+ * Switch-in I of a thread its records left asleep since SINCE: the wakeup
+ * that allowed it, recorded on another clock, may sort just after that
+ * switch-in or just before the switch-out (HT_FR_WAKEUP_SKEW_NS).
  */
-static const struct ht_fr_event *late_wakeup(const struct ht_fr_window *w, size_t i, uint32_t tid)
+static const struct ht_fr_event *skewed_wakeup(const struct ht_fr_window *w, size_t i, uint32_t tid,
+					       uint64_t since)
 {
 	uint64_t t = w->events[i].rec.ts_ns;
 
 	for (size_t j = i + 1; j < w->count && w->events[j].rec.ts_ns <= t + HT_FR_WAKEUP_SKEW_NS;
 	     j++)
+		if (is_wakeup_of(&w->events[j], tid))
+			return &w->events[j];
+	for (size_t j = i; j-- > 0 && w->events[j].rec.ts_ns + HT_FR_WAKEUP_SKEW_NS >= since;)
 		if (is_wakeup_of(&w->events[j], tid))
 			return &w->events[j];
 	return NULL;
@@ -136,10 +144,18 @@ static bool task_spans(const struct chain_walk *k, uint32_t tid, struct spans *s
 				s->exited |= (cur->state & TASK_DEAD_STATE) != 0;
 			}
 		} else if (r->kind == HT_FR_SWITCH && r->tid_b == tid && r->tid_a != r->tid_b) {
-			if (cur->kind == HT_STRETCH_BLOCKED && !cur->woken) {
-				const struct ht_fr_event *late = late_wakeup(w, i, tid);
+			if ((cur->kind == HT_STRETCH_BLOCKED || cur->kind == HT_STRETCH_UNKNOWN) &&
+			    !cur->woken) {
+				const struct ht_fr_event *late =
+					skewed_wakeup(w, i, tid, cur->start_ns);
 
-				if (late)
+				if (late && late->rec.kind == HT_FR_WAKEUP &&
+				    cur->kind == HT_STRETCH_UNKNOWN) {
+					cur->kind = HT_STRETCH_BLOCKED;
+					cur->before_window = true;
+					cur->state = HT_CHAIN_STATE_UNKNOWN;
+				}
+				if (late && cur->kind == HT_STRETCH_BLOCKED)
 					take_wakeup(cur, &late->rec);
 			}
 			cur = spans_next(s, t, HT_STRETCH_RUNNING, (int)e->cpu);
@@ -241,7 +257,8 @@ static enum ht_chain_stop stop_of(const struct chain_walk *k, const struct span 
 	return HT_CHAIN_FOLLOWED;
 }
 
-static void walk(struct chain_walk *k, uint32_t tid, uint64_t s, uint64_t e, unsigned int depth);
+static uint64_t walk(struct chain_walk *k, uint32_t tid, uint64_t s, uint64_t e,
+		     unsigned int depth);
 
 /*
  * Blocked span SP of TID, [LO, HI] of it within the walk: a waker that can
@@ -254,6 +271,8 @@ static uint64_t blocked_stretch(struct chain_walk *k, uint32_t tid, const struct
 				uint64_t s, uint64_t lo, uint64_t hi, unsigned int depth)
 {
 	enum ht_chain_stop stop = stop_of(k, sp, depth);
+	uint64_t woken;
+	size_t index;
 	bool to_start = stop == HT_CHAIN_FOLLOWED || stop == HT_CHAIN_STOP_DEPTH ||
 			stop == HT_CHAIN_STOP_CYCLE || stop == HT_CHAIN_STOP_UNKNOWN;
 	struct ht_chain_stretch *st;
@@ -263,6 +282,7 @@ static uint64_t blocked_stretch(struct chain_walk *k, uint32_t tid, const struct
 	st = emit(k, tid, depth, HT_STRETCH_BLOCKED, lo, hi);
 	if (!st)
 		return s;
+	index = (size_t)(st - k->out->stretches);
 	st->state = sp->state;
 	st->syscall = sp->syscall;
 	st->before_window = sp->before_window;
@@ -273,7 +293,12 @@ static uint64_t blocked_stretch(struct chain_walk *k, uint32_t tid, const struct
 	st->stop = stop;
 	if (stop == HT_CHAIN_FOLLOWED) {
 		k->path[depth + 1] = sp->waker;
-		walk(k, sp->waker, lo, hi, depth + 1);
+		woken = walk(k, sp->waker, lo, hi, depth + 1);
+		/* Its waker was done by then: it was woken, and waited to run, from there on. */
+		if (woken < hi && !k->failed) {
+			k->out->stretches[index].end_ns = woken;
+			st = emit(k, tid, depth, HT_STRETCH_RUNNABLE, woken, hi);
+		}
 	}
 	return to_start ? s : lo;
 }
@@ -281,20 +306,22 @@ static uint64_t blocked_stretch(struct chain_walk *k, uint32_t tid, const struct
 /*
  * TID's part of [S, E], at DEPTH: walking back from E (where TID woke the
  * task one level up, or the breach's end), its running and runnable
- * stretches, until a blocked one whose waker takes over the rest.
+ * stretches, until a blocked one whose waker takes over the rest. Returns
+ * when TID's part ends: E, or earlier where TID had gone to sleep before
+ * the wakeup's record.
  */
-static void walk(struct chain_walk *k, uint32_t tid, uint64_t s, uint64_t e, unsigned int depth)
+static uint64_t walk(struct chain_walk *k, uint32_t tid, uint64_t s, uint64_t e, unsigned int depth)
 {
 	struct spans spans = {0};
-	uint64_t t = e;
+	uint64_t t = e, ends = e;
 	size_t i;
 
 	if (k->failed || k->out->truncated)
-		return;
+		return e;
 	if (!task_spans(k, tid, &spans)) {
 		k->failed = true;
 		free(spans.v);
-		return;
+		return e;
 	}
 	for (i = spans.count; i-- > 0 && t > s && !k->failed && !k->out->truncated;) {
 		const struct span *sp = &spans.v[i];
@@ -305,6 +332,17 @@ static void walk(struct chain_walk *k, uint32_t tid, uint64_t s, uint64_t e, uns
 
 		if (sp->start_ns >= t)
 			continue;
+		/*
+		 * A waker seems asleep as it wakes: the wakeup is recorded where
+		 * the wakee is queued, a remote CPU's interrupt later (an idle
+		 * vCPU's can take a hundred microseconds), by when the waker may
+		 * have gone to sleep. It ran until then.
+		 */
+		if (depth && t == e && sp->kind == HT_STRETCH_BLOCKED &&
+		    e - sp->start_ns <= HT_CHAIN_WAKE_LATE_NS && sp->start_ns > s) {
+			t = ends = sp->start_ns;
+			continue;
+		}
 		if (hi <= lo) {
 			t = lo;
 			continue;
@@ -343,6 +381,7 @@ static void walk(struct chain_walk *k, uint32_t tid, uint64_t s, uint64_t e, uns
 		if (k->out->stretches[j].tid == tid && spans.exited)
 			k->out->stretches[j].exited = true;
 	free(spans.v);
+	return ends;
 }
 
 /*
@@ -397,6 +436,35 @@ static int stretch_order(const void *x, const void *y)
 	return a->depth < b->depth ? -1 : a->depth > b->depth;
 }
 
+/*
+ * Two runnable stretches of one task back to back, as the walk makes them
+ * when a wakeup's record came late (blocked_stretch()): one.
+ */
+static void merge_runnable(struct ht_wait_chain *c)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < c->count; i++) {
+		struct ht_chain_stretch *prev = n ? &c->stretches[n - 1] : NULL;
+		const struct ht_chain_stretch *st = &c->stretches[i];
+
+		if (prev && prev->kind == HT_STRETCH_RUNNABLE && st->kind == HT_STRETCH_RUNNABLE &&
+		    prev->tid == st->tid && prev->depth == st->depth &&
+		    prev->end_ns == st->start_ns) {
+			prev->end_ns = st->end_ns;
+			if (st->cpu >= 0)
+				prev->cpu = st->cpu;
+			if (st->behind_ns > prev->behind_ns) {
+				prev->behind = st->behind;
+				prev->behind_ns = st->behind_ns;
+			}
+			continue;
+		}
+		c->stretches[n++] = *st;
+	}
+	c->count = n;
+}
+
 bool ht_wait_chain_compute(const struct ht_fr_window *w, const struct ht_sched_index *idx,
 			   const struct ht_breach *b, unsigned int max_depth,
 			   struct ht_wait_chain *out)
@@ -433,6 +501,7 @@ bool ht_wait_chain_compute(const struct ht_fr_window *w, const struct ht_sched_i
 		return false;
 	}
 	qsort(out->stretches, out->count, sizeof(out->stretches[0]), stretch_order);
+	merge_runnable(out);
 	return true;
 }
 
