@@ -121,3 +121,71 @@ def ancestors(path, names):
         if r["up"] is not None:
             out[-1][3].append(r["up"])
     return out
+
+
+# metadata.trace_time_clock_id of a hybtrace dump: its ClockSnapshot names CLOCK_MONOTONIC
+# (the builtin clock 3) the primary trace clock.
+TRACE_CLOCK_MONOTONIC = 3
+
+
+def critical_path(path, tid, start_ns, dur_ns):
+    """Perfetto's critical path of thread TID over [START_NS, START_NS + DUR_NS]: the rows of
+    sched.thread_executing_span's _thread_executing_span_critical_path, in time order, one
+    dict per row: ts, dur, tid and name (of the thread blocking TID then: TID itself where it
+    runs or waits for a CPU), utid, id (Perfetto's thread executing span: the id of the
+    runnable thread state that begins it, woken by another task), root_id, and that thread's
+    thread states clipped to the row: `states`, dicts of ts, dur, state, cpu,
+    blocked_function, and for a runnable state waker_tid and irq (whether woken from an
+    interrupt; a preempted thread's R has neither), and `state`, the state when one covers the
+    whole row, else None. A row usually spans several (R then Running, or a sleep that an
+    interrupt ended, which Perfetto leaves inside the sleeper's span).
+
+    Times are the trace processor's timeline, which is the dump's primary trace clock: a
+    hybtrace dump names CLOCK_MONOTONIC, so Perfetto converts the BOOTTIME timestamps of its
+    native scheduling bundles to MONOTONIC through the ClockSnapshot. These ts are therefore
+    the CLOCK_MONOTONIC ns of hybtrace's JSON (a breach's start_ns, end_ns, woken_by.at_ns)
+    and of the workloads' wl_log ts_ns, with no offset (a breach's start_ns is its thread
+    state's ts, to the ns); START_NS is on that clock too. Checked here, since another
+    primary clock would shift them by BOOTTIME - MONOTONIC (the suspended time)."""
+    clock = tp_query(path, "select int_value from metadata where name = 'trace_time_clock_id'")
+    check(clock and clock[0]["int_value"] == TRACE_CLOCK_MONOTONIC,
+          "%s: Perfetto's trace clock is %r, not CLOCK_MONOTONIC" % (path, clock))
+    end_ns = start_ns + dur_ns
+    # The thread of TID with the most states over the interval (a tid may be reused).
+    threads = tp_query(path, "select t.utid from thread t where t.tid = %d order by (select "
+                       "count(*) from thread_state s where s.utid = t.utid and s.ts < %d and "
+                       "(s.dur < 0 or s.ts + s.dur > %d)) desc, t.utid desc limit 1"
+                       % (tid, end_ns, start_ns))
+    check(threads, "%s: Perfetto has no thread %d" % (path, tid))
+    rows = tp_query(path, "include perfetto module sched.thread_executing_span; "
+                    "select cp.root_id, cp.id, cp.ts, cp.dur, cp.utid, t.tid, t.name, "
+                    "s.ts as s_ts, s.dur as s_dur, s.state, s.cpu, s.blocked_function, "
+                    "s.irq_context, (select w.tid from thread w where w.utid = s.waker_utid) "
+                    "as waker_tid "
+                    "from _thread_executing_span_critical_path(%d, %d, %d) cp "
+                    "join thread t using (utid) left join thread_state s on s.utid = cp.utid "
+                    "and s.ts < cp.ts + cp.dur and (s.dur < 0 or s.ts + s.dur > cp.ts) "
+                    "order by cp.ts, cp.id, s.ts, s.id" % (threads[0]["utid"], start_ns, dur_ns))
+    out = []
+    for r in rows:
+        key = (r["ts"], r["id"])
+        if not out or (out[-1]["ts"], out[-1]["id"]) != key:
+            out.append({"ts": r["ts"], "dur": r["dur"], "tid": r["tid"], "name": r["name"],
+                        "utid": r["utid"], "id": r["id"], "root_id": r["root_id"],
+                        "state": None, "states": []})
+        row = out[-1]
+        if r["state"] is None:
+            continue
+        # A thread state's dur is -1 while it lasts to the trace's end.
+        s_end = row["ts"] + row["dur"] if r["s_dur"] < 0 else r["s_ts"] + r["s_dur"]
+        s_ts = max(r["s_ts"], row["ts"])
+        row["states"].append({"ts": s_ts, "dur": min(s_end, row["ts"] + row["dur"]) - s_ts,
+                              "state": r["state"], "cpu": r["cpu"],
+                              "blocked_function": r["blocked_function"],
+                              "waker_tid": r["waker_tid"],
+                              "irq": None if r["irq_context"] is None
+                              else bool(r["irq_context"])})
+    for row in out:
+        if len(row["states"]) == 1 and row["states"][0]["dur"] == row["dur"]:
+            row["state"] = row["states"][0]["state"]
+    return out

@@ -1,0 +1,187 @@
+# SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+"""Why the waker was late: a breach's wait chain, across processes that are no targets,
+checked against the workload's own log (tests/workloads/wait_chain.c) and against Perfetto's
+critical path of the breached thread (sched.thread_executing_span) over the same dump."""
+import tempfile
+
+from harness import check, hybtrace, need_root, report_json, test, tolerance_ns, workload
+from perfetto_checks import critical_path
+
+# Perfetto's stretch boundaries and ours, on the same records: the issue's bound.
+BOUNDARY_NS = 50_000
+
+
+def run_chain(mode, out, rounds=3, extra=()):
+    """wait_chain MODE under `run --no-children`: only A is a target; every breach dumped."""
+    run = hybtrace(["run", "--json", "--off-cpu", "10ms", "--rq-delay", "1s",
+                    "--min-interval", "0ms", "--output", out] + list(extra) +
+                   ["--no-children", "--", workload("wait_chain"), mode, "20", str(rounds)],
+                   timeout=120)
+    check(run.rc == 0, run.describe())
+    pids = run.events("chain")
+    check(pids, "the workload did not start:\n" + run.describe())
+    return run, pids[0]
+
+
+def chains_of(run, tid):
+    """The chain lines of TID's off-CPU breaches of at least 15 ms (A's reads), by breach."""
+    out = []
+    for c in (o for o in run.json_lines() if o.get("type") == "chain"):
+        if c["tid"] == tid and c["breach_end_ns"] - c["breach_start_ns"] >= 15_000_000:
+            out.append(c)
+    return out
+
+
+def leaves(chain):
+    return [s for s in chain["stretches"] if s["leaf"]]
+
+
+def check_adds_up(c):
+    """The leaves cover the wait, one after another, and add up to it within 1%."""
+    ch = c["chain"]
+    total = sum(s["duration_ns"] for s in leaves(ch))
+    check(abs(total - ch["duration_ns"]) <= ch["duration_ns"] // 100,
+          "stretches add up to %d of a %d ns wait: %r" % (total, ch["duration_ns"], ch))
+    check(ch["start_ns"] == c["breach_start_ns"] and ch["end_ns"] == c["breach_end_ns"],
+          "the chain covers %d..%d, the breach %d..%d" % (
+              ch["start_ns"], ch["end_ns"], c["breach_start_ns"], c["breach_end_ns"]))
+
+
+def segments(rows):
+    """(tid, start, end) of consecutive rows of one task merged, leaving out what is shorter
+    than the boundaries' bound (the two see a wakeup's instant a few microseconds apart: the
+    breached thread's own last microseconds may fall to its waker in one, not the other)."""
+    out = []
+    for tid, start, end in rows:
+        if end - start < BOUNDARY_NS:
+            continue
+        if out and out[-1][0] == tid:
+            out[-1] = (tid, out[-1][1], end)
+        else:
+            out.append((tid, start, end))
+    return out
+
+
+def check_against_perfetto(c):
+    """Perfetto's critical path of the breached thread over the breach names the same tasks
+    in the same order, with boundaries within BOUNDARY_NS (where the windows agree: it walks
+    no deeper than it can see)."""
+    ch = c["chain"]
+    ours = segments([(s["tid"], s["start_ns"], s["start_ns"] + s["duration_ns"])
+                     for s in leaves(ch)])
+    rows = critical_path(c["dump"], c["tid"], ch["start_ns"], ch["duration_ns"])
+    theirs = segments([(r["tid"], r["ts"], r["ts"] + r["dur"]) for r in rows])
+    check([t for t, _, _ in ours] == [t for t, _, _ in theirs],
+          "tasks on the path: ours %r, Perfetto's %r" % (ours, theirs))
+    for (tid, s1, e1), (_, s2, e2) in zip(ours, theirs):
+        check(abs(s1 - s2) <= BOUNDARY_NS and abs(e1 - e2) <= BOUNDARY_NS,
+              "task %d: ours %d..%d, Perfetto's %d..%d (all: ours %r, Perfetto's %r)"
+              % (tid, s1, e1, s2, e2, ours, theirs))
+
+
+def check_report_agrees(c):
+    """`report --json` reads the same chain back from the dump's slices."""
+    rep = report_json(c["dump"])
+    wc = rep.get("wait_chain")
+    check(wc, "report of %s has no wait chain" % c["dump"])
+    check([(s["tid"], s["depth"], s["stretch"], s["duration_ns"]) for s in wc["stretches"]] ==
+          [(s["tid"], s["depth"], s["stretch"], s["duration_ns"])
+           for s in c["chain"]["stretches"]],
+          "report's chain %r, the live one %r" % (wc, c["chain"]))
+
+
+def sleeps_of(run):
+    """C's logged sleeps: (start, end) in ns."""
+    starts, ends = run.events("c_sleep_start"), run.events("c_sleep_end")
+    return [(s["ts_ns"], e["ts_ns"]) for s, e in zip(starts, ends)]
+
+
+def check_timer_sleep_two_down(run, c, pids):
+    """Depth 2 is C blocked in clock_nanosleep, woken by the timer, as long as its log says,
+    inside B's blocked stretch, which names C as its waker."""
+    st = c["chain"]["stretches"]
+    b_blocked = [s for s in st if s["depth"] == 1 and s["tid"] == pids["b"] and
+                 s["stretch"] == "blocked"]
+    check(b_blocked and b_blocked[0]["waker"]["tid"] == pids["c"] and not b_blocked[0]["leaf"],
+          "depth 1: B blocked, woken by C and followed: %r" % st)
+    c_sleep = [s for s in st if s["depth"] == 2 and s["tid"] == pids["c"] and
+               s["stretch"] == "blocked" and s.get("syscall") == "clock_nanosleep"]
+    check(c_sleep, "depth 2: C's sleep: %r" % st)
+    # Before it, C waits for A to fall asleep in short sleeps of its own.
+    s = max(c_sleep, key=lambda s: s["duration_ns"])
+    check(s["woken_by"] == "timer" and s["stop"] == "timer" and s["state"] == "S",
+          "C's sleep: %r" % s)
+    logged = [(a, b) for a, b in sleeps_of(run)
+              if a < s["start_ns"] + s["duration_ns"] and b > s["start_ns"]]
+    check(len(logged) == 1, "C's sleep %r matches logged sleeps %r" % (s, sleeps_of(run)))
+    a, b = logged[0]
+    check(abs(s["duration_ns"] - (b - a)) <= tolerance_ns(b - a),
+          "C slept %d ns by its log, %d by the chain" % (b - a, s["duration_ns"]))
+
+
+@test
+def a_pipe_chain_names_the_timer_sleep_two_wakers_down():
+    need_root()
+    with tempfile.TemporaryDirectory() as out:
+        run, pids = run_chain("pipes", out)
+        chains = chains_of(run, pids["a"])
+        check(chains, "no chain of A's reads:\n" + run.describe())
+        for c in chains:
+            check_adds_up(c)
+            check_timer_sleep_two_down(run, c, pids)
+            check_report_agrees(c)
+            check_against_perfetto(c)
+
+
+@test
+def a_waker_behind_a_hog_has_a_runnable_stretch_naming_it():
+    need_root()
+    with tempfile.TemporaryDirectory() as out:
+        run, pids = run_chain("hog", out)
+        chains = chains_of(run, pids["a"])
+        check(chains, "no chain of A's reads:\n" + run.describe())
+        delays = {e["round"]: e["run_delay_ns"] for e in run.events("b_behind_hog")}
+        for c in chains:
+            check_adds_up(c)
+            check_timer_sleep_two_down(run, c, pids)
+            behind = [s for s in c["chain"]["stretches"] if s["depth"] == 1 and
+                      s["stretch"] == "runnable" and s.get("behind", {}).get("tid") ==
+                      pids["hog"]]
+            check(behind, "B runnable behind the hog: %r" % c["chain"]["stretches"])
+            held = max(s["behind"]["ns"] for s in behind)
+            check(held >= 4_000_000, "B behind the hog %d ns (its log: %r)" % (held, delays))
+            check_against_perfetto(c)
+
+
+@test
+def a_waker_that_exits_right_after_waking_keeps_its_stretches():
+    need_root()
+    with tempfile.TemporaryDirectory() as out:
+        run, pids = run_chain("exit", out)
+        chains = chains_of(run, pids["a"])
+        check(chains, "no chain of A's reads:\n" + run.describe())
+        for c in chains:
+            check_adds_up(c)
+            st = c["chain"]["stretches"]
+            wakers = [s for s in st if s["depth"] == 1]
+            check(wakers and all(s.get("exited") for s in wakers),
+                  "the waker exited: its stretches say so: %r" % st)
+            check([s for s in st if s["depth"] == 2 and s["tid"] == pids["c"] and
+                   s.get("syscall") == "clock_nanosleep"],
+                  "through the exited waker to C's sleep: %r" % st)
+            check_report_agrees(c)
+
+
+@test
+def chain_depth_one_stops_at_the_direct_waker():
+    need_root()
+    with tempfile.TemporaryDirectory() as out:
+        run, pids = run_chain("pipes", out, rounds=1, extra=["--chain-depth", "1"])
+        chains = chains_of(run, pids["a"])
+        check(chains, "no chain of A's reads:\n" + run.describe())
+        for c in chains:
+            check_adds_up(c)
+            st = c["chain"]["stretches"]
+            check(max(s["depth"] for s in st) == 1, "deeper than asked: %r" % st)
+            check([s for s in st if s["depth"] == 1 and s.get("stop") == "depth"],
+                  "B's blocked stretch says where the walk stopped: %r" % st)
