@@ -17,6 +17,7 @@
 #define PF_IO_WORKER	     0x00000010
 #define PF_USER_WORKER	     0x00004000 /* 6.4; a hole before, never set */
 #define PF_KTHREAD	     0x00200000
+#define EINVAL		     22
 #define ENOSYS		     38
 #define TASK_ON_RQ_MIGRATING 2 /* task_struct::on_rq */
 

@@ -67,6 +67,7 @@ struct held_off_cpu {
 	__u32 flags; /* the wakeup's HT_BRF_JOINED */
 	__u32 softirq_vec;
 	__u32 block_stack_seq; /* --block-stacks: the stack sent for it; 0: lost */
+	__u32 waker_stack_seq; /* its waker's stacks, sent at the wakeup; 0: none */
 	__u32 tgid;	       /* the held thread's process, for the end's flush */
 	__u32 ns_tid, ns_tgid; /* ... and its pids in its own pid namespace (task_ns_pids) */
 	char waker_comm[HT_COMM_LEN];
@@ -93,6 +94,7 @@ struct task_state {
 	__u32 preempt_cpu;
 	__u32 softirq_vec;     /* wake_source HT_WAKE_SOFTIRQ: which */
 	__u32 block_stack_seq; /* --block-stacks: its last sleep's stack; 0: not kept */
+	__u32 waker_stack_seq; /* the waker's stacks at its last wakeup; 0: not taken */
 	char waker_comm[HT_COMM_LEN];
 	struct held_off_cpu held;
 };
@@ -145,6 +147,15 @@ struct {
 	__type(value, __u64);
 	__uint(max_entries, HT_CNT_MAX);
 } counters SEC(".maps");
+
+/* struct ht_waker_stack, before the breaches that name them. */
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 1 << 18);
+} waker_stack_rb SEC(".maps");
+
+/* The last seq given to a waker stack. */
+__u32 waker_stack_last_seq = 0;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -562,6 +573,7 @@ static __always_inline void fill_waker(struct ht_breach *b, const struct task_st
 	b->waker_tgid = st->waker_tgid;
 	b->wake_cpu = st->wake_cpu;
 	b->softirq_vec = st->softirq_vec;
+	b->waker_stack_seq = st->waker_stack_seq;
 	__builtin_memcpy(b->waker_comm, st->waker_comm, sizeof(b->waker_comm));
 	b->flags |= waker_flags(st);
 }
@@ -616,6 +628,7 @@ static __always_inline void emit_breach(__u32 kind, struct task_struct *p, struc
 		b->waker_tid = 0;
 		b->waker_tgid = 0;
 		b->wake_cpu = st->preempt_cpu;
+		b->waker_stack_seq = 0;
 		__builtin_memset(b->waker_comm, 0, sizeof(b->waker_comm));
 	} else {
 		fill_waker(b, st, end_ns);
@@ -855,6 +868,7 @@ static __always_inline void hold_off_cpu(struct task_struct *p, struct task_stat
 	h->wake_cpu = st->wake_cpu;
 	h->flags = waker_flags(st);
 	h->softirq_vec = st->softirq_vec;
+	h->waker_stack_seq = st->waker_stack_seq;
 	__builtin_memcpy(h->waker_comm, st->waker_comm, sizeof(h->waker_comm));
 	/* The stack it slept on is the breach's, whichever kinds it ends with. */
 	keep_syscall_stack(p, st);
@@ -881,6 +895,7 @@ static __always_inline void fill_held(struct ht_breach *b, const struct held_off
 	__builtin_memcpy(b->waker_comm, h->waker_comm, sizeof(b->waker_comm));
 	b->flags = (b->flags & ~HT_BRF_JOINED) | h->flags;
 	b->softirq_vec = h->softirq_vec;
+	b->waker_stack_seq = h->waker_stack_seq;
 }
 
 /*
@@ -1199,6 +1214,51 @@ static __always_inline void note_other_waking(struct task_struct *p)
 }
 
 /*
+ * The wait P's wakeup ends is already over its threshold: off the CPU that
+ * long, or in a watched syscall that long. Its breach will come; so do its
+ * waker's stacks.
+ */
+static __always_inline bool wait_breached(const struct task_state *st, __u64 now)
+{
+	if (off_cpu_thresh_ns && st->off_cpu_since_ns && now > st->off_cpu_since_ns &&
+	    now - st->off_cpu_since_ns >= off_cpu_thresh_ns)
+		return true;
+	return syscall_thresh_ns && st->syscall_since_ns && now > st->syscall_since_ns &&
+	       now - st->syscall_since_ns >= syscall_thresh_ns;
+}
+
+/* Send the current task's stacks, the waker of P; their seq, or 0 when they found no room. */
+static __always_inline __u32 send_waker_stack(void *ctx, struct task_struct *p,
+					      struct task_struct *cur, __u64 now)
+{
+	struct ht_waker_stack *ws;
+	__u32 seq;
+
+	count(HT_CNT_WAKER_STACKS);
+	ws = bpf_ringbuf_reserve(&waker_stack_rb, sizeof(*ws), 0);
+	if (!ws) {
+		count(HT_CNT_WAKER_STACK_DROPS);
+		return 0;
+	}
+	ws->time_ns = now;
+	seq = __sync_fetch_and_add(&waker_stack_last_seq, 1) + 1;
+	ws->seq = seq;
+	ws->wakee_tid = p->pid;
+	ws->waker_tid = cur->pid;
+	ws->waker_tgid = cur->tgid;
+	copy_comm(ws->waker_comm, cur);
+	ws->kstack_bytes = bpf_get_stack(ctx, ws->kstack, sizeof(ws->kstack), 0);
+	if (cur->flags & PF_KTHREAD)
+		ws->ustack_bytes = -EINVAL;
+	else
+		ws->ustack_bytes =
+			bpf_get_stack(ctx, ws->ustack, sizeof(ws->ustack), BPF_F_USER_STACK);
+	/* Not forced: the breach that names it comes right after and wakes the reader. */
+	bpf_ringbuf_submit(ws, 0);
+	return seq;
+}
+
+/*
  * Who woke the target: runs in the waker's context, before any remote
  * enqueue; sched_wakeup writes the record, with this, once it is queued.
  */
@@ -1222,6 +1282,7 @@ int BPF_PROG(handle_sched_waking, struct task_struct *p)
 	st->wake_source = source;
 	st->softirq_vec = vec;
 	st->waker_cpu = bpf_get_smp_processor_id();
+	st->waker_stack_seq = 0;
 	/* An idle CPU's softirq runs on no one's behalf: its idle task has pid 0. */
 	if (source != HT_WAKE_TASK && !(in_task && cur->pid)) {
 		st->waker_tid = 0;
@@ -1234,6 +1295,12 @@ int BPF_PROG(handle_sched_waking, struct task_struct *p)
 	st->waker_tgid = cur->tgid;
 	st->joined = (cur->flags & PF_EXITING) && cur->tgid == p->tgid && cur->pid != p->pid;
 	copy_comm(st->waker_comm, cur);
+	if (waker_stacks_on && !breaches_stopped) {
+		__u64 now = bpf_ktime_get_ns();
+
+		if (wait_breached(st, now))
+			st->waker_stack_seq = send_waker_stack(ctx, p, cur, now);
+	}
 	return 0;
 }
 

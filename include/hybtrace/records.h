@@ -181,7 +181,30 @@ struct ht_breach {
 	 */
 	__u32 ns_tid;
 	__u32 ns_tgid;
-	__u32 pad;
+	/* The waker's stacks at the wakeup that ended it (struct ht_waker_stack); 0: none. */
+	__u32 waker_stack_seq;
+};
+
+/*
+ * The waker's kernel and user (frame-pointer) stacks at a wakeup that ended
+ * a wait already over its threshold: taken in sched_waking, where the waker
+ * is current, only then (a stack costs microseconds; the whole program
+ * nanoseconds), and sent on its own ring before the breach that names it
+ * by seq.
+ */
+#define HT_WAKER_STACK_DEPTH 32
+
+struct ht_waker_stack {
+	__u64 time_ns; /* the wakeup, as the waker raised it */
+	__u32 seq;     /* 1, 2, ...; ht_breach::waker_stack_seq */
+	__u32 wakee_tid;
+	__u32 waker_tid;
+	__u32 waker_tgid;
+	__s32 kstack_bytes; /* bytes of kstack, or a negative errno */
+	__s32 ustack_bytes; /* bytes of ustack, or a negative errno (a kernel thread has none) */
+	char waker_comm[HT_COMM_LEN];
+	__u64 kstack[HT_WAKER_STACK_DEPTH]; /* innermost first */
+	__u64 ustack[HT_WAKER_STACK_DEPTH];
 };
 
 #define HT_KIND_BIT(kind) (1U << (kind))
@@ -259,6 +282,8 @@ enum ht_counter {
 	HT_CNT_UNSEEN_SWITCH_INS,  /* target switch-ins no program saw; their intervals unjudged */
 	HT_CNT_BLOCK_STACKS_TAKEN, /* --block-stacks: stacks kept at voluntary switch-outs */
 	HT_CNT_UNTRACED_SWITCH_INS, /* switch-ins the kernel did not trace, made up at switch-out */
+	HT_CNT_WAKER_STACKS,	    /* waker stacks taken (wakeups that ended a wait over its threshold) */
+	HT_CNT_WAKER_STACK_DROPS,   /* ... that found no room on their ring */
 	HT_CNT_MAX,
 };
 

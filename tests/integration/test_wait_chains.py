@@ -2,9 +2,12 @@
 """Why the waker was late: a breach's wait chain, across processes that are no targets,
 checked against the workload's own log (tests/workloads/wait_chain.c) and against Perfetto's
 critical path of the breached thread (sched.thread_executing_span) over the same dump."""
+import glob
+import os
 import tempfile
 
-from harness import check, hybtrace, need_root, report_json, test, tolerance_ns, workload
+from harness import (check, hybtrace, need_root, report_json, test, tolerance_ns, tp_query,
+                     workload)
 from perfetto_checks import critical_path
 
 # Perfetto's stretch boundaries and ours, on the same records: the issue's bound.
@@ -119,6 +122,30 @@ def check_timer_sleep_two_down(run, c, pids):
           "C slept %d ns by its log, %d by the chain" % (b - a, s["duration_ns"]))
 
 
+def check_waker_stacks(run, chains, pids):
+    """The waker's stacks at its wakeup of A: in the live breach (its kernel stack in the
+    pipe's write), and in the dump, on B's track at that instant (Perfetto reads it there),
+    its user frames named where B still ran when the dump was built (every round but the
+    last): B's own function that writes."""
+    named = 0
+    for c in chains:
+        b = [b for b in run.breaches() if b["tid"] == c["tid"] and
+             b["end_ns"] == c["breach_end_ns"]]
+        check(len(b) == 1, "the breach of chain %r" % c)
+        ws = b[0].get("waker_stack")
+        check(ws and ws["tid"] == pids["b"] and any("pipe_write" in f for f in ws["kernel"])
+              and ws["user"], "B's stacks as it woke A: %r" % ws)
+        rows = tp_query(c["dump"], "select s.ts, t.tid from slice s join thread_track tt on "
+                        "tt.id = s.track_id join thread t using (utid) where s.name = 'woke'")
+        check([(r["ts"], r["tid"]) for r in rows] == [(ws["at_ns"], pids["b"])],
+              "Perfetto's 'woke' instants %r, want B's at %d" % (rows, ws["at_ns"]))
+        stack = report_json(c["dump"])["waker_stack"]
+        check(stack and stack[-1].startswith("try_to_wake_up"),
+              "the report's waker stack, innermost last: %r" % stack)
+        named += "b_rounds" in stack
+    check(named, "no waker stack names B's b_rounds")
+
+
 @test
 def a_pipe_chain_names_the_timer_sleep_two_wakers_down():
     need_root()
@@ -131,6 +158,22 @@ def a_pipe_chain_names_the_timer_sleep_two_wakers_down():
             check_timer_sleep_two_down(run, c, pids)
             check_report_agrees(c)
             check_against_perfetto(c)
+        check_waker_stacks(run, chains, pids)
+
+
+@test
+def chain_depth_zero_takes_no_chain_and_no_stacks():
+    need_root()
+    with tempfile.TemporaryDirectory() as out:
+        run, pids = run_chain("pipes", out, rounds=2, extra=["--chain-depth", "0"])
+        mine = [b for b in run.breaches() if b["tid"] == pids["a"]]
+        check(mine, "no breach of A:\n" + run.describe())
+        check(not [o for o in run.json_lines() if o.get("type") == "chain"] and
+              not [b for b in mine if "waker_stack" in b], run.describe())
+        for d in glob.glob(os.path.join(out, "*.perfetto-trace")):
+            rep = report_json(d)
+            check(rep["wait_chain"] is None and rep["waker_stack"] is None,
+                  "%s: %r %r" % (d, rep["wait_chain"], rep["waker_stack"]))
 
 
 @test

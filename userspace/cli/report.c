@@ -387,6 +387,14 @@ static size_t wakeup_chain(const struct dump_view *v, struct chain_link *chain)
 	return n;
 }
 
+static void print_strings_json(struct ht_json *j, const char *key, const char **v, size_t n)
+{
+	ht_json_array(j, key);
+	for (size_t i = 0; i < n; i++)
+		ht_json_str(j, NULL, v[i]);
+	ht_json_close(j);
+}
+
 /* ------------------------------------------------------------------ */
 /* The wait chain: the stretches the builder wrote under the breach.    */
 
@@ -479,6 +487,40 @@ static size_t wait_chain_of(const struct dump_view *v, struct ht_chain_line *lin
 	return n;
 }
 
+/* The waker's stacks as it woke the breached thread: its "woke" instant, or -1. */
+static long waker_stack_event(const struct dump_view *v)
+{
+	const struct timeline *tl = v->tl;
+	uint64_t wakee = 0;
+
+	for (size_t i = 0; v->has_breach && i < tl_event_count(tl); i++) {
+		const struct tl_event *e = tl_event(tl, i);
+
+		if (e->kind == TL_EVENT_INSTANT && !strcmp(event_name(tl, e), HT_EV_WOKE) &&
+		    arg_u64(tl, e, HT_ARG_WAKEE_TID, &wakee) && wakee == v->tid && e->callstack)
+			return (long)i;
+	}
+	return -1;
+}
+
+static void print_waker_stack_text(const struct dump_view *v)
+{
+	const char *stack[2 * HT_WAKER_STACK_DEPTH];
+	long ev = waker_stack_event(v);
+	size_t n = stack_of(v->tl, ev, stack, 2 * HT_WAKER_STACK_DEPTH);
+	const struct tl_event *e;
+	uint64_t tid = 0;
+
+	if (!n)
+		return;
+	e = tl_event(v->tl, (size_t)ev);
+	arg_u64(v->tl, e, HT_ARG_WAKER_TID, &tid);
+	printf("\nthe waker's stack as it woke it, %s[%llu] (innermost last):\n",
+	       arg_str(v->tl, e, HT_ARG_WAKER_COMM) ?: "?", (unsigned long long)tid);
+	for (size_t i = 0; i < n; i++)
+		printf("  %s\n", stack[i]);
+}
+
 static void print_wait_chain_text(const struct dump_view *v)
 {
 	struct ht_chain_line *lines = calloc(MAX_CHAIN_LINES, sizeof(*lines));
@@ -496,6 +538,7 @@ static void print_wait_chain_text(const struct dump_view *v)
 		}
 	}
 	free(lines);
+	print_waker_stack_text(v);
 }
 
 static void print_wait_chain_json(struct ht_json *j, const struct dump_view *v)
@@ -504,11 +547,19 @@ static void print_wait_chain_json(struct ht_json *j, const struct dump_view *v)
 	struct ht_chain_summary sum;
 	size_t n = lines ? wait_chain_of(v, lines, MAX_CHAIN_LINES, &sum) : 0;
 
+	const char *stack[2 * HT_WAKER_STACK_DEPTH];
+	size_t depth = stack_of(v->tl, waker_stack_event(v), stack, 2 * HT_WAKER_STACK_DEPTH);
+
 	if (n)
 		ht_chain_json(j, "wait_chain", &sum, lines, n);
 	else
 		ht_json_null(j, "wait_chain");
 	free(lines);
+	/* Root first, as a call stack reads (the live line's lists are innermost first). */
+	if (depth)
+		print_strings_json(j, "waker_stack", stack, depth);
+	else
+		ht_json_null(j, "waker_stack");
 }
 
 /* ------------------------------------------------------------------ */
@@ -1207,14 +1258,6 @@ static void print_sections_text(const struct dump_view *v)
 	else if (clipped)
 		printf("clipped: the rings no longer held the window's first %s\n",
 		       ht_format_duration(clipped - v->window_start_ns, dur, sizeof(dur)));
-}
-
-static void print_strings_json(struct ht_json *j, const char *key, const char **v, size_t n)
-{
-	ht_json_array(j, key);
-	for (size_t i = 0; i < n; i++)
-		ht_json_str(j, NULL, v[i]);
-	ht_json_close(j);
 }
 
 static void print_frames_json(struct ht_json *j, const char *key, const struct timeline *tl,

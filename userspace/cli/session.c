@@ -15,6 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "kernel/block_stacks.h"
+#include "kernel/waker_stacks.h"
 #include "kernel/breach_format.h"
 #include "base/breach_kinds.h"
 #include "triggers/code_triggers.h"
@@ -100,6 +101,8 @@ struct session {
 	/* --block-stacks: the stacks sent before their breaches; NULL without it. */
 	struct ht_block_stacks *blocks;
 	struct ht_block_frames block_frames; /* the breach being read's */
+	/* The wakers' stacks sent before the breaches that name them; NULL with --chain-depth 0. */
+	struct ht_waker_stacks *wakers;
 	uint64_t block_stacks_shown;
 	uint64_t start_ns;
 	/* Waits that breached each kind (one of two kinds counts in both), by kind. */
@@ -263,6 +266,10 @@ static void offer_breach_dump(struct session *s, const struct ht_breach_info *bi
 		job.has_block_stack = true;
 		job.block_stack = *bi->block_stack;
 	}
+	if (bi->waker_stack) {
+		job.has_waker_stack = true;
+		job.waker_stack = *bi->waker_stack;
+	}
 	/* A window that has ended already (no --post) freezes now, before the breach is printed. */
 	if (ht_dumper_offer(&s->dumper, &job) == HT_DUMP_NOW)
 		tick_due_dumps(s);
@@ -368,6 +375,11 @@ static int on_breach(void *ctx, void *data, size_t size)
 	/* Before anything ranks or prints it: a wait on a latch is no wait for work. */
 	ht_wait_sets_judge(&s->wait_sets, &bi.b, monotonic_ns());
 	bi.block_stack = block_stack_of(s, &bi.b, &bi.block_stack_missing);
+	if (bi.b.waker_stack_seq && s->wakers) {
+		/* Sent just before the breach, on a ring of its own: delivered once this returns. */
+		ht_monitor_consume_waker_stacks(&s->monitor);
+		bi.waker_stack = ht_waker_stacks_find(s->wakers, bi.b.waker_stack_seq);
+	}
 	/* The dump first: its sources freeze at the window's end, whatever we do here. */
 	offer_breach_dump(s, &bi);
 	/*
@@ -1399,6 +1411,7 @@ static void close_session(struct session *s)
 	if (s->blocks)
 		ht_block_stacks_free(s->blocks);
 	free(s->blocks);
+	free(s->wakers);
 	ht_ksyms_free(s->ksyms);
 	free(s->comms);
 	free(s->reach_heads);
@@ -1648,6 +1661,17 @@ static int start_session(struct session *s, const struct ht_options *o)
 		ht_block_stacks_init(s->blocks, cfg.block_stack_mode);
 		cfg.on_block_stack = ht_block_stacks_on_record;
 		cfg.on_block_stack_ctx = s->blocks;
+	}
+	/* A wait chain starts with the waker: its stacks, where the chain needs them. */
+	if (o->chain_depth) {
+		s->wakers = calloc(1, sizeof(*s->wakers));
+		if (!s->wakers) {
+			ht_fail("out of memory");
+			return HT_EXIT_FAILURE;
+		}
+		cfg.waker_stacks = true;
+		cfg.on_waker_stack = ht_waker_stacks_on_record;
+		cfg.on_waker_stack_ctx = s->wakers;
 	}
 	find_do_softirq(s->ksyms, &cfg);
 	if (ht_monitor_open(&s->monitor, &cfg))

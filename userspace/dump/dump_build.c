@@ -13,6 +13,7 @@
 #include "base/json.h"
 #include "kernel/chain_format.h"
 #include "kernel/wait_chain.h"
+#include "kernel/waker_stacks.h"
 #include "trace/dump_schema.h"
 #include "kernel/kernel_timeline.h"
 #include "symbols/ksyms.h"
@@ -25,6 +26,7 @@
 #include "trace/perfetto_write.h"
 #include "kernel/sched_ftrace.h"
 #include "kernel/sched_index.h"
+#include "symbols/symbolizer.h"
 #include "symbols/symbolizer_set.h"
 #include "trace/timeline.h"
 #include "kernel/wait_for_work.h"
@@ -637,6 +639,79 @@ static int build_native_sched(struct ht_dump_builder *b, const struct timeline *
 	return ht_sched_ftrace_write(&sw, native);
 }
 
+/*
+ * The waker's stacks as the frames of one call stack, root first: its user
+ * frames (named by its process's symbols, made for it when no source made
+ * them), then its kernel frames.
+ */
+static size_t waker_frames(struct ht_dump_builder *b, const struct ht_waker_stack *ws,
+			   struct tl_frame_desc *frames, char (*names)[256])
+{
+	int uframes = ws->ustack_bytes > 0 ? ws->ustack_bytes / (int)sizeof(uint64_t) : 0;
+	int kframes = ws->kstack_bytes > 0 ? ws->kstack_bytes / (int)sizeof(uint64_t) : 0;
+	int kstart = ht_waker_stack_kernel_start(ws, b->cfg->ksyms);
+	struct ht_symbolizer *sym = NULL;
+	size_t n = 0;
+
+	if (uframes > HT_WAKER_STACK_DEPTH)
+		uframes = HT_WAKER_STACK_DEPTH;
+	if (kframes > HT_WAKER_STACK_DEPTH)
+		kframes = HT_WAKER_STACK_DEPTH;
+	if (uframes && !b->symbols)
+		b->symbols = ht_symbolizer_set_new(false, 0);
+	if (uframes && b->symbols)
+		sym = ht_symbolizer_set_get(b->symbols, (int)ws->waker_tgid);
+	for (int i = uframes - 1; i >= 0; i--, n++) {
+		struct ht_symbol s = { 0 };
+		uint64_t addr = ws->ustack[i];
+
+		/* A return address points past its call: name the call's own line. */
+		if (sym && !ht_symbolize(sym, i ? addr - 1 : addr, &s))
+			ht_symbol_format(&s, addr, names[n], sizeof(names[n]));
+		else
+			snprintf(names[n], sizeof(names[n]), "0x%llx", (unsigned long long)addr);
+		frames[n] = (struct tl_frame_desc){ .function = names[n],
+						    .module = s.module ? s.module : "",
+						    .address = addr };
+	}
+	for (int i = kframes - 1; i >= kstart; i--, n++) {
+		frames[n] = (struct tl_frame_desc){
+			.function = ht_ksyms_format(b->cfg->ksyms, ws->kstack[i], names[n],
+						    sizeof(names[n])),
+			.module = "[kernel]",
+			.address = ws->kstack[i],
+		};
+	}
+	return n;
+}
+
+/* The waker's stacks at the wakeup that ended the breach's wait, on the waker's own track. */
+static void add_waker_stack(struct ht_dump_builder *b, struct timeline *tl,
+			    const struct ht_dump_job *job)
+{
+	struct tl_frame_desc frames[2 * HT_WAKER_STACK_DEPTH];
+	const struct ht_waker_stack *ws = &job->waker_stack;
+	char (*names)[256] = calloc(2 * HT_WAKER_STACK_DEPTH, sizeof(*names));
+	char comm[HT_COMM_LEN + 8];
+	int track;
+	long ev;
+
+	if (!names)
+		return;
+	if (ht_timeline_process_track(tl, b->comms, (int)ws->waker_tgid) >= 0 &&
+	    (track = tl_thread_track(tl, (int)ws->waker_tgid, (int)ws->waker_tid)) >= 0 &&
+	    (ev = tl_add_instant(tl, track, ws->time_ns, HT_EV_WOKE, HT_CAT_CHAIN)) >= 0) {
+		snprintf(comm, sizeof(comm), "%.*s", HT_COMM_LEN, job->breach.comm);
+		tl_event_arg_uint(tl, ev, HT_ARG_WAKEE_TID, ws->wakee_tid);
+		tl_event_arg_str(tl, ev, HT_ARG_WAKEE_COMM, comm);
+		snprintf(comm, sizeof(comm), "%.*s", HT_COMM_LEN, ws->waker_comm);
+		tl_event_arg_uint(tl, ev, HT_ARG_WAKER_TID, ws->waker_tid);
+		tl_event_arg_str(tl, ev, HT_ARG_WAKER_COMM, comm);
+		tl_event_callstack(tl, ev, frames, waker_frames(b, ws, frames, names));
+	}
+	free(names);
+}
+
 static const char *comm_namer(void *ctx, uint32_t tid, char *buf, size_t len)
 {
 	return ht_comm_lookup(ctx, tid, 0, buf, len);
@@ -751,6 +826,8 @@ static int build_timeline(struct ht_dump_builder *b, struct timeline *tl,
 		    ht_block_frames_to_timeline(tl, process, &job->block_stack))
 			ht_warn("dump without the stack where it blocked: %s", ht_last_error());
 		add_trigger_hit(tl, job);
+		if (job->has_waker_stack)
+			add_waker_stack(b, tl, job);
 		add_marks(tl, b->comms, c);
 		meta_u64(tl, HT_META_UNTANGLED, tl_untangle(tl));
 	}
@@ -806,7 +883,7 @@ int ht_dump_builder_write(struct ht_dump_builder *b, const struct ht_dump_job *j
 			  size_t len, uint64_t *bytes, size_t *events)
 {
 	struct timeline *tl = tl_new();
-	struct ht_wait_chain chain = { 0 };
+	struct ht_wait_chain chain = {0};
 	struct ht_output_file f;
 	struct pb_buf native;
 	char base[256], err[256];

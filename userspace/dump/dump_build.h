@@ -66,6 +66,9 @@ struct ht_dump_job {
 	/* --block-stacks: the breached thread's user stack where its wait began. */
 	bool has_block_stack;
 	struct ht_block_frames block_stack;
+	/* The waker's stacks at the wakeup that ended the breach's wait. */
+	bool has_waker_stack;
+	struct ht_waker_stack waker_stack;
 };
 
 /*

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 #include <inttypes.h>
 #include "kernel/breach_format.h"
+#include "kernel/waker_stacks.h"
 #include "base/breach_kinds.h"
 #include "base/json.h"
 #include "symbols/ksyms.h"
@@ -199,6 +200,35 @@ static void print_kstack_json(struct ht_json *j, const struct ht_breach *b,
 	ht_json_close(j);
 }
 
+/*
+ * The waker's stacks at the wakeup, innermost first: the kernel's by name,
+ * the user's as addresses (naming them is the dump builder's, off the
+ * event loop).
+ */
+static void print_waker_stack_json(struct ht_json *j, const struct ht_waker_stack *ws,
+				   const struct ht_ksyms *ksyms)
+{
+	int kframes = ws->kstack_bytes > 0 ? ws->kstack_bytes / (int)sizeof(uint64_t) : 0;
+	int uframes = ws->ustack_bytes > 0 ? ws->ustack_bytes / (int)sizeof(uint64_t) : 0;
+	int kstart = ht_waker_stack_kernel_start(ws, ksyms);
+	char name[256];
+
+	ht_json_object(j, "waker_stack");
+	ht_json_u64(j, "at_ns", ws->time_ns);
+	ht_json_u64(j, "tid", ws->waker_tid);
+	ht_json_array(j, "kernel");
+	for (int i = kstart; i < kframes && i < HT_WAKER_STACK_DEPTH; i++)
+		ht_json_str(j, NULL, ht_ksyms_format(ksyms, ws->kstack[i], name, sizeof(name)));
+	ht_json_close(j);
+	ht_json_array(j, "user");
+	for (int i = 0; i < uframes && i < HT_WAKER_STACK_DEPTH; i++) {
+		snprintf(name, sizeof(name), "0x%llx", (unsigned long long)ws->ustack[i]);
+		ht_json_str(j, NULL, name);
+	}
+	ht_json_close(j);
+	ht_json_close(j);
+}
+
 static void print_waker_json(struct ht_json *j, const struct ht_breach *b)
 {
 	char comm[HT_COMM_LEN + 1];
@@ -309,6 +339,8 @@ void ht_breach_print_json(FILE *f, const struct ht_breach_info *bi, const struct
 	print_waker_json(&j, b);
 	print_culprits_json(&j, bi);
 	print_kstack_json(&j, b, ksyms);
+	if (bi->waker_stack)
+		print_waker_stack_json(&j, bi->waker_stack, ksyms);
 	if (bi->block_stack)
 		ht_block_frames_print_json(&j, bi->block_stack);
 	if (bi->block_stack_missing)

@@ -25,6 +25,8 @@ struct ht_breach_info {
 	const struct ht_block_frames *block_stack; /* --block-stacks: where it blocked; NULL */
 	/* --block-stacks, an off-CPU or syscall breach without it: why (ht_block_stack_missing()) */
 	const char *block_stack_missing;
+	/* The waker's stacks at the wakeup that ended it (b.waker_stack_seq); NULL: none kept. */
+	const struct ht_waker_stack *waker_stack;
 };
 
 /* "task", "irq", "timer", "softirq" or "none" (enum ht_wake_source). */

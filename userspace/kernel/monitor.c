@@ -187,6 +187,7 @@ static void set_settings(struct monitor_bpf *skel, const struct ht_monitor_confi
 	skel->rodata->proc_hist_mask = proc_hist_slots(cfg) - 1;
 	skel->rodata->rq_from_sched_info = !cfg->rq_from_thread_state;
 	skel->rodata->block_stack_mode = cfg->block_stack_mode;
+	skel->rodata->waker_stacks_on = cfg->waker_stacks;
 	_Static_assert(sizeof(skel->rodata->do_softirq_ranges) == sizeof(cfg->do_softirq_ranges),
 		       "HT_DO_SOFTIRQ_RANGES is DO_SOFTIRQ_RANGES");
 	memcpy((void *)skel->rodata->do_softirq_ranges, cfg->do_softirq_ranges,
@@ -219,6 +220,8 @@ static int configure(struct monitor_bpf *skel, const struct ht_monitor_config *c
 	/* Unused without --block-stacks: the smallest ring there is. */
 	if (!err && !cfg->block_stack_mode)
 		err = bpf_map__set_max_entries(skel->maps.block_stack_rb, (__u32)getpagesize());
+	if (!err && !cfg->waker_stacks)
+		err = bpf_map__set_max_entries(skel->maps.waker_stack_rb, (__u32)getpagesize());
 	if (err)
 		return ht_fail("cannot size the flight recorder: %s", strerror(-err));
 
@@ -350,6 +353,14 @@ int ht_monitor_open(struct ht_monitor *m, const struct ht_monitor_config *cfg)
 			goto fail;
 		}
 	}
+	if (cfg->waker_stacks) {
+		m->waker_rb = ring_buffer__new(bpf_map__fd(m->skel->maps.waker_stack_rb),
+					       cfg->on_waker_stack, cfg->on_waker_stack_ctx, NULL);
+		if (!m->waker_rb) {
+			ht_fail("cannot open the waker-stack ring buffer: %s", strerror(errno));
+			goto fail;
+		}
+	}
 	err = attach_by_name(m->skel, target_keepers,
 			     sizeof(target_keepers) / sizeof(target_keepers[0]));
 	if (err) {
@@ -380,6 +391,7 @@ void ht_monitor_close(struct ht_monitor *m)
 		monitor_bpf__detach(m->skel);
 	ring_buffer__free(m->breach_rb);
 	ring_buffer__free(m->block_rb);
+	ring_buffer__free(m->waker_rb);
 	if (m->records_mem)
 		munmap(m->records_mem, m->records_len);
 	if (m->heads_mem)
@@ -434,6 +446,11 @@ int ht_monitor_targets_fd(const struct ht_monitor *m)
 uint64_t ht_monitor_target_event_drops(const struct ht_monitor *m)
 {
 	return __atomic_load_n(&m->skel->bss->target_event_drops, __ATOMIC_RELAXED);
+}
+
+int ht_monitor_consume_waker_stacks(struct ht_monitor *m)
+{
+	return m->waker_rb ? ring_buffer__consume(m->waker_rb) : 0;
 }
 
 uint64_t ht_monitor_block_stack_drops(const struct ht_monitor *m)

@@ -42,12 +42,17 @@ struct ht_monitor_config {
 	unsigned int block_stack_mode;
 	ring_buffer_sample_fn on_block_stack;
 	void *on_block_stack_ctx;
+	/* The waker's stacks at each wakeup that ends a wait over its threshold (waker_stacks.h) */
+	bool waker_stacks;
+	ring_buffer_sample_fn on_waker_stack;
+	void *on_waker_stack_ctx;
 };
 
 struct ht_monitor {
 	struct monitor_bpf *skel;
 	struct ring_buffer *breach_rb;
 	struct ring_buffer *block_rb; /* NULL without --block-stacks */
+	struct ring_buffer *waker_rb; /* NULL without waker stacks */
 	struct ht_recorder recorder;
 	/* The target set: seeded at open, kept from the kernel's events by ht_monitor_consume. */
 	struct ht_targets targets;
@@ -87,6 +92,9 @@ int ht_monitor_consume(struct ht_monitor *m);
  * breach, so a breach's own stack has been delivered once this returns.
  */
 int ht_monitor_consume_block_stacks(struct ht_monitor *m);
+
+/* Deliver the waker stacks sent so far: each is sent before the breach that names it. */
+int ht_monitor_consume_waker_stacks(struct ht_monitor *m);
 
 /* Block stacks that could not be kept or sent (ring full, no task storage). */
 uint64_t ht_monitor_block_stack_drops(const struct ht_monitor *m);

@@ -62,6 +62,15 @@
  * began_before_window. The breach's own events say chain_depth (asked)
  * and chain_cut_by_window.
  */
+/*
+ * The waker's stacks at the wakeup that ended the breach's wait (taken
+ * only for such wakeups): an instant on the waker's thread track,
+ * category HT_CAT_CHAIN, args wakee_tid, wakee_comm, waker_tid,
+ * waker_comm; callstack: its user
+ * frames, then its kernel frames (innermost last).
+ */
+#define HT_EV_WOKE	     "woke"
+#define HT_ARG_WAKEE_COMM    "wakee_comm"
 #define HT_ARG_DEPTH	     "depth"
 #define HT_ARG_STRETCH	     "stretch"	   /* "running", "runnable", "blocked", "unknown" */
 #define HT_ARG_BEHIND_TID    "behind_tid"  /* who held its CPU the longest */
