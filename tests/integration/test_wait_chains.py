@@ -228,3 +228,28 @@ def chain_depth_one_stops_at_the_direct_waker():
             check(max(s["depth"] for s in st) == 1, "deeper than asked: %r" % st)
             check([s for s in st if s["depth"] == 1 and s.get("stop") == "depth"],
                   "B's blocked stretch says where the walk stopped: %r" % st)
+
+
+@test
+def a_waker_that_is_a_target_shows_its_samples_where_it_ran():
+    """B a target too (`run` follows children), computing 5 ms before it writes to A: in the
+    report's chain, B's running stretch shows the user frames its samples hold there."""
+    need_root()
+    with tempfile.TemporaryDirectory() as out:
+        run = hybtrace(["run", "--json", "--off-cpu", "10ms", "--rq-delay", "1s",
+                        "--min-interval", "0ms", "--output", out, "--",
+                        workload("wait_chain"), "busy", "20", "3"], timeout=120)
+        check(run.rc == 0, run.describe())
+        pids = run.events("chain")[0]
+        chains = chains_of(run, pids["a"])
+        check(chains, "no chain of A's reads:\n" + run.describe())
+        for c in chains:
+            check_adds_up(c)
+            st = report_json(c["dump"])["wait_chain"]["stretches"]
+            # Its work may be preempted: one running stretch or several.
+            busy = [s for s in st if s["depth"] == 1 and s["tid"] == pids["b"] and
+                    s["stretch"] == "running"]
+            check(sum(s["duration_ns"] for s in busy) >= 4_000_000, "B's 5 ms of work: %r" % st)
+            frames = [f for s in busy for f in s.get("sampled_user_stack", [])]
+            check("b_rounds" in frames or "b_busy_work" in frames,
+                  "B's samples where it ran: %r" % busy)

@@ -22,6 +22,9 @@
  *  - exit: B is a fresh process each round (A forks it before the round):
  *    it writes to A and exits at once (the waker exits right after waking);
  *    A reaps it after its read returns.
+ *  - busy: B, after reading C's byte, computes for HOG_MS (b_busy_work) on
+ *    the CPU before writing to A: traced with its children, its samples
+ *    show that function.
  *
  * Ground truth (wl_log, CLOCK_MONOTONIC, each line with its process's pid and
  * tid and the round): "chain" at start (pids of A, B, C and the hog, 0 where
@@ -31,9 +34,10 @@
  * blocked_ns), hog_start / hog_stop, b_write (just before the write to A),
  * b_reaped (exit mode). The pids also go to stdout at start.
  *
- * usage: wait_chain pipes|hog|exit [DELAY_MS [ROUNDS [HOG_MS]]]
+ * usage: wait_chain pipes|hog|exit|busy [DELAY_MS [ROUNDS [HOG_MS]]]
  *   DELAY_MS: C's sleep, default 20; ROUNDS: default 5 (or until
- *   $HT_STOP_FILE exists, if named); HOG_MS: the hog's spin, default 5.
+ *   $HT_STOP_FILE exists, if named); HOG_MS: the hog's spin (busy: B's
+ *   work), default 5.
  */
 #include <signal.h>
 #include <sys/wait.h>
@@ -42,7 +46,7 @@
 #define PAUSE_NS      50000000ULL
 #define PAUSE_STEP_NS 1000000ULL
 
-enum { MODE_PIPES, MODE_HOG, MODE_EXIT };
+enum { MODE_PIPES, MODE_HOG, MODE_EXIT, MODE_BUSY };
 
 static const char *mode_name;
 static int mode;
@@ -175,13 +179,37 @@ static void behind_hog(long round)
 	       (unsigned long long)(wl_now_ns() - t0));
 }
 
-/* B's rounds from FIRST: read C's byte, (hog mode: sit behind the hog), write A's. */
+static uint64_t thread_cpu_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+/*
+ * In B, busy mode: compute for HOG_MS of its own CPU time (however long
+ * others hold the CPU) before writing (not inlined: it is named).
+ */
+static __attribute__((noinline)) void b_busy_work(long round)
+{
+	uint64_t until = thread_cpu_ns() + hog_ns;
+
+	wl_log("b_busy_start", "\"round\":%ld", round);
+	while (thread_cpu_ns() < until)
+		;
+	wl_log("b_busy_end", "\"round\":%ld", round);
+}
+
+/* B's rounds from FIRST: read C's byte, (hog mode: sit behind the hog; busy: compute), write A's. */
 static void b_rounds(long first, int once)
 {
 	for (long round = first; read_byte(cb_p[0]); round++) {
 		wl_log("b_read", "\"round\":%ld", round);
 		if (mode == MODE_HOG)
 			behind_hog(round);
+		if (mode == MODE_BUSY)
+			b_busy_work(round);
 		wl_log("b_write", "\"round\":%ld", round);
 		write_byte(ba_p[1]);
 		if (once)
@@ -276,7 +304,7 @@ static void pause_between_rounds(void)
 
 static void usage(void)
 {
-	fprintf(stderr, "usage: wait_chain pipes|hog|exit [DELAY_MS [ROUNDS [HOG_MS]]]\n");
+	fprintf(stderr, "usage: wait_chain pipes|hog|exit|busy [DELAY_MS [ROUNDS [HOG_MS]]]\n");
 	exit(2);
 }
 
@@ -295,6 +323,8 @@ int main(int argc, char **argv)
 		mode = MODE_HOG;
 	else if (!strcmp(mode_name, "exit"))
 		mode = MODE_EXIT;
+	else if (!strcmp(mode_name, "busy"))
+		mode = MODE_BUSY;
 	else
 		usage();
 	delay_ns = (uint64_t)wl_arg(argc, argv, 2, 20) * 1000000ULL;

@@ -444,6 +444,45 @@ static void chain_line_of(const struct timeline *tl, const struct tl_event *e,
 	l->leaf = !l->state || l->stop;
 }
 
+static int slice_nesting_order(const void *x, const void *y)
+{
+	const struct tl_event *a = *(const struct tl_event *const *)x;
+	const struct tl_event *b = *(const struct tl_event *const *)y;
+
+	if (a->ts_ns != b->ts_ns)
+		return a->ts_ns < b->ts_ns ? -1 : 1;
+	return a->dur_ns > b->dur_ns ? -1 : a->dur_ns < b->dur_ns;
+}
+
+/*
+ * A running stretch of a thread the on-CPU source sampled: the user frames
+ * its slices show at the stretch's middle (nested slices are the stack),
+ * root first, into L.
+ */
+static void sampled_user_stack(const struct timeline *tl, struct ht_chain_line *l)
+{
+	const struct tl_event *on[HT_CHAIN_USER_FRAMES];
+	uint64_t mid = l->start_ns + (l->end_ns - l->start_ns) / 2;
+	unsigned int n = 0;
+
+	for (size_t i = 0; i < tl_event_count(tl) && n < HT_CHAIN_USER_FRAMES; i++) {
+		const struct tl_event *e = tl_event(tl, i);
+		const struct tl_track *t;
+
+		if (e->kind != TL_EVENT_SLICE || e->ts_ns > mid || e->ts_ns + e->dur_ns <= mid)
+			continue;
+		t = track_of(tl, e);
+		if (t->kind != TL_TRACK_THREAD || (uint32_t)t->tid != l->tid ||
+		    strcmp(tl_str_get(tl, e->category), HT_CAT_USER))
+			continue;
+		on[n++] = e;
+	}
+	qsort(on, n, sizeof(on[0]), slice_nesting_order);
+	for (unsigned int i = 0; i < n; i++)
+		l->user_stack[i] = event_name(tl, on[i]);
+	l->user_depth = n;
+}
+
 /*
  * The breach's wait chain from its slices on the breached thread's kernel
  * track, in walk order (time, then depth). Returns how many; 0 when the
@@ -471,6 +510,9 @@ static size_t wait_chain_of(const struct dump_view *v, struct ht_chain_line *lin
 	if (!n)
 		return 0;
 	qsort(lines, n, sizeof(*lines), chain_line_order);
+	for (size_t i = 0; i < n; i++)
+		if (!strcmp(lines[i].stretch, "running"))
+			sampled_user_stack(tl, &lines[i]);
 	sum->tid = v->tid;
 	sum->start_ns = lines[0].start_ns;
 	for (size_t i = 0; i < n; i++)

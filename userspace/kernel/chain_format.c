@@ -102,6 +102,12 @@ void ht_chain_json(struct ht_json *j, const char *key, const struct ht_chain_sum
 		}
 		if (l->stop)
 			ht_json_str(j, "stop", l->stop);
+		if (l->user_depth) {
+			ht_json_array(j, "sampled_user_stack");
+			for (unsigned int f = 0; f < l->user_depth; f++)
+				ht_json_str(j, NULL, l->user_stack[f]);
+			ht_json_close(j);
+		}
 		ht_json_close(j);
 	}
 	ht_json_close(j);
@@ -125,8 +131,16 @@ void ht_chain_text(const struct ht_chain_summary *sum, const struct ht_chain_lin
 	if (!strcmp(l->stretch, "runnable") && l->behind) {
 		task_name(other, sizeof(other), l->behind_comm, l->behind, false);
 		snprintf(what, sizeof(what), "runnable, behind %s", other);
-	} else if (!strcmp(l->stretch, "running") && l->cpu >= 0) {
-		snprintf(what, sizeof(what), "running on CPU %d", l->cpu);
+	} else if (!strcmp(l->stretch, "running")) {
+		unsigned int from = l->user_depth > 3 ? l->user_depth - 3 : 0;
+
+		n = (size_t)snprintf(what, sizeof(what), "running");
+		if (l->cpu >= 0 && n < sizeof(what))
+			n += (size_t)snprintf(what + n, sizeof(what) - n, " on CPU %d", l->cpu);
+		/* Its innermost sampled frames, where it was sampled. */
+		for (unsigned int f = from; f < l->user_depth && n < sizeof(what); f++)
+			n += (size_t)snprintf(what + n, sizeof(what) - n, "%s%s",
+					      f == from ? ", in " : " > ", l->user_stack[f]);
 	} else if (l->state) {
 		n = (size_t)snprintf(what, sizeof(what), "blocked %s%s%s", l->state,
 				     l->syscall ? " in " : "", l->syscall ? l->syscall : "");

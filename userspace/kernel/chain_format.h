@@ -14,6 +14,8 @@
 #include "base/json.h"
 #include "kernel/wait_chain.h"
 
+#define HT_CHAIN_USER_FRAMES 16
+
 /* One stretch, spelled; the strings are the caller's (NULL: not said). */
 struct ht_chain_line {
 	uint64_t start_ns, end_ns;
@@ -35,6 +37,9 @@ struct ht_chain_line {
 	uint32_t waker;
 	const char *waker_comm;
 	const char *stop; /* ht_chain_stop_name(); NULL: followed */
+	/* running, a target's: the user frames its samples show there, root first */
+	const char *user_stack[HT_CHAIN_USER_FRAMES];
+	unsigned int user_depth;
 };
 
 /* What a chain says of itself, beside its lines. */
