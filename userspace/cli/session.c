@@ -678,6 +678,12 @@ static void print_summary_text(struct session *s, FILE *f, const struct ht_monit
 		(unsigned long long)c->value[HT_CNT_COMM_UPDATE_FAILS],
 		(unsigned long long)c->recursion_misses,
 		(unsigned long long)c->value[HT_CNT_UNSEEN_SWITCH_INS]);
+	if (s->wakers && c->value[HT_CNT_WAKER_STACKS])
+		fprintf(f,
+			"  waker stacks: %llu taken at wakeups that ended a wait over its "
+			"threshold, %llu lost (ring full)\n",
+			(unsigned long long)c->value[HT_CNT_WAKER_STACKS],
+			(unsigned long long)c->value[HT_CNT_WAKER_STACK_DROPS]);
 	if (s->source_threads_left_out)
 		fprintf(f, "  on-CPU source: %llu threads left out (descriptor limit)\n",
 			(unsigned long long)s->source_threads_left_out);
@@ -810,6 +816,13 @@ static void print_summary_json(struct session *s, struct ht_json *j,
 		ht_json_u64(j, "lost", ht_monitor_block_stack_drops(&s->monitor));
 		ht_json_u64(j, "unclaimed", s->blocks->replaced);
 		ht_json_u64(j, "not_received", s->blocks->missing);
+		ht_json_close(j);
+	}
+	/* Waker stacks: what make bench divides the sched_waking program's added time by. */
+	if (s->wakers) {
+		ht_json_object(j, "waker_stacks");
+		ht_json_u64(j, "taken", c->value[HT_CNT_WAKER_STACKS]);
+		ht_json_u64(j, "lost", c->value[HT_CNT_WAKER_STACK_DROPS]);
 		ht_json_close(j);
 	}
 	print_dump_stats_json(s, j);
