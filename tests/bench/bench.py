@@ -17,6 +17,7 @@ import json
 import os
 import random
 import re
+import resource
 import select
 import shutil
 import signal
@@ -1099,6 +1100,102 @@ def section_nginx(args, out):
     return results
 
 
+WAIT_CHAIN_DELAY_MS = 20
+
+
+def chain_round(depth, rounds, out):
+    """One run of wait_chain pipes (A reads B's pipe, B reads C's, C sleeps 20 ms) under
+    hybtrace run --off-cpu 10ms --chain-depth DEPTH, a dump of each of A's reads: A's mean
+    round and median wait (ms, its log), the run's CPU seconds, the off-CPU dumps' cpu_ns,
+    and the counts of dumps of other kinds and of chain lines."""
+    with tempfile.TemporaryDirectory(prefix="hybtrace-bench-chain-", dir=out) as d:
+        log_path, dumps = os.path.join(d, "log"), os.path.join(d, "dumps")
+        os.mkdir(dumps)
+        # No --max-dumps limit within a run: past it, breaches would be skipped or replace
+        # dumps (a build more).
+        cmd = [HYBTRACE, "run", "--quiet", "--json", "--no-children", "--off-cpu", "10ms",
+               "--min-interval", "0ms", "--max-dumps", "10000", "--chain-depth", str(depth),
+               "--output", dumps, "--", os.path.join(WORKLOADS, "wait_chain"), "pipes",
+               str(WAIT_CHAIN_DELAY_MS), str(rounds)]
+        # The run's processes are this one's only children meanwhile: hybtrace, and the
+        # workload it reaps (which reaps B and C).
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=300,
+                           env=dict(os.environ, HT_WORKLOAD_LOG=log_path))
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        what = "hybtrace --chain-depth %d" % depth
+        if p.returncode:
+            raise BenchFailure("%s exited with %d: %s" % (what, p.returncode, p.stderr[-2000:]))
+        starts, waits = [], []
+        with open(log_path) as f:
+            for line in f:
+                o = json.loads(line)
+                if o["event"] == "a_read_start":
+                    starts.append(o["ts_ns"])
+                elif o["event"] == "a_read_end":
+                    waits.append(o["waited_ns"] / 1e6)
+    if len(starts) != rounds or len(waits) != rounds:
+        raise BenchFailure("%s: wait_chain logged %d reads of %d rounds" % (
+            what, len(waits), rounds))
+    lines = [json.loads(l) for l in p.stdout.splitlines() if l.startswith('{"type":')]
+    dumps = [o for o in lines if o["type"] == "dump"]
+    off_cpu = [o["cpu_ns"] for o in dumps if o["kind"] == "off-cpu"]
+    chains = sum(o["type"] == "chain" for o in lines)
+    # A dump of (nearly) every read; with chains a chain line with each dump, without none.
+    if len(off_cpu) < rounds // 2 + 1:
+        raise BenchFailure("%s dumped %d of %d off-CPU waits" % (what, len(off_cpu), rounds))
+    if (chains == 0) != (depth == 0):
+        raise BenchFailure("%s wrote %d chain lines for %d dumps" % (what, chains, len(dumps)))
+    cpu_s = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return {"round": (starts[-1] - starts[0]) / 1e6 / (rounds - 1),
+            "wait": statistics.median(waits), "cpu": cpu_s, "dumps": off_cpu,
+            "other": len(dumps) - len(off_cpu), "chains": chains}
+
+
+def section_chain(args, out):
+    """What wait chains cost: wait_chain pipes, three processes chained by pipes, A's read of
+    the chain an off-CPU breach each round and each dumped, under hybtrace run with
+    --chain-depth 3 and 0 in the same rounds (in turn first). The workload's own measure is
+    A's round: its read of the chain, then its 50 ms pause in 1 ms sleeps, while the dump
+    is built. A dump's cost is its builder's CPU, the dump line's cpu_ns; the target is 1.1x
+    with chains over without. One dump of each run costs several times the others (the
+    symbols read), not always the first: each run counts the median of its dumps."""
+    rounds = 5 if args.smoke else 15
+    h = subprocess.run([HYBTRACE, "--help"], capture_output=True, text=True)
+    title = ("12. wait chains: wait_chain pipes %d %d under run --no-children --off-cpu 10ms "
+             "--min-interval 0ms, a dump of each of A's reads; --chain-depth 3 against 0, "
+             "%d interleaved rounds" % (WAIT_CHAIN_DELAY_MS, rounds, args.runs))
+    if "--chain-depth" not in h.stdout + h.stderr:
+        log("\n%s\n  skipped: this hybtrace has no --chain-depth" % title)
+        return None
+    results = {0: [], 3: []}
+    for i in range(args.runs):
+        for depth in ((0, 3) if i % 2 == 0 else (3, 0)):
+            results[depth].append(chain_round(depth, rounds, out))
+    log("\n%s (medians; ratios: median of per-round ratios, 95%% interval)" % title)
+    log("  %-52s %9s %9s  %s" % ("", "no chains", "chains", "chains / no chains"))
+
+    def row(label, values, target=None, scale=1.0):
+        without, with_ = values(results[0]), values(results[3])
+        point, lo, hi = paired_ratio(with_, without)
+        log("  %-52s %9.3f %9.3f  %.3fx [%.3f, %.3f]  %s" % (
+            label, statistics.median(without) * scale, statistics.median(with_) * scale,
+            point, lo, hi, verdict(hi, target)))
+    row("A's round (read of the chain, 50 ms pause), ms", lambda rs: [r["round"] for r in rs])
+    row("A's read, its wait on the chain, ms", lambda rs: [r["wait"] for r in rs])
+    row("CPU of the run (hybtrace, its start, the workload), s",
+        lambda rs: [r["cpu"] for r in rs])
+    row("dump CPU (cpu_ns, a run's off-CPU dumps), ms",
+        lambda rs: [statistics.median(r["dumps"]) for r in rs], 1.1, 1e-6)
+    log("  %-52s %9d %9d" % ("off-CPU dumps", *(sum(len(r["dumps"]) for r in results[d])
+                                                 for d in (0, 3))))
+    log("  %-52s %9d %9d" % ("chain lines", *(sum(r["chains"] for r in results[d])
+                                               for d in (0, 3))))
+    log("  %-52s %9d %9d" % ("dumps of other kinds (A's run-queue waits), left out",
+                             *(sum(r["other"] for r in results[d]) for d in (0, 3))))
+    return results
+
+
 SECTIONS = {
     "self": section_overhead_self,
     "others": section_overhead_others,
@@ -1111,6 +1208,7 @@ SECTIONS = {
     "softirq": section_softirq_cost,
     "service": section_service,
     "nginx": section_nginx,
+    "chain": section_chain,
 }
 
 
