@@ -659,8 +659,18 @@ static size_t waker_frames(struct ht_dump_builder *b, const struct ht_waker_stac
 		kframes = HT_WAKER_STACK_DEPTH;
 	if (uframes && !b->symbols)
 		b->symbols = ht_symbolizer_set_new(false, 0);
-	if (uframes && b->symbols)
-		sym = ht_symbolizer_set_get(b->symbols, (int)ws->waker_tgid);
+	/* The maps read before, unless a frame lies outside them: reading them costs most. */
+	if (uframes && b->symbols) {
+		sym = ht_symbolizer_set_held(b->symbols, (int)ws->waker_tgid);
+		for (int i = 0; sym && i < uframes; i++) {
+			struct ht_symbol s = { 0 };
+
+			if (ht_symbolize(sym, ws->ustack[i], &s) || !s.module) {
+				sym = ht_symbolizer_set_get(b->symbols, (int)ws->waker_tgid);
+				break;
+			}
+		}
+	}
 	for (int i = uframes - 1; i >= 0; i--, n++) {
 		struct ht_symbol s = { 0 };
 		uint64_t addr = ws->ustack[i];

@@ -219,6 +219,15 @@ struct ht_symbolizer *ht_symbolizer_set_get(struct ht_symbolizer_set *set, int t
 	return e->symbolizer;
 }
 
+struct ht_symbolizer *ht_symbolizer_set_held(struct ht_symbolizer_set *set, int tgid)
+{
+	struct entry *e = tgid > 0 ? entry_of(set, tgid) : NULL;
+
+	if (e && e->symbolizer)
+		return e->symbolizer;
+	return ht_symbolizer_set_get(set, tgid);
+}
+
 struct ht_dwarf_unwinder *ht_symbolizer_set_unwinder(struct ht_symbolizer_set *set, int tgid)
 {
 	struct entry *e;

@@ -51,6 +51,13 @@ void ht_symbolizer_set_free(struct ht_symbolizer_set *set);
  */
 struct ht_symbolizer *ht_symbolizer_set_get(struct ht_symbolizer_set *set, int tgid);
 
+/*
+ * The same, but a symbolizer held is returned with the maps it has, read
+ * for an earlier dump: for a caller that asks again (ht_symbolizer_set_get())
+ * only when an address falls outside them.
+ */
+struct ht_symbolizer *ht_symbolizer_set_held(struct ht_symbolizer_set *set, int tgid);
+
 /* TGID's DWARF unwinder, the same way; NULL when the set has none, or with ht_last_error(). */
 struct ht_dwarf_unwinder *ht_symbolizer_set_unwinder(struct ht_symbolizer_set *set, int tgid);
 
