@@ -26,6 +26,14 @@ def run_chain(mode, out, rounds=3, extra=()):
     return run, pids[0]
 
 
+def chain_runs(mode, out, rounds=3, extra=()):
+    """run_chain, and the chains of A's reads (there must be some)."""
+    run, pids = run_chain(mode, out, rounds, extra)
+    chains = chains_of(run, pids["a"])
+    check(chains, "no chain of A's reads:\n" + run.describe())
+    return run, pids, chains
+
+
 def chains_of(run, tid):
     """The chain lines of TID's off-CPU breaches of at least 15 ms (A's reads), by breach."""
     out = []
@@ -150,9 +158,7 @@ def check_waker_stacks(run, chains, pids):
 def a_pipe_chain_names_the_timer_sleep_two_wakers_down():
     need_root()
     with tempfile.TemporaryDirectory() as out:
-        run, pids = run_chain("pipes", out)
-        chains = chains_of(run, pids["a"])
-        check(chains, "no chain of A's reads:\n" + run.describe())
+        run, pids, chains = chain_runs("pipes", out)
         for c in chains:
             check_adds_up(c)
             check_timer_sleep_two_down(run, c, pids)
@@ -180,9 +186,7 @@ def chain_depth_zero_takes_no_chain_and_no_stacks():
 def a_waker_behind_a_hog_has_a_runnable_stretch_naming_it():
     need_root()
     with tempfile.TemporaryDirectory() as out:
-        run, pids = run_chain("hog", out)
-        chains = chains_of(run, pids["a"])
-        check(chains, "no chain of A's reads:\n" + run.describe())
+        run, pids, chains = chain_runs("hog", out)
         delays = {e["round"]: e["run_delay_ns"] for e in run.events("b_behind_hog")}
         for c in chains:
             check_adds_up(c)
@@ -200,9 +204,7 @@ def a_waker_behind_a_hog_has_a_runnable_stretch_naming_it():
 def a_waker_that_exits_right_after_waking_keeps_its_stretches():
     need_root()
     with tempfile.TemporaryDirectory() as out:
-        run, pids = run_chain("exit", out)
-        chains = chains_of(run, pids["a"])
-        check(chains, "no chain of A's reads:\n" + run.describe())
+        run, pids, chains = chain_runs("exit", out)
         for c in chains:
             check_adds_up(c)
             st = c["chain"]["stretches"]
@@ -219,9 +221,7 @@ def a_waker_that_exits_right_after_waking_keeps_its_stretches():
 def chain_depth_one_stops_at_the_direct_waker():
     need_root()
     with tempfile.TemporaryDirectory() as out:
-        run, pids = run_chain("pipes", out, rounds=1, extra=["--chain-depth", "1"])
-        chains = chains_of(run, pids["a"])
-        check(chains, "no chain of A's reads:\n" + run.describe())
+        run, pids, chains = chain_runs("pipes", out, rounds=1, extra=["--chain-depth", "1"])
         for c in chains:
             check_adds_up(c)
             st = c["chain"]["stretches"]

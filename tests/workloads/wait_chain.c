@@ -126,23 +126,6 @@ static void child_ready(void)
 	}
 }
 
-/* Whether process PID (its main thread) is asleep: state S in /proc/PID/stat. */
-static int proc_sleeping(pid_t pid)
-{
-	char path[64], buf[512], *p;
-	FILE *f;
-	int asleep = 0;
-
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	f = fopen(path, "r");
-	if (!f)
-		return 0;
-	if (fgets(buf, sizeof(buf), f) && (p = strrchr(buf, ')')))
-		asleep = p[2] == 'S';
-	fclose(f);
-	return asleep;
-}
-
 static void run_c(void)
 {
 	struct timespec ts = {(time_t)(delay_ns / 1000000000ULL), (long)(delay_ns % 1000000000ULL)};
@@ -155,7 +138,7 @@ static void run_c(void)
 
 		wl_log("c_go", "\"round\":%ld", round);
 		/* A wrote "go" right before its read: once asleep, it is in the read. */
-		while (!proc_sleeping(a_pid))
+		while (!wl_proc_sleeping(a_pid))
 			wl_sleep_ns(50000);
 		wl_log("c_saw_a_asleep", "\"round\":%ld,\"a_pid\":%d", round, (int)a_pid);
 		wl_log("c_sleep_start", "\"round\":%ld,\"delay_ns\":%llu", round,

@@ -86,14 +86,13 @@ static inline void wl_sleep_ns(uint64_t ns)
 		;
 }
 
-/* Whether thread TID of this process is asleep (state S in /proc). */
-static inline int wl_thread_sleeping(int tid)
+/* Whether the task whose stat file is PATH is asleep: state S. */
+static inline int wl_stat_sleeping(const char *path)
 {
-	char path[64], buf[512], *p;
+	char buf[512], *p;
 	FILE *f;
 	int asleep = 0;
 
-	snprintf(path, sizeof(path), "/proc/self/task/%d/stat", tid);
 	f = fopen(path, "r");
 	if (!f)
 		return 0;
@@ -101,6 +100,24 @@ static inline int wl_thread_sleeping(int tid)
 		asleep = p[2] == 'S';
 	fclose(f);
 	return asleep;
+}
+
+/* Whether thread TID of this process is asleep (state S in /proc). */
+static inline int wl_thread_sleeping(int tid)
+{
+	char path[64];
+
+	snprintf(path, sizeof(path), "/proc/self/task/%d/stat", tid);
+	return wl_stat_sleeping(path);
+}
+
+/* Whether process PID (its main thread) is asleep. */
+static inline int wl_proc_sleeping(int pid)
+{
+	char path[64];
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+	return wl_stat_sleeping(path);
 }
 
 /* Burn CPU until the monotonic clock reaches `until`. */
