@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /* Wait chains on windows built by hand: who the breached thread was really waiting on. */
 #include "check.h"
+#include "kernel/chain_format.h"
 #include "kernel/wait_chain.h"
 #include "window_fixtures.h"
 
@@ -317,5 +318,42 @@ TEST(a_run_queue_breach_is_its_own_runnable_stretch)
 	CHECK_EQ_U64(c.count, 1);
 	if (c.count)
 		check_stretch(&c.stretches[0], B, 0, HT_STRETCH_RUNNABLE, 22500, 22600);
+	ht_wait_chain_free(&c);
+}
+
+static const char *name_of(void *ctx, uint32_t tid, char *buf, size_t len)
+{
+	(void)ctx;
+	snprintf(buf, len, "%s", tid == A ? "chain_a" : tid == B ? "chain_b" : "chain_c");
+	return buf;
+}
+
+TEST(a_chain_reads_as_the_report_prints_it)
+{
+	struct ht_fr_window w = pipe_chain(C, C);
+	struct ht_breach b = off_cpu_breach();
+	char names[3][HT_CHAIN_NAME_LEN], state[8], text[512];
+	struct ht_chain_summary sum = {.start_ns = 1000, .end_ns = 23100, .max_depth = 3};
+	struct ht_chain_line l;
+	struct ht_wait_chain c;
+
+	CHECK(compute(&w, &b, 3, &c));
+	if (c.count != 9)
+		goto out;
+	ht_chain_line_of(&c, 1, name_of, NULL, names, state, sizeof(state), &l);
+	ht_chain_text(&sum, &l, text, sizeof(text));
+	CHECK_STR(text,
+		  "   21.5us  97.3%    chain_b[200] blocked S in read, woken by chain_c[300]");
+	CHECK(!l.leaf);
+	ht_chain_line_of(&c, 3, name_of, NULL, names, state, sizeof(state), &l);
+	ht_chain_text(&sum, &l, text, sizeof(text));
+	CHECK_STR(
+		text,
+		"   20.0us  90.5%      chain_c[300] blocked S in clock_nanosleep, woken by timer");
+	CHECK(l.leaf);
+	ht_chain_line_of(&c, 6, name_of, NULL, names, state, sizeof(state), &l);
+	ht_chain_text(&sum, &l, text, sizeof(text));
+	CHECK_STR(text, "    100ns   0.5%    chain_b[200] runnable, behind chain_c[300]");
+out:
 	ht_wait_chain_free(&c);
 }
