@@ -79,6 +79,7 @@ struct task_state {
 	__u64 off_cpu_since_ns;	 /* 0: not sleeping */
 	__u64 syscall_since_ns;	 /* 0: not in a syscall */
 	__u64 wake_ns;
+	__u64 waking_ns; /* its last sched_waking, in the waker's context */
 	__s32 syscall_nr;
 	__u32 off_cpu_state; /* the state of its last sleep (in this syscall) */
 	__u32 wake_source;   /* the wakeup that ended that sleep, and its waker */
@@ -258,7 +259,8 @@ struct {
 struct wake_note {
 	__u32 tid;
 	__u32 waker_tid;
-	__u64 source; /* as ht_flight_record::arg of a wakeup */
+	__u64 source;	 /* as ht_flight_record::arg of a wakeup */
+	__u64 waking_ns; /* its sched_waking */
 };
 
 struct {
@@ -1187,7 +1189,21 @@ static __always_inline bool is_current(struct task_struct *p)
 /* The record's arg of a wakeup: see HT_FR_WAKEUP. */
 static __always_inline __u64 wake_arg(__u32 source, __u32 waker_cpu, __u32 vec)
 {
-	return source | (__u64)waker_cpu << 8 | (__u64)(vec & 0xff) << HT_FR_WAKE_VEC_SHIFT;
+	return source | (__u64)(waker_cpu & 0xffff) << 8 |
+	       (__u64)(vec & 0xff) << HT_FR_WAKE_VEC_SHIFT;
+}
+
+/*
+ * How long after its sched_waking at WAKING_NS a wakeup enqueued at NOW:
+ * a remote CPU's interrupt later, an idle vCPU's hundreds of microseconds.
+ * In microseconds, for the record's arg; 0 when not known (a waking too
+ * far back is another's).
+ */
+static __always_inline __u64 wake_delay(__u64 now, __u64 waking_ns)
+{
+	__u64 us = now > waking_ns ? (now - waking_ns) / 1000 : 0;
+
+	return waking_ns && us <= HT_FR_WAKE_DELAY_MAX_US ? us << HT_FR_WAKE_DELAY_SHIFT : 0;
 }
 
 static __always_inline __u64 with_prio(__u64 arg, struct task_struct *p)
@@ -1211,6 +1227,7 @@ static __always_inline void note_other_waking(struct task_struct *p)
 	note->tid = p->pid;
 	note->waker_tid = waker;
 	note->source = wake_arg(source, bpf_get_smp_processor_id(), vec);
+	note->waking_ns = bpf_ktime_get_ns();
 }
 
 /*
@@ -1283,6 +1300,7 @@ int BPF_PROG(handle_sched_waking, struct task_struct *p)
 	st->softirq_vec = vec;
 	st->waker_cpu = bpf_get_smp_processor_id();
 	st->waker_stack_seq = 0;
+	st->waking_ns = bpf_ktime_get_ns();
 	/* An idle CPU's softirq runs on no one's behalf: its idle task has pid 0. */
 	if (source != HT_WAKE_TASK && !(in_task && cur->pid)) {
 		st->waker_tid = 0;
@@ -1323,8 +1341,11 @@ static __always_inline void enqueued(struct task_struct *p, struct task_state *s
 		st->runnable_since_ns = now;
 	st->wake_cpu = cpu;
 	st->wake_ns = now;
+	/* A new task has no sched_waking: its waking_ns is another wakeup's. */
 	fr_write_any(!is_current(p), now, kind, flags, cpu, p->pid, st->waker_tid,
-		     with_prio(wake_arg(st->wake_source, st->waker_cpu, st->softirq_vec), p));
+		     with_prio(wake_arg(st->wake_source, st->waker_cpu, st->softirq_vec), p) |
+			     (kind == HT_FR_WAKEUP ? wake_delay(now, st->waking_ns) : 0));
+	st->waking_ns = 0;
 }
 
 /*
@@ -1337,6 +1358,7 @@ static __always_inline void other_enqueued(struct task_struct *p, __u8 kind)
 {
 	__u32 slot = (__u32)p->pid & (WAKE_NOTES - 1);
 	struct wake_note *note;
+	__u64 now = enqueue_now(p);
 	__u32 waker = 0;
 	__u64 arg = HT_WAKE_NONE;
 
@@ -1347,12 +1369,12 @@ static __always_inline void other_enqueued(struct task_struct *p, __u8 kind)
 		note = bpf_map_lookup_elem(&wake_notes, &slot);
 		if (note && note->tid == (__u32)p->pid) {
 			waker = note->waker_tid;
-			arg = note->source;
+			arg = note->source | wake_delay(now, note->waking_ns);
 			note->tid = 0;
 		}
 	}
-	fr_write_any(!is_current(p), enqueue_now(p), kind, wake_flags(arg & 0xff), task_cpu(p),
-		     p->pid, waker, with_prio(arg, p));
+	fr_write_any(!is_current(p), now, kind, wake_flags(arg & 0xff), task_cpu(p), p->pid,
+		     waker, with_prio(arg, p));
 }
 
 SEC("tp_btf/sched_wakeup")

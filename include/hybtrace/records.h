@@ -27,7 +27,10 @@ enum ht_fr_kind {
 			       * tid_a = wakee, tid_b = waker (0 from irq or timer;
 			       * from a softirq, the task it ran in, or 0),
 			       * aux = the CPU it is queued on,
-			       * arg = enum ht_wake_source | the waker's CPU << 8
+			       * arg = enum ht_wake_source | the waker's CPU << 8 (16 bits)
+			       *       | microseconds from the waker's sched_waking
+			       *         to this enqueue << HT_FR_WAKE_DELAY_SHIFT
+			       *         (16 bits; 0: not known)
 			       *       | the softirq vector << HT_FR_WAKE_VEC_SHIFT
 			       *       | the wakee's prio << HT_FR_WAKE_PRIO_SHIFT;
 			       * HT_WAKE_NONE: waker unknown (a task not targeted) */
@@ -42,6 +45,8 @@ enum ht_fr_kind {
 };
 
 #define HT_FR_SWITCH_SYSCALL_SHIFT 32
+#define HT_FR_WAKE_DELAY_SHIFT	   24
+#define HT_FR_WAKE_DELAY_MAX_US	   0xffff
 #define HT_FR_WAKE_VEC_SHIFT	   40
 #define HT_FR_WAKE_PRIO_SHIFT	   48
 

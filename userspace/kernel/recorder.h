@@ -66,6 +66,24 @@ static inline int32_t ht_fr_switch_syscall(const struct ht_flight_record *r)
 	return (int32_t)((r->arg >> HT_FR_SWITCH_SYSCALL_SHIFT) & 0xffff) - 1;
 }
 
+/* The CPU a wakeup record's waker raised it on. */
+static inline uint32_t ht_fr_wakeup_waker_cpu(const struct ht_flight_record *r)
+{
+	return (uint32_t)(r->arg >> 8) & 0xffff;
+}
+
+/*
+ * When a wakeup record's waker raised it (its sched_waking): the record's
+ * time is the enqueue, on a remote CPU maybe much later; the same when
+ * not known.
+ */
+static inline uint64_t ht_fr_wakeup_waking_ns(const struct ht_flight_record *r)
+{
+	uint64_t delay = (r->arg >> HT_FR_WAKE_DELAY_SHIFT & HT_FR_WAKE_DELAY_MAX_US) * 1000;
+
+	return r->ts_ns > delay ? r->ts_ns - delay : r->ts_ns;
+}
+
 /* A context switch left its previous task runnable: preempted, or yielding. */
 static inline bool ht_fr_switch_left_runnable(const struct ht_flight_record *r)
 {

@@ -364,7 +364,7 @@ static int collect_wakings(struct builder *b)
 		return ht_fail("out of memory for the window's scheduling data");
 	for (size_t i = 0; i < w->count; i++) {
 		const struct ht_fr_event *e = &w->events[i];
-		uint32_t waker_cpu = (uint32_t)(e->rec.arg >> 8);
+		uint32_t waker_cpu = ht_fr_wakeup_waker_cpu(&e->rec);
 		struct waking *wk;
 		uint64_t lo, hi, ts;
 		uint32_t running;
@@ -384,7 +384,9 @@ static int collect_wakings(struct builder *b)
 		wk->prio = (uint32_t)(e->rec.arg >> HT_FR_WAKE_PRIO_SHIFT) & 0xff;
 		wk->flags = waking_flags(&e->rec);
 		waking_span(b, wk->pid, e->rec.ts_ns, &lo, &hi);
-		ts = lo <= hi ? clamp_u64(e->rec.ts_ns, lo, hi) : e->rec.ts_ns;
+		/* At its sched_waking, as ftrace has it: the record's time is the enqueue. */
+		ts = ht_fr_wakeup_waking_ns(&e->rec);
+		ts = lo <= hi ? clamp_u64(ts, lo, hi) : ts;
 		if (e->rec.tid_b && !wk->flags && wk->cpu < b->sw->idx->ncpus) {
 			ts = place_in_waker(b, wk->cpu, e->rec.tid_b, ts, lo, hi);
 			/*
@@ -429,6 +431,7 @@ static void add_newtask(struct builder *b, const struct ht_fr_event *e,
 
 	if (!child || i >= b->ntids || b->tids[i] != child || b->forked[i])
 		return;
+
 	edges_of(b, child, &first, &end);
 	if (first < end && b->edges[first].ts <= ts)
 		ts = b->edges[first].ts - 1;

@@ -18,9 +18,10 @@ struct span {
 	uint32_t state;
 	int32_t syscall;
 	bool before_window; /* blocked since before the window: start and state unknown */
-	/* blocked: the wakeup that ended it */
+	/* blocked: the wakeup that ended it, and when its waker raised it */
 	bool woken;
 	uint32_t wake_source, waker;
+	uint64_t waking_ns;
 };
 
 struct spans {
@@ -76,6 +77,7 @@ static void take_wakeup(struct span *blocked, const struct ht_flight_record *r)
 	blocked->woken = true;
 	blocked->wake_source = (uint32_t)(r->arg & 0xff);
 	blocked->waker = r->tid_b;
+	blocked->waking_ns = ht_fr_wakeup_waking_ns(r);
 }
 
 static bool is_wakeup_of(const struct ht_fr_event *e, uint32_t tid)
@@ -292,8 +294,11 @@ static uint64_t blocked_stretch(struct chain_walk *k, uint32_t tid, const struct
 	st->waker = sp->woken ? sp->waker : 0;
 	st->stop = stop;
 	if (stop == HT_CHAIN_FOLLOWED) {
+		/* The waker's part ends where it raised the wakeup, maybe well before the enqueue. */
+		uint64_t raised = sp->waking_ns < hi ? sp->waking_ns : hi;
+
 		k->path[depth + 1] = sp->waker;
-		woken = walk(k, sp->waker, lo, hi, depth + 1);
+		woken = walk(k, sp->waker, lo, raised > lo ? raised : lo, depth + 1);
 		/* Its waker was done by then: it was woken, and waited to run, from there on. */
 		if (woken < hi && !k->failed) {
 			k->out->stretches[index].end_ns = woken;
