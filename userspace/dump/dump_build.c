@@ -601,6 +601,13 @@ static size_t breach_blocked_reason(const struct ht_dump_builder *b, const struc
  * The window's scheduling data in Perfetto's native form (kernel/sched_ftrace.h),
  * into NATIVE; nothing without a clock snapshot to put it on BOOTTIME.
  */
+static int cmp_u32(const void *x, const void *y)
+{
+	uint32_t a = *(const uint32_t *)x, b = *(const uint32_t *)y;
+
+	return (a > b) - (a < b);
+}
+
 static int build_native_sched(struct ht_dump_builder *b, const struct timeline *tl,
 			      const struct ht_dump_job *job, const struct ht_dump_capture *c,
 			      const struct ht_sched_index *idx, struct pb_buf *native)
@@ -619,6 +626,9 @@ static int build_native_sched(struct ht_dump_builder *b, const struct timeline *
 		.blocked = &blocked,
 	};
 
+	uint32_t *described;
+	int rc;
+
 	if (!snap)
 		return 0;
 	sw.nblocked = breach_blocked_reason(b, job, c, blocked_fn, sizeof(blocked_fn), &blocked);
@@ -636,7 +646,17 @@ static int build_native_sched(struct ht_dump_builder *b, const struct timeline *
 		    ht_comm_cache_seed_tgid(b->comms, (uint32_t)t->tid, (uint32_t)t->pid))
 			return -1;
 	}
-	return ht_sched_ftrace_write(&sw, native);
+	described = malloc((tl_track_count(tl) + 1) * sizeof(*described));
+	if (!described)
+		return ht_fail("out of memory");
+	for (size_t i = 0; i < tl_track_count(tl); i++)
+		if (tl_track(tl, i)->kind == TL_TRACK_THREAD && tl_track(tl, i)->tid > 0)
+			described[sw.ndescribed++] = (uint32_t)tl_track(tl, i)->tid;
+	qsort(described, sw.ndescribed, sizeof(*described), cmp_u32);
+	sw.described = described;
+	rc = ht_sched_ftrace_write(&sw, native);
+	free(described);
+	return rc;
 }
 
 /*
@@ -827,9 +847,6 @@ static int build_timeline(struct ht_dump_builder *b, struct timeline *tl,
 			    ht_comm_lookup(b->comms, pid, 0, comm, sizeof(comm)));
 	}
 	rc = ht_kernel_timeline_build(tl, &kw);
-	if (!rc)
-		rc = build_native_sched(b, tl, job, c, &idx, native);
-	ht_sched_index_free(&idx);
 	if (!rc) {
 		add_sources(b, tl, job, c);
 		if (job->has_block_stack &&
@@ -840,7 +857,10 @@ static int build_timeline(struct ht_dump_builder *b, struct timeline *tl,
 			add_waker_stack(b, tl, job);
 		add_marks(tl, b->comms, c);
 		meta_u64(tl, HT_META_UNTANGLED, tl_untangle(tl));
+		/* Last: it reads which threads the rest gave a track. */
+		rc = build_native_sched(b, tl, job, c, &idx, native);
 	}
+	ht_sched_index_free(&idx);
 	return rc;
 }
 

@@ -121,6 +121,13 @@ struct ht_sched_ftrace_window {
 	const char *kernel_release;		 /* the traced machine's uname release */
 	const struct ht_blocked_reason *blocked; /* sleeps whose blocked function is known */
 	size_t nblocked;
+	/*
+	 * The tids the dump's TrackEvent part gives a thread track, ascending:
+	 * Perfetto makes each one's thread from that track's descriptor before
+	 * any ftrace event, and a task_newtask would start a second one.
+	 */
+	const uint32_t *described;
+	size_t ndescribed;
 };
 
 /*
