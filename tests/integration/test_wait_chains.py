@@ -62,15 +62,15 @@ def segments(rows):
     """(tid, start, end) of consecutive rows of one task merged, leaving out what is shorter
     than the boundaries' bound (the two see a wakeup's instant a few microseconds apart: the
     breached thread's own last microseconds may fall to its waker in one, not the other)."""
-    out = []
-    for tid, start, end in rows:
-        if end - start < BOUNDARY_NS:
-            continue
-        if out and out[-1][0] == tid:
-            out[-1] = (tid, out[-1][1], end)
-        else:
-            out.append((tid, start, end))
-    return out
+    def merged(rows):
+        out = []
+        for tid, start, end in rows:
+            if out and out[-1][0] == tid:
+                out[-1] = (tid, out[-1][1], end)
+            else:
+                out.append((tid, start, end))
+        return out
+    return merged([r for r in merged(rows) if r[2] - r[1] >= BOUNDARY_NS])
 
 
 def check_against_perfetto(c):
@@ -82,12 +82,17 @@ def check_against_perfetto(c):
                      for s in leaves(ch)])
     rows = critical_path(c["dump"], c["tid"], ch["start_ns"], ch["duration_ns"])
     theirs = segments([(r["tid"], r["ts"], r["ts"] + r["dur"]) for r in rows])
+    # Now and then (one chain in about fifty, under load) Perfetto links no waker to the
+    # breached thread's wakeup and gives it the whole wait: nothing to compare with then.
+    if [t for t, _, _ in theirs] == [c["tid"]] and len(ours) > 1:
+        return False
     check([t for t, _, _ in ours] == [t for t, _, _ in theirs],
           "tasks on the path: ours %r, Perfetto's %r" % (ours, theirs))
     for (tid, s1, e1), (_, s2, e2) in zip(ours, theirs):
         check(abs(s1 - s2) <= BOUNDARY_NS and abs(e1 - e2) <= BOUNDARY_NS,
               "task %d: ours %d..%d, Perfetto's %d..%d (all: ours %r, Perfetto's %r)"
               % (tid, s1, e1, s2, e2, ours, theirs))
+    return True
 
 
 def check_report_agrees(c):
@@ -159,11 +164,13 @@ def a_pipe_chain_names_the_timer_sleep_two_wakers_down():
     need_root()
     with tempfile.TemporaryDirectory() as out:
         run, pids, chains = chain_runs("pipes", out)
+        compared = 0
         for c in chains:
             check_adds_up(c)
             check_timer_sleep_two_down(run, c, pids)
             check_report_agrees(c)
-            check_against_perfetto(c)
+            compared += check_against_perfetto(c)
+        check(compared, "Perfetto followed no chain's wakeup: %r" % chains)
         check_waker_stacks(run, chains, pids)
 
 
@@ -188,6 +195,7 @@ def a_waker_behind_a_hog_has_a_runnable_stretch_naming_it():
     with tempfile.TemporaryDirectory() as out:
         run, pids, chains = chain_runs("hog", out)
         delays = {e["round"]: e["run_delay_ns"] for e in run.events("b_behind_hog")}
+        compared = 0
         for c in chains:
             check_adds_up(c)
             check_timer_sleep_two_down(run, c, pids)
@@ -197,7 +205,8 @@ def a_waker_behind_a_hog_has_a_runnable_stretch_naming_it():
             check(behind, "B runnable behind the hog: %r" % c["chain"]["stretches"])
             held = max(s["behind"]["ns"] for s in behind)
             check(held >= 4_000_000, "B behind the hog %d ns (its log: %r)" % (held, delays))
-            check_against_perfetto(c)
+            compared += check_against_perfetto(c)
+        check(compared, "Perfetto followed no chain's wakeup: %r" % chains)
 
 
 @test
