@@ -19,6 +19,13 @@
 static struct ht_fr_event events[64];
 static size_t nevents;
 
+static int by_time(const void *x, const void *y)
+{
+	const struct ht_fr_event *a = x, *b = y;
+
+	return (a->rec.ts_ns > b->rec.ts_ns) - (a->rec.ts_ns < b->rec.ts_ns);
+}
+
 static void add(unsigned int cpu, uint64_t ts, uint8_t kind, uint8_t flags, uint32_t a, uint32_t b,
 		uint16_t aux, uint64_t arg)
 {
@@ -300,6 +307,40 @@ TEST(a_wakeup_recorded_after_its_waker_slept_is_its_wakees_to_wait_out)
 		check_stretch(&c.stretches[7], B, 1, HT_STRETCH_RUNNING, 22600, 22900);
 		check_stretch(&c.stretches[8], A, 0, HT_STRETCH_RUNNABLE, 22900, 23100);
 	}
+	ht_wait_chain_free(&c);
+}
+
+TEST(a_wakeup_the_tracepoints_missed_is_said_and_not_borrowed)
+{
+	struct ht_fr_window w;
+	struct ht_breach b = off_cpu_breach();
+	struct ht_wait_chain c;
+	bool found = false;
+	size_t n = 0;
+
+	/* C's timer wakeup is missing; its read before that sleep was woken at 1990. */
+	pipe_chain(C, C);
+	for (size_t i = 0; i < nevents; i++)
+		if (!(events[i].rec.kind == HT_FR_WAKEUP && events[i].rec.tid_a == C))
+			events[n++] = events[i];
+	nevents = n;
+	events[0] = fx_fr_event(1, 500, HT_FR_SWITCH, 0, B, C, 120, SLEEP);
+	add(1, 1985, HT_FR_SWITCH, 0, C, 0, 120, SLEEP);
+	add(1, 1990, HT_FR_WAKEUP, 0, C, A, 1, HT_WAKE_TASK);
+	add(1, 1995, HT_FR_SWITCH, 0, 0, C, 120, 0);
+	qsort(events, nevents, sizeof(events[0]), by_time);
+	w = fx_fr_window(events, nevents, 0, 30000);
+	CHECK(compute(&w, &b, 3, &c));
+	for (size_t i = 0; i < c.count; i++) {
+		if (c.stretches[i].tid == C && c.stretches[i].start_ns == 2000) {
+			check_stretch(&c.stretches[i], C, 2, HT_STRETCH_BLOCKED, 2000, 22100);
+			CHECK(c.stretches[i].stop == HT_CHAIN_STOP_WAKEUP_LOST);
+			CHECK_EQ_U64(c.stretches[i].waker, 0);
+			found = true;
+		}
+	}
+	CHECK(found);
+	CHECK_EQ_U64(leaves_ns(&c), 23100 - 1000);
 	ht_wait_chain_free(&c);
 }
 

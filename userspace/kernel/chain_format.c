@@ -154,7 +154,8 @@ void ht_chain_text(const struct ht_chain_summary *sum, const struct ht_chain_lin
 			n += (size_t)snprintf(what + n, sizeof(what) - n, ", woken by %s",
 					      l->woken_by);
 		} else if (n < sizeof(what)) {
-			n += (size_t)snprintf(what + n, sizeof(what) - n, ", not woken");
+			n += (size_t)snprintf(what + n, sizeof(what) - n, ", %s",
+					      l->stop ? l->stop : "not woken");
 		}
 		if (l->stop && l->waker && n < sizeof(what))
 			snprintf(what + n, sizeof(what) - n, " (not followed: %s)", l->stop);

@@ -18,6 +18,7 @@ struct span {
 	uint32_t state;
 	int32_t syscall;
 	bool before_window; /* blocked since before the window: start and state unknown */
+	bool lost_wakeup;   /* blocked, then ran again with no wakeup on record */
 	/* blocked: the wakeup that ended it, and when its waker raised it */
 	bool woken;
 	uint32_t wake_source, waker;
@@ -100,9 +101,13 @@ static const struct ht_fr_event *skewed_wakeup(const struct ht_fr_window *w, siz
 	     j++)
 		if (is_wakeup_of(&w->events[j], tid))
 			return &w->events[j];
-	for (size_t j = i; j-- > 0 && w->events[j].rec.ts_ns + HT_FR_WAKEUP_SKEW_NS >= since;)
+	/* Back to its switch-in before: a wakeup before that ended the sleep before. */
+	for (size_t j = i; j-- > 0 && w->events[j].rec.ts_ns + HT_FR_WAKEUP_SKEW_NS >= since;) {
+		if (w->events[j].rec.kind == HT_FR_SWITCH && w->events[j].rec.tid_b == tid)
+			break;
 		if (is_wakeup_of(&w->events[j], tid))
 			return &w->events[j];
+	}
 	return NULL;
 }
 
@@ -159,6 +164,8 @@ static bool task_spans(const struct chain_walk *k, uint32_t tid, struct spans *s
 				}
 				if (late && cur->kind == HT_STRETCH_BLOCKED)
 					take_wakeup(cur, &late->rec);
+				/* Ran again without a wakeup on record: the tracepoint missed it. */
+				cur->lost_wakeup = !cur->woken && cur->kind == HT_STRETCH_BLOCKED;
 			}
 			cur = spans_next(s, t, HT_STRETCH_RUNNING, (int)e->cpu);
 		} else if (is_wakeup_of(e, tid)) {
@@ -234,7 +241,7 @@ static enum ht_chain_stop stop_of(const struct chain_walk *k, const struct span 
 				  unsigned int depth)
 {
 	if (!sp->woken)
-		return HT_CHAIN_STOP_NOT_WOKEN;
+		return sp->lost_wakeup ? HT_CHAIN_STOP_WAKEUP_LOST : HT_CHAIN_STOP_NOT_WOKEN;
 	switch (sp->wake_source) {
 	case HT_WAKE_TIMER:
 		return HT_CHAIN_STOP_TIMER;
@@ -555,6 +562,8 @@ const char *ht_chain_stop_name(enum ht_chain_stop stop)
 		return "unknown waker";
 	case HT_CHAIN_STOP_NOT_WOKEN:
 		return "not woken";
+	case HT_CHAIN_STOP_WAKEUP_LOST:
+		return "wakeup not recorded";
 	default:
 		return NULL;
 	}

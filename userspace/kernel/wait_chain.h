@@ -51,6 +51,11 @@ enum ht_chain_stop {
 	HT_CHAIN_STOP_CYCLE,	 /* the waker is already on the chain */
 	HT_CHAIN_STOP_UNKNOWN,	 /* the recorder does not know who woke it */
 	HT_CHAIN_STOP_NOT_WOKEN, /* still blocked at the window's end */
+	/*
+	 * It ran again with no wakeup on record: the kernel's tracepoints
+	 * skip one now and then (a loaded KVM guest; every program alike).
+	 */
+	HT_CHAIN_STOP_WAKEUP_LOST,
 };
 
 struct ht_chain_stretch {
