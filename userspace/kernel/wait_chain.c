@@ -164,7 +164,7 @@ static bool task_spans(const struct chain_walk *k, uint32_t tid, struct spans *s
 				}
 				if (late && cur->kind == HT_STRETCH_BLOCKED)
 					take_wakeup(cur, &late->rec);
-				/* Ran again without a wakeup on record: the tracepoint missed it. */
+				/* Ran again with no wakeup on record: a tracepoint missed it. */
 				cur->lost_wakeup = !cur->woken && cur->kind == HT_STRETCH_BLOCKED;
 			}
 			cur = spans_next(s, t, HT_STRETCH_RUNNING, (int)e->cpu);
@@ -301,7 +301,7 @@ static uint64_t blocked_stretch(struct chain_walk *k, uint32_t tid, const struct
 	st->waker = sp->woken ? sp->waker : 0;
 	st->stop = stop;
 	if (stop == HT_CHAIN_FOLLOWED) {
-		/* The waker's part ends where it raised the wakeup, maybe well before the enqueue. */
+		/* The waker's part ends where it raised the wakeup: maybe well before. */
 		uint64_t raised = sp->waking_ns < hi ? sp->waking_ns : hi;
 
 		k->path[depth + 1] = sp->waker;
