@@ -59,33 +59,6 @@ static int hog_cpu = -1;
 static int go_p[2] = {-1, -1}, cb_p[2] = {-1, -1}, ba_p[2] = {-1, -1}, bh_p[2] = {-1, -1};
 static int ready_p[2] = {-1, -1};
 
-/* One byte from FD: 1, or 0 at end of file. */
-static int read_byte(int fd)
-{
-	char byte;
-	ssize_t n;
-
-	while ((n = read(fd, &byte, 1)) < 0 && errno == EINTR)
-		;
-	if (n < 0) {
-		perror("read");
-		_exit(1);
-	}
-	return n == 1;
-}
-
-static void write_byte(int fd)
-{
-	ssize_t n;
-
-	while ((n = write(fd, "x", 1)) < 0 && errno == EINTR)
-		;
-	if (n != 1) {
-		perror("write");
-		_exit(1);
-	}
-}
-
 static void close_end(int *fd)
 {
 	if (*fd >= 0)
@@ -120,7 +93,7 @@ static void child_setup(const char *name, int cpu)
 static void child_ready(void)
 {
 	if (ready_p[1] >= 0) {
-		write_byte(ready_p[1]);
+		wl_write_byte(ready_p[1]);
 		close(ready_p[1]);
 		ready_p[1] = -1;
 	}
@@ -133,7 +106,7 @@ static void run_c(void)
 	child_setup("chain_c", -1);
 	keep_only(go_p[0], cb_p[1], -1);
 	child_ready();
-	for (long round = 0; read_byte(go_p[0]); round++) {
+	for (long round = 0; wl_read_byte(go_p[0]); round++) {
 		struct timespec left = ts;
 
 		wl_log("c_go", "\"round\":%ld", round);
@@ -146,7 +119,7 @@ static void run_c(void)
 		while (clock_nanosleep(CLOCK_MONOTONIC, 0, &left, &left) == EINTR)
 			;
 		wl_log("c_sleep_end", "\"round\":%ld", round);
-		write_byte(cb_p[1]);
+		wl_write_byte(cb_p[1]);
 	}
 	_exit(0);
 }
@@ -156,7 +129,7 @@ static void behind_hog(long round)
 {
 	uint64_t delay_before = wl_run_delay_ns(), t0 = wl_now_ns();
 
-	write_byte(bh_p[1]);
+	wl_write_byte(bh_p[1]);
 	wl_log("b_behind_hog", "\"round\":%ld,\"run_delay_ns\":%llu,\"blocked_ns\":%llu", round,
 	       (unsigned long long)(wl_run_delay_ns() - delay_before),
 	       (unsigned long long)(wl_now_ns() - t0));
@@ -184,17 +157,30 @@ static __attribute__((noinline)) void b_busy_work(long round)
 	wl_log("b_busy_end", "\"round\":%ld", round);
 }
 
-/* B's rounds from FIRST: read C's byte, (hog mode: sit behind the hog; busy: compute), write A's. */
-static void b_rounds(long first, int once)
+/*
+ * B's wakeup of A. Its own frame: libc's write keeps no frame pointer, so
+ * a frame-pointer stack taken in it skips its caller's frame, this one,
+ * and shows b_rounds.
+ */
+static __attribute__((noinline)) void b_write_to_a(void)
 {
-	for (long round = first; read_byte(cb_p[0]); round++) {
+	wl_write_byte(ba_p[1]);
+}
+
+/*
+ * B's rounds from FIRST: read C's byte, (hog mode: sit behind the hog; busy: compute),
+ * write A's. Not inlined: the waker's stack names it.
+ */
+static __attribute__((noinline)) void b_rounds(long first, int once)
+{
+	for (long round = first; wl_read_byte(cb_p[0]); round++) {
 		wl_log("b_read", "\"round\":%ld", round);
 		if (mode == MODE_HOG)
 			behind_hog(round);
 		if (mode == MODE_BUSY)
 			b_busy_work(round);
 		wl_log("b_write", "\"round\":%ld", round);
-		write_byte(ba_p[1]);
+		b_write_to_a();
 		if (once)
 			_exit(0); /* the waker exits right after the wakeup */
 	}
@@ -223,7 +209,7 @@ static void run_hog(void)
 		_exit(1);
 	}
 	child_ready();
-	for (long round = 0; read_byte(bh_p[0]); round++) {
+	for (long round = 0; wl_read_byte(bh_p[0]); round++) {
 		uint64_t start = wl_now_ns();
 
 		wl_log("hog_start", "\"round\":%ld,\"cpu\":%d", round, sched_getcpu());
@@ -346,7 +332,7 @@ int main(int argc, char **argv)
 	close_end(&cb_p[1]);
 	close_end(&ready_p[1]);
 	for (int i = 0; i < children; i++)
-		if (!read_byte(ready_p[0])) {
+		if (!wl_read_byte(ready_p[0])) {
 			/* The others die with A (PR_SET_PDEATHSIG). */
 			fprintf(stderr, "wait_chain: a child failed to start\n");
 			return 1;
@@ -372,8 +358,8 @@ int main(int argc, char **argv)
 		fresh_b = mode == MODE_EXIT ? fork_exit_b(round) : 0;
 		start = wl_now_ns();
 		wl_log("a_read_start", "\"round\":%ld", round);
-		write_byte(go_p[1]);
-		if (!read_byte(ba_p[0])) {
+		wl_write_byte(go_p[1]);
+		if (!wl_read_byte(ba_p[0])) {
 			fprintf(stderr, "wait_chain: B's pipe closed in round %ld\n", round);
 			failed = 1;
 			break;

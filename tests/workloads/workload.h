@@ -86,6 +86,34 @@ static inline void wl_sleep_ns(uint64_t ns)
 		;
 }
 
+/* One byte from FD: 1, or 0 at end of file; an error ends the process (_exit, fork-safe). */
+static inline int wl_read_byte(int fd)
+{
+	char byte;
+	ssize_t n;
+
+	while ((n = read(fd, &byte, 1)) < 0 && errno == EINTR)
+		;
+	if (n < 0) {
+		perror("read");
+		_exit(1);
+	}
+	return n == 1;
+}
+
+/* One byte to FD; an error ends the process. */
+static inline void wl_write_byte(int fd)
+{
+	ssize_t n;
+
+	while ((n = write(fd, "x", 1)) < 0 && errno == EINTR)
+		;
+	if (n != 1) {
+		perror("write");
+		_exit(1);
+	}
+}
+
 /* Whether the task whose stat file is PATH is asleep: state S. */
 static inline int wl_stat_sleeping(const char *path)
 {
