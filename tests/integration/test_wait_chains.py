@@ -4,10 +4,11 @@ checked against the workload's own log (tests/workloads/wait_chain.c) and agains
 critical path of the breached thread (sched.thread_executing_span) over the same dump."""
 import glob
 import os
+import subprocess
 import tempfile
 
-from harness import (check, hybtrace, need_root, report_json, test, tolerance_ns, tp_query,
-                     workload)
+from harness import (HYBTRACE, check, hybtrace, need_root, report_json, test, tolerance_ns,
+                     tp_query, workload)
 from perfetto_checks import critical_path
 
 # Perfetto's stretch boundaries and ours, on the same records: the issue's bound.
@@ -262,3 +263,26 @@ def a_waker_that_is_a_target_shows_its_samples_where_it_ran():
             frames = [f for s in busy for f in s.get("sampled_user_stack", [])]
             check("b_rounds" in frames or "b_busy_work" in frames,
                   "B's samples where it ran: %r" % busy)
+
+
+@test
+def a_chain_older_than_the_window_is_cut_there_and_says_so():
+    """--pre 0: the window opens as A blocks, long after B went to sleep in its read. B's
+    blocked stretch begins at the window's edge, its state unknown, and is still followed to
+    C by the wakeup on record; the chain says it was cut, and so does the report."""
+    need_root()
+    with tempfile.TemporaryDirectory() as out:
+        run, pids, chains = chain_runs("pipes", out, rounds=2, extra=["--pre", "0ms"])
+        for c in chains:
+            check_adds_up(c)
+            ch = c["chain"]
+            b = [s for s in ch["stretches"] if s["depth"] == 1 and s["stretch"] == "blocked"]
+            check(ch["cut_by_window"] and b and b[0].get("began_before_window") and
+                  b[0]["state"] == "unknown" and b[0]["waker"]["tid"] == pids["c"] and
+                  not b[0]["leaf"], "B asleep since before the window: %r" % ch)
+            check([s for s in ch["stretches"] if s["depth"] == 2 and s["tid"] == pids["c"]],
+                  "followed to C all the same: %r" % ch)
+            text = subprocess.run([HYBTRACE, "report", c["dump"]], capture_output=True,
+                                  text=True, timeout=60).stdout
+            check("cut at the window's start" in text and "since before the window" in text,
+                  "the report's chain:\n" + text)
