@@ -46,11 +46,11 @@ const volatile __u32 proc_hist_mask = 0;   /* proc_hists' slots - 1 (one more fo
 /* Run-queue waits from task_struct::sched_info (CONFIG_SCHED_INFO); false: the thread's state. */
 const volatile bool rq_from_sched_info = true;
 
-/* The waker's stacks at a wakeup that ends a wait over its threshold (--chain-depth > 0). */
-const volatile bool waker_stacks_on = false;
-
 /* --block-stacks: enum ht_block_stack_mode. */
 const volatile __u32 block_stack_mode = HT_BLOCK_STACK_OFF;
+
+/* The waker's stacks at a wakeup that ends a wait over its threshold (--chain-depth > 0). */
+const volatile bool waker_stacks_on = false;
 
 /*
  * The text of do_softirq() and of what may have inlined it
