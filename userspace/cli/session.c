@@ -1064,6 +1064,13 @@ static void offer_trigger_dump(struct session *s, const struct ht_bp_hit *hit)
 	job.hit = *hit;
 	snprintf(job.trigger, sizeof(job.trigger), "%s",
 		 ht_code_trigger_text(&s->triggers, hit->trigger));
+	/*
+	 * A process forked since the target set was last read (it called at
+	 * once): its fork is on the monitor's ring still; read it, so that the
+	 * hit is named with its parent's image.
+	 */
+	if (!ht_targets_find(&s->monitor.targets, (int)hit->pid))
+		ht_monitor_consume(&s->monitor);
 	ht_code_trigger_function(&s->triggers, hit, job.function, sizeof(job.function));
 	print_trigger_hit(s, &job, hit);
 	check_out(s);
