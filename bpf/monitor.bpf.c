@@ -655,7 +655,8 @@ static __always_inline void emit_breach(__u32 kind, struct task_struct *p, struc
  */
 static __always_inline void check_switch_in_seen(struct task_state *st)
 {
-	if (off_cpu_thresh_ns && st->off_cpu_since_ns)
+	/* A syscall's too: its waker and the stack it slept on were lost with it. */
+	if ((off_cpu_thresh_ns || syscall_thresh_ns) && st->off_cpu_since_ns)
 		count(HT_CNT_UNSEEN_SWITCH_INS);
 }
 

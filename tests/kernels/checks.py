@@ -319,12 +319,21 @@ def sleeper_breaches(r):
     return tid, out
 
 
+def unseen_switch_ins(r):
+    """Switch-ins of the target the kernel's tracepoints skipped, with the wakeup before
+    them (about one sleep in a few hundred on a loaded KVM guest): the summary counts each,
+    and such a sleep's breach has neither its waker nor the stack it slept on."""
+    summary = r.run.summary() or {}
+    return summary.get("lost", {}).get("unseen_switch_in", 0)
+
+
 def check_syscall(r):
     tid, breaches = sleeper_breaches(r)
     reports = [d for d in r.reports() if d["kind"] == "syscall" and d.get("tid") == tid]
     check(reports, "no syscall dump of tid %d: %r" % (tid, r.dumps))
     stack = " ".join(reports[0]["kernel_stack"])
-    check("nanosleep" in stack, "the dump's stack lacks the nanosleep: %s" % stack)
+    check("nanosleep" in stack or (not stack and unseen_switch_ins(r)),
+          "the dump's stack lacks the nanosleep: %s" % stack)
     names = {l["name"] for l in reports[0]["timeline"]}
     check(names & {"clock_nanosleep", "nanosleep"}, "no nanosleep slice in the dump")
 
@@ -334,8 +343,11 @@ def check_sleeps_woken_by_the_timer(r):
     that ended its sleep, whatever preemptions follow it (on PREEMPT_RT the irq_work thread
     that wakes hybtrace preempts the sleeper right after its timer woke it)."""
     tid, breaches = sleeper_breaches(r)
+    unwoken = [b for b in breaches if not b["woken_by"]]
+    check(len(unwoken) <= unseen_switch_ins(r), "%d breaches without a waker, %d switch-ins "
+          "unseen" % (len(unwoken), unseen_switch_ins(r)))
     for b in breaches:
-        check(b["woken_by"] and b["woken_by"]["source"] == "timer",
+        check(not b["woken_by"] or b["woken_by"]["source"] == "timer",
               "syscall %.2fms tid %d state %s woken by %r, want the timer" % (
                   b["duration_ns"] / 1e6, tid, b["state"], b["woken_by"]))
 
