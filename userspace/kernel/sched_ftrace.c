@@ -415,13 +415,6 @@ static uint32_t intern_symbol(struct builder *b, const char *name)
 	return (uint32_t)b->nsymbols;
 }
 
-static int cmp_tid(const void *x, const void *y)
-{
-	uint32_t a = *(const uint32_t *)x, b = *(const uint32_t *)y;
-
-	return (a > b) - (a < b);
-}
-
 /*
  * A new thread the recorder holds the fork of as Perfetto's task_newtask
  * (CLONE_THREAD), on the CPU that recorded it. Perfetto starts a new thread
@@ -434,13 +427,13 @@ static void add_newtask(struct builder *b, const struct ht_fr_event *e,
 {
 	uint32_t child = e->rec.tid_b, tgid = (uint32_t)e->rec.arg;
 	uint64_t ts = e->rec.ts_ns;
-	size_t i = tid_index(b, child), first, end;
+	size_t i = tid_index(b, child), first, end, k;
 
 	if (!child || i >= b->ntids || b->tids[i] != child || b->forked[i])
 		return;
 	/* Already a thread of its process in Perfetto, by its track's descriptor. */
-	if (b->sw->ndescribed && bsearch(&child, b->sw->described, b->sw->ndescribed,
-					 sizeof(child), cmp_tid))
+	k = HT_PARTITION_POINT(0, b->sw->ndescribed, j, b->sw->described[j] < child);
+	if (k < b->sw->ndescribed && b->sw->described[k] == child)
 		return;
 	edges_of(b, child, &first, &end);
 	if (first < end && b->edges[first].ts <= ts)
