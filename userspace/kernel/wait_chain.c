@@ -1,14 +1,13 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 #include <stdlib.h>
 #include <string.h>
+#include "base/breach_kinds.h"
+#include "base/units.h"
 #include "kernel/culprits.h"
 #include "kernel/wait_chain.h"
 
 /* How long after its waker's switch-out a wakeup's record may come (walk()). */
 #define HT_CHAIN_WAKE_LATE_NS 1000000ULL
-
-/* Not in records.h: the kernel's value. */
-#define TASK_DEAD_STATE 0x80
 
 /* One state of a task, from its records in the window. */
 struct span {
@@ -148,7 +147,7 @@ static bool task_spans(const struct chain_walk *k, uint32_t tid, struct spans *s
 			if (cur && !runnable) {
 				cur->state = ht_fr_switch_prev_state(r);
 				cur->syscall = ht_fr_switch_syscall(r);
-				s->exited |= (cur->state & TASK_DEAD_STATE) != 0;
+				s->exited |= ht_task_state_letter(cur->state) == 'X';
 			}
 		} else if (r->kind == HT_FR_SWITCH && r->tid_b == tid && r->tid_a != r->tid_b) {
 			if ((cur->kind == HT_STRETCH_BLOCKED || cur->kind == HT_STRETCH_UNKNOWN) &&
@@ -309,7 +308,7 @@ static uint64_t blocked_stretch(struct chain_walk *k, uint32_t tid, const struct
 		/* Its waker was done by then: it was woken, and waited to run, from there on. */
 		if (woken < hi && !k->failed) {
 			k->out->stretches[index].end_ns = woken;
-			st = emit(k, tid, depth, HT_STRETCH_RUNNABLE, woken, hi);
+			emit(k, tid, depth, HT_STRETCH_RUNNABLE, woken, hi);
 		}
 	}
 	return to_start ? s : lo;
@@ -373,7 +372,7 @@ static uint64_t walk(struct chain_walk *k, uint32_t tid, uint64_t s, uint64_t e,
 		if (st && sp->kind == HT_STRETCH_RUNNING) {
 			st->cpu = sp->cpu;
 		} else if (st && sp->kind == HT_STRETCH_RUNNABLE) {
-			st->cpu = sp->cpu;
+			/* Where it was queued last, following its migrations. */
 			ht_culprits_compute(k->w, k->idx, tid, lo, hi, true,
 					    sp->cpu >= 0 ? (unsigned int)sp->cpu : 0, &culprits);
 			if (culprits.count) {
@@ -389,8 +388,8 @@ static uint64_t walk(struct chain_walk *k, uint32_t tid, uint64_t s, uint64_t e,
 		k->out->cut_by_window = true;
 		emit(k, tid, depth, HT_STRETCH_UNKNOWN, s, t);
 	}
-	for (size_t j = 0; j < k->out->count; j++)
-		if (k->out->stretches[j].tid == tid && spans.exited)
+	for (size_t j = 0; spans.exited && j < k->out->count; j++)
+		if (k->out->stretches[j].tid == tid)
 			k->out->stretches[j].exited = true;
 	free(spans.v);
 	return ends;
@@ -404,7 +403,7 @@ static uint64_t walk(struct chain_walk *k, uint32_t tid, uint64_t s, uint64_t e,
 static bool wait_interval(const struct ht_fr_window *w, const struct ht_breach *b, uint64_t *s,
 			  uint64_t *e)
 {
-	uint32_t kinds = b->kinds ? b->kinds : HT_KIND_BIT(b->kind);
+	uint32_t kinds = ht_breach_kinds_of(b->kinds, b->kind);
 
 	*s = b->start_ns;
 	*e = b->end_ns;
