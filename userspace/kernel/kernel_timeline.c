@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "kernel/breach_format.h"
+#include "kernel/chain_format.h"
 #include "base/breach_kinds.h"
 #include "kernel/comm_cache.h"
 #include "kernel/culprits.h"
@@ -412,55 +413,55 @@ static void add_breach_args(struct builder *b, long ev, const struct ht_culprits
 	tl_event_arg_uint(b->tl, ev, HT_ARG_OFF_CPU_THRESHOLD_NS, br->off_cpu_threshold_ns);
 }
 
-static void add_task_args(struct builder *b, long ev, const char *tid_arg, const char *comm_arg,
-			  uint32_t tid)
+static const char *namer(void *ctx, uint32_t tid, char *buf, size_t len)
 {
-	char comm[HT_COMM_LEN + 8];
-
-	tl_event_arg_uint(b->tl, ev, tid_arg, tid);
-	tl_event_arg_str(b->tl, ev, comm_arg, comm_of(b, tid, 0, comm, sizeof(comm)));
+	return comm_of(ctx, tid, 0, buf, len);
 }
 
-/* One stretch of the wait chain: a slice named by its task and what it did. */
-static void add_stretch(struct builder *b, int track, const struct ht_chain_stretch *st)
+static void add_task_args(struct builder *b, long ev, const char *tid_arg, const char *comm_arg,
+			  uint32_t tid, const char *comm)
 {
-	const char *kind = ht_stretch_kind_name(st->kind);
-	char comm[HT_COMM_LEN + 8], name[HT_COMM_LEN + 32], state[16];
+	tl_event_arg_uint(b->tl, ev, tid_arg, tid);
+	tl_event_arg_str(b->tl, ev, comm_arg, comm);
+}
+
+/*
+ * Stretch I of the wait chain: a slice named by its task and what it did,
+ * its arguments spelled as the report's and the JSON line's are.
+ */
+static void add_stretch(struct builder *b, int track, size_t i)
+{
+	char names[3][HT_CHAIN_NAME_LEN], state[16], name[HT_CHAIN_NAME_LEN + 16];
+	struct ht_chain_line l;
 	long ev;
 
-	comm_of(b, st->tid, 0, comm, sizeof(comm));
-	snprintf(name, sizeof(name), "%s %s", comm, kind);
-	ev = add_slice(b, track, st->start_ns, st->end_ns, name, HT_CAT_CHAIN);
-	tl_event_arg_uint(b->tl, ev, HT_ARG_DEPTH, st->depth);
-	add_task_args(b, ev, HT_ARG_TID, HT_ARG_COMM, st->tid);
-	tl_event_arg_str(b->tl, ev, HT_ARG_STRETCH, kind);
-	if (st->cpu >= 0)
-		tl_event_arg_uint(b->tl, ev, HT_ARG_CPU, (uint64_t)st->cpu);
-	if (st->exited)
+	ht_chain_line_of(b->kw->chain, i, namer, b, names, state, sizeof(state), &l);
+	snprintf(name, sizeof(name), "%s %s", l.comm, l.stretch);
+	ev = add_slice(b, track, l.start_ns, l.end_ns, name, HT_CAT_CHAIN);
+	tl_event_arg_uint(b->tl, ev, HT_ARG_DEPTH, l.depth);
+	add_task_args(b, ev, HT_ARG_TID, HT_ARG_COMM, l.tid, l.comm);
+	tl_event_arg_str(b->tl, ev, HT_ARG_STRETCH, l.stretch);
+	if (l.cpu >= 0)
+		tl_event_arg_uint(b->tl, ev, HT_ARG_CPU, (uint64_t)l.cpu);
+	if (l.exited)
 		tl_event_arg_uint(b->tl, ev, HT_ARG_EXITED, 1);
-	if (st->before_window)
+	if (l.before_window)
 		tl_event_arg_uint(b->tl, ev, HT_ARG_BEFORE_WINDOW, 1);
-	if (st->kind == HT_STRETCH_RUNNABLE && st->behind) {
-		add_task_args(b, ev, HT_ARG_BEHIND_TID, HT_ARG_BEHIND_COMM, st->behind);
-		tl_event_arg_uint(b->tl, ev, HT_ARG_BEHIND_NS, st->behind_ns);
+	if (l.behind) {
+		add_task_args(b, ev, HT_ARG_BEHIND_TID, HT_ARG_BEHIND_COMM, l.behind,
+			      l.behind_comm);
+		tl_event_arg_uint(b->tl, ev, HT_ARG_BEHIND_NS, l.behind_ns);
 	}
-	if (st->kind != HT_STRETCH_BLOCKED)
-		return;
-	if (st->state == HT_CHAIN_STATE_UNKNOWN)
-		snprintf(state, sizeof(state), "%s", HT_STATE_UNKNOWN);
-	else
-		snprintf(state, sizeof(state), "%c", ht_task_state_letter(st->state));
-	tl_event_arg_str(b->tl, ev, HT_ARG_STATE, state);
-	if (st->syscall >= 0)
-		tl_event_arg_str(b->tl, ev, HT_ARG_SYSCALL,
-				 ht_syscall_name(st->syscall) ?: "unknown");
-	if (st->wake_source != HT_WAKE_NONE)
-		tl_event_arg_str(b->tl, ev, HT_ARG_WAKE_SOURCE,
-				 ht_wake_source_name(st->wake_source));
-	if (st->waker)
-		add_task_args(b, ev, HT_ARG_WAKER_TID, HT_ARG_WAKER_COMM, st->waker);
-	if (st->stop != HT_CHAIN_FOLLOWED)
-		tl_event_arg_str(b->tl, ev, HT_ARG_CHAIN_STOP, ht_chain_stop_name(st->stop));
+	if (l.state)
+		tl_event_arg_str(b->tl, ev, HT_ARG_STATE, l.state);
+	if (l.syscall)
+		tl_event_arg_str(b->tl, ev, HT_ARG_SYSCALL, l.syscall);
+	if (l.woken_by)
+		tl_event_arg_str(b->tl, ev, HT_ARG_WAKE_SOURCE, l.woken_by);
+	if (l.waker)
+		add_task_args(b, ev, HT_ARG_WAKER_TID, HT_ARG_WAKER_COMM, l.waker, l.waker_comm);
+	if (l.stop)
+		tl_event_arg_str(b->tl, ev, HT_ARG_CHAIN_STOP, l.stop);
 }
 
 /* The chain's stretches, under the breach's slice on TRACK: parents first, they nest. */
@@ -469,7 +470,7 @@ static void add_chain(struct builder *b, int track)
 	const struct ht_wait_chain *c = b->kw->chain;
 
 	for (size_t i = 0; c && i < c->count; i++)
-		add_stretch(b, track, &c->stretches[i]);
+		add_stretch(b, track, i);
 }
 
 static void add_chain_args(struct builder *b, long ev)
