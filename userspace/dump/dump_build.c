@@ -742,11 +742,6 @@ static void add_waker_stack(struct ht_dump_builder *b, struct timeline *tl,
 	free(names);
 }
 
-static const char *comm_namer(void *ctx, uint32_t tid, char *buf, size_t len)
-{
-	return ht_comm_lookup(ctx, tid, 0, buf, len);
-}
-
 /* The breach's wait chain as a JSON line of its own, once its dump is written. */
 static void print_chain(struct ht_dump_builder *b, const struct ht_dump_job *job,
 			const struct ht_wait_chain *chain, const char *path)
@@ -768,7 +763,7 @@ static void print_chain(struct ht_dump_builder *b, const struct ht_dump_job *job
 	if (chain->count && (!names || !states || !lines))
 		goto out;
 	for (size_t i = 0; i < chain->count; i++)
-		ht_chain_line_of(chain, i, comm_namer, b->comms, names[i], states[i],
+		ht_chain_line_of(chain, i, ht_comm_name, b->comms, names[i], states[i],
 				 sizeof(states[i]), &lines[i]);
 	flockfile(out);
 	ht_json_begin(&j, out);

@@ -131,3 +131,8 @@ uint32_t ht_comm_tgid(struct ht_comm_cache *c, uint32_t tid)
 	c->tgid_slots[slot].tgid = (uint32_t)tgid;
 	return (uint32_t)tgid;
 }
+
+const char *ht_comm_name(void *cache, uint32_t tid, char *buf, size_t len)
+{
+	return ht_comm_lookup(cache, tid, 0, buf, len);
+}

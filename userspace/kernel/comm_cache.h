@@ -68,6 +68,9 @@ int ht_comm_cache_seed_tgid(struct ht_comm_cache *c, uint32_t tid, uint32_t tgid
 const char *ht_comm_lookup(struct ht_comm_cache *c, uint32_t pid, unsigned int cpu, char *buf,
 			   size_t len);
 
+/* ht_comm_lookup() of CACHE, a struct ht_comm_cache, as ht_task_namer (chain_format.h) calls it. */
+const char *ht_comm_name(void *cache, uint32_t tid, char *buf, size_t len);
+
 /*
  * The process (thread-group id) of thread TID: the comm map's, a seeded
  * one, /proc's; 0 when unknown: offline and not seeded, a task gone and

@@ -413,11 +413,6 @@ static void add_breach_args(struct builder *b, long ev, const struct ht_culprits
 	tl_event_arg_uint(b->tl, ev, HT_ARG_OFF_CPU_THRESHOLD_NS, br->off_cpu_threshold_ns);
 }
 
-static const char *namer(void *ctx, uint32_t tid, char *buf, size_t len)
-{
-	return comm_of(ctx, tid, 0, buf, len);
-}
-
 static void add_task_args(struct builder *b, long ev, const char *tid_arg, const char *comm_arg,
 			  uint32_t tid, const char *comm)
 {
@@ -435,7 +430,8 @@ static void add_stretch(struct builder *b, int track, size_t i)
 	struct ht_chain_line l;
 	long ev;
 
-	ht_chain_line_of(b->kw->chain, i, namer, b, names, state, sizeof(state), &l);
+	ht_chain_line_of(b->kw->chain, i, ht_comm_name, b->kw->comms, names, state, sizeof(state),
+			 &l);
 	snprintf(name, sizeof(name), "%s %s", l.comm, l.stretch);
 	ev = add_slice(b, track, l.start_ns, l.end_ns, name, HT_CAT_CHAIN);
 	tl_event_arg_uint(b->tl, ev, HT_ARG_DEPTH, l.depth);
