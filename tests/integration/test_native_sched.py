@@ -284,13 +284,13 @@ def run_queue_dump_has_the_hog_on_its_cpu():
 def recorded_wakes(path, breaches):
     """The monitor's own record of the wakeups that ended BREACHES (the run's live breach
     lines, not the dump), of those inside PATH's window: (MONOTONIC ts, wakee tid, waker tid
-    or None, source)."""
+    or None, source, when its sleep began or None)."""
     window = report_json(path)["window"]
     out = []
     for b in breaches:
         w = b.get("woken_by")
         if w and window["start_ns"] <= w["at_ns"] <= window["end_ns"]:
-            out.append((w["at_ns"], b["tid"], w.get("tid"), w["source"]))
+            out.append((w["at_ns"], b["tid"], w.get("tid"), w["source"], sleep_start(b)))
     return out
 
 
@@ -311,16 +311,27 @@ def inferred_wakings(path):
     return out, ns.boottime_offset()
 
 
-# How far a bundle's waking may lie from the wakeup hybtrace recorded: the writer moves it into
-# its waker's last time on the CPU, which here ended up to 62 us before the recorded time (a
-# wakeup of a task on an idle CPU, recorded at its enqueue there, after the IPI).
+# Where a bundle's waking may lie from the wakeup hybtrace recorded (at its enqueue): at the
+# waker's sched_waking, up to the delay a record can carry before it (HT_FR_WAKE_DELAY_MAX_US,
+# include/hybtrace/records.h; hundreds of microseconds for a wakeup of a task on an idle CPU of
+# this guest, queued there after the IPI), or moved into its waker's time on the CPU, a
+# little after it.
+MAX_DELAY_NS = 0xffff * 1000
 MATCH_NS = 200_000
 
 
-def nearest_waking(wakings, wakee, boot_ts):
-    """The waking of WAKEE nearest BOOT_TS, within MATCH_NS; None without one."""
-    near_ones = [w for w in wakings if w[1] == wakee and abs(w[0] - boot_ts) <= MATCH_NS]
-    return min(near_ones, key=lambda w: abs(w[0] - boot_ts)) if near_ones else None
+def waking_of(wakings, wakee, boot_ts, not_before=None):
+    """The waking of WAKEE that queued it at BOOT_TS: its last one from MAX_DELAY_NS before
+    to MATCH_NS after, and not before NOT_BEFORE (the sleep's start, BOOTTIME) where known;
+    None without one."""
+    lo = max(boot_ts - MAX_DELAY_NS, not_before or 0)
+    ones = [w for w in wakings if w[1] == wakee and lo <= w[0] <= boot_ts + MATCH_NS]
+    return max(ones, key=lambda w: w[0]) if ones else None
+
+
+def sleep_start(breach):
+    """When the off-CPU wait of BREACH began (MONOTONIC), or None for other kinds."""
+    return (breach.get("off_cpu") or {}).get("start_ns")
 
 
 # The irq bits a waking's common_flags has for each source of a wakeup hybtrace names.
@@ -334,10 +345,13 @@ def check_wakers(path, breaches):
     compared."""
     wakings, offset = inferred_wakings(path)
     compared = 0
-    for ts, wakee, waker, source in recorded_wakes(path, breaches):
-        w = nearest_waking(wakings, wakee, ts + offset)
-        check(w is not None, "%s: hybtrace's wakeup of %d (%s) at %d has no waking within "
-              "%d ns in the bundles" % (path, wakee, source, ts, MATCH_NS))
+    for ts, wakee, waker, source, slept in recorded_wakes(path, breaches):
+        w = waking_of(wakings, wakee, ts + offset, slept and slept + offset)
+        check(w is not None, "%s: hybtrace's wakeup of %d (%s) at %d has no waking in the "
+              "bundles from %d ns before to %d ns after it, nor after its sleep began at %r "
+              "(its wakings there, ns from it: %s)"
+              % (path, wakee, source, ts, MAX_DELAY_NS, MATCH_NS, slept,
+                 [x[0] - ts - offset for x in wakings if x[1] == wakee]))
         check(source not in SOURCE_FLAGS or w[2] & sched_rules.IRQ_FLAGS == SOURCE_FLAGS[source],
               "%s: hybtrace's wakeup of %d at %d is by %s; its waking at %d on CPU %d has flags "
               "%#x" % (path, wakee, ts, source, w[0], w[3], w[2]))
@@ -357,7 +371,8 @@ def check_breach_waker(path, r):
     if not woken:
         return
     wakings, offset = inferred_wakings(path)
-    w = nearest_waking(wakings, r["tid"], woken["at_ns"] + offset)
+    slept = sleep_start(r)
+    w = waking_of(wakings, r["tid"], woken["at_ns"] + offset, slept and slept + offset)
     check(w is not None, "%s: the breach's waking of %d at %d (%r) is not in the bundles"
           % (path, r["tid"], woken["at_ns"], woken))
     if woken["source"] == "task":

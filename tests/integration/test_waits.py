@@ -85,11 +85,12 @@ def sleep_in_read_is_one_breach_of_both_kinds():
                   "kind", "kinds", "off_cpu_duration_ns", "off_cpu_threshold_ns", "tid")})
         # The dump's off-CPU slice ends at the wakeup, where its run-queue slice begins: at
         # its sched_waking, as the native thread state has it, up to the remote CPU's
-        # interrupt (1 ms at most here) before it was queued (woken_by.at_ns).
+        # interrupt before it was queued (woken_by.at_ns): hundreds of microseconds on this
+        # guest, at most the 65.535 ms a flight record can carry (HT_FR_WAKE_DELAY_MAX_US).
         woken = b["woken_by"]["at_ns"]
         waking = [r["start_ns"] + x["t_ns"] for x in r["thread_states"]["states"]
                   if x["state"] == "R" and off["start_ns"] < r["start_ns"] + x["t_ns"] <= woken]
-        check(waking and woken - waking[-1] <= 1_000_000 and
+        check(waking and woken - waking[-1] <= 0xffff * 1000 and
               abs(r["off_cpu"]["ns"] - (waking[-1] - off["start_ns"])) <= 1000,
               "the dump's off-CPU slice %r, from %d; its R state from %r, queued at %d"
               % (r["off_cpu"], off["start_ns"], waking, woken))

@@ -449,6 +449,43 @@ TEST(a_waking_goes_where_and_when_its_waker_ran)
 }
 
 /*
+ * A record's time is the enqueue; its waker raised it earlier, by the delay
+ * the record carries (µs). The waking is written then, in the waker's time,
+ * and never before the window: a waking raised before the window began is
+ * written at its start.
+ */
+TEST(a_waking_is_written_when_it_was_raised_never_before_the_window)
+{
+	struct ht_fr_event entry[2];
+	bool valid[2] = {true, true};
+	const struct decoded_bundle *c0, *c1;
+	static struct decoded d;
+	uint64_t from_cpu1 = HT_WAKE_TASK | 1 << 8;
+
+	comms_offline();
+	nevents = 0;
+	/* A asleep since before the window; B runs on CPU 1 throughout. */
+	entry[0] = fx_fr_event(0, 100, HT_FR_SWITCH, 0, A, HOG, 0, 0x1);
+	entry[1] = fx_fr_event(1, 100, HT_FR_SWITCH, 0, 0, B, 0, 0);
+	/* Enqueued at 10500, raised 3 us before: 7500, before the window's 10000. */
+	add(0, 10500, HT_FR_WAKEUP, HT_FRF_TARGET, A, B, 0,
+	    from_cpu1 | (uint64_t)3 << HT_FR_WAKE_DELAY_SHIFT);
+	add(0, 11000, HT_FR_SWITCH, HT_FRF_NEXT_TARGET, HOG, A, 0, 0);
+	add(0, 11500, HT_FR_SWITCH, HT_FRF_PREV_TARGET, A, HOG, 0, 0x1);
+	/* Enqueued at 14000, raised 2 us before, at 12000. */
+	add(0, 14000, HT_FR_WAKEUP, HT_FRF_TARGET, A, B, 0,
+	    from_cpu1 | (uint64_t)2 << HT_FR_WAKE_DELAY_SHIFT);
+	add(0, 15000, HT_FR_SWITCH, HT_FRF_NEXT_TARGET, HOG, A, 0, 0);
+	if (write_two_cpus(10000, 20000, entry, valid, &d, &c0, &c1))
+		return;
+	CHECK(c1->n[HT_FTF_COMPACT_WAKING_TIMESTAMP] == 2);
+	CHECK(c1->wk_pid[0] == A && c1->wk_ts[0] == 10000 + BOOT_OFFSET);
+	CHECK(c1->wk_pid[1] == A && c1->wk_ts[1] == 12000 + BOOT_OFFSET);
+	/* The synthetic switches still come first, 2 ns before the window. */
+	CHECK(c1->sw_ts[0] == 9998 + BOOT_OFFSET && c1->sw_ts[1] == 9999 + BOOT_OFFSET);
+}
+
+/*
  * A timer's wakeup raised on a CPU the recorder never saw switch (idle since
  * the recording began): that CPU still has its bundle, on its idle task, so
  * that Perfetto keeps the waking rather than the wakee's sleep running on.

@@ -384,8 +384,14 @@ static int collect_wakings(struct builder *b)
 		wk->prio = (uint32_t)(e->rec.arg >> HT_FR_WAKE_PRIO_SHIFT) & 0xff;
 		wk->flags = waking_flags(&e->rec);
 		waking_span(b, wk->pid, e->rec.ts_ns, &lo, &hi);
-		/* At its sched_waking, as ftrace has it: the record's time is the enqueue. */
+		/*
+		 * At its sched_waking, as ftrace has it: the record's time is
+		 * the enqueue. A waking raised before the window began is
+		 * written at its start, where the window's CPUs are known.
+		 */
 		ts = ht_fr_wakeup_waking_ns(&e->rec);
+		ts = ts > b->sw->t0 ? ts : b->sw->t0;
+		lo = lo > b->sw->t0 ? lo : b->sw->t0;
 		ts = lo <= hi ? clamp_u64(ts, lo, hi) : ts;
 		if (e->rec.tid_b && !wk->flags && wk->cpu < b->sw->idx->ncpus) {
 			ts = place_in_waker(b, wk->cpu, e->rec.tid_b, ts, lo, hi);
