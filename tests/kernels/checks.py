@@ -27,17 +27,6 @@ KNOWN_DEFECTS = {
     "2b": ("issue 14 defect 2b, seen again",
            "hybtrace ran instead of its target after it knew the target's CPU",
            {"6.1-rt"}),
-    # Seen 2 of 11 loopback runs and 1 of 4 suite runs' syscall-waker on 2026-12-02 (TCG): on
-    # PREEMPT_RT softirqs and soft hrtimer callbacks run preemptibly in threads, so the
-    # per-CPU context marks (irq, softirq, hrtimer, timer) can be those of another task on
-    # the CPU: a net_rx wakeup said "timer", a sleep's timer wakeup "softirq (hrtimer)".
-    # Fixed in the monitor the same day (a mark counts only for the task that entered it;
-    # hard and soft hrtimer callbacks marked apart), but not seen in 40 runs of these
-    # scenarios alone before the fix nor in 15 after: listed until the suite's runs have
-    # shown it no more (XPASS each time), then removed here.
-    "rt-context": ("issue 14: the wakeup context on PREEMPT_RT, seen again",
-                   "a wakeup's context read from per-CPU marks another task left on PREEMPT_RT",
-                   {"6.1-rt"}),
 }
 
 
@@ -692,13 +681,11 @@ SCENARIOS = [
              check_off_cpu(["pipe_read", "vfs_read"])),
     Scenario("syscall", 3, "run", "run %s --rq-delay off %s --max-dumps 1 -- $W/sleeper 15 2"
              % (OUT, SLEEPS), check_syscall),
-    also_checks("syscall", "syscall-waker", check_sleeps_woken_by_the_timer,
-                defect="rt-context"),
+    also_checks("syscall", "syscall-waker", check_sleeps_woken_by_the_timer),
     Scenario("syscall-off-cpu", 3, "run", "run %s %s --off-cpu 10ms --max-dumps 0 "
              "-- $W/sleeper 15 3" % (OUT, SLEEPS), check_sleeps_woken_by_the_timer),
     Scenario("loopback-wakeup", 3, "run", "run %s --rq-delay off --off-cpu 1ms "
-             "--max-dumps 0 --no-children -- $W/tcp_pingpong 20 10 hog" % OUT, check_loopback_wakeup,
-             defect="rt-context"),
+             "--max-dumps 0 --no-children -- $W/tcp_pingpong 20 10 hog" % OUT, check_loopback_wakeup),
     Scenario("softirq-irq-exit", 3, "run", "run %s --rq-delay off --off-cpu 1ms "
              "--max-dumps 0 --no-children -- $W/tcp_pingpong 20 10 rps" % OUT, check_softirq_on_irq_exit),
     Scenario("summary", 3, "run", "run %s --syscall 1ms --min-interval 500ms --max-dumps 2 "
