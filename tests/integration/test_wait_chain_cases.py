@@ -16,8 +16,8 @@ import subprocess
 import tempfile
 import time
 
-from harness import (Attached, Control, Run, check, need_root, read_log, report_json, test,
-                     wait_for, whole_lines, workload)
+from harness import (Attached, Control, Run, chains_fully_traced, check, need_root, read_log,
+                     report_json, test, wait_for, whole_lines, workload)
 
 # How far a stretch's edge may lie past the log's instant that bounds it: a thread's log is
 # written from user space, a few microseconds from the kernel's instant it tells of, and the
@@ -121,7 +121,9 @@ def check_chain(c):
 
 
 def chains_of(lines, tid):
-    return [c for c in lines if c.get("type") == "chain" and c["tid"] == tid]
+    """TID's chain lines, but those the kernel's untraced switches left without a waker."""
+    return chains_fully_traced([c for c in lines if c.get("type") == "chain" and
+                                c["tid"] == tid], "the chains of %d" % tid)
 
 
 def started(log, event, key="tid"):

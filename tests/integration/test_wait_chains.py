@@ -7,8 +7,8 @@ import os
 import subprocess
 import tempfile
 
-from harness import (HYBTRACE, check, hybtrace, need_root, report_json, test, tolerance_ns,
-                     tp_query, workload)
+from harness import (HYBTRACE, chains_fully_traced, check, hybtrace, need_root, report_json,
+                     test, tolerance_ns, tp_query, workload)
 from perfetto_checks import critical_path
 
 # Perfetto's stretch boundaries and ours, on the same records: the issue's bound.
@@ -30,7 +30,7 @@ def run_chain(mode, out, rounds=3, extra=()):
 def chain_runs(mode, out, rounds=3, extra=()):
     """run_chain, and the chains of A's reads (there must be some)."""
     run, pids = run_chain(mode, out, rounds, extra)
-    chains = chains_of(run, pids["a"])
+    chains = chains_fully_traced(chains_of(run, pids["a"]), "A's chains")
     check(chains, "no chain of A's reads:\n" + run.describe())
     return run, pids, chains
 

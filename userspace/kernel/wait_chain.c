@@ -18,6 +18,7 @@ struct span {
 	int32_t syscall;
 	bool before_window; /* blocked since before the window: start and state unknown */
 	bool lost_wakeup;   /* blocked, then ran again with no wakeup on record */
+	bool untraced_in;   /* ... through a switch-in the kernel did not trace */
 	/* blocked: the wakeup that ended it, and when its waker raised it */
 	bool woken;
 	uint32_t wake_source, waker;
@@ -165,6 +166,7 @@ static bool task_spans(const struct chain_walk *k, uint32_t tid, struct spans *s
 					take_wakeup(cur, &late->rec);
 				/* Ran again with no wakeup on record: a tracepoint missed it. */
 				cur->lost_wakeup = !cur->woken && cur->kind == HT_STRETCH_BLOCKED;
+				cur->untraced_in = cur->lost_wakeup && (r->flags & HT_FRF_UNTRACED);
 			}
 			cur = spans_next(s, t, HT_STRETCH_RUNNING, (int)e->cpu);
 		} else if (is_wakeup_of(e, tid)) {
@@ -239,6 +241,8 @@ static struct ht_chain_stretch *emit(struct chain_walk *k, uint32_t tid, unsigne
 static enum ht_chain_stop stop_of(const struct chain_walk *k, const struct span *sp,
 				  unsigned int depth)
 {
+	if (sp->untraced_in)
+		return HT_CHAIN_STOP_UNTRACED;
 	if (!sp->woken)
 		return sp->lost_wakeup ? HT_CHAIN_STOP_WAKEUP_LOST : HT_CHAIN_STOP_NOT_WOKEN;
 	switch (sp->wake_source) {
@@ -563,6 +567,8 @@ const char *ht_chain_stop_name(enum ht_chain_stop stop)
 		return "not woken";
 	case HT_CHAIN_STOP_WAKEUP_LOST:
 		return "wakeup not recorded";
+	case HT_CHAIN_STOP_UNTRACED:
+		return "switched in untraced";
 	default:
 		return NULL;
 	}

@@ -56,6 +56,12 @@ enum ht_chain_stop {
 	 * skip one now and then (a loaded KVM guest; every program alike).
 	 */
 	HT_CHAIN_STOP_WAKEUP_LOST,
+	/*
+	 * It ran again through a switch the kernel did not trace
+	 * (HT_FRF_UNTRACED: some kernels hand a CPU over from a few tasks
+	 * without the tracepoint), and its wakeup went untraced with it.
+	 */
+	HT_CHAIN_STOP_UNTRACED,
 };
 
 struct ht_chain_stretch {
