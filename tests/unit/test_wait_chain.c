@@ -310,7 +310,14 @@ TEST(a_wakeup_recorded_after_its_waker_slept_is_its_wakees_to_wait_out)
 	ht_wait_chain_free(&c);
 }
 
-TEST(a_wakeup_the_tracepoints_missed_is_said_and_not_borrowed)
+/*
+ * The pipe chain with C's timer wakeup missing (its read before that sleep
+ * was woken at 1990); with UNTRACED, the switch that took C in after it is
+ * one the monitor made up (the kernel did not trace it). Checks how C's
+ * sleep stops, with no waker borrowed, and that the chain still adds up.
+ */
+static void check_sleep_without_its_wakeup(bool untraced, enum ht_chain_stop want,
+					   const char *want_name)
 {
 	struct ht_fr_window w;
 	struct ht_breach b = off_cpu_breach();
@@ -318,7 +325,6 @@ TEST(a_wakeup_the_tracepoints_missed_is_said_and_not_borrowed)
 	bool found = false;
 	size_t n = 0;
 
-	/* C's timer wakeup is missing; its read before that sleep was woken at 1990. */
 	pipe_chain(C, C);
 	for (size_t i = 0; i < nevents; i++)
 		if (!(events[i].rec.kind == HT_FR_WAKEUP && events[i].rec.tid_a == C))
@@ -329,12 +335,17 @@ TEST(a_wakeup_the_tracepoints_missed_is_said_and_not_borrowed)
 	add(1, 1990, HT_FR_WAKEUP, 0, C, A, 1, HT_WAKE_TASK);
 	add(1, 1995, HT_FR_SWITCH, 0, 0, C, 120, 0);
 	qsort(events, nevents, sizeof(events[0]), by_time);
+	for (size_t i = 0; untraced && i < nevents; i++)
+		if (events[i].rec.kind == HT_FR_SWITCH && events[i].rec.tid_b == C &&
+		    events[i].rec.ts_ns == 22100)
+			events[i].rec.flags |= HT_FRF_UNTRACED;
 	w = fx_fr_window(events, nevents, 0, 30000);
 	CHECK(compute(&w, &b, 3, &c));
 	for (size_t i = 0; i < c.count; i++) {
 		if (c.stretches[i].tid == C && c.stretches[i].start_ns == 2000) {
 			check_stretch(&c.stretches[i], C, 2, HT_STRETCH_BLOCKED, 2000, 22100);
-			CHECK(c.stretches[i].stop == HT_CHAIN_STOP_WAKEUP_LOST);
+			CHECK(c.stretches[i].stop == want);
+			CHECK(!strcmp(ht_chain_stop_name(c.stretches[i].stop), want_name));
 			CHECK_EQ_U64(c.stretches[i].waker, 0);
 			found = true;
 		}
@@ -344,47 +355,15 @@ TEST(a_wakeup_the_tracepoints_missed_is_said_and_not_borrowed)
 	ht_wait_chain_free(&c);
 }
 
+TEST(a_wakeup_the_tracepoints_missed_is_said_and_not_borrowed)
+{
+	check_sleep_without_its_wakeup(false, HT_CHAIN_STOP_WAKEUP_LOST, "wakeup not recorded");
+}
+
+/* The kernel switched C in without the tracepoint: its wakeup went untraced with it. */
 TEST(a_switch_in_the_kernel_did_not_trace_is_said_apart)
 {
-	struct ht_fr_window w;
-	struct ht_breach b = off_cpu_breach();
-	struct ht_wait_chain c;
-	bool found = false;
-	size_t n = 0;
-
-	/*
-	 * C's timer wakeup is missing, and so is the switch that took it in:
-	 * the record made up for it is marked untraced.
-	 */
-	pipe_chain(C, C);
-	for (size_t i = 0; i < nevents; i++)
-		if (!(events[i].rec.kind == HT_FR_WAKEUP && events[i].rec.tid_a == C))
-			events[n++] = events[i];
-	nevents = n;
-	events[0] = fx_fr_event(1, 500, HT_FR_SWITCH, 0, B, C, 120, SLEEP);
-	add(1, 1985, HT_FR_SWITCH, 0, C, 0, 120, SLEEP);
-	add(1, 1990, HT_FR_WAKEUP, 0, C, A, 1, HT_WAKE_TASK);
-	add(1, 1995, HT_FR_SWITCH, 0, 0, C, 120, 0);
-	qsort(events, nevents, sizeof(events[0]), by_time);
-	for (size_t i = 0; i < nevents; i++)
-		if (events[i].rec.kind == HT_FR_SWITCH && events[i].rec.tid_b == C &&
-		    events[i].rec.ts_ns == 22100)
-			events[i].rec.flags |= HT_FRF_UNTRACED;
-	w = fx_fr_window(events, nevents, 0, 30000);
-	CHECK(compute(&w, &b, 3, &c));
-	for (size_t i = 0; i < c.count; i++) {
-		if (c.stretches[i].tid == C && c.stretches[i].start_ns == 2000) {
-			check_stretch(&c.stretches[i], C, 2, HT_STRETCH_BLOCKED, 2000, 22100);
-			CHECK(c.stretches[i].stop == HT_CHAIN_STOP_UNTRACED);
-			CHECK(!strcmp(ht_chain_stop_name(c.stretches[i].stop),
-				      "switched in untraced"));
-			CHECK_EQ_U64(c.stretches[i].waker, 0);
-			found = true;
-		}
-	}
-	CHECK(found);
-	CHECK_EQ_U64(leaves_ns(&c), 23100 - 1000);
-	ht_wait_chain_free(&c);
+	check_sleep_without_its_wakeup(true, HT_CHAIN_STOP_UNTRACED, "switched in untraced");
 }
 
 TEST(a_run_queue_breach_is_its_own_runnable_stretch)
