@@ -32,6 +32,8 @@ char LICENSE[] SEC("license") = "GPL";
 __u32 test_switch_ins = 0;
 /* test_untraced_switch_every's count. */
 __u32 test_switches_to_target = 0;
+/* test_untraced_wakeup_every's count. */
+__u32 test_target_wakeups = 0;
 
 /*
  * Set by user space when the session ends: from then on no breach is
@@ -88,6 +90,12 @@ struct task_state {
 	__u32 wake_cpu;
 	__u32 waker_cpu;
 	__u32 joined; /* the last wakeup came from its own process's exiting thread */
+	/*
+	 * Its last sleep began and no enqueue of it followed: the wakeup that
+	 * ended it went untraced (this guest's kernel hands a CPU over without
+	 * its tracepoints now and then), and the waker held is an older sleep's.
+	 */
+	__u32 sleep_unwoken;
 	/* syscall_stacks holds the stack seen at a switch-in past the threshold */
 	__s32 syscall_kstack_bytes;
 	/* Its run-queue wait began with a preemption on preempt_cpu, not with that wakeup. */
@@ -563,11 +571,28 @@ static __always_inline __u32 waker_flags(const struct task_state *st)
 	return st->joined ? HT_BRF_JOINED : 0;
 }
 
+/* A breach that names no wakeup. */
+static __always_inline void clear_waker(struct ht_breach *b)
+{
+	b->wake_ns = 0;
+	b->wake_source = HT_WAKE_NONE;
+	b->waker_tid = 0;
+	b->waker_tgid = 0;
+	b->wake_cpu = 0;
+	b->softirq_vec = 0;
+	b->waker_stack_seq = 0;
+	__builtin_memset(b->waker_comm, 0, sizeof(b->waker_comm));
+}
+
 /* The state of the thread's last sleep and the wakeup that ended it, for a breach ending at END_NS. */
 static __always_inline void fill_waker(struct ht_breach *b, const struct task_state *st,
 				       __u64 end_ns)
 {
 	b->state = st->off_cpu_state;
+	if (st->sleep_unwoken) {
+		clear_waker(b);
+		return;
+	}
 	/* Its time comes from its rq's clock (see clock_sync): never after the end. */
 	b->wake_ns = st->wake_ns < end_ns ? st->wake_ns : end_ns;
 	b->wake_source = st->wake_source;
@@ -625,13 +650,8 @@ static __always_inline void emit_breach(__u32 kind, struct task_struct *p, struc
 	bpf_probe_read_kernel_str(b->comm, sizeof(b->comm), p->comm);
 	if (preempted) {
 		b->state = TASK_RUNNING;
-		b->wake_ns = 0;
-		b->wake_source = HT_WAKE_NONE;
-		b->waker_tid = 0;
-		b->waker_tgid = 0;
+		clear_waker(b);
 		b->wake_cpu = st->preempt_cpu;
-		b->waker_stack_seq = 0;
-		__builtin_memset(b->waker_comm, 0, sizeof(b->waker_comm));
 	} else {
 		fill_waker(b, st, end_ns);
 	}
@@ -706,6 +726,8 @@ static __always_inline void target_switch_out(void *ctx, struct task_struct *pre
 		st->off_cpu_since_ns = now;
 		st->off_cpu_state = state;
 		st->preempted = 0;
+		/* Its enqueue comes after this (the waker waits for it to be off the CPU). */
+		st->sleep_unwoken = 1;
 		if (block_stack_mode) {
 			st->block_stack_seq = keep_block_stack(ctx, prev, now);
 			/* make bench divides the program's added time by the stacks taken. */
@@ -873,6 +895,16 @@ static __always_inline void hold_off_cpu(struct task_struct *p, struct task_stat
 	h->softirq_vec = st->softirq_vec;
 	h->waker_stack_seq = st->waker_stack_seq;
 	__builtin_memcpy(h->waker_comm, st->waker_comm, sizeof(h->waker_comm));
+	/* Its wakeup went untraced: what st holds is an older sleep's. */
+	if (st->sleep_unwoken) {
+		h->wake_ns = 0;
+		h->wake_source = HT_WAKE_NONE;
+		h->waker_tid = 0;
+		h->waker_tgid = 0;
+		h->flags = 0;
+		h->waker_stack_seq = 0;
+		__builtin_memset(h->waker_comm, 0, sizeof(h->waker_comm));
+	}
 	/* The stack it slept on is the breach's, whichever kinds it ends with. */
 	keep_syscall_stack(p, st);
 	/* Its user stack too: a later sleep of the syscall keeps another in its place. */
@@ -1342,6 +1374,7 @@ static __always_inline void enqueued(struct task_struct *p, struct task_state *s
 		st->runnable_since_ns = now;
 	st->wake_cpu = cpu;
 	st->wake_ns = now;
+	st->sleep_unwoken = 0;
 	/* A new task has no sched_waking: its waking_ns is another wakeup's. */
 	fr_write_any(!is_current(p), now, kind, flags, cpu, p->pid, st->waker_tid,
 		     with_prio(wake_arg(st->wake_source, st->waker_cpu, st->softirq_vec), p) |
@@ -1388,6 +1421,8 @@ int BPF_PROG(handle_sched_wakeup, struct task_struct *p)
 		other_enqueued(p, HT_FR_WAKEUP);
 		return 0;
 	}
+	if (test_untraced_wakeup_every && ++test_target_wakeups % test_untraced_wakeup_every == 0)
+		return 0;
 	st = state_of(p);
 	if (st)
 		enqueued(p, st, HT_FR_WAKEUP);

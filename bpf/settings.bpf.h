@@ -66,5 +66,7 @@ const volatile __u64 do_softirq_ranges[DO_SOFTIRQ_RANGES][2] = {};
 const volatile __u32 test_skip_switch_in_every = 0;
 /* For tests: act as if the kernel did not trace every Nth switch from another task to a target. */
 const volatile __u32 test_untraced_switch_every = 0;
+/* For tests: act as if the kernel did not trace every Nth wakeup of a target (it hides some with a switch). */
+const volatile __u32 test_untraced_wakeup_every = 0;
 
 #endif /* HT_SETTINGS_BPF_H */

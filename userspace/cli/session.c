@@ -1645,6 +1645,8 @@ static int start_session(struct session *s, const struct ht_options *o)
 	cfg.test_skip_switch_in_every = test_every("HYBTRACE_TEST_SKIP_SWITCH_IN", 2);
 	/* For tests: the switches some kernels make without the tracepoint, on demand. */
 	cfg.test_untraced_switch_every = test_every("HYBTRACE_TEST_UNTRACED_SWITCH", 1);
+	/* For tests: the wakeups such a switch hides with it, on demand. */
+	cfg.test_untraced_wakeup_every = test_every("HYBTRACE_TEST_UNTRACED_WAKEUP", 2);
 	memcpy(cfg.threshold_ns, o->threshold_ns, sizeof(cfg.threshold_ns));
 	memcpy(cfg.syscall_filter, o->syscall_filter, sizeof(cfg.syscall_filter));
 	s->comms = malloc(sizeof(*s->comms));

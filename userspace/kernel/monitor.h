@@ -33,6 +33,8 @@ struct ht_monitor_config {
 	unsigned int test_skip_switch_in_every; /* for tests: 0, or ignore every Nth switch-in */
 	/* for tests: 0, or hide every Nth switch to a target from the monitor, as some kernels do */
 	unsigned int test_untraced_switch_every;
+	/* for tests: 0, or hide every Nth wakeup of a target from the monitor */
+	unsigned int test_untraced_wakeup_every;
 	const char *btf_path;	  /* NULL: the running kernel's */
 	/* [start, end) of do_softirq() and its callers' text (find_do_softirq); zero: unknown */
 	uint64_t do_softirq_ranges[HT_DO_SOFTIRQ_RANGES][2];
