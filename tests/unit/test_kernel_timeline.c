@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /* A flight-recorder window lowered into the timeline: syscalls, the breach, tracks, edges. */
 #include "check.h"
+#include "kernel/breach_format.h"
 #include "kernel/comm_cache.h"
 #include "trace/dump_schema.h"
 #include "kernel/kernel_timeline.h"
@@ -242,6 +243,83 @@ TEST(a_breach_older_than_the_window_is_cut_there)
 	      arg(tl, slice, HT_ARG_BEFORE_WINDOW));
 	/* Its length is the breach's, not the slice's. */
 	CHECK(arg(tl, slice, HT_ARG_DURATION_NS) && arg(tl, slice, HT_ARG_DURATION_NS)->u == 2800);
+	tl_free(tl);
+}
+
+/*
+ * A breach that says all it can: three kinds, its pids in its namespace, a
+ * softirq's waker in a task, eight tasks ran instead, a chain asked for, cut
+ * by the window. Its two events hold every argument (a postgres backend's
+ * breach with eight culprits once failed its dump: "more than 32 arguments").
+ */
+TEST(a_breach_with_every_argument_fits_its_events)
+{
+	struct ht_breach br = {.kind = HT_BREACH_SYSCALL,
+			       .kinds = HT_KIND_BIT(HT_BREACH_SYSCALL) |
+					HT_KIND_BIT(HT_BREACH_OFF_CPU) |
+					HT_KIND_BIT(HT_BREACH_RQ_DELAY),
+			       .tid = A,
+			       .tgid = TGID,
+			       .ns_tid = 7,
+			       .ns_tgid = 7,
+			       .start_ns = 900,
+			       .end_ns = 3000,
+			       .off_cpu_start_ns = 1100,
+			       .off_cpu_end_ns = 2000,
+			       .off_cpu_threshold_ns = 500,
+			       .state = 1 /* S */,
+			       .syscall_nr = 230,
+			       .wake_source = HT_WAKE_SOFTIRQ,
+			       .softirq_vec = 3,
+			       .waker_tid = B,
+			       .waker_comm = "waker",
+			       .wake_ns = 2000,
+			       .comm = "a"};
+	struct ht_fr_window w;
+	struct ht_kernel_window kw;
+	const struct tl_event *slice, *instant = NULL;
+	struct timeline *tl = tl_new();
+	char why[256];
+
+	nevents = 0;
+	add(0, 900, HT_FR_SYS_ENTER, HT_FRF_TARGET, A, 0, 230, 0);
+	add(0, 1100, HT_FR_SWITCH, HT_FRF_PREV_TARGET, A, HOG, 0, 1 /* S */);
+	add(0, 2000, HT_FR_WAKEUP, HT_FRF_TARGET | HT_FRF_FROM_IRQ, A, B, 0, HT_WAKE_SOFTIRQ);
+	for (uint32_t i = 0; i < 8; i++)
+		add(0, 2100 + 100 * i, HT_FR_SWITCH, 0, HOG + i, HOG + i + 1, 0, 0);
+	add(0, 3000, HT_FR_SWITCH, HT_FRF_NEXT_TARGET, HOG + 8, A, 0, 0);
+	add(0, 3100, HT_FR_SYS_EXIT, HT_FRF_TARGET, A, 0, 230, 0);
+	comms_offline();
+	w = fx_fr_window(events, nevents, 950, 4000);
+	kw = (struct ht_kernel_window){.tgid = TGID,
+				       .target_comm = "target",
+				       .t0 = 950,
+				       .t1 = 4000,
+				       .w = &w,
+				       .comms = &comms,
+				       .breach = &br,
+				       .threshold_ns = 1000,
+				       .chain_depth = 3};
+	CHECK(!fx_kernel_timeline_lower(tl, &kw));
+	CHECK(tl_validate(tl, why, sizeof(why)) == 0);
+	if (tl_validate(tl, why, sizeof(why)))
+		printf("     %s\n", why);
+	slice = fx_kernel_event(tl, A, HT_EV_BREACH, 0);
+	for (size_t i = 0; i < tl_event_count(tl); i++) {
+		const struct tl_event *e = tl_event(tl, i);
+
+		if (e->kind == TL_EVENT_INSTANT && !strcmp(tl_str_get(tl, e->name), HT_EV_BREACH))
+			instant = e;
+	}
+	for (int i = 0; i < 2; i++) {
+		const struct tl_event *e = i ? instant : slice;
+
+		CHECK(e && arg(tl, e, HT_ARG_RAN_INSTEAD ".7.cpu") &&
+		      arg(tl, e, HT_ARG_OFF_CPU_THRESHOLD_NS) && arg(tl, e, HT_ARG_CHAIN_DEPTH) &&
+		      fx_arg_is(tl, e, HT_ARG_SOFTIRQ, ht_softirq_name(3)));
+	}
+	CHECK(slice && arg(tl, slice, HT_ARG_BEFORE_WINDOW));
+	ht_comm_cache_free(&comms);
 	tl_free(tl);
 }
 

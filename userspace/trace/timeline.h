@@ -31,7 +31,7 @@
 #include <stdint.h>
 
 /* Limits that keep one event small; the reader enforces them on files too. */
-#define TL_MAX_ARGS   32   /* arguments per event */
+#define TL_MAX_ARGS   64   /* arguments per event (a breach says up to about 50) */
 #define TL_MAX_FLOWS  32   /* flow ids per event and direction */
 #define TL_MAX_FRAMES 1024 /* frames per call stack */
 
