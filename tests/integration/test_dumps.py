@@ -549,7 +549,9 @@ def wait_skew_ns(r):
     rq = [l for l in r["timeline"] if l["name"] == "runqueue"
           and l["thread"].endswith("[%d]" % r["tid"])
           and l["t_ns"] + l["dur_ns"] == r["duration_ns"]]
-    check(rq, "no run-queue slice ends at the breach: %r" % r["timeline"])
+    check(rq, "no run-queue slice of %d ends at the breach's %d ns (%s): %r"
+          % (r["tid"], r["duration_ns"], {k: r.get(k) for k in ("kind", "start_ns", "end_ns")},
+             [l for l in r["timeline"] if l["category"] == "sched"]))
     return abs(rq[0]["t_ns"]) + 1000
 
 
