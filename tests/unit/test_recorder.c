@@ -154,6 +154,29 @@ TEST(slightly_out_of_order_records_are_kept)
 	ht_fr_window_free(&w);
 }
 
+/*
+ * The kernel gave task 5 the CPU without its tracepoint: the monitor writes
+ * that switch-in at 5's next switch-out, after 5's own events, with the time
+ * 5 began to run. It ends a wait inside the window, and is read, however
+ * long 5 ran past the window's end.
+ */
+TEST(a_switch_in_written_late_is_read_where_it_happened)
+{
+	struct fake_rings f;
+	struct ht_fr_window w;
+
+	rings_init(&f);
+	push(&f, 0, 100, HT_FR_SWITCH, 1, 77);
+	push(&f, 0, 2 * HT_FR_REORDER_SLACK_NS, HT_FR_SYS_ENTER, 5, 0);
+	push(&f, 0, 3 * HT_FR_REORDER_SLACK_NS, HT_FR_SYS_EXIT, 5, 0);
+	push(&f, 0, 300, HT_FR_SWITCH, 77, 5)->flags = HT_FRF_UNTRACED;
+	push(&f, 0, 4 * HT_FR_REORDER_SLACK_NS, HT_FR_SWITCH, 5, 1);
+	CHECK(!ht_recorder_read(&f.r, 0, 1000, &w));
+	CHECK_EQ_U64(w.count, 2);
+	CHECK(w.count == 2 && w.events[1].rec.ts_ns == 300 && w.events[1].rec.tid_b == 5);
+	ht_fr_window_free(&w);
+}
+
 TEST(ring_and_thread_slot_sizes)
 {
 	/* 32-byte records: 1 MiB a CPU is 2^15 of them; one more rounds up to 2^16. */

@@ -113,15 +113,19 @@ static int read_cpu(const struct ht_recorder *r, unsigned int cpu, struct ht_fr_
 	}
 	start = lower_bound(r, cpu, lo, head, w->t0);
 	find_entry_switch(r, cpu, lo, start, w->t0, w);
-	/* Step back over records that a nested program wrote slightly out of order. */
+	/*
+	 * Step back over records that a nested program wrote slightly out of
+	 * order. Past the window's end, read on to the head: a switch-in the
+	 * kernel did not trace is written at the task's next switch-out, after
+	 * its events, with the time it began to run (untraced_switch_in() in
+	 * bpf/monitor.bpf.c); it may end a wait inside the window.
+	 */
 	i = start > lo + 8 ? start - 8 : lo;
 	for (; i < head; i++) {
 		if (!read_record(r, cpu, i, &rec)) {
 			w->skipped_records++;
 			continue;
 		}
-		if (rec.ts_ns > w->t1 + HT_FR_REORDER_SLACK_NS)
-			break;
 		if (rec.ts_ns < w->t0 || rec.ts_ns > w->t1)
 			continue;
 		if (vec_push(vec, &rec, cpu))
