@@ -571,6 +571,17 @@ static __always_inline __u32 waker_flags(const struct task_state *st)
 	return st->joined ? HT_BRF_JOINED : 0;
 }
 
+/* No wakeup has ended the thread's waits since: its breaches name none. */
+static __always_inline void forget_waker(struct task_state *st)
+{
+	st->wake_source = HT_WAKE_NONE;
+	st->waker_tid = 0;
+	st->waker_tgid = 0;
+	st->wake_ns = 0;
+	st->joined = 0;
+	st->waker_stack_seq = 0;
+}
+
 /* A breach that names no wakeup. */
 static __always_inline void clear_waker(struct ht_breach *b)
 {
@@ -589,10 +600,6 @@ static __always_inline void fill_waker(struct ht_breach *b, const struct task_st
 				       __u64 end_ns)
 {
 	b->state = st->off_cpu_state;
-	if (st->sleep_unwoken) {
-		clear_waker(b);
-		return;
-	}
 	/* Its time comes from its rq's clock (see clock_sync): never after the end. */
 	b->wake_ns = st->wake_ns < end_ns ? st->wake_ns : end_ns;
 	b->wake_source = st->wake_source;
@@ -895,16 +902,6 @@ static __always_inline void hold_off_cpu(struct task_struct *p, struct task_stat
 	h->softirq_vec = st->softirq_vec;
 	h->waker_stack_seq = st->waker_stack_seq;
 	__builtin_memcpy(h->waker_comm, st->waker_comm, sizeof(h->waker_comm));
-	/* Its wakeup went untraced: what st holds is an older sleep's. */
-	if (st->sleep_unwoken) {
-		h->wake_ns = 0;
-		h->wake_source = HT_WAKE_NONE;
-		h->waker_tid = 0;
-		h->waker_tgid = 0;
-		h->flags = 0;
-		h->waker_stack_seq = 0;
-		__builtin_memset(h->waker_comm, 0, sizeof(h->waker_comm));
-	}
 	/* The stack it slept on is the breach's, whichever kinds it ends with. */
 	keep_syscall_stack(p, st);
 	/* Its user stack too: a later sleep of the syscall keeps another in its place. */
@@ -1070,6 +1067,11 @@ static __always_inline void target_switch_in(struct task_struct *next, const str
 	st = state_find(next, true, &in_storage);
 	if (!st)
 		return;
+	/* Its wakeup went untraced: the waker held is an older sleep's. */
+	if (st->sleep_unwoken) {
+		forget_waker(st);
+		st->sleep_unwoken = 1;
+	}
 	if (st->runnable_since_ns && !rq_done) {
 		count(HT_CNT_RQ_THREAD_STATE);
 		count_judged(in_storage);
@@ -1680,11 +1682,7 @@ int BPF_PROG(handle_sys_enter, struct pt_regs *regs, long nr)
 	st->syscall_kstack_bytes = 0;
 	/* What wakes it from here on is what ends this syscall's waits; it has not slept yet. */
 	st->off_cpu_state = TASK_RUNNING;
-	st->wake_source = HT_WAKE_NONE;
-	st->waker_tid = 0;
-	st->waker_tgid = 0;
-	st->wake_ns = 0;
-	st->joined = 0;
+	forget_waker(st);
 	fr_write(now, HT_FR_SYS_ENTER, HT_FRF_TARGET, nr, cur->pid, 0, regs->di);
 	return 0;
 }
