@@ -1069,8 +1069,9 @@ static __always_inline void target_switch_in(struct task_struct *next, const str
 		return;
 	/* Its wakeup went untraced: the waker held is an older sleep's. */
 	if (st->sleep_unwoken) {
+		count(HT_CNT_UNTRACED_WAKEUPS);
 		forget_waker(st);
-		st->sleep_unwoken = 1;
+		st->sleep_unwoken = 0;
 	}
 	if (st->runnable_since_ns && !rq_done) {
 		count(HT_CNT_RQ_THREAD_STATE);

@@ -289,6 +289,7 @@ enum ht_counter {
 	HT_CNT_UNTRACED_SWITCH_INS, /* switch-ins the kernel did not trace, made up at switch-out */
 	HT_CNT_WAKER_STACKS,	    /* waker stacks taken (wakeups that ended a wait over its threshold) */
 	HT_CNT_WAKER_STACK_DROPS,   /* ... that found no room on their ring */
+	HT_CNT_UNTRACED_WAKEUPS,    /* sleeps that ended with no wakeup traced: no waker named */
 	HT_CNT_MAX,
 };
 

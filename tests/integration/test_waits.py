@@ -113,8 +113,10 @@ def sleep_in_read_as_text():
         check(len(lines) == 1 and re.match(
             r"\d+\.\d{6} off-cpu\+syscall \S+ms tid %d \(reader\) cpu \d+: read = 1, "
             r"off-cpu \S+ms in state S; woken by %d \(writer\)"
-            # On a busy machine the reader may queue after its wakeup: what ran then follows.
-            r"(; then runnable \S+: ran instead .+)?$" % (reader, writer), lines[0]),
+            # On a busy machine the reader may queue after its wakeup, and be preempted on its
+            # way out: what ran then follows.
+            r"(; then runnable \S+(, preempted (once|\d+ times))?: ran instead .+)?$"
+            % (reader, writer), lines[0]),
             "the reader's lines:\n%s" % "\n".join(lines) + "\n" + run.describe())
         check("  waits: 1 breached: 0 rq-delay, 0 off-cpu only, 0 syscall only, "
               "1 both (off-cpu and syscall)\n" in run.stdout, "summary:\n" + run.stdout)

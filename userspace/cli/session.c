@@ -807,6 +807,7 @@ static void print_summary_json(struct session *s, struct ht_json *j,
 	ht_json_u64(j, "thread_slot", c->value[HT_CNT_STATE_SLOT]);
 	ht_json_u64(j, "task_storage", c->value[HT_CNT_STATE_STORAGE]);
 	ht_json_u64(j, "untraced_switch_in", c->value[HT_CNT_UNTRACED_SWITCH_INS]);
+	ht_json_u64(j, "untraced_wakeup", c->value[HT_CNT_UNTRACED_WAKEUPS]);
 	ht_json_close(j);
 	/* Stacks taken: what make bench divides the sched_switch program's added time by. */
 	if (s->blocks) {
