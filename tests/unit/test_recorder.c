@@ -171,9 +171,12 @@ TEST(a_switch_in_written_late_is_read_where_it_happened)
 	push(&f, 0, 3 * HT_FR_REORDER_SLACK_NS, HT_FR_SYS_EXIT, 5, 0);
 	push(&f, 0, 300, HT_FR_SWITCH, 77, 5)->flags = HT_FRF_UNTRACED;
 	push(&f, 0, 4 * HT_FR_REORDER_SLACK_NS, HT_FR_SWITCH, 5, 1);
+	/* Still being written at the head: past the end, no loss. */
+	push(&f, 0, 5 * HT_FR_REORDER_SLACK_NS, HT_FR_SWITCH, 1, 5)->seq = 0;
 	CHECK(!ht_recorder_read(&f.r, 0, 1000, &w));
 	CHECK_EQ_U64(w.count, 2);
 	CHECK(w.count == 2 && w.events[1].rec.ts_ns == 300 && w.events[1].rec.tid_b == 5);
+	CHECK_EQ_U64(w.skipped_records, 0);
 	ht_fr_window_free(&w);
 }
 

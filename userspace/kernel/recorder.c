@@ -101,7 +101,7 @@ static int read_cpu(const struct ht_recorder *r, unsigned int cpu, struct ht_fr_
 	uint64_t lo = head > slots ? head - slots : 0;
 	uint64_t start, oldest_ts, i;
 	struct ht_flight_record rec;
-	bool wrapped = head > slots;
+	bool wrapped = head > slots, past_end = false;
 
 	if (head == lo)
 		return 0;
@@ -123,9 +123,11 @@ static int read_cpu(const struct ht_recorder *r, unsigned int cpu, struct ht_fr_
 	i = start > lo + 8 ? start - 8 : lo;
 	for (; i < head; i++) {
 		if (!read_record(r, cpu, i, &rec)) {
-			w->skipped_records++;
+			/* One past the end (maybe still being written at the head) is no loss. */
+			w->skipped_records += !past_end;
 			continue;
 		}
+		past_end = past_end || rec.ts_ns > w->t1 + HT_FR_REORDER_SLACK_NS;
 		if (rec.ts_ns < w->t0 || rec.ts_ns > w->t1)
 			continue;
 		if (vec_push(vec, &rec, cpu))
