@@ -96,6 +96,8 @@ struct task_state {
 	 * its tracepoints now and then), and the waker held is an older sleep's.
 	 */
 	__u32 sleep_unwoken;
+	/* The syscall its last sleep began in (HT_FR_SWITCH's bits: nr + 1; 0: none). */
+	__u32 sleep_syscall;
 	/* syscall_stacks holds the stack seen at a switch-in past the threshold */
 	__s32 syscall_kstack_bytes;
 	/* Its run-queue wait began with a preemption on preempt_cpu, not with that wakeup. */
@@ -698,7 +700,7 @@ static __always_inline void emit_syscall_end(struct task_struct *p, struct task_
  * sched_switch's, where PREV is current).
  */
 static __always_inline void target_switch_out(void *ctx, struct task_struct *prev, __u32 state,
-					      bool preempt, __u64 now)
+					      bool preempt, __u64 now, __u64 syscall_bits)
 {
 	struct task_state *st;
 	bool in_storage;
@@ -735,6 +737,7 @@ static __always_inline void target_switch_out(void *ctx, struct task_struct *pre
 		st->preempted = 0;
 		/* Its enqueue comes after this (the waker waits for it to be off the CPU). */
 		st->sleep_unwoken = 1;
+		st->sleep_syscall = (__u32)(syscall_bits >> HT_FR_SWITCH_SYSCALL_SHIFT);
 		if (block_stack_mode) {
 			st->block_stack_seq = keep_block_stack(ctx, prev, now);
 			/* make bench divides the program's added time by the stacks taken. */
@@ -1023,7 +1026,8 @@ out:
  * An off-CPU wait over the threshold: a breach, unless the filters leave it
  * out. TRACED: NEXT is being switched in, so its kernel stack and saved
  * registers are where it slept; else it is leaving the CPU again
- * (untraced_switch_in()), maybe in another syscall, and neither is known.
+ * (untraced_switch_in()), maybe in another syscall: only the syscall noted
+ * as it fell asleep is known.
  */
 static __always_inline void off_cpu_breach(struct task_struct *next, struct task_state *st,
 					   __u64 now, bool traced)
@@ -1032,6 +1036,8 @@ static __always_inline void off_cpu_breach(struct task_struct *next, struct task
 
 	if (traced)
 		sleep_syscall_of(next, st, &sc);
+	else
+		sc.nr = (__s32)st->sleep_syscall - 1;
 	if ((off_cpu_states &&
 	     !(off_cpu_states & (1U << ht_task_state_index(st->off_cpu_state)))) ||
 	    (off_cpu_syscalls_on && !syscall_in(off_cpu_syscalls, sc.nr)) ||
@@ -1172,6 +1178,7 @@ int BPF_PROG(handle_sched_switch, bool preempt, struct task_struct *prev, struct
 	bool prev_target = is_target(prev);
 	bool next_target = is_target(next);
 	struct switch_time t;
+	__u64 syscall_bits;
 	__u8 flags = 0;
 
 	/*
@@ -1191,11 +1198,12 @@ int BPF_PROG(handle_sched_switch, bool preempt, struct task_struct *prev, struct
 		flags |= HT_FRF_PREV_TARGET;
 	if (next_target)
 		flags |= HT_FRF_NEXT_TARGET;
+	syscall_bits = switch_out_syscall(prev);
 	fr_write_sched(t.now, HT_FR_SWITCH, flags, next->prio, prev->pid, next->pid,
-		       state | switch_out_syscall(prev));
+		       state | syscall_bits);
 
 	if (prev_target) {
-		target_switch_out(ctx, prev, state, preempt, t.now);
+		target_switch_out(ctx, prev, state, preempt, t.now, syscall_bits);
 		if ((preempt || state == TASK_RUNNING) && t.clock)
 			note_preemption(prev, &t);
 		if (state & TASK_DEAD) {
