@@ -136,10 +136,11 @@ def check_timer_sleep_two_down(run, c, pids):
     check(len(logged) == 1, "C's sleep %r matches logged sleeps %r" % (s, sleeps_of(run)))
     a, b, asked = logged[0]
     # Its log's interval also holds the wait for a CPU after the timer woke it (3 ms beside
-    # stress-ng): the sleep lies inside it and lasts what C asked for, a little more.
+    # stress-ng): the sleep lies inside it and lasts at least what C asked for (a timer may
+    # fire late: 25 ms for 20 once, by the log too).
     margin = tolerance_ns(asked)
     check(a - margin <= s["start_ns"] and s["start_ns"] + s["duration_ns"] <= b + margin and
-          asked - margin <= s["duration_ns"] <= asked + margin,
+          s["duration_ns"] >= asked - margin,
           "C slept %d ns by the chain from %d, asked for %d, logged from %d to %d (%d ns)"
           % (s["duration_ns"], s["start_ns"], asked, a, b, b - a))
 
