@@ -67,8 +67,36 @@ def need_root():
         raise Skip("needs root for BPF")
 
 
+# Where a failing check keeps the dumps and captures its message names, before the test's
+# temporary directories go: a rare failure is a bug to find, and its dump is the evidence.
+FAILED_DIR = os.environ.get("HT_FAILED_DIR", os.path.join(tempfile.gettempdir(),
+                                                          "hybtrace-failed"))
+KEPT_SUFFIXES = (".perfetto-trace", ".hybtrace-raw")
+KEPT_PER_FAILURE = 4
+
+
+def keep_evidence(message):
+    """Copy the dumps MESSAGE names that still exist into FAILED_DIR; what was kept."""
+    kept = []
+    for path in re.findall(r"(/[^\s'\":,()\[\]]+)", message):
+        if not path.endswith(KEPT_SUFFIXES) or not os.path.isfile(path) or path in kept:
+            continue
+        if len(kept) == KEPT_PER_FAILURE:
+            break
+        try:
+            os.makedirs(FAILED_DIR, exist_ok=True)
+            shutil.copy(path, os.path.join(FAILED_DIR, "%d-%s" % (
+                time.time_ns(), os.path.basename(path))))
+            kept.append(path)
+        except OSError:
+            pass
+    return kept
+
+
 def check(cond, message):
     if not cond:
+        if keep_evidence(message):
+            message += "\n(the dumps named are kept in %s)" % FAILED_DIR
         raise Failure(message)
 
 
