@@ -170,11 +170,12 @@ def all_tasks_name_the_hog_and_never_hybtrace():
     start = [e for e in events if e["event"] == "contention_start"][0]
     mine = [b for b in ht.breaches("rq-delay") if b["pid"] == victim.pid and
             start["ts_ns"] <= b["end_ns"] <= end[0]["ts_ns"]]
-    named = [b for b in mine if b.get("ran_instead") and
-             b["ran_instead"][0]["pid"] == start["hog_pid"] and
-             b["ran_instead"][0]["comm"] == "rq_hog"]
-    check(len(named) >= 3 and len(named) >= len(mine) // 2,
-          "%d run-queue breaches of the victim %d, %d of them naming the hog %d first\n%s"
+    # The hog among what ran instead, not always first: on a loaded machine other tasks
+    # take turns on the victim's CPU too (beside stress-ng, it was first in 20 of 54).
+    named = [b for b in mine if any(c["pid"] == start["hog_pid"] and c["comm"] == "rq_hog"
+                                    for c in b.get("ran_instead") or [])]
+    check(len(named) >= 3 and len(named) >= len(mine) * 0.6,
+          "%d run-queue breaches of the victim %d, %d of them naming the hog %d\n%s"
           % (len(mine), victim.pid, len(named), start["hog_pid"], ht.describe()))
     ours = [b for b in ht.breaches() if b["pid"] == ht.pid]
     check(not ours, "breaches of hybtrace itself: %r" % ours[:3])
