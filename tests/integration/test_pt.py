@@ -12,10 +12,11 @@ import os
 import struct
 import subprocess
 import tempfile
+import time
 
-from harness import (HYBTRACE, ROOT, NoHardware, Run, check, check_new_dumps, dumps_before,
-                     hybtrace, need_root, report_json, test, tp_query, trace_processor,
-                     wait_for, workload)
+from harness import (HYBTRACE, ROOT, Attached, Cgroup, NoHardware, Run, check, check_new_dumps,
+                     dumps_before, hybtrace, need_root, read_log, report_json, test, tp_query,
+                     trace_processor, wait_for, workload)
 from perfetto_checks import check_global_tracks_have_no_thread, check_no_import_errors
 
 HAS_PT = os.path.exists("/sys/bus/event_source/devices/intel_pt")
@@ -218,6 +219,183 @@ def sideband_mode_every_process_keeps_its_own_code():
               "processes: " + run.describe())
         check(own_after_exec, "no capture held beta's or gamma's own program: "
               + run.describe())
+
+
+RAWSEC_SIDEBAND = 7
+# Each sideband record ends with its sample_id: pid, tid, time, cpu (HT_INTELPT_SIDEBAND_SAMPLE_TYPE).
+SAMPLE_ID_BYTES = 24
+
+
+def raw_sideband_pids(path):
+    """The processes whose tasks the sideband records of a raw capture were written for."""
+    with open(path, "rb") as f:
+        data = f.read()
+    pids, at = set(), RAW_HEADER_BYTES
+    while at + 16 <= len(data):
+        tag, _, n = struct.unpack_from("<IIQ", data, at)
+        body, at = data[at + 16:at + 16 + n], at + 16 + n
+        if tag != RAWSEC_SIDEBAND:
+            continue
+        pos = 12  # cpu, frozen_ns
+        while pos + 8 <= len(body):
+            size, = struct.unpack_from("<H", body, pos + 6)
+            if size < 8 + SAMPLE_ID_BYTES or pos + size > len(body):
+                break
+            pids.add(struct.unpack_from("<I", body, pos + size - SAMPLE_ID_BYTES)[0])
+            pos += size
+    return pids
+
+
+def start_procs_spin(log, stop, preexec_fn=None):
+    """procs_spin on CPU 0 (alpha forks beta and gamma), until STOP exists."""
+    return subprocess.Popen([workload("procs_spin"), "1000", "20", "10", "0"],
+                            preexec_fn=preexec_fn,
+                            env=dict(os.environ, HT_WORKLOAD_LOG=log, HT_STOP_FILE=stop))
+
+
+def procs_spin_roles(log):
+    """{pid: role} of a procs_spin whose three processes are ready, else {}."""
+    roles = {e["pid"]: e["role"] for e in read_log(log) if e["event"] == "ready"}
+    return roles if len(roles) == 3 else {}
+
+
+def captures_code(raws):
+    """{raw capture: {pid: [mapped paths]}}: each process's last mappings in it."""
+    out = {}
+    for raw in raws:
+        out[raw] = {}
+        for pid, paths in raw_maps(raw):
+            out[raw][pid] = paths
+    return out
+
+
+def check_own_programs(code, roles, what):
+    """Every process of ROLES a capture holds has its own program, or its parent's (caught
+    before its exec) or none (inside its exec); some capture holds one's own."""
+    program = {"alpha": "/procs_spin", "beta": "/procs_spin_beta",
+               "gamma": "/procs_spin_gamma"}
+    own = 0
+    for raw, procs in code.items():
+        for pid in set(procs) & set(roles):
+            exes = {p for p in procs[pid] if "/procs_spin" in p}
+            want = {p for p in exes if p.endswith(program[roles[pid]])}
+            forked = {p for p in exes if p.endswith(program["alpha"])}
+            check((want and exes == want) or (forked and exes == forked)
+                  or not any(p.startswith("/") for p in procs[pid]),
+                  "%s: %s process %d (%s) has the code of %r" % (raw, what, pid, roles[pid],
+                                                                 sorted(exes)))
+            own += exes == want and bool(want)
+    check(own, "no capture held the code of %s's processes %r: %r"
+          % (what, roles, {r: sorted(p) for r, p in code.items()}))
+
+
+@test
+def sideband_mode_follows_a_cgroup_cpu_by_cpu():
+    """Sideband test mode, --cgroup: processes join a cgroup by moving in, not only by
+    fork, so its events are per CPU, of the cgroup's tasks alone. procs_spin starts in the
+    cgroup after attach and a second one outside it on the same CPU; a while later the
+    outsider's first process moves in. Each kept capture holds the code of members alone,
+    each process its own program under its own pid: the first procs_spin's, the mover's
+    once it moved, never the outsider's other processes' nor hybtrace's own."""
+    need_root()
+    if HAS_PT:
+        raise NoHardware("the sideband test mode is for machines without Intel PT")
+    with Cgroup() as cg, tempfile.TemporaryDirectory() as out:
+        stop = os.path.join(out, "stop")
+        logs = [os.path.join(out, "in.log"), os.path.join(out, "out.log")]
+        ht = Attached(["--cgroup", cg.path, "--json", "--source", "pt", "--keep-raw",
+                       "--rq-delay", "2ms", "--off-cpu", "off", "--pre", "60ms",
+                       "--dump-policy", "first", "--min-interval", "150ms",
+                       "--max-dumps", "30", "--output", out], env=TEST_MODE)
+        spins = []
+        try:
+            ht.wait_attached()
+            spins.append(start_procs_spin(logs[0], stop, preexec_fn=cg.join))
+            spins.append(start_procs_spin(logs[1], stop))
+            wait_for(lambda: procs_spin_roles(logs[0]) and procs_spin_roles(logs[1]), 20,
+                     "both procs_spin ready")
+            members, outsiders = procs_spin_roles(logs[0]), procs_spin_roles(logs[1])
+            wait_for(lambda: len(glob.glob(os.path.join(out, "*.hybtrace-raw"))) >= 2, 30,
+                     "two captures before the move")
+            before_move = set(glob.glob(os.path.join(out, "*.hybtrace-raw")))
+            mover = spins[1].pid
+            cg.move(mover, cg.path)
+            time.sleep(0.1)  # a capture being made at the move may be kept after it
+            settled = len(glob.glob(os.path.join(out, "*.hybtrace-raw")))
+            wait_for(lambda: len(glob.glob(os.path.join(out, "*.hybtrace-raw")))
+                     >= settled + 3, 30, "three captures after the move")
+            open(stop, "w").close()
+            for p in spins:
+                p.wait(30)
+            check(ht.stop() == 0, ht.describe())
+        finally:
+            open(stop, "w").close()
+            for p in spins:
+                if p.poll() is None:
+                    p.kill()
+                    p.wait()
+            ht.close()
+        code = captures_code(sorted(glob.glob(os.path.join(out, "*.hybtrace-raw"))))
+        for raw, procs in code.items():
+            # The kernel ran the events for the cgroup's tasks alone.
+            ran = raw_sideband_pids(raw) - {0}
+            check(ran and not ran - set(members) - {mover}, "%s: sideband records of %r, "
+                  "not the cgroup's (members %r, the mover %d, outside %r, hybtrace %d)" % (
+                      raw, sorted(ran - set(members) - {mover}), sorted(members), mover,
+                      sorted(outsiders), ht.pid))
+            check(raw not in before_move or mover not in ran,
+                  "%s, kept before the move, has sideband records of the mover %d"
+                  % (raw, mover))
+            strangers = set(procs) - set(members) - {mover}
+            check(not strangers, "%s holds the code of %r, not the cgroup's (members %r, "
+                  "the mover %d, outside %r, hybtrace %d)" % (
+                      raw, sorted(strangers), sorted(members), mover, sorted(outsiders),
+                      ht.pid))
+            check(raw not in before_move or mover not in procs,
+                  "%s, kept before the move, holds the mover %d" % (raw, mover))
+        check_own_programs(code, members, "the cgroup's procs_spin")
+        check(any(mover in procs for procs in code.values()),
+              "no capture after the move holds the mover %d: %r" % (
+                  mover, {r: sorted(p) for r, p in code.items()}))
+        check_own_programs(code, {mover: "alpha"}, "the mover")
+
+
+@test
+def sideband_mode_follows_every_task_cpu_by_cpu():
+    """Sideband test mode, --all: events per CPU of every task. A procs_spin started after
+    attach, in no relation to hybtrace, has its processes' code in the captures, each its
+    own program; hybtrace's own never."""
+    need_root()
+    if HAS_PT:
+        raise NoHardware("the sideband test mode is for machines without Intel PT")
+    with tempfile.TemporaryDirectory() as out:
+        stop, log = os.path.join(out, "stop"), os.path.join(out, "log")
+        ht = Attached(["--all", "--json", "--source", "pt", "--keep-raw", "--rq-delay",
+                       "2ms", "--pre", "60ms", "--dump-policy", "first", "--min-interval",
+                       "150ms", "--max-dumps", "30", "--output", out], env=TEST_MODE)
+        spin = None
+        try:
+            ht.wait_attached()
+            spin = start_procs_spin(log, stop)
+            wait_for(lambda: procs_spin_roles(log), 20, "procs_spin ready")
+            roles = procs_spin_roles(log)
+            ready = len(glob.glob(os.path.join(out, "*.hybtrace-raw")))
+            wait_for(lambda: len(glob.glob(os.path.join(out, "*.hybtrace-raw"))) >= ready + 3,
+                     30, "three captures while procs_spin runs")
+            open(stop, "w").close()
+            spin.wait(30)
+            check(ht.stop() == 0, ht.describe())
+        finally:
+            open(stop, "w").close()
+            if spin and spin.poll() is None:
+                spin.kill()
+                spin.wait()
+            ht.close()
+        code = captures_code(sorted(glob.glob(os.path.join(out, "*.hybtrace-raw"))))
+        mine = [raw for raw, procs in code.items() if ht.pid in procs]
+        check(not mine, "%d captures hold hybtrace's own code (pid %d): %r"
+              % (len(mine), ht.pid, mine[:2]))
+        check_own_programs(code, roles, "procs_spin")
 
 
 @test

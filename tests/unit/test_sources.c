@@ -37,8 +37,8 @@ TEST(auto_takes_pt_where_there_is_pt)
 	unsetenv("HYBTRACE_TEST_PT_SIDEBAND_ONLY");
 }
 
-/* Intel PT follows one process: for --cgroup or --all alone auto samples, and pt is refused. */
-TEST(auto_samples_a_cgroup_where_there_is_pt)
+/* Intel PT follows a cgroup or every task too (events per CPU): auto takes it there as well. */
+TEST(auto_takes_pt_for_a_cgroup_or_every_task)
 {
 	struct ht_options o;
 
@@ -47,13 +47,12 @@ TEST(auto_samples_a_cgroup_where_there_is_pt)
 	o.targets.ntgids = 0;
 	o.targets.cgroup_on = true;
 	CHECK(!ht_sources_choose(&o));
-	CHECK_STR(o.source, "sample");
-	CHECK(!ht_sources_one_process(&o));
-	options(&o, "pt");
+	CHECK_STR(o.source, "pt");
+	options(&o, HT_SOURCE_AUTO);
 	o.targets.ntgids = 0;
 	o.targets.all = true;
 	CHECK(!ht_sources_choose(&o));
-	CHECK_STR(ht_sources_one_process(&o), "Intel PT");
+	CHECK_STR(o.source, "pt");
 	unsetenv("HYBTRACE_TEST_PT_SIDEBAND_ONLY");
 }
 

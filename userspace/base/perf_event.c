@@ -9,6 +9,12 @@ int ht_perf_event_open(struct perf_event_attr *attr, int pid, int cpu)
 	return (int)syscall(SYS_perf_event_open, attr, pid, cpu, -1, PERF_FLAG_FD_CLOEXEC);
 }
 
+int ht_perf_event_open_cgroup(struct perf_event_attr *attr, int cgroup_fd, int cpu)
+{
+	return (int)syscall(SYS_perf_event_open, attr, cgroup_fd, cpu, -1,
+			    PERF_FLAG_FD_CLOEXEC | PERF_FLAG_PID_CGROUP);
+}
+
 size_t ht_perf_ring_data_bytes(size_t want_bytes)
 {
 	size_t page = (size_t)sysconf(_SC_PAGESIZE), pages = 1;

@@ -13,6 +13,12 @@
  */
 int ht_perf_event_open(struct perf_event_attr *attr, int pid, int cpu);
 
+/*
+ * The same for the tasks of the cgroup whose directory CGROUP_FD is open, on
+ * CPU (PERF_FLAG_PID_CGROUP: counted while one of them runs there).
+ */
+int ht_perf_event_open_cgroup(struct perf_event_attr *attr, int cgroup_fd, int cpu);
+
 /* The data size of a ring holding at least WANT_BYTES: a power-of-two count of pages. */
 size_t ht_perf_ring_data_bytes(size_t want_bytes);
 

@@ -66,8 +66,8 @@ struct session {
 	struct ht_target_spec spec;
 	/*
 	 * The first process named (--pid, run's child), 0 with --cgroup or
-	 * --all alone: what is kept for one process (triggers, Intel PT,
-	 * block stacks' symbols, own CPUs) is kept for it.
+	 * --all alone: what is kept for one process (block stacks' symbols,
+	 * own CPUs) is kept for it.
 	 */
 	int tgid;
 	char target_comm[HT_COMM_BUF];
@@ -1625,9 +1625,8 @@ static int start_session(struct session *s, const struct ht_options *o)
 		ht_fail("--trigger cannot go with --all: name the processes (--pid, --cgroup, run)");
 		return HT_EXIT_USAGE;
 	}
-	if (!tgid && (o->block_stacks || ht_sources_one_process(o))) {
-		ht_fail("%s follows one process: name it with --pid or run",
-			o->block_stacks ? "--block-stacks" : ht_sources_one_process(o));
+	if (!tgid && o->block_stacks) {
+		ht_fail("--block-stacks follows one process: name it with --pid or run");
 		return HT_EXIT_USAGE;
 	}
 	/* A missing or bad BTF file is the user's to fix: say so before anything loads. */

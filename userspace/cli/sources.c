@@ -60,14 +60,26 @@ static void configure_sample(const struct ht_options *o, const struct ht_target_
 	};
 }
 
-/* Intel PT follows the processes named (--pid, run's command), and with --children their forks. */
+/*
+ * Intel PT follows the processes named (--pid, run's command), and with
+ * --children their forks, thread by thread; a set that grows otherwise
+ * (--cgroup, --all) CPU by CPU: the cgroup's tasks where it is watched alone.
+ */
 static void configure_pt(const struct ht_options *o, const struct ht_target_spec *spec,
 			 int targets_fd, uint64_t budget_bytes, union source_config *cfg)
 {
-	(void)targets_fd;
+	bool cpu_wide = spec->cgroup_on || spec->all;
+
 	cfg->pt = (struct ht_intelpt_config){
 		.tgid = spec->ntgids ? spec->tgids[0] : 0,
 		.follow_forks = spec->children,
+		.cpu_wide = cpu_wide,
+		.cgroup_path = spec->cgroup_on && !spec->ntgids && !spec->children
+				       ? spec->cgroup_path
+				       : NULL,
+		.targets_fd = targets_fd,
+		.targets_all = spec->all,
+		.self_tgid = spec->self_tgid,
 		.aux_bytes = o->pt_size_bytes,
 		.memory_budget_bytes = budget_bytes,
 		/* Tests on machines without PT: the sideband, maps and raw captures, no PT bytes.
@@ -172,8 +184,6 @@ int ht_sources_choose(struct ht_options *o)
 
 	if (!strcmp(o->source, HT_SOURCE_AUTO)) {
 		for (size_t i = NSOURCES; i-- > 0;) {
-			if (sources[i].ops->one_process && !o->targets.ntgids)
-				continue;
 			if (!sources[i].ops->usable()) {
 				o->source = sources[i].ops->name;
 				break;
@@ -190,13 +200,6 @@ int ht_sources_choose(struct ht_options *o)
 		    sources[i].options_check(o, &sources[i] == chosen(o)))
 			return -1;
 	return 0;
-}
-
-const char *ht_sources_one_process(const struct ht_options *o)
-{
-	const struct source_entry *e = chosen(o);
-
-	return e && e->ops->one_process ? e->ops->title : NULL;
 }
 
 uint64_t ht_sources_memory_bytes(const struct ht_options *o, unsigned int ncpus)

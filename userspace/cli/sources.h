@@ -31,9 +31,6 @@ const char *ht_sources_help(char *buf, size_t len);
  */
 int ht_sources_choose(struct ht_options *o);
 
-/* The chosen source's title if it follows one process only (Intel PT), else NULL. */
-const char *ht_sources_one_process(const struct ht_options *o);
-
 /* The chosen source's share of --max-memory on NCPUS CPUs. */
 uint64_t ht_sources_memory_bytes(const struct ht_options *o, unsigned int ncpus);
 

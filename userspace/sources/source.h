@@ -46,7 +46,7 @@ struct ht_source_freeze {
 /* What lowering a frozen capture into the dump's timeline has at hand (builder thread). */
 struct ht_source_lowering {
 	struct timeline *tl;
-	int tgid;			/* the first target named (one_process); 0: none */
+	int tgid;			/* the first target named; 0: none (--cgroup, --all alone) */
 	uint64_t t0, t1;		/* the window */
 	uint64_t frozen_ns;		/* when the sources were frozen */
 	bool live;			/* false: `hybtrace decode` of a kept capture */
@@ -91,12 +91,6 @@ struct ht_source_ops {
 	 * check` does not ask perf events for it.
 	 */
 	bool no_perf_events;
-	/*
-	 * It follows the threads of the processes named (--pid, or run's
-	 * command) and their forks, not a set that grows otherwise: --cgroup
-	 * or --all alone need another source, and auto passes it over for them.
-	 */
-	bool one_process;
 	size_t state_bytes;
 	/* `hybtrace check`: print its rows through ROW; returns whether it works here. */
 	bool (*check)(void (*row)(const char *what, bool ok, const char *detail));

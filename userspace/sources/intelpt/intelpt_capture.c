@@ -2,9 +2,11 @@
 /*
  * Opening Intel PT for every thread of the target: one AUX area and one
  * sideband ring per CPU, events per (thread, CPU), and their closing as
- * threads exit. The design is in intelpt_capture.h.
+ * threads exit; or events per CPU for a cgroup or every task. The design
+ * is in intelpt_capture.h.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -246,17 +248,33 @@ static int map_ring(struct ht_intelpt *pt, unsigned int cpu, int fd)
 	return 0;
 }
 
-static int open_error(const char *what, int tid, unsigned int cpu, int err)
+/* WHOM: "tid 12", "the cgroup's tasks", "every task". */
+static int open_error(const char *what, const char *whom, unsigned int cpu, int err)
 {
 	if (err == EACCES || err == EPERM)
-		return ht_fail("cannot open %s for tid %d on CPU %u: %s (needs root, or "
+		return ht_fail("cannot open %s for %s on CPU %u: %s (needs root, or "
 			       "CAP_PERFMON)",
-			       what, tid, cpu, strerror(err));
+			       what, whom, cpu, strerror(err));
 	if (err == EMFILE || err == ENFILE)
-		return ht_fail("cannot open %s for tid %d on CPU %u: %s (too many threads x CPUs "
+		return ht_fail("cannot open %s for %s on CPU %u: %s (too many threads x CPUs "
 			       "for the descriptor limit)",
-			       what, tid, cpu, strerror(err));
-	return ht_fail("cannot open %s for tid %d on CPU %u: %s", what, tid, cpu, strerror(err));
+			       what, whom, cpu, strerror(err));
+	return ht_fail("cannot open %s for %s on CPU %u: %s", what, whom, cpu, strerror(err));
+}
+
+static int thread_open_error(const char *what, int tid, unsigned int cpu, int err)
+{
+	char whom[32];
+
+	snprintf(whom, sizeof(whom), "tid %d", tid);
+	return open_error(what, whom, cpu, err);
+}
+
+static int in_use_error(unsigned int cpu)
+{
+	return ht_fail("Intel PT is in use by another tool on CPU %u (perf record -e intel_pt, "
+		       "another hybtrace, a debugger): stop it, or use --source sample",
+		       cpu);
 }
 
 /* The descriptor limit: what it leaves out is counted, once the CPU's ring or area has an owner. */
@@ -280,7 +298,7 @@ static int open_sideband(int tid, unsigned int cpu, bool pt_rings_owned, int *fd
 		return 0;
 	if (OUT_OF_FDS(errno) && pt_rings_owned)
 		return LEFT_OUT;
-	return open_error("a sideband event", tid, cpu, errno);
+	return thread_open_error("a sideband event", tid, cpu, errno);
 }
 
 static int attach_sideband(struct ht_intelpt *pt, struct ht_intelpt_thread *t, unsigned int cpu,
@@ -330,12 +348,8 @@ static int open_pt_event(struct ht_intelpt *pt, struct ht_intelpt_thread *t, uns
 		if (OUT_OF_FDS(err) && pt->areas[cpu].fd >= 0)
 			return LEFT_OUT;
 		if (err == EBUSY)
-			return ht_fail(
-				"Intel PT is in use by another tool on CPU %u (perf record "
-				"-e intel_pt, another hybtrace, a debugger): stop it, or use "
-				"--source sample",
-				cpu);
-		return open_error("an Intel PT event", t->tid, cpu, err);
+			return in_use_error(cpu);
+		return thread_open_error("an Intel PT event", t->tid, cpu, err);
 	}
 	if (sb_fd >= 0 && attach_sideband(pt, t, cpu, sb_fd)) {
 		close(fd);
@@ -439,6 +453,84 @@ static int cover_thread(void *ctx, int tid)
 	return open_thread(c->pt, c->tgid, tid) ? -1 : 1;
 }
 
+/* ---- events per CPU (--cgroup, --all) ---- */
+
+/* ATTR on CPU for the tasks of the cgroup open at CGROUP_FD, or (-1) for every task. */
+static int open_cpu_event(struct perf_event_attr *attr, int cgroup_fd, unsigned int cpu)
+{
+	attr->inherit = 0; /* no task to pass it on from */
+	if (cgroup_fd >= 0)
+		return ht_perf_event_open_cgroup(attr, cgroup_fd, (int)cpu);
+	return perf_open(attr, -1, (int)cpu);
+}
+
+/* CPU's sideband ring and PT area, each its own event's. */
+static int open_cpu(struct ht_intelpt *pt, int cgroup_fd, unsigned int cpu)
+{
+	const char *whom = cgroup_fd >= 0 ? "the cgroup's tasks" : "every task";
+	struct perf_event_attr attr;
+	int fd;
+
+	ht_intelpt_sideband_attr(&attr);
+	fd = open_cpu_event(&attr, cgroup_fd, cpu);
+	if (fd < 0)
+		return open_error("a sideband event", whom, cpu, errno);
+	if (map_ring(pt, cpu, fd)) {
+		close(fd);
+		return -1;
+	}
+	if (pt->cfg.sideband_only)
+		return 0;
+	ht_intelpt_pt_attr(&pt->pmu, pt->config, &attr);
+	attr.disabled = 1; /* enabled once it has its area */
+	fd = open_cpu_event(&attr, cgroup_fd, cpu);
+	if (fd < 0)
+		return errno == EBUSY ? in_use_error(cpu)
+				      : open_error("an Intel PT event", whom, cpu, errno);
+	if (map_area(pt, cpu, fd, -1)) {
+		close(fd);
+		return -1;
+	}
+	if (ioctl(fd, PERF_EVENT_IOC_ENABLE, 0))
+		return ht_fail("cannot enable the Intel PT event of CPU %u: %s", cpu,
+			       strerror(errno));
+	return 0;
+}
+
+/*
+ * Events per online CPU, and the target set that says whose code a freeze
+ * reads. Only the cgroup's tasks where only a cgroup is watched: the kernel
+ * runs its events while one of them is on the CPU, so the areas hold
+ * nothing else.
+ */
+static int open_cpus(struct ht_intelpt *pt)
+{
+	struct ht_target_spec *spec = calloc(1, sizeof(*spec));
+	int cgroup_fd = -1, rc = 0;
+
+	if (!spec)
+		return ht_fail("out of memory");
+	spec->all = pt->cfg.targets_all;
+	spec->self_tgid = pt->cfg.self_tgid;
+	ht_targets_init(&pt->targets, spec);
+	free(spec);
+	if (!pt->cfg.targets_all && ht_targets_map(&pt->targets, pt->cfg.targets_fd, -1))
+		return -1;
+	if (pt->cfg.cgroup_path) {
+		cgroup_fd = open(pt->cfg.cgroup_path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (cgroup_fd < 0)
+			return ht_fail("cannot open the cgroup %s: %s", pt->cfg.cgroup_path,
+				       strerror(errno));
+	}
+	for (unsigned int cpu = 0; cpu < pt->ncpus && !rc; cpu++)
+		if (pt->cpu_online[cpu])
+			rc = open_cpu(pt, cgroup_fd, cpu);
+	/* The events hold the cgroup. */
+	if (cgroup_fd >= 0)
+		close(cgroup_fd);
+	return rc;
+}
+
 /* Descriptors the rest of hybtrace opens after the sources (event loop, dumps, symbols). */
 #define FDS_KEPT_FOR_HYBTRACE 256
 
@@ -483,17 +575,46 @@ static int check_sizes(struct ht_intelpt_config *cfg, unsigned int online)
 	return 0;
 }
 
+/* Events for every thread of every process named, as many as the descriptor limit allows. */
+static int open_threads(struct ht_intelpt *pt)
+{
+	size_t nthreads = 0;
+
+	if (!pt->cfg.ntgids) {
+		pt->cfg.tgids[0] = pt->cfg.tgid;
+		pt->cfg.ntgids = 1;
+	}
+	for (unsigned int i = 0; i < pt->cfg.ntgids; i++)
+		nthreads += ht_proc_count_threads(pt->cfg.tgids[i]);
+	/* What is left beyond the limit is left out and counted, not fatal. */
+	ht_reserve_fds(ht_intelpt_fds_needed(nthreads * 2, pt->ncpus) + FDS_KEPT_FOR_HYBTRACE,
+		       "Intel PT capture");
+	pt->fds_left = raise_fd_limit();
+	for (unsigned int i = 0; i < pt->cfg.ntgids; i++) {
+		struct cover c = {pt, pt->cfg.tgids[i]};
+
+		/* A process named that is gone already leaves the others traced. */
+		if (ht_proc_cover_threads(c.tgid, cover_thread, &c, i > 0))
+			return -1;
+	}
+	if (pt->threads_left_out)
+		ht_warn("Intel PT: %" PRIu64 " threads left out (tid %d first): their events "
+			"would pass the descriptor limit (ulimit -n); each dump counts them in "
+			"loss.pt_threads_left_out",
+			pt->threads_left_out, pt->first_left_out_tid);
+	return 0;
+}
+
 int ht_intelpt_open(struct ht_intelpt *pt, const struct ht_intelpt_config *cfg)
 {
 	long nconf = sysconf(_SC_NPROCESSORS_CONF);
 	unsigned int online = 0;
-	size_t nthreads = 0;
 
 	memset(pt, 0, sizeof(*pt));
 	pt->cfg = *cfg;
 	if (nconf <= 0)
 		return ht_fail("cannot count CPUs");
-	if (cfg->tgid <= 0)
+	if (cfg->tgid <= 0 && !cfg->cpu_wide)
 		return ht_fail("Intel PT capture needs a target pid");
 	if (!cfg->sideband_only) {
 		if (ht_intelpt_pmu_read(cfg->sysroot, &pt->pmu) ||
@@ -517,29 +638,9 @@ int ht_intelpt_open(struct ht_intelpt *pt, const struct ht_intelpt_config *cfg)
 	if (check_sizes(&pt->cfg, online ? online : 1))
 		goto fail;
 	ht_cpuid_read(&pt->cpuid);
-	if (!pt->cfg.ntgids) {
-		pt->cfg.tgids[0] = cfg->tgid;
-		pt->cfg.ntgids = 1;
-	}
-	for (unsigned int i = 0; i < pt->cfg.ntgids; i++)
-		nthreads += ht_proc_count_threads(pt->cfg.tgids[i]);
-	/* What is left beyond the limit is left out and counted, not fatal. */
-	ht_reserve_fds(ht_intelpt_fds_needed(nthreads * 2, pt->ncpus) + FDS_KEPT_FOR_HYBTRACE,
-		       "Intel PT capture");
-	pt->fds_left = raise_fd_limit();
 	pt->attach_boot_ticks = boot_ticks_now();
-	for (unsigned int i = 0; i < pt->cfg.ntgids; i++) {
-		struct cover c = {pt, pt->cfg.tgids[i]};
-
-		/* A process named that is gone already leaves the others traced. */
-		if (ht_proc_cover_threads(c.tgid, cover_thread, &c, i > 0))
-			goto fail;
-	}
-	if (pt->threads_left_out)
-		ht_warn("Intel PT: %" PRIu64 " threads left out (tid %d first): their events "
-			"would pass the descriptor limit (ulimit -n); each dump counts them in "
-			"loss.pt_threads_left_out",
-			pt->threads_left_out, pt->first_left_out_tid);
+	if (pt->cfg.cpu_wide ? open_cpus(pt) : open_threads(pt))
+		goto fail;
 	ht_clock_pair_take(&pt->attach_pair, CLOCK_PAIR_TRIES, HT_CLOCK_AT_ATTACH);
 	ht_intelpt_read_attach_maps(pt);
 	return 0;
@@ -592,6 +693,7 @@ void ht_intelpt_close(struct ht_intelpt *pt)
 	free(pt->areas);
 	free(pt->rings);
 	free(pt->cpu_online);
+	ht_targets_free(&pt->targets);
 	memset(pt, 0, sizeof(*pt));
 }
 

@@ -16,6 +16,13 @@
  * comm, fork/exit) into a small per-CPU ring written backward, so it always
  * holds the newest records.
  *
+ * A set that grows other than by fork (--cgroup, --all) cannot be followed
+ * that way: there the events are per CPU, of the cgroup's tasks (the
+ * kernel runs a cgroup event only while one of its tasks is on the CPU)
+ * where only a cgroup is watched, else of every task; a freeze reads the
+ * code of the target processes the sideband shows, and the decode leaves
+ * the other tasks' runs out (foreign).
+ *
  * On a trigger every PT event is disabled, each area copied oldest first
  * from aux_head and enabled again; TSC is tied to CLOCK_MONOTONIC by
  * (rdtsc, clock_gettime) pairs taken at attach and at each freeze. Each
@@ -30,6 +37,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include "kernel/targets.h"
 #include "symbols/proc_maps.h"
 #include "sources/intelpt/rawcap.h"
 
@@ -173,6 +181,18 @@ struct ht_intelpt_config {
 	uint64_t aux_bytes;	      /* per CPU, a power of two (--pt-size); 0: 4M */
 	uint64_t sideband_bytes;      /* per CPU, a power of two; 0: 256k */
 	uint64_t memory_budget_bytes; /* all areas and rings together; 0: no limit */
+	/*
+	 * Events per CPU (--cgroup, --all): of the tasks of the cgroup
+	 * CGROUP_PATH where it is set (a cgroup alone is watched), else of
+	 * every task. TGID may be 0. A freeze reads the code of the processes
+	 * of the target set (the monitor's bitmap, TARGETS_FD; with
+	 * TARGETS_ALL every process but SELF_TGID) that its sideband shows.
+	 */
+	bool cpu_wide;
+	const char *cgroup_path;
+	int targets_fd;
+	bool targets_all;
+	int self_tgid;
 	/* Only the sideband events (no PT hardware needed): tests, and sideband alone. */
 	bool sideband_only;
 	bool keep_raw; /* --keep-raw: each snapshot is saved next to its dump */
@@ -235,13 +255,15 @@ struct ht_intelpt {
 	size_t fds_left; /* what the limit leaves PT, the rest of hybtrace's share kept */
 	struct ht_build_id_entry *build_ids;
 	size_t nbuild_ids, build_ids_cap;
+	struct ht_targets targets; /* cpu_wide: which processes' code a freeze reads */
 	bool open;
 };
 
 /*
  * Open the events for every thread of every process cfg names and map the
  * areas; their forks inherit the events (and so are traced from their
- * first instruction, through exec). A thread whose events would pass the
+ * first instruction, through exec). With cpu_wide, one PT and one sideband
+ * event per CPU instead. A thread whose events would pass the
  * descriptor limit is left out and counted (threads_left_out), not fatal. Returns
  * 0, or -1 with ht_last_error(): "no Intel PT on this machine (...)" where
  * there is none; "Intel PT is in use by another tool on CPU N ..." on EBUSY;

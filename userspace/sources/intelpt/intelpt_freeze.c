@@ -171,18 +171,32 @@ static bool has_pid(const int *pids, size_t n, int pid)
 }
 
 /*
+ * Whether the sideband's process PID is one whose code a freeze reads:
+ * with follow_forks any (the events are only on the targets and their
+ * forks), with events per CPU a target's.
+ */
+static bool traced_pid(const struct ht_intelpt *pt, int pid)
+{
+	if (pid <= 0)
+		return false;
+	return !pt->cfg.cpu_wide || ht_targets_has(&pt->targets, pid);
+}
+
+/*
  * The processes the frozen trace may hold: those named, and with
  * follow_forks every one the sideband shows (their forks, which inherited
- * the events, after an exec too).
+ * the events, after an exec too); with events per CPU, every target
+ * process it shows.
  */
 static size_t traced_pids(const struct ht_intelpt *pt, const struct ht_rawcap *out, int *pids)
 {
+	bool from_sideband = pt->cfg.follow_forks || pt->cfg.cpu_wide;
 	size_t n = 0;
 
 	for (unsigned int i = 0; i < pt->cfg.ntgids && n < FREEZE_MAX_PROCS; i++)
 		if (!has_pid(pids, n, pt->cfg.tgids[i]))
 			pids[n++] = pt->cfg.tgids[i];
-	for (size_t i = 0; pt->cfg.follow_forks && i < out->nsidebands; i++) {
+	for (size_t i = 0; from_sideband && i < out->nsidebands; i++) {
 		struct ht_sb_set set = {0};
 
 		if (ht_sb_parse(out->sidebands[i].data, out->sidebands[i].len,
@@ -191,7 +205,7 @@ static size_t traced_pids(const struct ht_intelpt *pt, const struct ht_rawcap *o
 		for (size_t j = 0; j < set.count && n < FREEZE_MAX_PROCS; j++) {
 			int pid = (int)set.v[j].pid;
 
-			if (pid > 0 && !has_pid(pids, n, pid))
+			if (traced_pid(pt, pid) && !has_pid(pids, n, pid))
 				pids[n++] = pid;
 		}
 		ht_sb_set_free(&set);
@@ -268,8 +282,9 @@ int ht_intelpt_freeze(struct ht_intelpt *pt, uint64_t trigger_ns, struct ht_rawc
 	out->snap_mono_ns = clock_ns(CLOCK_MONOTONIC);
 	out->snap_boot_ns = clock_ns(CLOCK_BOOTTIME);
 	out->snap_real_ns = clock_ns(CLOCK_REALTIME);
-	out->pid = pt->cfg.tgid;
-	ht_intelpt_read_comm(pt->cfg.tgid, out->comm, sizeof(out->comm));
+	out->pid = pt->cfg.tgid; /* 0 with events per CPU for a cgroup or every task */
+	if (pt->cfg.tgid > 0)
+		ht_intelpt_read_comm(pt->cfg.tgid, out->comm, sizeof(out->comm));
 	fill_config(pt, out);
 	if (freeze_maps(pt, out))
 		goto fail;

@@ -82,17 +82,28 @@ static const char *pt_dump_name(const void *state)
 	return pt_source_name(pt->cfg.sideband_only);
 }
 
+/* How the events follow the targets (intelpt_capture.h). */
+static const char *pt_events_of(const struct ht_intelpt *pt)
+{
+	if (!pt->cfg.cpu_wide)
+		return "events per thread";
+	return pt->cfg.cgroup_path ? "events per CPU for the cgroup's tasks"
+				   : "events per CPU for every task";
+}
+
 static void pt_announce(const void *state, FILE *f)
 {
 	const struct ht_intelpt *pt = state;
 
 	if (pt->cfg.sideband_only)
 		fprintf(f, "hybtrace: on-CPU source: Intel PT's sideband only (test mode "
-			   "HYBTRACE_TEST_PT_SIDEBAND_ONLY: no PT event, no PT data)\n");
+			   "HYBTRACE_TEST_PT_SIDEBAND_ONLY: no PT event, no PT data), %s\n",
+			pt_events_of(pt));
 	else
-		fprintf(f, "hybtrace: on-CPU source: Intel PT, %lluk per CPU, %s timing\n",
+		fprintf(f, "hybtrace: on-CPU source: Intel PT, %lluk per CPU, %s timing, %s\n",
 			(unsigned long long)(pt->cfg.aux_bytes >> 10),
-			pt->cfg.request.fine_timing ? "fine (CYC)" : "coarse (TSC, MTC)");
+			pt->cfg.request.fine_timing ? "fine (CYC)" : "coarse (TSC, MTC)",
+			pt_events_of(pt));
 }
 
 /* The rings, and what a decode needs besides them to make the same dump later. */
@@ -280,7 +291,6 @@ static void pt_close(void *state)
 const struct ht_source_ops ht_intelpt_source = {
 	.name = "pt",
 	.title = "Intel PT",
-	.one_process = true,
 	.state_bytes = sizeof(struct ht_intelpt),
 	.check = pt_check,
 	.check_auto = "Intel PT",
