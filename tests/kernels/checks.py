@@ -165,12 +165,17 @@ def check_not_a_culprit_itself(r):
     told_ns = there[0]["end_ns"] + SELF_MOVE_NS
     later = [b for b in breaches if b["start_ns"] >= told_ns]
     mine = [b for b in later if "hybtrace" in [c["comm"] for c in b["ran_instead"]]]
+    # What finds the cause when it shows: which of hybtrace's threads ran, when (from the
+    # first wait there), and what hybtrace said of its CPUs.
     check(later and not mine,
           "hybtrace ran instead of its target in %d of %d waits after it knew its CPU, "
-          "%.2f ms in all: %r" % (
+          "%.2f ms in all: %r; the first wait there ended at %d; hybtrace said: %r" % (
               len(mine), len(later), sum(c["ns"] for b in mine for c in b["ran_instead"]
                                          if c["comm"] == "hybtrace") / 1e6,
-              [culprit_names(b["ran_instead"]) for b in mine][:3]))
+              [("%+.1f ms" % ((b["start_ns"] - there[0]["end_ns"]) / 1e6), b["cpu"],
+                [(c["comm"], c["pid"], c["ns"]) for c in b["ran_instead"]])
+               for b in mine][:3], there[0]["end_ns"],
+              [line for line in r.run.stderr.splitlines() if "CPU" in line][:5]))
     # What hybtrace still costs: each breach wakes it through an irq_work, which PREEMPT_RT
     # runs in the irq_work/N thread of the breach's CPU, ahead of the victim.
     irq_work_ns = sorted(sum(c["ns"] for c in b["ran_instead"]
