@@ -1357,12 +1357,9 @@ int BPF_PROG(handle_sched_waking, struct task_struct *p)
 	st->waker_tgid = cur->tgid;
 	st->joined = (cur->flags & PF_EXITING) && cur->tgid == p->tgid && cur->pid != p->pid;
 	copy_comm(st->waker_comm, cur);
-	if (waker_stacks_on && !breaches_stopped) {
-		__u64 now = bpf_ktime_get_ns();
-
-		if (wait_breached(st, now))
-			st->waker_stack_seq = send_waker_stack(ctx, p, cur, now);
-	}
+	/* The time read above: a second read costs as much again (clock.bpf.h). */
+	if (waker_stacks_on && !breaches_stopped && wait_breached(st, st->waking_ns))
+		st->waker_stack_seq = send_waker_stack(ctx, p, cur, st->waking_ns);
 	return 0;
 }
 
