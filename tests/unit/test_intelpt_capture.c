@@ -887,3 +887,45 @@ TEST(real_pt_capture)
 	kill(pid, SIGKILL);
 	waitpid(pid, NULL, 0);
 }
+
+/*
+ * Events per CPU for a cgroup where the kernel takes no cgroup events for its
+ * directory (here a directory that is no cgroup; on a machine whose
+ * perf_event controller is bound to cgroup v1, a v2 one): events for every
+ * task instead, and a capture that holds other tasks' records, not a failure.
+ */
+TEST(cpu_wide_without_cgroup_events_takes_every_task)
+{
+	struct ht_intelpt_config cfg = {
+		.cpu_wide = true,
+		.cgroup_path = "/tmp",
+		.targets_all = true,
+		.self_tgid = getpid(),
+		.sideband_only = true,
+		.sideband_bytes = 64 << 10,
+	};
+	struct ht_intelpt pt;
+	struct ht_rawcap cap;
+	struct ht_sb_set set;
+	bool others = false;
+
+	REQUIRE_ROOT();
+	ht_intelpt_request_default(&cfg.request);
+	if (ht_intelpt_open(&pt, &cfg)) {
+		printf("     %s\n", ht_last_error());
+		CHECK(!"open");
+		return;
+	}
+	usleep(20000);
+	CHECK(!ht_intelpt_freeze(&pt, mono_now(), &cap));
+	memset(&set, 0, sizeof(set));
+	for (size_t i = 0; i < cap.nsidebands; i++)
+		CHECK(!ht_sb_parse(cap.sidebands[i].data, cap.sidebands[i].len,
+				   cap.pt.sideband_sample_type, &set));
+	for (size_t i = 0; i < set.count; i++)
+		others |= set.v[i].pid != (uint32_t)getpid() && set.v[i].pid != 0;
+	CHECK(others);
+	ht_sb_set_free(&set);
+	ht_rawcap_free(&cap);
+	ht_intelpt_close(&pt);
+}

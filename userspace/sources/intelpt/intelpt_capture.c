@@ -498,6 +498,37 @@ static int open_cpu(struct ht_intelpt *pt, int cgroup_fd, unsigned int cpu)
 }
 
 /*
+ * CGROUP_FD where the kernel takes cgroup events for it, else -1 (closed):
+ * events for every task, whose code the target set filters. A machine whose
+ * perf_event controller is bound to a cgroup v1 hierarchy takes none for a
+ * v2 directory.
+ */
+static int cgroup_events_or_none(struct ht_intelpt *pt, int cgroup_fd)
+{
+	struct perf_event_attr attr;
+	unsigned int cpu = 0;
+	int fd, err;
+
+	while (cpu + 1 < pt->ncpus && !pt->cpu_online[cpu])
+		cpu++;
+	ht_intelpt_sideband_attr(&attr);
+	attr.disabled = 1;
+	fd = open_cpu_event(&attr, cgroup_fd, cpu);
+	if (fd >= 0) {
+		close(fd);
+		return cgroup_fd;
+	}
+	err = errno;
+	if (err != EBADF && err != EINVAL && err != EOPNOTSUPP)
+		return cgroup_fd; /* the real open says what is wrong */
+	ht_warn("Intel PT: no perf events for cgroup %s (%s): events for every task, the "
+		"cgroup's code kept",
+		pt->cfg.cgroup_path, strerror(err));
+	close(cgroup_fd);
+	return -1;
+}
+
+/*
  * Events per online CPU, and the target set that says whose code a freeze
  * reads. Only the cgroup's tasks where only a cgroup is watched: the kernel
  * runs its events while one of them is on the CPU, so the areas hold
@@ -521,6 +552,7 @@ static int open_cpus(struct ht_intelpt *pt)
 		if (cgroup_fd < 0)
 			return ht_fail("cannot open the cgroup %s: %s", pt->cfg.cgroup_path,
 				       strerror(errno));
+		cgroup_fd = cgroup_events_or_none(pt, cgroup_fd);
 	}
 	for (unsigned int cpu = 0; cpu < pt->ncpus && !rc; cpu++)
 		if (pt->cpu_online[cpu])
