@@ -481,6 +481,14 @@ static __always_inline __u32 wake_context(__u32 *vec, bool *in_task)
 	if (context_active(c, CTX_HARDIRQ, cur))
 		return HT_WAKE_IRQ;
 	if (context_active(c, CTX_SOFTIRQ, cur)) {
+		/*
+		 * The timer softirqs run timer callbacks alone: a wakeup in one is
+		 * a timer's even where the callback's own entry went unseen (on
+		 * PREEMPT_RT a program preempted mid-run makes the next on its CPU
+		 * miss it: lost.recursion).
+		 */
+		if (c->softirq_vec == TIMER_SOFTIRQ || c->softirq_vec == HRTIMER_SOFTIRQ)
+			return HT_WAKE_TIMER;
 		*vec = c->softirq_vec;
 		/* On an idle CPU (pid 0) no one is named. */
 		*in_task = cur && softirq_in_task(c, bpf_get_current_task_btf());
@@ -1628,6 +1636,8 @@ static __always_inline int hrtimer_kind(struct hrtimer *hrtimer)
 SEC("tp_btf/hrtimer_expire_entry")
 int BPF_PROG(handle_hrtimer_entry, struct hrtimer *hrtimer)
 {
+	if (test_miss_timer_entries)
+		return 0;
 	return context_mark(hrtimer_kind(hrtimer), true);
 }
 
@@ -1655,6 +1665,8 @@ int BPF_PROG(handle_hrtimer_exit)
 SEC("tp_btf/timer_expire_entry")
 int BPF_PROG(handle_timer_entry)
 {
+	if (test_miss_timer_entries)
+		return 0;
 	return context_mark(CTX_TIMER, true);
 }
 

@@ -68,5 +68,7 @@ const volatile __u32 test_skip_switch_in_every = 0;
 const volatile __u32 test_untraced_switch_every = 0;
 /* For tests: act as if the kernel did not trace every Nth wakeup of a target (it hides some with a switch). */
 const volatile __u32 test_untraced_wakeup_every = 0;
+/* For tests: miss every timer callback's entry, as a program preempted mid-run on PREEMPT_RT makes others miss. */
+const volatile bool test_miss_timer_entries = false;
 
 #endif /* HT_SETTINGS_BPF_H */

@@ -186,6 +186,28 @@ def check_not_a_culprit_itself(r):
         % (ran[len(ran) // 2] / 1e3, ran[-1] / 1e3) if ran else ""))
 
 
+def preempt_rt(r):
+    """Whether the kernel R ran on is PREEMPT_RT (None: not known)."""
+    try:
+        with open(os.path.join(os.path.dirname(r.path), "_info", "info")) as f:
+            return "PREEMPT_RT" in f.read()
+    except OSError:
+        return None
+
+
+def check_softirq_timer_wakes_are_the_timers(r):
+    """With every timer callback's entry missed (the test mode; PREEMPT_RT's preemptible
+    programs miss some for real, counted in lost.recursion), a sleep woken in the timer
+    softirqs is still the timer's: on PREEMPT_RT a sleep's timer is soft, run by
+    ktimers/N in the hrtimer softirq. Elsewhere the sleeps' timers are hard and a missed
+    entry leaves their interrupt unknown: not judged there."""
+    r.ok()
+    if not preempt_rt(r):
+        return "not PREEMPT_RT: the sleeps' timers are hard, nothing to judge"
+    check_sleeps_woken_by_the_timer(r)
+    return None
+
+
 def check_off_cpu(stack_words, dumps=True):
     def check_fn(r):
         r.ok()
@@ -264,11 +286,7 @@ def check_softirq_on_irq_exit(r):
     ksoftirqd, rcuc/1 was seen to run it). No wait names the bystander, which never
     disables bottom halves, or the sender, on CPU 0. Most name no one, but on PREEMPT_RT."""
     r.ok()
-    try:
-        with open(os.path.join(os.path.dirname(r.path), "_info", "info")) as f:
-            rt = "PREEMPT_RT" in f.read()
-    except OSError:
-        rt = True  # unknown: judge only what holds on both
+    rt = preempt_rt(r) is not False  # unknown: judge only what holds on both
     unnamed = 0
     start, sends = r.events("pingpong_start"), r.events("send")
     need(start and sends, "the workload did not log its rounds\n" + r.run.describe())
@@ -689,6 +707,11 @@ SCENARIOS = [
     also_checks("syscall", "syscall-waker", check_sleeps_woken_by_the_timer),
     Scenario("syscall-off-cpu", 3, "run", "run %s %s --off-cpu 10ms --max-dumps 0 "
              "-- $W/sleeper 15 3" % (OUT, SLEEPS), check_sleeps_woken_by_the_timer),
+    # The timer callbacks' entries missed (as PREEMPT_RT's preemptible programs make some
+    # miss): a sleep woken in the hrtimer softirq (ktimers/N on PREEMPT_RT) is still the timer's.
+    Scenario("syscall-timer-entry-missed", 3, "run", "HYBTRACE_TEST_MISS_TIMER_ENTRIES=1 "
+             "run %s %s --off-cpu 10ms --max-dumps 0 -- $W/sleeper 15 3" % (OUT, SLEEPS),
+             check_softirq_timer_wakes_are_the_timers),
     Scenario("loopback-wakeup", 3, "run", "run %s --rq-delay off --off-cpu 1ms "
              "--max-dumps 0 --no-children -- $W/tcp_pingpong 20 10 hog" % OUT, check_loopback_wakeup),
     Scenario("softirq-irq-exit", 3, "run", "run %s --rq-delay off --off-cpu 1ms "

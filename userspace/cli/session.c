@@ -1647,6 +1647,8 @@ static int start_session(struct session *s, const struct ht_options *o)
 	cfg.test_untraced_switch_every = test_every("HYBTRACE_TEST_UNTRACED_SWITCH", 1);
 	/* For tests: the wakeups such a switch hides with it, on demand. */
 	cfg.test_untraced_wakeup_every = test_every("HYBTRACE_TEST_UNTRACED_WAKEUP", 2);
+	/* For tests: the timer callbacks' entries PREEMPT_RT's preemptible programs miss. */
+	cfg.test_miss_timer_entries = getenv("HYBTRACE_TEST_MISS_TIMER_ENTRIES") != NULL;
 	memcpy(cfg.threshold_ns, o->threshold_ns, sizeof(cfg.threshold_ns));
 	memcpy(cfg.syscall_filter, o->syscall_filter, sizeof(cfg.syscall_filter));
 	s->comms = malloc(sizeof(*s->comms));
