@@ -139,19 +139,30 @@ def test_mode_dumps_say_they_hold_no_pt():
 
 
 RAW_HEADER_BYTES = 16
+RAWSEC_SIDEBAND = 7
 RAWSEC_MAPS = 8
+# Each sideband record ends with its sample_id: pid, tid, time, cpu (HT_INTELPT_SIDEBAND_SAMPLE_TYPE).
+SAMPLE_ID_BYTES = 24
+PROCS_SPIN_PROGRAM = {"alpha": "/procs_spin", "beta": "/procs_spin_beta",
+                      "gamma": "/procs_spin_gamma"}
+
+
+def raw_sections(path, wanted):
+    """The bodies of a raw capture's sections tagged WANTED (rawcap.h), in file order."""
+    with open(path, "rb") as f:
+        data = f.read()
+    at = RAW_HEADER_BYTES
+    while at + 16 <= len(data):
+        tag, _, n = struct.unpack_from("<IIQ", data, at)
+        body, at = data[at + 16:at + 16 + n], at + 16 + n
+        if tag == wanted:
+            yield body
 
 
 def raw_maps(path):
     """The MAPS sections of a raw capture (rawcap.h, format 1.5): [(pid, [mapped paths])]."""
-    with open(path, "rb") as f:
-        data = f.read()
-    out, at = [], RAW_HEADER_BYTES
-    while at + 16 <= len(data):
-        tag, _, n = struct.unpack_from("<IIQ", data, at)
-        body, at = data[at + 16:at + 16 + n], at + 16 + n
-        if tag != RAWSEC_MAPS:
-            continue
+    out = []
+    for body in raw_sections(path, RAWSEC_MAPS):
         count, = struct.unpack_from("<I", body, 8)
         pos, paths = 12, []
         for _ in range(count):
@@ -164,6 +175,34 @@ def raw_maps(path):
         pid, = struct.unpack_from("<I", body, pos)
         out.append((pid, paths))
     return out
+
+
+def raw_sideband_pids(path):
+    """The processes whose tasks the sideband records of a raw capture were written for."""
+    pids = set()
+    for body in raw_sections(path, RAWSEC_SIDEBAND):
+        pos = 12  # cpu, frozen_ns
+        while pos + 8 <= len(body):
+            size, = struct.unpack_from("<H", body, pos + 6)
+            if size < 8 + SAMPLE_ID_BYTES or pos + size > len(body):
+                break
+            pids.add(struct.unpack_from("<I", body, pos + size - SAMPLE_ID_BYTES)[0])
+            pos += size
+    return pids
+
+
+def check_procs_spin_code(raw, pid, role, paths, what="procs_spin"):
+    """A procs_spin process's mappings in capture RAW hold its own program, or, caught between
+    its fork and its exec, its parent's, or, caught inside its exec (its new memory holds no
+    file yet: beside stress-ng once), none. Whether they hold its own."""
+    exes = {p for p in paths if "/procs_spin" in p}
+    want = {p for p in exes if p.endswith(PROCS_SPIN_PROGRAM[role])}
+    forked = {p for p in exes if p.endswith(PROCS_SPIN_PROGRAM["alpha"])}
+    in_exec = not any(p.startswith("/") for p in paths)
+    check((want and exes == want) or (forked and exes == forked) or in_exec,
+          "%s: %s process %d (%s) has the code of %r (mapped: %r)"
+          % (raw, what, pid, role, sorted(exes), paths))
+    return bool(want) and exes == want
 
 
 @test
@@ -187,8 +226,6 @@ def sideband_mode_every_process_keeps_its_own_code():
         roles = {e["pid"]: e["role"] for e in run.log if e["event"] == "ready"}
         check(sorted(roles.values()) == ["alpha", "beta", "gamma"], "roles %r\n%s"
               % (roles, run.describe()))
-        program = {"alpha": "/procs_spin", "beta": "/procs_spin_beta",
-                   "gamma": "/procs_spin_gamma"}
         raws = sorted(glob.glob(os.path.join(out, "*.hybtrace-raw")))
         check(raws, "no raw capture: " + run.describe())
         most = own_after_exec = 0
@@ -199,17 +236,8 @@ def sideband_mode_every_process_keeps_its_own_code():
             ours = [pid for pid in last if pid in roles]
             most = max(most, len(ours))
             for pid in ours:
-                exes = {p for p in last[pid] if "/procs_spin" in p}
-                want = {p for p in exes if p.endswith(program[roles[pid]])}
-                # A child caught between its fork and its exec has its parent's code; one
-                # caught inside its exec (its new memory holds no file yet: beside stress-ng
-                # once) has none.
-                forked = {p for p in exes if p.endswith(program["alpha"])}
-                in_exec = not any(p.startswith("/") for p in last[pid])
-                check((want and exes == want) or (forked and exes == forked) or in_exec,
-                      "%s: process %d (%s) has the code of %r (mapped: %r)"
-                      % (raw, pid, roles[pid], sorted(exes), last[pid]))
-                own_after_exec += roles[pid] != "alpha" and exes == want
+                own = check_procs_spin_code(raw, pid, roles[pid], last[pid])
+                own_after_exec += roles[pid] != "alpha" and own
             dump = raw.replace(".hybtrace-raw", ".perfetto-trace")
             meta = report_json(dump)["metadata"]
             check(int(meta["pt.processes"]) == len(last), "%s: pt.processes %s, the capture "
@@ -219,31 +247,6 @@ def sideband_mode_every_process_keeps_its_own_code():
               "processes: " + run.describe())
         check(own_after_exec, "no capture held beta's or gamma's own program: "
               + run.describe())
-
-
-RAWSEC_SIDEBAND = 7
-# Each sideband record ends with its sample_id: pid, tid, time, cpu (HT_INTELPT_SIDEBAND_SAMPLE_TYPE).
-SAMPLE_ID_BYTES = 24
-
-
-def raw_sideband_pids(path):
-    """The processes whose tasks the sideband records of a raw capture were written for."""
-    with open(path, "rb") as f:
-        data = f.read()
-    pids, at = set(), RAW_HEADER_BYTES
-    while at + 16 <= len(data):
-        tag, _, n = struct.unpack_from("<IIQ", data, at)
-        body, at = data[at + 16:at + 16 + n], at + 16 + n
-        if tag != RAWSEC_SIDEBAND:
-            continue
-        pos = 12  # cpu, frozen_ns
-        while pos + 8 <= len(body):
-            size, = struct.unpack_from("<H", body, pos + 6)
-            if size < 8 + SAMPLE_ID_BYTES or pos + size > len(body):
-                break
-            pids.add(struct.unpack_from("<I", body, pos + size - SAMPLE_ID_BYTES)[0])
-            pos += size
-    return pids
 
 
 def start_procs_spin(log, stop, preexec_fn=None):
@@ -270,21 +273,12 @@ def captures_code(raws):
 
 
 def check_own_programs(code, roles, what):
-    """Every process of ROLES a capture holds has its own program, or its parent's (caught
-    before its exec) or none (inside its exec); some capture holds one's own."""
-    program = {"alpha": "/procs_spin", "beta": "/procs_spin_beta",
-               "gamma": "/procs_spin_gamma"}
+    """Every process of ROLES a capture holds has its own program (check_procs_spin_code);
+    some capture holds one's own."""
     own = 0
     for raw, procs in code.items():
         for pid in set(procs) & set(roles):
-            exes = {p for p in procs[pid] if "/procs_spin" in p}
-            want = {p for p in exes if p.endswith(program[roles[pid]])}
-            forked = {p for p in exes if p.endswith(program["alpha"])}
-            check((want and exes == want) or (forked and exes == forked)
-                  or not any(p.startswith("/") for p in procs[pid]),
-                  "%s: %s process %d (%s) has the code of %r" % (raw, what, pid, roles[pid],
-                                                                 sorted(exes)))
-            own += exes == want and bool(want)
+            own += check_procs_spin_code(raw, pid, roles[pid], procs[pid], what)
     check(own, "no capture held the code of %s's processes %r: %r"
           % (what, roles, {r: sorted(p) for r, p in code.items()}))
 
