@@ -16,7 +16,7 @@ BTF_FILE ?= /sys/kernel/btf/vmlinux
 # nginx: the preforking web server of the services' acceptance check (test_nginx.py).
 DEB_PACKAGES := make gcc clang llvm libbpf-dev bpftool libelf-dev libdw-dev libipt-dev \
 	zlib1g-dev pkg-config protobuf-compiler python3 libclang-rt-14-dev binutils libcap2-bin \
-	lld libc6-dbg postgresql-15 nginx
+	lld libc6-dbg postgresql-15 nginx systemd util-linux
 
 # `make V=1` shows every command.
 ifeq ($(V),1)

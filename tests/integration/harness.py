@@ -623,16 +623,21 @@ def hybtrace_knows(option):
     return _KNOWN_OPTIONS[option]
 
 
+def cgroup_mounts(fstype):
+    """Mount points of file systems of FSTYPE, from /proc/self/mountinfo."""
+    points = []
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            fields, _, rest = line.partition(" - ")
+            if rest.split()[0] == fstype:
+                points.append(fields.split()[4].replace("\\040", " "))
+    return points
+
+
 def cgroup_v2_mount():
     """Where cgroup v2 is mounted: /sys/fs/cgroup, or /sys/fs/cgroup/unified where a machine
     mounts both versions (hybrid); None without one."""
-    with open("/proc/self/mountinfo") as f:
-        for line in f:
-            fields = line.split()
-            # Optional fields end at "-", then the filesystem type.
-            if fields[fields.index("-") + 1] == "cgroup2":
-                return fields[4].replace("\\040", " ")
-    return None
+    return (cgroup_mounts("cgroup2") or [None])[0]
 
 
 def own_cgroup_v2():

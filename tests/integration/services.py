@@ -1,16 +1,18 @@
 # SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 """Real multi-process servers from Debian for the acceptance checks (issue 17) and the
 bench: nginx with a master and workers on a private configuration, the processes of a
-server as /proc lists them, a CPU hog pinned beside them, an HTTP load."""
+server as /proc lists them, a CPU hog pinned beside them, an HTTP load, and a real
+systemd to run them as units."""
 import os
 import shutil
 import signal
 import socket
 import subprocess
 import tempfile
+import time
 
-from harness import (Skip, check, hybtrace_knows, need_root, read_log, tp_query,
-                     trace_processor, wait_for, workload)
+from harness import (Skip, check, cgroup_mounts, hybtrace_knows, need_root, read_log,
+                     tp_query, trace_processor, wait_for, workload)
 
 # Debian's nginx package (make deps installs it).
 NGINX = "/usr/sbin/nginx"
@@ -296,3 +298,120 @@ def check_service_dumps(out, breaches, inside):
               "%s: thread %d is of process %r in the dump, not %d"
               % (path, tid, [r["pid"] for r in threads], pid))
     return len(paths)
+
+
+# Debian's systemd package (make deps installs it; it need not be the init system).
+SYSTEMD = "/lib/systemd/systemd"
+SYSTEMCTL = "/usr/bin/systemctl"
+
+
+class SystemdUser:
+    """A real systemd service manager for units a test defines, where systemd is not the
+    init system (this machine, CI): root's user manager (systemd --user), in a cgroup of
+    its own under every cgroup hierarchy systemd uses (cgroup v2, and name=systemd on a
+    hybrid machine), and in a mount namespace of its own, where a tmpfs /run holds
+    /run/systemd/system, the mark by which systemd and hybtrace know that systemd runs.
+    Its units' cgroups are real cgroups under the v2 mount. Commands that must see systemd
+    run (hybtrace --unit) run in that namespace (wrap()); `systemctl` there is the real
+    one, pointed at this manager (`--user`, env()). close() stops it and removes its
+    cgroups."""
+
+    def __init__(self, prefix="hybtrace-systemd"):
+        need_root()
+        for path in (SYSTEMD, SYSTEMCTL):
+            if not os.access(path, os.X_OK):
+                raise Skip("systemd is not installed (%s missing; make deps installs "
+                           "systemd)" % path)
+        self.dir = tempfile.mkdtemp(prefix=prefix + "-")
+        self.runtime = os.path.join(self.dir, "run")
+        self.units = os.path.join(self.dir, "config", "systemd", "user")
+        self.bin = os.path.join(self.dir, "bin")
+        for d in (self.runtime, self.units, self.bin):
+            os.makedirs(d, mode=0o700)
+        with open(os.path.join(self.bin, "systemctl"), "w") as f:
+            f.write("#!/bin/sh\nexec %s --user \"$@\"\n" % SYSTEMCTL)
+        os.chmod(os.path.join(self.bin, "systemctl"), 0o755)
+        self.name = "%s-%d" % (prefix, os.getpid())
+        # Each hierarchy systemd keeps its tree in: cgroup v2, and name=systemd beside it.
+        self.cgroups = [os.path.join(m, self.name) for m in cgroup_mounts("cgroup2") +
+                        [m for m in cgroup_mounts("cgroup") if m.endswith("/systemd")]]
+        for d in self.cgroups:
+            os.mkdir(d)
+        self.log = os.path.join(self.dir, "systemd.log")
+        join = " ".join("echo $$ > %s/cgroup.procs;" % d for d in self.cgroups)
+        script = ("set -e; mount -t tmpfs hybtrace-systemd-run /run; "
+                  "mkdir -p /run/systemd/system; %s exec %s --user" % (join, SYSTEMD))
+        try:
+            with open(self.log, "w") as log:
+                self.proc = subprocess.Popen(
+                    ["unshare", "--mount", "--propagation", "private", "sh", "-c", script],
+                    env=self.env(), stdout=log, stderr=subprocess.STDOUT,
+                    start_new_session=True)
+            wait_for(lambda: self.proc.poll() is not None or self.running(), 30,
+                     "systemd --user to start")
+            check(self.proc.poll() is None, "systemd --user exited with %s:\n%s"
+                  % (self.proc.returncode, self.read_log()))
+        except BaseException:
+            self.close()
+            raise
+
+    def env(self):
+        """The environment under which systemctl --user finds this manager."""
+        return dict(os.environ, XDG_RUNTIME_DIR=self.runtime,
+                    XDG_CONFIG_HOME=os.path.join(self.dir, "config"),
+                    PATH=self.bin + ":" + os.environ.get("PATH", "/usr/bin:/bin"))
+
+    def wrap(self):
+        """A command prefix that runs a program where systemd is seen to run (its mount
+        namespace), with this manager's systemctl first on PATH (env())."""
+        return ["nsenter", "--target", str(self.proc.pid), "--mount", "--"]
+
+    def read_log(self):
+        with open(self.log, errors="replace") as f:
+            return f.read()[-2000:]
+
+    def systemctl(self, *args, check_rc=True):
+        p = subprocess.run([SYSTEMCTL, "--user"] + list(args), env=self.env(),
+                           capture_output=True, text=True, timeout=60)
+        check(not check_rc or p.returncode == 0, "systemctl --user %s: %d %s\n%s"
+              % (" ".join(args), p.returncode, p.stderr, self.read_log()))
+        return p
+
+    def running(self):
+        return os.path.exists(os.path.join(self.runtime, "systemd", "private")) and \
+            self.systemctl("show", "-p", "Version", check_rc=False).returncode == 0
+
+    def add_unit(self, name, service):
+        """Define NAME.service with SERVICE, its [Service] section's lines."""
+        with open(os.path.join(self.units, name + ".service"), "w") as f:
+            f.write("[Service]\n" + "".join(line + "\n" for line in service))
+        self.systemctl("daemon-reload")
+
+    def show(self, unit, *props):
+        out = self.systemctl("show", "-p", ",".join(props), "--", unit).stdout
+        return dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
+
+    def close(self):
+        if getattr(self, "proc", None) and self.proc.poll() is None:
+            self.systemctl("exit", check_rc=False)
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+        for top in getattr(self, "cgroups", []):
+            # What a unit left behind goes first, then the tree, deepest first.
+            kill = os.path.join(top, "cgroup.kill")
+            if os.path.exists(kill):
+                with open(kill, "w") as f:
+                    f.write("1\n")
+            for d, _, _ in sorted(os.walk(top), key=lambda w: -w[0].count("/")):
+                for _ in range(100):
+                    try:
+                        os.rmdir(d)
+                        break
+                    except FileNotFoundError:
+                        break
+                    except OSError:
+                        time.sleep(0.05)
+        shutil.rmtree(self.dir, ignore_errors=True)

@@ -6,12 +6,13 @@ import subprocess
 import tempfile
 import threading
 
-from harness import HYBTRACE, Failure, check, need_root, our_bpf_links, test
+from harness import HYBTRACE, Failure, cgroup_mounts, check, need_root, our_bpf_links, test
+from services import SystemdUser
 
 
-def expect_usage_error(args, needle, user=None, env=None):
+def expect_usage_error(args, needle, user=None, env=None, wrap=()):
     before = len(our_bpf_links())
-    cmd = [HYBTRACE] + args
+    cmd = list(wrap) + [HYBTRACE] + args
     if user:
         cmd = ["setpriv", "--reuid=%d" % user, "--regid=%d" % user, "--clear-groups",
                "--inh-caps=-all"] + cmd
@@ -72,17 +73,6 @@ def bad_pid_lists():
     expect_usage_error(["run", "--pid", "2", "--", "true"], "kernel thread")
 
 
-def cgroup_mounts(fstype):
-    """Mount points of file systems of FSTYPE, from /proc/self/mountinfo."""
-    points = []
-    with open("/proc/self/mountinfo") as f:
-        for line in f:
-            fields, _, rest = line.partition(" - ")
-            if rest.split()[0] == fstype:
-                points.append(fields.split()[4].replace("\\040", " "))
-    return points
-
-
 @test
 def bad_cgroups():
     need_root()
@@ -127,6 +117,31 @@ def bad_units():
             expect_usage_error(["--unit", "idle.service"], "has no processes", env=env)
     finally:
         os.rmdir(empty)
+
+
+@test
+def bad_units_of_a_real_systemd():
+    """--unit against a real systemd's answers (services.SystemdUser): a unit it does not
+    know, one loaded but stopped, and a oneshot that stays active after its process exited."""
+    need_root()
+    systemd = SystemdUser(prefix="hybtrace-bad-unit")
+    try:
+        where = {"env": systemd.env(), "wrap": systemd.wrap()}
+        expect_usage_error(["--unit", "hybtrace-no-such"],
+                           "hybtrace-no-such.service is not loaded (LoadState=not-found)",
+                           **where)
+        systemd.add_unit("hybtrace-stopped", ["ExecStart=/bin/sleep 1000"])
+        expect_usage_error(["--unit", "hybtrace-stopped.service"],
+                           "has no processes (ActiveState=inactive", **where)
+        systemd.add_unit("hybtrace-done", ["Type=oneshot", "RemainAfterExit=yes",
+                                           "ExecStart=/bin/true"])
+        systemd.systemctl("start", "hybtrace-done")
+        check(systemd.show("hybtrace-done", "ActiveState")["ActiveState"] == "active",
+              "the oneshot is not active after its start")
+        expect_usage_error(["--unit", "hybtrace-done"], "has no processes (ActiveState=active",
+                           **where)
+    finally:
+        systemd.close()
 
 
 @test

@@ -1,16 +1,16 @@
 # SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 """The acceptance check of whole services (issue 17) on a real multi-process server:
 Debian's nginx, a master and 4 workers on a private configuration, under an HTTP load,
-with a CPU hog pinned beside it, watched three ways: by its cgroup, by its master's pid
-with --children (the workers a reload forks after attach become targets), and under
-`run`. The breaches are of nginx's workers as nginx's pid file and /proc say them, none of
+with a CPU hog pinned beside it, watched four ways: by its cgroup, by its master's pid
+with --children (the workers a reload forks after attach become targets), under `run`,
+and as a unit of a real systemd by --unit (stopping the unit ends hybtrace). The breaches are of nginx's workers as nginx's pid file and /proc say them, none of
 a process outside (the hog, the load), and the workers' waits name the hog; the dumps
 open in Perfetto's importer with the breached worker in them."""
 import os
 import tempfile
 
 from harness import Attached, Cgroup, check, test
-from services import (Hog, Nginx, check_named_hog,
+from services import (Hog, Nginx, SystemdUser, check_named_hog,
                       check_service_breaches, check_service_dumps, describe, http_load,
                       need_nginx, need_service_targets, pinned)
 
@@ -25,7 +25,8 @@ OPTIONS = ["--json", "--quiet", "--rq-delay", "500us", "--max-dumps", "2",
 def nginx_watched(mode):
     """nginx (master and workers on CPU 0, beside a hog pinned there) under http_load
     (CPU 1), watched as MODE says: "cgroup", "pid" (--pid MASTER --children, then a
-    reload) or "run"."""
+    reload), "run", or "unit" (nginx the service of a systemd unit, --unit NAME; the
+    unit stopped while watched)."""
     need_service_targets()
     need_nginx()
     with tempfile.TemporaryDirectory() as tmp:
@@ -33,7 +34,7 @@ def nginx_watched(mode):
         os.mkdir(out)
         opts = OPTIONS + ["--output", out]
         nginx = Nginx(WORKERS)
-        hog = ht = cg = None
+        hog = ht = cg = systemd = None
         old_workers = []
         try:
             hog = Hog(0, os.path.join(tmp, "hog.log"))
@@ -52,6 +53,20 @@ def nginx_watched(mode):
                 ht.wait_attached(30)
                 # The workers running now are not targets; those the reload forks are.
                 workers = nginx.reload()
+            elif mode == "unit":
+                systemd = SystemdUser()
+                unit = "hybtrace-nginx-%d" % os.getpid()
+                systemd.add_unit(unit, ["ExecStart=" + " ".join(pinned(0) + nginx.command())])
+                systemd.systemctl("start", unit)
+                nginx.wait_ready()
+                shown = systemd.show(unit, "ControlGroup", "MainPID")
+                check(shown["MainPID"] == str(nginx.master),
+                      "systemd says the unit's main process is %s, nginx's pid file %d"
+                      % (shown["MainPID"], nginx.master))
+                # systemd's word, and hybtrace's own reading of it (a bare unit name).
+                ht = Attached(["--unit", unit] + opts, env=systemd.env(), wrap=systemd.wrap())
+                ht.wait_attached(30)
+                workers = nginx.workers()
             else:
                 ht = Attached(["run"] + opts + ["--"] + pinned(0) + nginx.command())
                 ht.wait_attached(30)
@@ -63,6 +78,10 @@ def nginx_watched(mode):
                 # hybtrace ends with its command, with its exit status.
                 nginx.stop()
                 rc = ht.wait(60)
+            elif mode == "unit":
+                # Stopped, the unit's cgroup goes: hybtrace ends with its summary, status 0.
+                systemd.systemctl("stop", unit)
+                rc = ht.wait(60)
             else:
                 rc = ht.stop()
             check(rc == 0, "hybtrace:\n" + ht.describe())
@@ -71,6 +90,8 @@ def nginx_watched(mode):
             if ht:
                 ht.close()
             nginx.close()
+            if systemd:
+                systemd.close()
             if hog:
                 hog.close()
             if cg:
@@ -80,6 +101,9 @@ def nginx_watched(mode):
         if mode == "cgroup":
             check(targets["cgroup"] and targets["cgroup"].endswith(cg.name),
                   "targets %r, not the cgroup %s" % (targets, cg.path))
+        elif mode == "unit":
+            check(targets["cgroup"] and targets["cgroup"].endswith(shown["ControlGroup"]),
+                  "targets %r, not the unit's cgroup %s" % (targets, shown["ControlGroup"]))
         else:
             check(targets["pids"] == [nginx.master] and targets["children"] is True,
                   "targets %r, want the master %d and its children" % (targets, nginx.master))
@@ -116,3 +140,8 @@ def nginx_watched_by_its_master_and_children():
 @test
 def nginx_watched_under_run():
     nginx_watched("run")
+
+
+@test
+def nginx_watched_as_a_systemd_unit():
+    nginx_watched("unit")
