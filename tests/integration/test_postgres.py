@@ -35,6 +35,11 @@ THRESHOLDS = ["--rq-delay", "500us", "--off-cpu", "1ms", "--syscall", "2ms"]
 OFFER_LAG_NS = 250_000_000
 # How far a wait's slices in a dump may lie from the breach's bounds (clock reads apart).
 EDGE_NS = 50_000
+# A woken thread's run-queue wait is timed from its enqueue (the kernel's run_delay), its
+# native thread state from its sched_waking (as ftrace's): a wakeup of a task on an idle CPU
+# is queued there after the IPI, hundreds of microseconds later on this guest, at most the
+# delay a flight record carries (HT_FR_WAKE_DELAY_MAX_US, include/hybtrace/records.h).
+MAX_WAKE_DELAY_NS = 0xffff * 1000
 
 
 def need_postgres():
@@ -265,15 +270,27 @@ def wait_in_dump(path, b):
     states = tp_query(path, "select ts.ts, ts.dur, ts.state from thread_state ts join thread t "
                       "using (utid) where t.tid = %d and ts.ts < %d and "
                       "(ts.dur < 0 or ts.ts + ts.dur > %d) order by ts.ts" % (b["tid"], hi, lo))
+    wakings = [r["ts"] for r in tp_query(
+        path, "select r.ts from ftrace_event r join args a using (arg_set_id) where "
+        "r.name = 'sched_waking' and a.key = 'pid' and a.int_value = %d and r.ts >= %d "
+        "and r.ts <= %d" % (b["tid"], lo - MAX_WAKE_DELAY_NS, lo + EDGE_NS))]
 
     def end_of(s):
         return s["ts"] + s["dur"] if s["dur"] >= 0 else hi
 
+    def begins_wait(s, lo, runnable, edge):
+        """Whether state S begins the wait from LO: at LO, or (runnable) at the sched_waking
+        that queued the thread at LO, the last before it."""
+        if s["state"] == "Running" or (s["state"] in ("R", "R+")) != runnable:
+            return False
+        if abs(s["ts"] - lo) <= edge:
+            return True
+        return runnable and bool(wakings) and s["ts"] == max(wakings) and end_of(s) > lo
+
     def covered(lo, hi, runnable, edge):
         """A state of the kind asked (runnable: R or R+; else blocked) begins at LO, and it
         and the waiting states after it (off-CPU, then run queue) run without a gap to HI."""
-        firsts = [s for s in states if s["state"] != "Running" and
-                  (s["state"] in ("R", "R+")) == runnable and abs(s["ts"] - lo) <= edge]
+        firsts = [s for s in states if begins_wait(s, lo, runnable, edge)]
         if not firsts:
             return False
         reach = end_of(firsts[0])
