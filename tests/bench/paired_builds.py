@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Two builds of hybtrace against each other, in the same interleaved rounds.
 
-usage: paired_builds.py OLD_HYBTRACE NEW_HYBTRACE [--runs N] [--loops N]
+usage: paired_builds.py OLD_HYBTRACE NEW_HYBTRACE [--runs N] [--loops N] [--programs]
 
 What a change to the hot path costs is a few percent at most, less than a virtual
 machine drifts between two `make bench` runs. So both builds are measured in every
@@ -11,12 +11,22 @@ configurations of `make bench` sections 1 and 2: the benchmark watched itself wi
 process watched with the defaults (the machine-wide cost every switch pays). Prints each
 configuration's new/old ratio: the median of the per-round ratios with its 95% bootstrap
 interval. Needs root; an old build without an option used here fails the run.
+
+--programs measures what the benchmark's ratio cannot resolve: each BPF program's own time
+a run (kernel.bpf_stats_enabled), both builds attached in turn for --seconds beside the same
+benchmark, watching it with every breach kind and watching another, idle process; prints
+each program's median ns a run for old and new, and the median of the per-round
+differences with its 95% bootstrap interval.
 """
 import argparse
 import os
+import random
+import signal
+import statistics
 import subprocess
 import sys
 import tempfile
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench  # noqa: E402
@@ -38,16 +48,111 @@ def configs(binary, idle_pid, out):
     ]
 
 
+PROGRAMS = ("handle_sched_switch", "handle_sched_waking", "handle_sched_wakeup",
+            "handle_sys_enter", "handle_sys_exit")
+PER_ROUND_TRIP = "all of them, a round trip"
+
+
+def program_costs(binary, watched, opts, seconds, out):
+    """{program: ns a run} of BINARY's programs while it watches WATCHED (None: the
+    benchmark) with OPTS, SECONDS of the benchmark after it is attached."""
+    bench_p = subprocess.Popen(bench.pipe_cmd(10 ** 9), stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL)
+    helper = None
+    try:
+        helper = bench.Background([binary, "--pid", str(watched or bench_p.pid), "--quiet",
+                                   "--json", "--max-dumps", "0", "--output", out] + opts,
+                                  r'"type":"attached"')
+        time.sleep(seconds)
+        bench_p.send_signal(signal.SIGSTOP)
+        costs = bench.bpf_prog_costs()
+        helper.stop()
+        helper = None
+    finally:
+        if helper:
+            helper.stop(check=False)
+        bench_p.kill()
+        bench_p.wait()
+    out = {name: costs[name][0] for name in PROGRAMS if name in costs}
+    # A round trip of the benchmark is two switches: what the programs spent on one.
+    switches = costs.get("handle_sched_switch", (0, 0))[1]
+    if switches:
+        out[PER_ROUND_TRIP] = sum(ns * runs for name, (ns, runs) in costs.items()
+                                  if name in PROGRAMS) / (switches / 2)
+    return out
+
+
+def paired_difference(new, old, rounds=2000, seed=1):
+    """Median of new[i] - old[i] with its 95% bootstrap interval."""
+    rng = random.Random(seed)
+    diffs = [n - o for n, o in zip(new, old)]
+    medians = sorted(statistics.median([rng.choice(diffs) for _ in diffs])
+                     for _ in range(rounds))
+    return (statistics.median(diffs), medians[int(0.025 * rounds)],
+            medians[int(0.975 * rounds) - 1])
+
+
+def compare_programs(args):
+    idle = subprocess.Popen(["sleep", "100000"])
+    configs = (("self, all breaches", None,
+                ["--source", "none", "--rq-delay", "1ms", "--off-cpu", "1ms", "--syscall", "1ms"]),
+               ("others, defaults watching an idle process", idle.pid, []))
+    costs = {}
+    subprocess.run(["sysctl", "-q", "kernel.bpf_stats_enabled=1"], check=True)
+    try:
+        with tempfile.TemporaryDirectory(prefix="hybtrace-paired-") as out:
+            for i in range(args.runs):
+                for name, watched, opts in configs:
+                    pair = [("old", args.old), ("new", args.new)]
+                    for which, binary in (pair if i % 2 == 0 else pair[::-1]):
+                        for prog, ns in program_costs(os.path.abspath(binary), watched, opts,
+                                                      args.seconds, out).items():
+                            costs.setdefault((name, prog, which), []).append(ns)
+    finally:
+        subprocess.run(["sysctl", "-q", "kernel.bpf_stats_enabled=0"])
+        idle.kill()
+        idle.wait()
+    bench.log("programs of new %s against old %s, ns a run, %d alternating rounds of %.0f s "
+              "beside %s" % (args.new, args.old, args.runs, args.seconds,
+                             " ".join(bench.pipe_cmd(10 ** 9))))
+    # The benchmark's own round trip, untraced: what the programs' difference is a share of.
+    trip_ns = statistics.median(bench.run_measured(bench.pipe_cmd(args.loops))
+                                for _ in range(3)) * 1000
+    for name, _, _ in configs:
+        bench.log("  %s" % name)
+        for prog in PROGRAMS + (PER_ROUND_TRIP,):
+            old, new = costs.get((name, prog, "old")), costs.get((name, prog, "new"))
+            if not old or not new or len(old) != len(new):
+                continue
+            point, lo, hi = paired_difference(new, old)
+            bench.log("    %-26s old %6.0f  new %6.0f  new-old %+5.0f [%+.0f, %+.0f]"
+                      % (prog, statistics.median(old), statistics.median(new), point, lo, hi))
+        old, new = costs.get((name, PER_ROUND_TRIP, "old")), costs.get((name, PER_ROUND_TRIP,
+                                                                          "new"))
+        if old and new and len(old) == len(new):
+            point, lo, hi = paired_difference(new, old)
+            bench.log("    what that adds to an untraced round trip of %.0f ns: %+.2f%% "
+                      "[%+.2f%%, %+.2f%%]" % (trip_ns, 100 * point / trip_ns, 100 * lo / trip_ns,
+                                               100 * hi / trip_ns))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("old")
     ap.add_argument("new")
     ap.add_argument("--runs", type=int, default=20)
     ap.add_argument("--loops", type=int, default=200000)
+    ap.add_argument("--programs", action="store_true",
+                    help="each BPF program's time a run instead of the benchmark's")
+    ap.add_argument("--seconds", type=float, default=3.0,
+                    help="with --programs: how long each build watches")
     args = ap.parse_args()
     for path in (args.old, args.new):
         if not os.access(path, os.X_OK):
             sys.exit("paired_builds: %s is not an executable" % path)
+    if args.programs:
+        compare_programs(args)
+        return
     idle = subprocess.Popen(["sleep", "100000"])
     results = {}
     try:
