@@ -75,11 +75,15 @@ def paired_ratio(values, base, rounds=2000, seed=1):
     Slow and fast spells of a virtual machine last longer than a round, so a
     ratio within a round cancels most of them; unpaired medians keep them.
     """
+    return median_interval([v / b for v, b in zip(values, base)], rounds, seed)
+
+
+def median_interval(samples, rounds=2000, seed=1):
+    """The median of SAMPLES (one per round) with its 95% bootstrap interval."""
     rng = random.Random(seed)
-    ratios = [v / b for v, b in zip(values, base)]
-    medians = sorted(statistics.median([rng.choice(ratios) for _ in ratios])
+    medians = sorted(statistics.median([rng.choice(samples) for _ in samples])
                      for _ in range(rounds))
-    return (statistics.median(ratios), medians[int(0.025 * rounds)],
+    return (statistics.median(samples), medians[int(0.025 * rounds)],
             medians[int(0.975 * rounds) - 1])
 
 

@@ -20,7 +20,6 @@ differences with its 95% bootstrap interval.
 """
 import argparse
 import os
-import random
 import signal
 import statistics
 import subprocess
@@ -82,16 +81,6 @@ def program_costs(binary, watched, opts, seconds, out):
     return out
 
 
-def paired_difference(new, old, rounds=2000, seed=1):
-    """Median of new[i] - old[i] with its 95% bootstrap interval."""
-    rng = random.Random(seed)
-    diffs = [n - o for n, o in zip(new, old)]
-    medians = sorted(statistics.median([rng.choice(diffs) for _ in diffs])
-                     for _ in range(rounds))
-    return (statistics.median(diffs), medians[int(0.025 * rounds)],
-            medians[int(0.975 * rounds) - 1])
-
-
 def compare_programs(args):
     idle = subprocess.Popen(["sleep", "100000"])
     configs = (("self, all breaches", None,
@@ -120,17 +109,18 @@ def compare_programs(args):
                                 for _ in range(3)) * 1000
     for name, _, _ in configs:
         bench.log("  %s" % name)
+        trip = None
         for prog in PROGRAMS + (PER_ROUND_TRIP,):
             old, new = costs.get((name, prog, "old")), costs.get((name, prog, "new"))
             if not old or not new or len(old) != len(new):
                 continue
-            point, lo, hi = paired_difference(new, old)
+            point, lo, hi = bench.median_interval([n - o for n, o in zip(new, old)])
             bench.log("    %-26s old %6.0f  new %6.0f  new-old %+5.0f [%+.0f, %+.0f]"
                       % (prog, statistics.median(old), statistics.median(new), point, lo, hi))
-        old, new = costs.get((name, PER_ROUND_TRIP, "old")), costs.get((name, PER_ROUND_TRIP,
-                                                                          "new"))
-        if old and new and len(old) == len(new):
-            point, lo, hi = paired_difference(new, old)
+            trip = (point, lo, hi) if prog == PER_ROUND_TRIP else None
+        # All programs together, as a share of the untraced round trip.
+        if trip:
+            point, lo, hi = trip
             bench.log("    what that adds to an untraced round trip of %.0f ns: %+.2f%% "
                       "[%+.2f%%, %+.2f%%]" % (trip_ns, 100 * point / trip_ns, 100 * lo / trip_ns,
                                                100 * hi / trip_ns))
