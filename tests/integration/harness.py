@@ -649,6 +649,23 @@ def own_cgroup_v2():
     raise Skip("this process has no cgroup v2 line in /proc/self/cgroup")
 
 
+def remove_cgroup_tree(top, empty=lambda d: None, timeout_s=10):
+    """Remove cgroup directory TOP and those below it, deepest first, EMPTY(d) before each
+    try (a process that just exited may hold its cgroup a moment: retried)."""
+    dirs = sorted((os.path.join(d, s) for d, subs, _ in os.walk(top) for s in subs),
+                  key=len, reverse=True) + [top]
+    for d in dirs:
+        deadline = time.monotonic() + timeout_s
+        while os.path.isdir(d):
+            try:
+                empty(d)
+                os.rmdir(d)
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.02)
+
+
 class Cgroup:
     """A cgroup v2 directory a test makes under the v2 mount (SUBDIRS beneath it), with the
     time of each move in or out; removed at the end, once whatever is left in it has been
@@ -691,24 +708,15 @@ class Cgroup:
             f.write("0\n")
 
     def remove(self, timeout_s=10):
-        """Move what is left back home, then remove the directories, deepest first (a
-        process that just exited may hold its cgroup a moment: retried)."""
-        dirs = sorted((os.path.join(d, s) for d, subs, _ in os.walk(self.path) for s in subs),
-                      key=len, reverse=True) + [self.path]
-        for d in dirs:
-            deadline = time.monotonic() + timeout_s
-            while os.path.isdir(d):
+        """Move what is left back home, then remove the directories, deepest first."""
+        def empty(d):
+            for pid in self.procs(d):
                 try:
-                    for pid in self.procs(d):
-                        try:
-                            self.move(pid, self.home)
-                        except OSError:
-                            pass  # gone meanwhile
-                    os.rmdir(d)
+                    self.move(pid, self.home)
                 except OSError:
-                    if time.monotonic() > deadline:
-                        raise
-                    time.sleep(0.02)
+                    pass  # gone meanwhile
+
+        remove_cgroup_tree(self.path, empty, timeout_s)
 
     def __enter__(self):
         return self

@@ -9,10 +9,9 @@ import signal
 import socket
 import subprocess
 import tempfile
-import time
 
 from harness import (Skip, check, cgroup_mounts, hybtrace_knows, need_root, read_log,
-                     tp_query, trace_processor, wait_for, workload)
+                     remove_cgroup_tree, tp_query, trace_processor, wait_for, workload)
 
 # Debian's nginx package (make deps installs it).
 NGINX = "/usr/sbin/nginx"
@@ -400,18 +399,10 @@ class SystemdUser:
                 os.killpg(self.proc.pid, signal.SIGKILL)
                 self.proc.wait()
         for top in getattr(self, "cgroups", []):
-            # What a unit left behind goes first, then the tree, deepest first.
+            # What a unit left behind goes first, then the tree.
             kill = os.path.join(top, "cgroup.kill")
             if os.path.exists(kill):
                 with open(kill, "w") as f:
                     f.write("1\n")
-            for d, _, _ in sorted(os.walk(top), key=lambda w: -w[0].count("/")):
-                for _ in range(100):
-                    try:
-                        os.rmdir(d)
-                        break
-                    except FileNotFoundError:
-                        break
-                    except OSError:
-                        time.sleep(0.05)
+            remove_cgroup_tree(top)
         shutil.rmtree(self.dir, ignore_errors=True)

@@ -3,9 +3,10 @@
 Debian's nginx, a master and 4 workers on a private configuration, under an HTTP load,
 with a CPU hog pinned beside it, watched four ways: by its cgroup, by its master's pid
 with --children (the workers a reload forks after attach become targets), under `run`,
-and as a unit of a real systemd by --unit (stopping the unit ends hybtrace). The breaches are of nginx's workers as nginx's pid file and /proc say them, none of
-a process outside (the hog, the load), and the workers' waits name the hog; the dumps
-open in Perfetto's importer with the breached worker in them."""
+and as a unit of a real systemd by --unit (stopping the unit ends hybtrace). The breaches
+are of nginx's workers as nginx's pid file and /proc say them, none of a process outside
+(the hog, the load), and the workers' waits name the hog; the dumps open in Perfetto's
+importer with the breached worker in them."""
 import os
 import tempfile
 
