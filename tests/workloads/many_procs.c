@@ -4,8 +4,9 @@
  * K single-threaded processes ("many_child") under one parent ("many").
  *
  * many_procs sleep K SLEEP_MS CYCLES [LATE [BURST_US]]
- *   K - LATE children are forked at once and wait on a pipe; the parent logs
- *   ready, waits for $HT_START_FILE, lets them go, then forks the LATE
+ *   K - LATE children are forked at once and wait on a pipe; once each has
+ *   logged its child_start, the parent logs ready, waits for
+ *   $HT_START_FILE, lets them go, then forks the LATE
  *   others. Each child runs CYCLES cycles (until $HT_STOP_FILE exists
  *   instead, when named) of one SLEEP_MS nanosleep and BURST_US of CPU. Ground truth: child_start
  *   (each child, at birth), sleep_start / sleep_end around each sleep,
@@ -45,6 +46,21 @@ static void sleep_cycles(long cycles, uint64_t sleep_ns, uint64_t burst_ns)
 	wl_log("child_end", NULL);
 }
 
+/* Wait until N early children have said they are born (one byte each on BORN). */
+static void await_births(int born, long n)
+{
+	char c;
+
+	for (long got = 0; got < n;) {
+		ssize_t r = read(born, &c, 1);
+
+		if (r == 1)
+			got++;
+		else if (r == 0 || errno != EINTR)
+			break;
+	}
+}
+
 static int reap_all(void)
 {
 	int status, failed = 0;
@@ -56,13 +72,13 @@ static int reap_all(void)
 
 static int sleep_mode(long k, uint64_t sleep_ns, long cycles, long late, uint64_t burst_ns)
 {
-	int gate[2], failed;
+	int gate[2], born[2], failed;
 
 	if (late > k) {
 		fprintf(stderr, "many_procs: LATE %ld is more than K %ld\n", late, k);
 		return 2;
 	}
-	if (pipe2(gate, O_CLOEXEC)) {
+	if (pipe2(gate, O_CLOEXEC) || pipe2(born, O_CLOEXEC)) {
 		perror("pipe");
 		return 1;
 	}
@@ -71,6 +87,10 @@ static int sleep_mode(long k, uint64_t sleep_ns, long cycles, long late, uint64_
 		pid_t child;
 
 		if (i == k - late) {
+			/* ready: every early child's child_start is in the log. */
+			close(born[1]);
+			born[1] = -1;
+			await_births(born[0], k - late);
 			wl_log("ready", "\"children\":%ld", k - late);
 			wl_wait_start();
 			/* Every early child holds only the read end: they all see EOF now. */
@@ -88,6 +108,11 @@ static int sleep_mode(long k, uint64_t sleep_ns, long cycles, long late, uint64_
 			if (gate[1] >= 0)
 				close(gate[1]);
 			wl_log("child_start", "\"late\":%d", gate[1] < 0);
+			if (born[1] >= 0 && write(born[1], "b", 1) != 1)
+				_exit(1);
+			close(born[0]);
+			if (born[1] >= 0)
+				close(born[1]);
 			if (gate[1] >= 0)
 				pass_gate(gate[0]);
 			else
@@ -97,12 +122,15 @@ static int sleep_mode(long k, uint64_t sleep_ns, long cycles, long late, uint64_
 		}
 	}
 	if (gate[1] >= 0) {
+		close(born[1]);
+		await_births(born[0], k);
 		wl_log("ready", "\"children\":%ld", k);
 		wl_wait_start();
 		close(gate[1]);
 		wl_log("started", NULL);
 	}
 	close(gate[0]);
+	close(born[0]);
 	failed = reap_all();
 	wl_log("done", "\"failed\":%d", failed);
 	return failed;
