@@ -458,8 +458,9 @@ def pingpong_scenario(out, hog=False, rps=False):
     """tcp_pingpong: the receiver waits in recv, 10 ms each round, for a reply the sender
     process sends over loopback, which runs the receiver's net_rx softirq in its send.
     Returns the run, the ground truth and, per round, the send and the receiver's off-CPU
-    breach that covers it (on a loaded machine the receiver may reach its recv after the
-    reply came: that round has none)."""
+    breach, asleep, that covers it (on a loaded machine the receiver may reach its recv
+    after the reply came, or be preempted on its way there as the reply comes: that round
+    has none)."""
     run = hybtrace(["run", "--json", "--rq-delay", "off", "--off-cpu", "1ms",
                     "--max-dumps", "1", "--output", out, "--no-children", "--",
                     workload("tcp_pingpong"), "20", "10"] + (["hog"] if hog else [])
@@ -470,7 +471,7 @@ def pingpong_scenario(out, hog=False, rps=False):
     sends = run.events("send")
     check(start and len(sends) == 20, "workload log incomplete\n" + run.describe())
     receiver, sender = start[0]["tid"], sends[0]["tid"]
-    mine = [b for b in run.breaches("off-cpu") if b["tid"] == receiver]
+    mine = [b for b in run.breaches("off-cpu") if b["tid"] == receiver and b["state"] == "S"]
     rounds = []
     for send in sends:
         b = [b for b in mine if b["start_ns"] < send["ts_ns"] < b["end_ns"]]
@@ -566,7 +567,7 @@ def softirq_on_an_interrupt_exit_names_no_task():
                 check(waker.get("source") == "softirq" and waker.get("softirq") == "net_rx"
                       and waker.get("tid") not in (bystander, sender),
                       "woken by %r, want softirq (net_rx) in no task (bystander %d, sender "
-                      "%d)" % (waker, bystander, sender))
+                      "%d): %r" % (waker, bystander, sender, b))
                 unnamed += "tid" not in waker
             if "PREEMPT_RT" not in os.uname().version:
                 check(unnamed >= len(rounds) * 0.5, "%d of %d waits woken on an interrupt's "
