@@ -320,6 +320,24 @@ def wait_in_dump(path, b):
               "states: %r" % (path, kind, b["tid"], lo, hi, describe_breach(b), slices, states))
 
 
+def epoll_sets(pid):
+    """PID's epoll sets, by descriptor: whether each watches a socket (its fdinfo's "tfd:"
+    lines, each watched descriptor's link), as the kernel says while PID lives."""
+    sets = {}
+    for name in os.listdir("/proc/%d/fd" % pid):
+        try:
+            if os.readlink("/proc/%d/fd/%s" % (pid, name)) != "anon_inode:[eventpoll]":
+                continue
+            with open("/proc/%d/fdinfo/%s" % (pid, name)) as f:
+                watched = [int(line.split()[1]) for line in f if line.startswith("tfd:")]
+            sets[int(name)] = any(os.readlink("/proc/%d/fd/%d" % (pid, fd)).startswith(
+                "socket:") for fd in watched)
+        except FileNotFoundError:
+            continue  # closed meanwhile
+    check(sets, "backend %d has no epoll set" % pid)
+    return sets
+
+
 @test
 def postgres_dumps_are_its_worst_waits():
     """pgbench (4 clients, synchronous commit, fsync) against a throwaway cluster; hybtrace
@@ -362,6 +380,7 @@ def postgres_dumps_are_its_worst_waits():
         attached_at = time.monotonic()
         ht.wait_attached(30)
         attach_s = time.monotonic() - attached_at
+        sets = epoll_sets(backend)
         bench_out, _ = bench.communicate(timeout=BENCH_S + 60)
         check(bench.returncode == 0, "pgbench exited with %d:\n%s"
               % (bench.returncode, bench_out[-2000:]))
@@ -434,21 +453,29 @@ def postgres_dumps_are_its_worst_waits():
                   "in its interval; kept: %s" % (describe_breach(x), least[1], "; ".join(
                       describe_breach(b) for _, b in kept)))
 
-        # In epoll_wait a backend waits for its client (its socket in the set) or on its
-        # latch (a lock wait: another backend sets it). Woken by another backend's task, the
-        # wait was on the latch: no wait for work; woken by pgbench's, it was for work.
+        # In epoll_wait a backend waits for its client (the set holding its socket) or on
+        # its latch alone (a lock wait: another backend sets it). A wait pgbench ended was
+        # in the client's set. The client's set is a wait for work whoever ended the wait
+        # (another backend's signal does, a sinval catch-up under load); the latch's is not.
         def epoll_woken_by(prefix):
-            return [b for b in breaches if (b.get("syscall") or "").startswith("epoll")
-                    and b["kind"] != "rq-delay"
+            return [b for b in breaches if "epoll_fd" in b and b["kind"] != "rq-delay"
                     and (b.get("woken_by") or {}).get("source") == "task"
                     and b["woken_by"].get("pid") != backend
                     and (b["woken_by"].get("comm") or "").startswith(prefix)]
-        latch_waits, client_waits = epoll_woken_by("postgres"), epoll_woken_by("pgbench")
+        by_pgbench, by_postgres = epoll_woken_by("pgbench"), epoll_woken_by("postgres")
+        client_sets = {fd for fd, socket in sets.items() if socket}
+        check({b["epoll_fd"] for b in by_pgbench} <= client_sets,
+              "pgbench ended epoll waits on %r; the backend's sets with a socket: %r (all: %r)"
+              % (sorted({b["epoll_fd"] for b in by_pgbench}), sorted(client_sets), sets))
+        client_waits = [b for b in by_pgbench + by_postgres if b["epoll_fd"] in client_sets]
+        latch_waits = [b for b in by_postgres if b["epoll_fd"] not in client_sets]
         check(all(not b["wait_for_work"] for b in latch_waits) and
               all(b["wait_for_work"] for b in client_waits),
-              "latch waits labelled for work: %s; client waits not: %s" % (
+              "latch waits labelled for work: %s; client waits not: %s (the backend's epoll "
+              "sets, with a socket or not: %r)" % (
                   "; ".join(describe_breach(b) for b in latch_waits if b["wait_for_work"]),
-                  "; ".join(describe_breach(b) for b in client_waits if not b["wait_for_work"])))
+                  "; ".join(describe_breach(b) for b in client_waits if not b["wait_for_work"]),
+                  sets))
 
         # Each dump's line gives the ratio the policy ranked it by: its breach's.
         for path, b in kept:
@@ -466,10 +493,12 @@ def postgres_dumps_are_its_worst_waits():
         for path, b in kept:
             wait_in_dump(path, b)
         print("    postgres: %s tps, backend %d watched %.1f s after a %.1f s attach: "
-              "%d breaches (%d latch waits, %d client waits in epoll by their wakers), "
-              "%d dumps written, %d replaced, skipped %r; kept: %s"
+              "%d breaches (%d latch waits, %d client waits in epoll by their sets, %d of "
+              "these ended by another backend), %d dumps written, %d replaced, skipped %r; "
+              "kept: %s"
               % (tps.group(1) if tps else "?", backend, s["seconds"], attach_s,
-                 len(breaches), len(latch_waits), len(client_waits), len(written),
+                 len(breaches), len(latch_waits), len(client_waits),
+                 len([b for b in client_waits if b in by_postgres]), len(written),
                  len(replaced), d["skipped"],
                  "; ".join(describe_breach(b) for _, b in kept)))
     finally:

@@ -158,13 +158,22 @@ TEST(the_live_line_and_json_say_it)
 	CHECK(s && strstr(s, ": epoll_wait (waiting for work) = "));
 	free(s);
 	s = text_of(&idle, true);
-	CHECK(s && strstr(s, "\"wait_for_work\":true"));
+	CHECK(s && strstr(s, "\"wait_for_work\":true") && !strstr(s, "epoll_fd"));
 	free(s);
+	/* Its set's descriptor, where its first argument was read. */
+	idle.flags |= HT_BRF_SYSCALL_FD;
+	idle.syscall_fd = 7;
+	s = text_of(&idle, true);
+	CHECK(s && strstr(s, "\"epoll_fd\":7,\"wait_for_work\":true"));
+	free(s);
+	busy.flags |= HT_BRF_SYSCALL_FD;
+	busy.syscall_fd = 7;
 	s = text_of(&busy, false);
 	CHECK(s && strstr(s, " in read") && !strstr(s, "waiting for work"));
 	free(s);
 	s = text_of(&busy, true);
-	CHECK(s && strstr(s, "\"wait_for_work\":false") && strstr(s, "\"exiting\":false"));
+	CHECK(s && strstr(s, "\"wait_for_work\":false") && strstr(s, "\"exiting\":false") &&
+	      !strstr(s, "epoll_fd"));
 	free(s);
 	s = text_of(&join, false);
 	CHECK(s && strstr(s, "in futex (waiting for work)") &&

@@ -303,6 +303,7 @@ void ht_breach_print_json(FILE *f, const struct ht_breach_info *bi, const struct
 	const char *sc = ht_syscall_name(b->syscall_nr);
 	char comm[HT_COMM_LEN + 1], state[2] = { ht_task_state_letter(b->state), 0 };
 	struct ht_json j;
+	uint32_t epoll_fd;
 
 	snprintf(comm, sizeof(comm), "%.*s", HT_COMM_LEN, b->comm);
 	flockfile(f);
@@ -335,6 +336,8 @@ void ht_breach_print_json(FILE *f, const struct ht_breach_info *bi, const struct
 		ht_json_i64(&j, "syscall_ret", (int64_t)b->syscall_ret);
 		ht_json_str(&j, "syscall_ret_name", ht_syscall_ret_name((int64_t)b->syscall_ret));
 	}
+	if (ht_breach_epoll_fd(b, &epoll_fd))
+		ht_json_u64(&j, "epoll_fd", epoll_fd);
 	ht_json_bool(&j, "wait_for_work", ht_breach_waits_for_work(b));
 	print_waker_json(&j, b);
 	print_culprits_json(&j, bi);

@@ -39,6 +39,15 @@ static bool is_epoll_wait(const char *name)
 	       strncmp(name, "epoll_create", 12);
 }
 
+bool ht_breach_epoll_fd(const struct ht_breach *b, uint32_t *fd)
+{
+	if ((b->kind != HT_BREACH_OFF_CPU && b->kind != HT_BREACH_SYSCALL) ||
+	    !(b->flags & HT_BRF_SYSCALL_FD) || !is_epoll_wait(ht_syscall_name(b->syscall_nr)))
+		return false;
+	*fd = b->syscall_fd;
+	return true;
+}
+
 bool ht_fd_link_is_notice(const char *link)
 {
 	return !strcmp(link, "anon_inode:[eventfd]") || !strcmp(link, "anon_inode:[signalfd]") ||
@@ -104,14 +113,14 @@ void ht_wait_sets_judge(struct ht_wait_sets *sets, struct ht_breach *b, uint64_t
 {
 	const uint64_t keep_ns = 1000000000ULL;
 	size_t i, reuse = 0;
+	uint32_t fd;
 
-	if ((b->kind != HT_BREACH_OFF_CPU && b->kind != HT_BREACH_SYSCALL) ||
-	    !(b->flags & HT_BRF_SYSCALL_FD) || !is_epoll_wait(ht_syscall_name(b->syscall_nr)))
+	if (!ht_breach_epoll_fd(b, &fd))
 		return;
 	/* The same set, else the slot read longest ago (free ones first). */
 	for (i = 0; i < HT_WAIT_SETS_CACHED; i++) {
 		if (sets->set[i].read_ns && sets->set[i].tgid == b->tgid &&
-		    sets->set[i].fd == b->syscall_fd)
+		    sets->set[i].fd == fd)
 			break;
 		if (sets->set[i].read_ns < sets->set[reuse].read_ns)
 			reuse = i;
@@ -119,9 +128,9 @@ void ht_wait_sets_judge(struct ht_wait_sets *sets, struct ht_breach *b, uint64_t
 	if (i == HT_WAIT_SETS_CACHED || now_ns - sets->set[i].read_ns >= keep_ns) {
 		i = i == HT_WAIT_SETS_CACHED ? reuse : i;
 		sets->set[i].tgid = b->tgid;
-		sets->set[i].fd = b->syscall_fd;
+		sets->set[i].fd = fd;
 		sets->set[i].read_ns = now_ns ? now_ns : 1;
-		sets->set[i].kind = read_wait_set(b->tgid, b->syscall_fd);
+		sets->set[i].kind = read_wait_set(b->tgid, fd);
 		sets->reads++;
 	}
 	if (sets->set[i].kind == HT_WAIT_SET_NOTICES)

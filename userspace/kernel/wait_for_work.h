@@ -35,6 +35,12 @@ enum ht_wait_set {
 	HT_WAIT_SET_NOTICES, /* only notifications between threads or processes */
 };
 
+/*
+ * The epoll set an off-CPU or syscall breach in an epoll wait waited on: its
+ * descriptor in FD. False for any other breach, or where its argument was not read.
+ */
+bool ht_breach_epoll_fd(const struct ht_breach *b, uint32_t *fd);
+
 /* Whether the target of a /proc/PID/fd link ("pipe:[12]") is a notification. */
 bool ht_fd_link_is_notice(const char *link);
 
