@@ -366,6 +366,75 @@ TEST(a_switch_in_the_kernel_did_not_trace_is_said_apart)
 	check_sleep_without_its_wakeup(true, HT_CHAIN_STOP_UNTRACED, "switched in untraced");
 }
 
+/*
+ * C's timer wakeup raised at 22000, before its switch-in at 22100, but its
+ * enqueue recorded at LATE: later by more than the skew, past C's next
+ * sleep at 22600 too. Its sleep is still the timer's, and that next sleep
+ * does not take it.
+ */
+static void check_wakeup_recorded_late(uint64_t late)
+{
+	struct ht_fr_window w;
+	struct ht_breach b = off_cpu_breach();
+	struct ht_wait_chain c;
+	bool found = false;
+
+	pipe_chain(C, C);
+	for (size_t i = 0; i < nevents; i++)
+		if (events[i].rec.kind == HT_FR_WAKEUP && events[i].rec.tid_a == C) {
+			events[i].rec.ts_ns = late;
+			events[i].rec.arg |= (late - 22000) / 1000 << HT_FR_WAKE_DELAY_SHIFT;
+		}
+	qsort(events, nevents, sizeof(events[0]), by_time);
+	w = fx_fr_window(events, nevents, 0, 30000);
+	CHECK(compute(&w, &b, 3, &c));
+	for (size_t i = 0; i < c.count; i++) {
+		if (c.stretches[i].tid == C && c.stretches[i].start_ns == 2000) {
+			check_stretch(&c.stretches[i], C, 2, HT_STRETCH_BLOCKED, 2000, 22100);
+			CHECK_STR(ht_chain_stop_name(c.stretches[i].stop), "timer");
+			found = true;
+		}
+	}
+	CHECK(found);
+	CHECK_EQ_U64(leaves_ns(&c), 23100 - 1000);
+	ht_wait_chain_free(&c);
+}
+
+TEST(a_wakeup_recorded_late_is_the_sleep_it_was_raised_in)
+{
+	check_wakeup_recorded_late(22100 + 25000);
+	check_wakeup_recorded_late(22100 + 900000);
+}
+
+/* A's timer wakeup at 50 us, recorded at 200 us, after A ran and slept again: B woke that sleep. */
+TEST(a_late_wakeup_record_is_not_the_next_sleeps)
+{
+	struct ht_fr_window w;
+	struct ht_breach b = off_cpu_breach();
+	struct ht_wait_chain c;
+
+	nevents = 0;
+	sleeps(0, 1000, A, 0, SLEEP, NR_NANOSLP);
+	runs(0, 51000, 0, A);
+	sleeps(0, 100000, A, 0, SLEEP, NR_READ);
+	add(0, 200000, HT_FR_WAKEUP, HT_FRF_FROM_TIMER, A, 0, 0,
+	    HT_WAKE_TIMER | (uint64_t)150 << HT_FR_WAKE_DELAY_SHIFT);
+	wakes(1, 300000, A, B, HT_WAKE_TASK);
+	runs(0, 301000, 0, A);
+	w = fx_fr_window(events, nevents, 0, 400000);
+	b.start_ns = 100000;
+	b.end_ns = 301000;
+	b.wake_ns = 300000;
+	CHECK(compute(&w, &b, 3, &c));
+	CHECK(c.count >= 1);
+	if (c.count >= 1) {
+		check_stretch(&c.stretches[0], A, 0, HT_STRETCH_BLOCKED, 100000, 300000);
+		CHECK_EQ_U64(c.stretches[0].waker, B);
+	}
+	CHECK_EQ_U64(leaves_ns(&c), 301000 - 100000);
+	ht_wait_chain_free(&c);
+}
+
 TEST(a_run_queue_breach_is_its_own_runnable_stretch)
 {
 	struct ht_fr_window w = pipe_chain(C, HOG);

@@ -87,19 +87,34 @@ static bool is_wakeup_of(const struct ht_fr_event *e, uint32_t tid)
 	       e->rec.tid_a == tid;
 }
 
+/* Whether wakeup record R was raised (its sched_waking) between SINCE and T, give or take the skew. */
+static bool raised_within(const struct ht_flight_record *r, uint64_t since, uint64_t t)
+{
+	uint64_t raised = ht_fr_wakeup_waking_ns(r);
+
+	return raised + HT_FR_WAKEUP_SKEW_NS >= since && raised <= t + HT_FR_WAKEUP_SKEW_NS;
+}
+
 /*
  * Switch-in I of a thread its records left asleep since SINCE: the wakeup
  * that allowed it, recorded on another clock, may sort just after that
- * switch-in or just before the switch-out (HT_FR_WAKEUP_SKEW_NS).
+ * switch-in or just before the switch-out (HT_FR_WAKEUP_SKEW_NS). Its
+ * enqueue's time, the run queue's clock plus an offset measured once a
+ * millisecond, may be later still (seen beside stress-ng: raised 3 us before
+ * the switch-in, recorded more than 20 us after it): a wakeup recorded up to
+ * HT_CHAIN_WAKE_LATE_NS after the switch-in is this sleep's if it was
+ * raised within it, as the dump's sched_waking has it (sched_ftrace.c).
  */
 static const struct ht_fr_event *skewed_wakeup(const struct ht_fr_window *w, size_t i, uint32_t tid,
 					       uint64_t since)
 {
 	uint64_t t = w->events[i].rec.ts_ns;
 
-	for (size_t j = i + 1; j < w->count && w->events[j].rec.ts_ns <= t + HT_FR_WAKEUP_SKEW_NS;
+	for (size_t j = i + 1; j < w->count && w->events[j].rec.ts_ns <= t + HT_CHAIN_WAKE_LATE_NS;
 	     j++)
-		if (is_wakeup_of(&w->events[j], tid))
+		if (is_wakeup_of(&w->events[j], tid) &&
+		    (w->events[j].rec.ts_ns <= t + HT_FR_WAKEUP_SKEW_NS ||
+		     raised_within(&w->events[j].rec, since, t)))
 			return &w->events[j];
 	/* Back to its switch-in before: a wakeup before that ended the sleep before. */
 	for (size_t j = i; j-- > 0 && w->events[j].rec.ts_ns + HT_FR_WAKEUP_SKEW_NS >= since;) {
@@ -182,6 +197,8 @@ static bool task_spans(const struct chain_walk *k, uint32_t tid, struct spans *s
 			} else if (cur->kind != HT_STRETCH_BLOCKED &&
 				   cur->kind != HT_STRETCH_UNKNOWN) {
 				continue; /* spurious, or the late one of a switch-in */
+			} else if (!raised_within(r, cur->start_ns, r->ts_ns)) {
+				continue; /* raised before this sleep: an earlier one's, late */
 			}
 			take_wakeup(cur, r);
 			cur = spans_next(s, t, HT_STRETCH_RUNNABLE, (int)r->aux);
