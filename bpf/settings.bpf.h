@@ -70,5 +70,11 @@ const volatile __u32 test_untraced_switch_every = 0;
 const volatile __u32 test_untraced_wakeup_every = 0;
 /* For tests: miss every timer callback's entry, as a program preempted mid-run on PREEMPT_RT makes others miss. */
 const volatile bool test_miss_timer_entries = false;
+/*
+ * For make bench: 0, or the one process whose tgid is_target() compares, the
+ * test before the target set, so that what the set costs is measured alone
+ * (HYBTRACE_TEST_ONE_TGID). Its forks are no targets then.
+ */
+const volatile __u32 test_one_tgid = 0;
 
 #endif /* HT_SETTINGS_BPF_H */

@@ -34,6 +34,8 @@ static __always_inline bool tgid_is_target(__u32 tgid, __u32 pid)
 	__u32 word = tgid >> 6;
 	__u64 *w;
 
+	if (test_one_tgid)
+		return tgid == test_one_tgid;
 	/* Each CPU's idle task has pid 0: never a target. */
 	if (targets_all)
 		return tgid != self_tgid && pid;

@@ -2,6 +2,7 @@
 """Two builds of hybtrace against each other, in the same interleaved rounds.
 
 usage: paired_builds.py OLD_HYBTRACE NEW_HYBTRACE [--runs N] [--loops N] [--programs]
+                         [--old-env NAME=VALUE]...
 
 What a change to the hot path costs is a few percent at most, less than a virtual
 machine drifts between two `make bench` runs. So both builds are measured in every
@@ -17,6 +18,11 @@ a run (kernel.bpf_stats_enabled), both builds attached in turn for --seconds bes
 benchmark, watching it with every breach kind and watching another, idle process; prints
 each program's median ns a run for old and new, and the median of the per-round
 differences with its 95% bootstrap interval.
+
+--old-env runs the old side with NAME=VALUE in its environment: one build against itself
+with a test mode on one side. `--old-env HYBTRACE_TEST_ONE_TGID=1` makes the old side's
+programs test their one target process by its tgid, as they did before the target set
+(bpf/settings.bpf.h, test_one_tgid): what the target set's test costs, alone.
 """
 import argparse
 import os
@@ -31,14 +37,15 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench  # noqa: E402
 
 
-def configs(binary, idle_pid, out):
-    """(name, prefix, background) of each configuration measured with BINARY."""
+def configs(hybtrace, idle_pid, out):
+    """(name, prefix, background) of each configuration measured with HYBTRACE (the
+    command that runs it: a list)."""
     def run(opts):
-        return [binary, "run", "--quiet", "--output", out] + opts + ["--"]
+        return hybtrace + ["run", "--quiet", "--output", out] + opts + ["--"]
 
     def watching():
-        return bench.Background([binary, "--pid", str(idle_pid), "--quiet", "--json",
-                                 "--output", out], r'"type":"attached"')
+        return bench.Background(hybtrace + ["--pid", str(idle_pid), "--quiet", "--json",
+                                            "--output", out], r'"type":"attached"')
     return [
         ("self, --source none (a)", run(["--source", "none"]), None),
         ("self, all breaches + sampling (b)",
@@ -52,16 +59,17 @@ PROGRAMS = ("handle_sched_switch", "handle_sched_waking", "handle_sched_wakeup",
 PER_ROUND_TRIP = "all of them, a round trip"
 
 
-def program_costs(binary, watched, opts, seconds, out):
-    """{program: ns a run} of BINARY's programs while it watches WATCHED (None: the
-    benchmark) with OPTS, SECONDS of the benchmark after it is attached."""
+def program_costs(hybtrace, watched, opts, seconds, out):
+    """{program: ns a run} of HYBTRACE's programs (the command that runs it: a list) while
+    it watches WATCHED (None: the benchmark) with OPTS, SECONDS of the benchmark after it is
+    attached."""
     bench_p = subprocess.Popen(bench.pipe_cmd(10 ** 9), stdout=subprocess.DEVNULL,
                                stderr=subprocess.DEVNULL)
     helper = None
     try:
-        helper = bench.Background([binary, "--pid", str(watched or bench_p.pid), "--quiet",
-                                   "--json", "--max-dumps", "0", "--output", out] + opts,
-                                  r'"type":"attached"')
+        helper = bench.Background(hybtrace + ["--pid", str(watched or bench_p.pid), "--quiet",
+                                              "--json", "--max-dumps", "0", "--output", out]
+                                  + opts, r'"type":"attached"')
         time.sleep(seconds)
         bench_p.send_signal(signal.SIGSTOP)
         costs = bench.bpf_prog_costs()
@@ -92,9 +100,9 @@ def compare_programs(args):
         with tempfile.TemporaryDirectory(prefix="hybtrace-paired-") as out:
             for i in range(args.runs):
                 for name, watched, opts in configs:
-                    pair = [("old", args.old), ("new", args.new)]
-                    for which, binary in (pair if i % 2 == 0 else pair[::-1]):
-                        for prog, ns in program_costs(os.path.abspath(binary), watched, opts,
+                    pair = [("old", old_command(args)), ("new", new_command(args))]
+                    for which, hybtrace in (pair if i % 2 == 0 else pair[::-1]):
+                        for prog, ns in program_costs(hybtrace, watched, opts,
                                                       args.seconds, out).items():
                             costs.setdefault((name, prog, which), []).append(ns)
     finally:
@@ -102,7 +110,7 @@ def compare_programs(args):
         idle.kill()
         idle.wait()
     bench.log("programs of new %s against old %s, ns a run, %d alternating rounds of %.0f s "
-              "beside %s" % (args.new, args.old, args.runs, args.seconds,
+              "beside %s" % (args.new, " ".join(old_command(args)), args.runs, args.seconds,
                              " ".join(bench.pipe_cmd(10 ** 9))))
     # The benchmark's own round trip, untraced: what the programs' difference is a share of.
     trip_ns = statistics.median(bench.run_measured(bench.pipe_cmd(args.loops))
@@ -126,6 +134,15 @@ def compare_programs(args):
                                                100 * hi / trip_ns))
 
 
+def old_command(args):
+    """The old side's command: its build, with --old-env's settings."""
+    return (["env"] + args.old_env if args.old_env else []) + [os.path.abspath(args.old)]
+
+
+def new_command(args):
+    return [os.path.abspath(args.new)]
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("old")
@@ -136,7 +153,11 @@ def main():
                     help="each BPF program's time a run instead of the benchmark's")
     ap.add_argument("--seconds", type=float, default=3.0,
                     help="with --programs: how long each build watches")
+    ap.add_argument("--old-env", action="append", default=[], metavar="NAME=VALUE",
+                    help="in the old side's environment (repeatable)")
     args = ap.parse_args()
+    if any("=" not in e for e in args.old_env):
+        sys.exit("paired_builds: --old-env takes NAME=VALUE")
     for path in (args.old, args.new):
         if not os.access(path, os.X_OK):
             sys.exit("paired_builds: %s is not an executable" % path)
@@ -147,8 +168,8 @@ def main():
     results = {}
     try:
         with tempfile.TemporaryDirectory(prefix="hybtrace-paired-") as out:
-            old = configs(os.path.abspath(args.old), idle.pid, out)
-            new = configs(os.path.abspath(args.new), idle.pid, out)
+            old = configs(old_command(args), idle.pid, out)
+            new = configs(new_command(args), idle.pid, out)
             cmd = bench.pipe_cmd(args.loops)
             for _ in range(args.runs):
                 # Old and new side by side, in an order that alternates by round.
@@ -163,8 +184,8 @@ def main():
         idle.kill()
         idle.wait()
     bench.log("new %s over old %s, %d interleaved rounds of %s" % (
-        args.new, args.old, args.runs, " ".join(bench.pipe_cmd(args.loops))))
-    for name, _, _ in configs("", 0, ""):
+        args.new, " ".join(old_command(args)), args.runs, " ".join(bench.pipe_cmd(args.loops))))
+    for name, _, _ in configs([], 0, ""):
         point, lo, hi = bench.paired_ratio(results[(name, "new")], results[(name, "old")])
         bench.log("  %-44s %.3fx [%.3f, %.3f]" % (name, point, lo, hi))
 

@@ -127,6 +127,39 @@ def run_follows_a_wrapper_scripts_grandchild():
                   % (others[0]["pid"] if others else 0, targets["pids"]))
 
 
+@test
+def bench_baseline_tests_one_process_by_its_tgid():
+    """make bench's baseline for the target set (HYBTRACE_TEST_ONE_TGID, paired_builds.py
+    --old-env): the programs test the one target process by its tgid, as before the set,
+    so the grandchild that `run` follows otherwise is no target; the script still is. It
+    takes one process only."""
+    need_targets()
+    script = "sh -c '%s 5 30,30,30; true'; true" % workload("sleep_series")
+    run = hybtrace(["run", "--json", "--off-cpu", "20ms", "--rq-delay", "off", "--max-dumps",
+                    "0", "--", "sh", "-c", script], timeout=60,
+                   env={"HYBTRACE_TEST_ONE_TGID": "1"})
+    check(run.rc == 0, "hybtrace failed\n" + run.describe())
+    attached = [o for o in run.json_lines() if o.get("type") == "attached"]
+    targets = targets_of(attached[0] if attached else None, run.describe())
+    sleeps = sleeps_by_pid(run.log)
+    check(len(sleeps) == 1, "the grandchild did not log its sleeps\n" + run.describe())
+    breaches = run.breaches()
+    grandchild = [b for b in breaches if b["pid"] in sleeps]
+    check(not grandchild, "the grandchild %d is a target: %r" % (list(sleeps)[0],
+                                                                grandchild[:1]))
+    # The script waits for its child through all three sleeps: off the CPU over 20 ms.
+    script_pid = targets["pids"][0]
+    check([b for b in breaches if b["pid"] == script_pid],
+          "no breach of the script %d, the one target\n%s" % (script_pid, run.describe()))
+    others = [b for b in breaches if b["pid"] != script_pid]
+    check(not others, "a breach of pid %d, not the script %d"
+          % (others[0]["pid"] if others else 0, script_pid))
+    several = hybtrace(["--all", "--max-dumps", "0"], timeout=30,
+                       env={"HYBTRACE_TEST_ONE_TGID": "1"})
+    check(several.rc == 2 and "HYBTRACE_TEST_ONE_TGID takes one process" in several.stderr,
+          "--all in the one-tgid mode: want exit 2 and its line\n" + several.describe())
+
+
 def hog_process(control, log, cpu, ms):
     """prefork's hog, pinned to CPU for at most MS, once it said it is pinned."""
     hog = subprocess.Popen([workload("prefork"), "hog", str(cpu), str(ms)],

@@ -1629,6 +1629,15 @@ static int start_session(struct session *s, const struct ht_options *o)
 		ht_fail("--block-stacks follows one process: name it with --pid or run");
 		return HT_EXIT_USAGE;
 	}
+	/* For make bench: the programs test one process by its tgid, as before the target set. */
+	if (getenv("HYBTRACE_TEST_ONE_TGID")) {
+		if (s->spec.ntgids != 1 || s->spec.cgroup_on || s->spec.all) {
+			ht_fail("HYBTRACE_TEST_ONE_TGID takes one process (--pid or run), no --cgroup "
+				"or --all");
+			return HT_EXIT_USAGE;
+		}
+		s->spec.test_one_tgid = s->spec.tgids[0];
+	}
 	/* A missing or bad BTF file is the user's to fix: say so before anything loads. */
 	btf = ht_btf_open(o->btf_path);
 	if (!btf)

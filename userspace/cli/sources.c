@@ -51,6 +51,7 @@ static void configure_sample(const struct ht_options *o, const struct ht_target_
 		.targets_fd = targets_fd,
 		.targets_all = spec->all,
 		.self_tgid = spec->self_tgid,
+		.test_one_tgid = spec->test_one_tgid,
 		.freq_hz = o->sample_freq_hz,
 		.ring_bytes = o->sample_history_bytes,
 		.callgraph = o->callgraph == HT_CALLGRAPH_MODE_DWARF ? HT_CALLGRAPH_DWARF

@@ -25,6 +25,8 @@ struct ht_target_spec {
 	char cgroup_path[PATH_MAX]; /* absolute, under the cgroup v2 mount */
 	bool all;		    /* every task but hybtrace's own */
 	int self_tgid;		    /* hybtrace: never a target */
+	/* For make bench: 0, or the one process the programs test by its tgid, as before the set */
+	int test_one_tgid;
 };
 
 /* PID_MAX_LIMIT on 64-bit: the bitmaps have a bit for every pid there can be. */

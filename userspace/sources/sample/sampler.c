@@ -86,6 +86,7 @@ static int load_filter(struct ht_sampler *s)
 		return ht_fail("cannot open the sampling filter: %s", strerror(errno));
 	s->filter->rodata->targets_all = s->cfg.targets_all;
 	s->filter->rodata->self_tgid = (__u32)s->cfg.self_tgid;
+	s->filter->rodata->test_one_tgid = (__u32)s->cfg.test_one_tgid;
 	/* The monitor's map: the set it keeps as processes fork and exit is the filter's. */
 	if (!s->cfg.targets_all &&
 	    bpf_map__reuse_fd(s->filter->maps.target_procs, s->cfg.targets_fd))

@@ -31,6 +31,7 @@ struct ht_sampler_config {
 	int targets_fd;
 	bool targets_all;
 	int self_tgid;
+	int test_one_tgid; /* for make bench: see ht_target_spec */
 	unsigned int freq_hz;
 	uint64_t ring_bytes; /* per CPU, rounded up to a power of two of pages */
 	enum ht_callgraph callgraph;
