@@ -66,6 +66,12 @@ const volatile __u64 do_softirq_ranges[DO_SOFTIRQ_RANGES][2] = {};
 const volatile __u32 test_skip_switch_in_every = 0;
 /* For tests: act as if the kernel did not trace every Nth switch from another task to a target. */
 const volatile __u32 test_untraced_switch_every = 0;
+/*
+ * For tests: act as if the kernel did not trace a target's first switch-in
+ * after its move while queued to another CPU (it hides a few, and then the
+ * move's note, preempt_notes, goes unread).
+ */
+const volatile bool test_untraced_after_migration = false;
 /* For tests: act as if the kernel did not trace every Nth wakeup of a target (it hides some with a switch). */
 const volatile __u32 test_untraced_wakeup_every = 0;
 /* For tests: miss every timer callback's entry, as a program preempted mid-run on PREEMPT_RT makes others miss. */

@@ -760,6 +760,43 @@ def untraced_switches_still_end_their_waits():
                   b["duration_ns"] / 1e6, reports and reports[0]["ran_instead"]))
 
 
+@test
+def a_move_noted_for_an_untraced_switch_in_is_not_read_later():
+    """A run-queue wait moved to another CPU's queue begins where it began on the first: the
+    move is noted and read at the next switch-in. Where the kernel takes the thread in without
+    the tracepoint, that note went unread, and a later wait began at it (the kernel matrix:
+    a 1.27 ms run-queue breach, 25 us of it runnable, the rest asleep in D). With that
+    switch-in hidden (test mode), migrate_wait queued's wait, moved from behind one hog to
+    behind another, is still reported, and no run-queue breach begun before the move
+    reaches past the spin that follows that wait (over the thread's later sleeps). Six
+    rounds: a preemption after the move replaces the note, and without the fix one round in
+    four read it (three runs of six rounds out of three failed)."""
+    need_root()
+    if os.cpu_count() < 2:
+        raise Skip("needs two CPUs")
+    for _ in range(6):
+        moved_wait_is_not_read_again()
+
+
+def moved_wait_is_not_read_again():
+    run = hybtrace(["run", "--json", "--rq-delay", "10ms", "--max-dumps", "0", "--no-children",
+                    "--", workload("migrate_wait"), "60", "queued"],
+                   env={"HYBTRACE_TEST_UNTRACED_AFTER_MIGRATION": "1"})
+    check(run.rc == 0, run.describe())
+    hogs, moved, waited = run.events("hogs"), run.events("moved"), run.events("waited")
+    check(hogs and moved and waited and run.events("nap_end"),
+          "workload log incomplete\n" + run.describe())
+    tid = moved[0]["moved_tid"]
+    mine = [b for b in run.breaches("rq-delay") if b["tid"] == tid]
+    check([b for b in mine if b["start_ns"] < moved[0]["ts_ns"] < b["end_ns"]],
+          "no wait across the move: %r\n%s" % (mine, run.describe()))
+    check(judged(run)["untraced_switch_in"] >= 1, "no switch-in made up: %r" % judged(run))
+    over = [b for b in mine if b["start_ns"] < moved[0]["ts_ns"] and
+            b["end_ns"] > waited[0]["ts_ns"]]
+    check(not over, "a run-queue wait from before the move, over the thread's later sleeps "
+          "(the spin ended at %d): %r" % (waited[0]["ts_ns"], over))
+
+
 # Test mode: every other wakeup of a target hidden from the monitor, as this machine's kernel
 # hides one now and then with the untraced switch that follows it.
 UNTRACED_WAKEUPS = {"HYBTRACE_TEST_UNTRACED_WAKEUP": "2"}

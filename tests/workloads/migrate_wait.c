@@ -15,11 +15,14 @@
  * SCHED_FIFO above them, on CPU 0) moves the waiting thread to CPU 0 at
  * "moved": the wait begins behind one hog, is moved while queued, and ends
  * behind the other.
+ * In both, the thread then sleeps 20 ms (nap_start, nap_end).
  * usage: migrate_wait [HOLD_MS [queued]]
  */
 #include <signal.h>
 #include <sys/wait.h>
 #include "workload.h"
+
+#define PAUSE_NS 20000000ULL /* the sleep after the move */
 
 static void fifo(const char *name, int cpu, int priority)
 {
@@ -109,6 +112,14 @@ static void spin_noting_gaps(uint64_t until)
 	wl_log("gaps", "\"gaps\":[%s]", gaps);
 }
 
+/* A sleep, and the wakeup after it: a short run-queue wait of its own. */
+static void nap(void)
+{
+	wl_log("nap_start", NULL);
+	wl_sleep_ns(PAUSE_NS);
+	wl_log("nap_end", NULL);
+}
+
 static int queued(uint64_t hold_ns)
 {
 	uint64_t start_ns, move_ns;
@@ -150,6 +161,7 @@ static int queued(uint64_t hold_ns)
 	for (int i = 0; i < 2; i++)
 		waitpid(hogs[i], NULL, 0);
 	waitpid(mover, NULL, 0);
+	nap();
 	return 0;
 }
 
@@ -189,5 +201,6 @@ int main(int argc, char **argv)
 	wl_pin(0);
 	wl_log("migrated", "\"hog_pid\":%d", hog);
 	waitpid(hog, NULL, 0);
+	nap();
 	return 0;
 }

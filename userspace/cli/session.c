@@ -1654,6 +1654,7 @@ static int start_session(struct session *s, const struct ht_options *o)
 	cfg.test_skip_switch_in_every = test_every("HYBTRACE_TEST_SKIP_SWITCH_IN", 2);
 	/* For tests: the switches some kernels make without the tracepoint, on demand. */
 	cfg.test_untraced_switch_every = test_every("HYBTRACE_TEST_UNTRACED_SWITCH", 1);
+	cfg.test_untraced_after_migration = getenv("HYBTRACE_TEST_UNTRACED_AFTER_MIGRATION") != NULL;
 	/* For tests: the wakeups such a switch hides with it, on demand. */
 	cfg.test_untraced_wakeup_every = test_every("HYBTRACE_TEST_UNTRACED_WAKEUP", 2);
 	/* For tests: the timer callbacks' entries PREEMPT_RT's preemptible programs miss. */

@@ -194,6 +194,7 @@ static void set_settings(struct monitor_bpf *skel, const struct ht_monitor_confi
 	       sizeof(skel->rodata->do_softirq_ranges));
 	skel->rodata->test_skip_switch_in_every = cfg->test_skip_switch_in_every;
 	skel->rodata->test_untraced_switch_every = cfg->test_untraced_switch_every;
+	skel->rodata->test_untraced_after_migration = cfg->test_untraced_after_migration;
 	skel->rodata->test_untraced_wakeup_every = cfg->test_untraced_wakeup_every;
 	skel->rodata->test_miss_timer_entries = cfg->test_miss_timer_entries;
 	skel->rodata->test_one_tgid = (__u32)cfg->targets->test_one_tgid;

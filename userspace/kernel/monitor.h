@@ -33,6 +33,8 @@ struct ht_monitor_config {
 	unsigned int test_skip_switch_in_every; /* for tests: 0, or ignore every Nth switch-in */
 	/* for tests: 0, or hide every Nth switch to a target from the monitor, as some kernels do */
 	unsigned int test_untraced_switch_every;
+	/* for tests: hide a target's first switch-in after its move while queued to another CPU */
+	bool test_untraced_after_migration;
 	/* for tests: 0, or hide every Nth wakeup of a target from the monitor */
 	unsigned int test_untraced_wakeup_every;
 	bool test_miss_timer_entries; /* for tests: miss every timer callback's entry */
