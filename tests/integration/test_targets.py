@@ -12,9 +12,9 @@ import subprocess
 import tempfile
 import time
 
-from harness import (Attached, Cgroup, Control, Failure, Skip, check, hybtrace, hybtrace_knows,
-                     need_root, open_fds, proc_status, read_log, test, tolerance_ns, wait_for,
-                     workload)
+from harness import (Attached, Cgroup, Control, Failure, NoTool, Skip, check, hybtrace,
+                     hybtrace_knows, need_root, open_fds, proc_status, read_log, report_json, test,
+                     tolerance_ns, tp_query, trace_processor, wait_for, workload)
 
 def need_targets(*options):
     """Root, and hybtrace's target options: --children (with --no-children and pid lists,
@@ -175,23 +175,73 @@ def hog_process(control, log, cpu, ms):
     return hog
 
 
+def check_prefork_dumps(dumps, reports, run, hog):
+    """The dumps of a prefork run: each of a process of the server, the breached thread
+    under its own process (a child is not its worker's), as Perfetto reads the file; a
+    process of the server, each thread under itself, is all that has tracks of its own (the
+    hog only runs on its CPU's track); where the report names the hog as what ran instead,
+    Perfetto's scheduling table has it on that CPU inside the breach."""
+    tree = ({e["pid"] for e in run.events("master_start")} |
+            {e["pid"] for e in run.events("worker_start")} |
+            {e["child"] for e in run.events("forked")})
+    check(reports, "no dump written\n" + run.describe())
+    for name, rep in reports.items():
+        check(rep["pid"] in tree and rep["tid"] == rep["pid"],
+              "%s: a dump of pid %d tid %d, not of one of the server's processes %r"
+              % (name, rep["pid"], rep["tid"], sorted(tree)))
+    named = [(n, r) for n, r in reports.items()
+             if any(c["pid"] == hog for c in r.get("ran_instead", []))]
+    check(named, "no dump's report names the hog %d: %r" % (
+        hog, {n: r.get("ran_instead") for n, r in reports.items()}))
+    try:
+        trace_processor()
+    except NoTool as e:
+        raise Skip("dumps' reports checked; %s" % e)
+    for name, rep in reports.items():
+        path = os.path.join(dumps, name)
+        tracked = tp_query(path, "select distinct t.tid, p.pid, p.name from thread_track tt "
+                           "join thread t using (utid) left join process p using (upid)")
+        check([r for r in tracked if r["tid"] == rep["tid"] and r["pid"] == rep["pid"] and
+               r["name"] == rep["process"]],
+              "%s: Perfetto has no track of thread %d under process %d (%s): %r"
+              % (name, rep["tid"], rep["pid"], rep["process"], tracked))
+        strays = [r for r in tracked if r["pid"] not in tree or r["tid"] != r["pid"]]
+        check(not strays, "%s: tracks of threads outside the server's processes, or under "
+              "another's process: %r" % (name, strays))
+    for name, rep in named:
+        cpu = next(c["cpu"] for c in rep["ran_instead"] if c["pid"] == hog)
+        ran = tp_query(os.path.join(dumps, name),
+                       "select count(*) as n from sched s join thread t using (utid) where "
+                       "t.tid = %d and s.cpu = %d and s.ts < %d and s.ts + s.dur > %d"
+                       % (hog, cpu, rep["end_ns"], rep["start_ns"]))
+        check(ran[0]["n"] > 0, "%s: the report names the hog on CPU %d, Perfetto's sched "
+              "table has it nowhere there in the breach" % (name, cpu))
+
+
 @test
 def prefork_workers_and_their_children_name_the_hog():
     """A master, 2 workers and a child per request, all on CPU 0 beside a hog pinned there
     (an unrelated process): under `run`, the breaches are of the master, the workers and
     their children, each named by its own pid in its lifetime, and the hog is what ran
-    instead; every child's sleep and every process's run-queue waits are reported."""
+    instead; every child's sleep and every process's run-queue waits are reported; the
+    four worst are dumped, each showing the right processes (check_prefork_dumps)."""
     need_targets()
+    with tempfile.TemporaryDirectory() as dumps:
+        prefork_under_a_hog(2, 6, dumps)
+
+
+def prefork_under_a_hog(workers, requests, dumps):
+    """The prefork test's run and its checks: its dumps go to DUMPS."""
     if 0 not in os.sched_getaffinity(0) or len(os.sched_getaffinity(0)) < 2:
         raise Skip("needs CPU 0 and another")
-    workers, requests = 2, 6
     with Control(stop=True) as control, tempfile.TemporaryDirectory() as tmp:
         hog = hog_process(control, os.path.join(tmp, "hog.log"), 0, 60000)
         try:
             # Each request: the worker's 5 ms, then a child sleeping 8 ms and burning 10 ms.
             run = hybtrace(["run", "--json", "--rq-delay", "500us", "--off-cpu", "4ms",
-                            "--max-dumps", "0", "--", workload("prefork"), str(workers),
-                            str(requests), "8", "10", "5", "0"], timeout=120)
+                            "--max-dumps", "4", "--min-interval", "0ms", "--output", dumps,
+                            "--", workload("prefork"), str(workers), str(requests), "8", "10",
+                            "5", "0"], timeout=120)
         finally:
             control.stop()
             try:
@@ -252,12 +302,98 @@ def prefork_workers_and_their_children_name_the_hog():
     # The workers and children ran instead too: the hog, always runnable, in most waits.
     check(len(named) >= 0.5 * len(rq), "the hog %d was named in %d of %d run-queue breaches"
           % (hog.pid, len(named), len(rq)))
+    reports = {d: report_json(os.path.join(dumps, d)) for d in os.listdir(dumps)
+               if d.endswith(".perfetto-trace")}
+    check_prefork_dumps(dumps, reports, run, hog.pid)
 
 
 def membership_ok(breach, spans, slack_ns=1_000_000):
     """The breach overlaps a span in which the process may have been a member."""
     return any(breach["end_ns"] >= lo - slack_ns and breach["start_ns"] <= hi + slack_ns
                for lo, _, _, hi in spans)
+
+
+@test
+def pids_children_and_a_cgroup_combine():
+    """--pid PARENT,B --children --cgroup CG, for real: of many_procs' four early children
+    (forked before attach), A is in the cgroup from the start, B is named (it moves into
+    the cgroup and out again: still a target), C is a member for a while, D is never
+    anything; the two children PARENT forks after attach are targets by --children. Only
+    targets breach (C only while a member), and every sleep of A, B and the late children,
+    and of C while a member, is reported."""
+    need_targets("--cgroup")
+    far = 1 << 62
+    with Cgroup() as cg, Control(start=True, stop=True) as control, \
+            tempfile.TemporaryDirectory() as tmp:
+        log = os.path.join(tmp, "log")
+        wl = subprocess.Popen([workload("many_procs"), "sleep", "6", "20", "0", "2"],
+                              env=dict(os.environ, HT_WORKLOAD_LOG=log, **control.env))
+        ht = None
+        try:
+            wait_for(lambda: wl.poll() is not None or any(
+                e["event"] == "ready" for e in read_log(log)), 10, "many_procs to fork")
+            early = [e["pid"] for e in read_log(log) if e["event"] == "child_start"]
+            check(len(early) == 4, "many_procs forked %r before its start" % early)
+            a, b, c, d = early
+            cg.move(a, cg.dir())
+            ht = Attached(["--pid", "%d,%d" % (wl.pid, b), "--children", "--cgroup", cg.name,
+                           "--json", "--off-cpu", "10ms", "--rq-delay", "off",
+                           "--max-dumps", "0"])
+            targets = targets_of(ht.wait_attached(), ht.describe())
+            check(targets["children"] is True and sorted(targets["pids"]) == sorted([wl.pid, b])
+                  and targets["cgroup"] and targets["cgroup"].endswith("/" + cg.name),
+                  "targets %r, want pids %d,%d, their children and cgroup %s"
+                  % (targets, wl.pid, b, cg.name))
+            control.start()
+
+            def slept(pid, since_ns, n):
+                return sum(1 for e in read_log(log) if e["pid"] == pid and
+                           e["event"] == "sleep_end" and e["ts_ns"] > since_ns) >= n
+
+            def late():
+                return [e["pid"] for e in read_log(log) if e["event"] == "child_start"
+                        and e["pid"] not in early]
+            wait_for(lambda: len(late()) == 2 and all(slept(p, 0, 5) for p in [a, b] + late()),
+                     10, "A's, B's and the late children's sleeps")
+            b_in, c_in = cg.move(b, cg.dir()), cg.move(c, cg.dir())
+            wait_for(lambda: slept(b, b_in[1], 5) and slept(c, c_in[1], 5), 10,
+                     "B's and C's sleeps in the cgroup")
+            b_out, c_out = cg.move(b, cg.home), cg.move(c, cg.home)
+            wait_for(lambda: slept(b, b_out[1], 5) and slept(c, c_out[1], 5), 10,
+                     "B's and C's sleeps after they left")
+            control.stop()
+            wl.wait(timeout=30)
+            check(wl.returncode == 0, "many_procs exited with %d" % wl.returncode)
+            rc = ht.stop()
+        finally:
+            control.stop()
+            end_workload_and_hybtrace(wl, ht)
+        events = read_log(log)
+        e, f = late()
+    check(rc == 0, "rc %d\n%s" % (rc, ht.describe()))
+    # (may be from, surely from, surely until, may be until) of each one's targethood.
+    always = [(0, 0, far, far)]
+    spans = {a: always, b: always, e: always, f: always, wl.pid: always,
+             c: [(c_in[0], c_in[1], c_out[0], c_out[1])]}
+    breaches = ht.breaches()
+    lost = lost_total(ht.summary(), ht.describe())
+    for br in breaches:
+        check(br["pid"] in spans, "a breach of pid %d (%s), no target (D is %d): %r"
+              % (br["pid"], br["comm"], d, br))
+        check(membership_ok(br, spans[br["pid"]]),
+              "a breach of pid %d outside its membership %r: %r"
+              % (br["pid"], spans[br["pid"]], br))
+    check([br for br in breaches if br["pid"] == b and br["start_ns"] > b_out[1]],
+          "no breach of B (named) after it left the cgroup: %r" % breaches_of(breaches, b))
+    started = next(ev["ts_ns"] for ev in events if ev["event"] == "started")
+    unseen = []
+    for pid, ss in sleeps_by_pid(events).items():
+        for _, sure_lo, sure_hi, _ in spans.get(pid, []):
+            inside = [sl for sl in ss if sl[0] >= max(sure_lo, started) and sl[1] <= sure_hi]
+            check(inside, "pid %d logged no sleep as a target" % pid)
+            unseen += [(pid, sl) for sl in unseen_sleeps(breaches, pid, inside)]
+    check(len(unseen) <= lost, "%d targets' sleeps without a breach (%d lost): %r"
+          % (len(unseen), lost, unseen[:4]))
 
 
 @test
