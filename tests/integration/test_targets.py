@@ -313,6 +313,36 @@ def membership_ok(breach, spans, slack_ns=1_000_000):
                for lo, _, _, hi in spans)
 
 
+def start_sleepers(args, log, control):
+    """many_procs ARGS, logging to LOG, started by CONTROL: the process, and the pids of the
+    children it forked before its start, once each has logged its birth."""
+    wl = subprocess.Popen([workload("many_procs")] + args,
+                          env=dict(os.environ, HT_WORKLOAD_LOG=log, **control.env))
+    wait_for(lambda: wl.poll() is not None or any(
+        e["event"] == "ready" for e in read_log(log)), 10, "many_procs to fork")
+    return wl, [e["pid"] for e in read_log(log) if e["event"] == "child_start"]
+
+
+def slept(log, pid, since_ns, n):
+    """Process PID logged N sleeps ended after SINCE_NS."""
+    return sum(1 for e in read_log(log) if e["pid"] == pid and e["event"] == "sleep_end" and
+               e["ts_ns"] > since_ns) >= n
+
+
+def check_sleeps_reported(events, spans, breaches, lost):
+    """Each process of SPANS logged a sleep inside each span in which it surely was a target
+    (after the start), and each such sleep is a breach of it, but for the LOST."""
+    started = next(e["ts_ns"] for e in events if e["event"] == "started")
+    unseen = []
+    for pid, ss in sleeps_by_pid(events).items():
+        for _, sure_lo, sure_hi, _ in spans.get(pid, []):
+            inside = [s for s in ss if s[0] >= max(sure_lo, started) and s[1] <= sure_hi]
+            check(inside, "pid %d logged no sleep as a target" % pid)
+            unseen += [(pid, s) for s in unseen_sleeps(breaches, pid, inside)]
+    check(len(unseen) <= lost, "%d targets' sleeps without a breach (%d lost): %r"
+          % (len(unseen), lost, unseen[:4]))
+
+
 @test
 def pids_children_and_a_cgroup_combine():
     """--pid PARENT,B --children --cgroup CG, for real: of many_procs' four early children
@@ -326,13 +356,9 @@ def pids_children_and_a_cgroup_combine():
     with Cgroup() as cg, Control(start=True, stop=True) as control, \
             tempfile.TemporaryDirectory() as tmp:
         log = os.path.join(tmp, "log")
-        wl = subprocess.Popen([workload("many_procs"), "sleep", "6", "20", "0", "2"],
-                              env=dict(os.environ, HT_WORKLOAD_LOG=log, **control.env))
+        wl, early = start_sleepers(["sleep", "6", "20", "0", "2"], log, control)
         ht = None
         try:
-            wait_for(lambda: wl.poll() is not None or any(
-                e["event"] == "ready" for e in read_log(log)), 10, "many_procs to fork")
-            early = [e["pid"] for e in read_log(log) if e["event"] == "child_start"]
             check(len(early) == 4, "many_procs forked %r before its start" % early)
             a, b, c, d = early
             cg.move(a, cg.dir())
@@ -346,20 +372,17 @@ def pids_children_and_a_cgroup_combine():
                   % (targets, wl.pid, b, cg.name))
             control.start()
 
-            def slept(pid, since_ns, n):
-                return sum(1 for e in read_log(log) if e["pid"] == pid and
-                           e["event"] == "sleep_end" and e["ts_ns"] > since_ns) >= n
-
             def late():
                 return [e["pid"] for e in read_log(log) if e["event"] == "child_start"
                         and e["pid"] not in early]
-            wait_for(lambda: len(late()) == 2 and all(slept(p, 0, 5) for p in [a, b] + late()),
+            wait_for(lambda: len(late()) == 2 and
+                     all(slept(log, p, 0, 5) for p in [a, b] + late()),
                      10, "A's, B's and the late children's sleeps")
             b_in, c_in = cg.move(b, cg.dir()), cg.move(c, cg.dir())
-            wait_for(lambda: slept(b, b_in[1], 5) and slept(c, c_in[1], 5), 10,
+            wait_for(lambda: slept(log, b, b_in[1], 5) and slept(log, c, c_in[1], 5), 10,
                      "B's and C's sleeps in the cgroup")
             b_out, c_out = cg.move(b, cg.home), cg.move(c, cg.home)
-            wait_for(lambda: slept(b, b_out[1], 5) and slept(c, c_out[1], 5), 10,
+            wait_for(lambda: slept(log, b, b_out[1], 5) and slept(log, c, c_out[1], 5), 10,
                      "B's and C's sleeps after they left")
             control.stop()
             wl.wait(timeout=30)
@@ -385,15 +408,7 @@ def pids_children_and_a_cgroup_combine():
               % (br["pid"], spans[br["pid"]], br))
     check([br for br in breaches if br["pid"] == b and br["start_ns"] > b_out[1]],
           "no breach of B (named) after it left the cgroup: %r" % breaches_of(breaches, b))
-    started = next(ev["ts_ns"] for ev in events if ev["event"] == "started")
-    unseen = []
-    for pid, ss in sleeps_by_pid(events).items():
-        for _, sure_lo, sure_hi, _ in spans.get(pid, []):
-            inside = [sl for sl in ss if sl[0] >= max(sure_lo, started) and sl[1] <= sure_hi]
-            check(inside, "pid %d logged no sleep as a target" % pid)
-            unseen += [(pid, sl) for sl in unseen_sleeps(breaches, pid, inside)]
-    check(len(unseen) <= lost, "%d targets' sleeps without a breach (%d lost): %r"
-          % (len(unseen), lost, unseen[:4]))
+    check_sleeps_reported(events, spans, breaches, lost)
 
 
 @test
@@ -408,13 +423,9 @@ def cgroup_members_breach_only_while_members():
     with Cgroup(subdirs=("sub",)) as cg, Control(start=True, stop=True) as control, \
             tempfile.TemporaryDirectory() as tmp:
         log = os.path.join(tmp, "log")
-        wl = subprocess.Popen([workload("many_procs"), "sleep", "4", "30", "0"],
-                              env=dict(os.environ, HT_WORKLOAD_LOG=log, **control.env))
+        wl, kids = start_sleepers(["sleep", "4", "30", "0"], log, control)
         ht = None
         try:
-            wait_for(lambda: wl.poll() is not None or any(
-                e["event"] == "ready" for e in read_log(log)), 10, "many_procs to fork")
-            kids = [e["pid"] for e in read_log(log) if e["event"] == "child_start"]
             check(len(kids) == 4, "many_procs forked %r" % kids)
             a, b, c, d = kids
             # (may be from, surely from, surely until, may be until) for each process.
@@ -428,18 +439,15 @@ def cgroup_members_breach_only_while_members():
                   "targets %r, want cgroup %s alone" % (targets, cg.name))
             control.start()
 
-            def slept(pid, since_ns, n):
-                return sum(1 for e in read_log(log) if e["pid"] == pid and
-                           e["event"] == "sleep_end" and e["ts_ns"] > since_ns) >= n
-            wait_for(lambda: slept(a, 0, 5), 10, "A's sleeps")
+            wait_for(lambda: slept(log, a, 0, 5), 10, "A's sleeps")
             b_in = cg.move(b, cg.dir("sub"))
             c_in = cg.move(c, cg.dir())
-            wait_for(lambda: slept(b, b_in[1], 5) and slept(c, c_in[1], 5), 10,
+            wait_for(lambda: slept(log, b, b_in[1], 5) and slept(log, c, c_in[1], 5), 10,
                      "B's and C's sleeps as members")
             c_out = cg.move(c, cg.home)
             spans[b].append((b_in[0], b_in[1], far, far))
             spans[c].append((c_in[0], c_in[1], c_out[0], c_out[1]))
-            wait_for(lambda: slept(c, c_out[1], 5), 10, "C's sleeps after it left")
+            wait_for(lambda: slept(log, c, c_out[1], 5), 10, "C's sleeps after it left")
             control.stop()
             wl.wait(timeout=30)
             check(wl.returncode == 0, "many_procs exited with %d" % wl.returncode)
@@ -463,15 +471,7 @@ def cgroup_members_breach_only_while_members():
               "a breach of pid %d outside its membership %r: %r"
               % (br["pid"], spans[br["pid"]], br))
     check_process_names(breaches, set(spans), ("many_child",))
-    started = next(e["ts_ns"] for e in events if e["event"] == "started")
-    unseen = []
-    for pid, ss in sleeps_by_pid(events).items():
-        for _, sure_lo, sure_hi, _ in spans.get(pid, []):
-            inside = [s for s in ss if s[0] >= max(sure_lo, started) and s[1] <= sure_hi]
-            check(inside, "pid %d logged no sleep as a member" % pid)
-            unseen += [(pid, s) for s in unseen_sleeps(breaches, pid, inside)]
-    check(len(unseen) <= lost, "%d members' sleeps without a breach (%d lost): %r"
-          % (len(unseen), lost, unseen[:4]))
+    check_sleeps_reported(events, spans, breaches, lost)
 
 
 @test
