@@ -619,6 +619,41 @@ TEST(a_softirq_wakeup_names_the_task_it_ran_in)
 	CHECK(!unlink(path));
 }
 
+/*
+ * A run-queue wait of A from 3000 whose wakeup the kernel did not trace:
+ * the breach names no waker, and neither does the report, though the
+ * window holds A's older wait, woken by SENDER at 1000.
+ */
+TEST(a_wait_whose_wakeup_went_untraced_names_no_older_waker)
+{
+	static const char name[] = "hybtrace-4000-20261201-100004.000-rq-delay.perfetto-trace";
+	struct ht_breach b = { .kind = HT_BREACH_RQ_DELAY, .tid = A, .tgid = TGID,
+			       .start_ns = 3000, .end_ns = 5000, .state = 1, .syscall_nr = -1,
+			       .comm = "worker" };
+	char path[PATH_MAX], *argv[] = { "report", "--json", path, NULL };
+	char *reported;
+
+	setup();
+	CHECK(!ht_comm_cache_seed(&comms, SENDER, "sender"));
+	nevents = 0;
+	add(0, 400, HT_FR_SWITCH, HT_FRF_PREV_TARGET, A, 0, 0, 1 /* S */);
+	add(1, 450, HT_FR_SWITCH, 0, 0, SENDER, 0, 0);
+	add(1, 1000, HT_FR_WAKEUP, HT_FRF_TARGET, A, SENDER, 0, HT_WAKE_TASK | 1 << 8);
+	add(0, 1100, HT_FR_SWITCH, HT_FRF_NEXT_TARGET, 0, A, 0, 0);
+	add(0, 1500, HT_FR_SWITCH, HT_FRF_PREV_TARGET, A, 0, 0, 1 /* S */);
+	add(0, 5000, HT_FR_SWITCH, HT_FRF_NEXT_TARGET, 0, A, 0, 0);
+	write_dump(name, "rq-delay", 100, 6000, &b);
+	nevents = 0;
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	reported = report(3, argv);
+	CHECK(strstr(reported, "\"woken_by\":null"));
+	CHECK(strstr(reported, "\"wakeup_chain\":[]"));
+	if (!strstr(reported, "\"woken_by\":null"))
+		printf("     %.1500s\n", reported);
+	free(reported);
+	CHECK(!unlink(path));
+}
+
 /* A sample of A at T_NS, frames by address (no symbolizer), ROOT first. */
 static void add_sample(struct ht_sample_set *set, uint64_t t_ns, const uint64_t *root_first,
 		       unsigned int n)

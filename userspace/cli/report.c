@@ -327,8 +327,8 @@ struct chain_link {
 	uint64_t at_ns;
 };
 
-/* The last run-queue wait of TID that ended at or before T. */
-static long last_wait_of(const struct timeline *tl, uint32_t tid, uint64_t t)
+/* The last run-queue wait of TID that ended after FROM, at or before T. */
+static long last_wait_of(const struct timeline *tl, uint32_t tid, uint64_t from, uint64_t t)
 {
 	long best = -1;
 	uint64_t best_end = 0;
@@ -339,7 +339,7 @@ static long last_wait_of(const struct timeline *tl, uint32_t tid, uint64_t t)
 		uint64_t end = e->ts_ns + e->dur_ns;
 
 		if (tr->kind != TL_TRACK_THREAD_KERNEL || (uint32_t)tr->tid != tid ||
-		    strcmp(event_name(tl, e), HT_EV_RUNQUEUE) || end > t)
+		    strcmp(event_name(tl, e), HT_EV_RUNQUEUE) || end > t || end <= from)
 			continue;
 		if (best < 0 || end >= best_end) {
 			best = (long)i;
@@ -358,7 +358,12 @@ static size_t wakeup_chain(const struct dump_view *v, struct chain_link *chain)
 	size_t n = 0;
 
 	while (n < MAX_CHAIN) {
-		long w = last_wait_of(tl, tid, t);
+		/*
+		 * The breached thread's: one that ended in the breach (where the
+		 * kernel did not trace the wakeup that began its wait, none: not
+		 * an older wait's).
+		 */
+		long w = last_wait_of(tl, tid, n ? 0 : v->start_ns, t);
 		const struct tl_event *e;
 		uint64_t waker = 0;
 
