@@ -769,19 +769,8 @@ static __always_inline void judge_rq_delay(struct task_struct *next, struct task
 		return;
 	if (!st)
 		st = state_of(next);
-	if (!st)
-		return;
-	/*
-	 * Judged from sched_info, before target_switch_in() reads the state:
-	 * a sleep whose wakeup went untraced names no waker here either, never
-	 * the one that ended an older sleep.
-	 */
-	if (st->sleep_unwoken) {
-		count(HT_CNT_UNTRACED_WAKEUPS);
-		forget_waker(st);
-		st->sleep_unwoken = 0;
-	}
-	emit_breach(HT_BREACH_RQ_DELAY, next, st, since, now, true, NULL);
+	if (st)
+		emit_breach(HT_BREACH_RQ_DELAY, next, st, since, now, true, NULL);
 }
 
 /*

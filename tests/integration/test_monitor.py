@@ -803,28 +803,6 @@ UNTRACED_WAKEUPS = {"HYBTRACE_TEST_UNTRACED_WAKEUP": "2"}
 
 
 @test
-def a_run_queue_wait_after_an_untraced_wakeup_names_no_waker():
-    """A run-queue wait is judged from the kernel's sched_info before the thread's state is
-    read: after a wakeup the monitor never saw, it named the wakeup of the sleep before
-    (a demo dump's breach, beside stress-ng: woken 2 ms before its sleep began). With every
-    other wakeup of the demo's worker hidden, each of its run-queue breaches names the wakeup
-    that began it (raised at most 1 ms before) or none, and some name none."""
-    need_root()
-    run = hybtrace(["run", "--json", "--rq-delay", "1ms", "--max-dumps", "0", "--no-children",
-                    "--", workload("demo_service"), "2"], env=UNTRACED_WAKEUPS)
-    check(run.rc == 0, run.describe())
-    mine = [b for b in run.breaches("rq-delay") if b["comm"] == "worker"]
-    check(mine, "no run-queue breach of the worker\n" + run.describe())
-    stale = [b for b in mine if b["woken_by"] and
-             not b["start_ns"] - 1_000_000 <= b["woken_by"]["at_ns"] <= b["end_ns"]]
-    check(not stale, "a run-queue wait named a wakeup from before it: %r" % stale[:1])
-    unnamed = [b for b in mine if not b["woken_by"]]
-    check(unnamed and judged(run)["untraced_wakeup"] >= len(unnamed),
-          "%d of %d run-queue waits name no waker, %d counted" % (
-              len(unnamed), len(mine), judged(run)["untraced_wakeup"]))
-
-
-@test
 def a_sleep_whose_wakeup_went_untraced_names_no_waker():
     """A sleep whose wakeup the monitor never saw names no waker: not the one that ended an
     older sleep (a futex dump's breach named a wakeup 325 us before its sleep began). With
