@@ -629,8 +629,12 @@ def cgroup_of_many_processes():
                            "off", "--max-dumps", "0"])
             ht.wait_attached(timeout_s=120)
             attach_s = time.monotonic() - began
+            usage = [hybtrace_usage(ht.pid)]
             control.start()
-            wl.wait(timeout=120)
+            while wl.poll() is None and time.monotonic() - began < 120:
+                usage.append(hybtrace_usage(ht.pid))
+                time.sleep(0.05)
+            wl.wait(timeout=10)
             check(wl.returncode == 0, "many_procs exited with %d" % wl.returncode)
 
             # Each child's last sleep is reported once hybtrace read it: wait for them all.
@@ -641,6 +645,7 @@ def cgroup_of_many_processes():
                 wait_for(reported, 20, "a breach of each child")
             except Failure:
                 pass  # the count below says which
+            usage.append(hybtrace_usage(ht.pid))
             rc = ht.stop()
         finally:
             end_workload_and_hybtrace(wl, ht)
@@ -661,6 +666,31 @@ def cgroup_of_many_processes():
     check(len(unseen) <= lost, "%d of %d sleeps without a breach, %d lost (attached in %.1f s, "
           "hybtrace used %.2f s of CPU): %r" % (len(unseen), 3 * k, lost, attach_s,
                                                 ht.cpu_seconds(), unseen[:4]))
+    check_usage_with_many(usage, k)
+
+
+def hybtrace_usage(pid):
+    """(descriptors, anonymous memory in kB) of hybtrace now."""
+    return open_fds(pid) or 0, proc_status(pid, "RssAnon").get("RssAnon", 0)
+
+
+def check_usage_with_many(usage, k):
+    """hybtrace's descriptors and memory over the 1000-process run, from attach (half of them
+    alive) through all of them to its end (all gone): no descriptor per process (the
+    sampler's and PT's events follow a cgroup CPU by CPU), and no more than 1 kB of memory
+    for each process born after attach."""
+    fds0, anon0 = usage[0]
+    peak_fds = max(u[0] for u in usage)
+    peak_anon = max(u[1] for u in usage)
+    print("    %d processes: hybtrace's descriptors %d at attach, %d at most; anonymous memory "
+          "%d kB at attach, %d kB at most, %d kB at the end"
+          % (k, fds0, peak_fds, anon0, peak_anon, usage[-1][1]))
+    check(peak_fds - fds0 <= 8, "hybtrace's descriptors went from %d to %d with %d processes"
+          % (fds0, peak_fds, k))
+    # Half of them were alive at attach, their state made then: the other half's, 1 kB each
+    # at most (seen: 64 kB for all 500).
+    check(peak_anon - anon0 <= k, "hybtrace's anonymous memory went from %d kB to %d kB with "
+          "%d processes" % (anon0, peak_anon, k))
 
 
 @test

@@ -7,8 +7,9 @@ import re
 import subprocess
 import tempfile
 
-from harness import (HYBTRACE, Attached, Control, Go, check, hybtrace, need_breakpoints,
-                     need_root, run_answering, test, wait_for, whole_lines, workload)
+from harness import (HYBTRACE, Attached, Cgroup, Control, Go, Skip, check, hybtrace,
+                     hybtrace_knows, need_breakpoints, need_root, run_answering, test, wait_for,
+                     whole_lines, workload)
 
 TARGET = workload("trigger_target")
 SLEEPER = workload("sleeper")
@@ -136,6 +137,55 @@ def fires_in_the_second_of_two_pids_not_in_one_without_the_module():
         check(summary["triggers"]["never_resolved"] == [], "summary %r" % summary["triggers"])
         check(all(meta(r, "process_pid") == target.pid for r in reports_of(out)),
               "dumps of another process")
+
+
+@test
+def fires_in_a_process_moved_into_the_cgroup():
+    """--cgroup with a trigger: of two trigger_target processes started outside the cgroup,
+    the one moved in after attach is armed then and its calls hit; the other, never a
+    member, is never armed."""
+    need_root()
+    need_breakpoints()
+    if not hybtrace_knows("--cgroup"):
+        raise Skip("hybtrace has no --cgroup")
+    with tempfile.TemporaryDirectory() as out, Control(start=True) as control, Cgroup() as cg:
+        log = os.path.join(control.dir, "workload.log")
+        env = dict(os.environ, HT_WORKLOAD_LOG=log, **control.env)
+        inside = subprocess.Popen([TARGET, "calls", "3"], env=env)
+        outside = subprocess.Popen([TARGET, "calls", "3"], env=env)
+        ht = None
+        try:
+            wait_for(lambda: len([e for e in whole_lines(log) if e["event"] == "ready"]) == 2,
+                     10, "both targets to start")
+            ht = Attached(["--cgroup", cg.name, "--json", "--quiet", "--rq-delay", "off",
+                           "--min-interval", "0ms", "--output", out, "--multi",
+                           "--trigger", "trigger_target:send_order"])
+            ht.wait_attached()
+            cg.move(inside.pid, cg.dir())
+            wait_for(lambda: any(l.endswith("(pid %d) armed" % inside.pid)
+                                 for l in ht.stderr().splitlines()), 10,
+                     "hybtrace to arm the process moved in\n" + ht.describe())
+            control.start()
+            inside.wait(timeout=30)
+            outside.wait(timeout=30)
+            rc = ht.stop()
+        finally:
+            for p in (inside, outside):
+                if p.poll() is None:
+                    p.kill()
+                    p.wait()
+            if ht:
+                ht.close()
+        calls = [e for e in whole_lines(log) if e["event"] == "call"]
+    check(rc == 0, "rc %d\n%s" % (rc, ht.describe()))
+    check(not any("(pid %d)" % outside.pid in l for l in ht.stderr().splitlines()),
+          "armed in the process never in the cgroup:\n" + ht.stderr())
+    hits = [o for o in ht.json_lines() if o.get("type") == "trigger"]
+    mine = [c["args"] for c in calls if c["pid"] == inside.pid]
+    check(len(mine) == 3 and [h["args"] for h in hits] == mine and
+          all(h["pid"] == inside.pid for h in hits),
+          "hits %r for the moved process's calls %r (all calls %r)\n%s"
+          % (hits, mine, calls, ht.describe()))
 
 
 @test
