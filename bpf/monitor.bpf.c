@@ -259,6 +259,19 @@ struct {
 	__uint(max_entries, PREEMPT_NOTES);
 } preempt_notes SEC(".maps");
 
+/* P's switch-ins so far (sched_info.pcount, 32 bits); 0 where the kernel has none. */
+static __always_inline __u32 switch_ins_of(struct task_struct *p)
+{
+	return bpf_core_field_exists(p->sched_info.pcount) ? (__u32)p->sched_info.pcount : 0;
+}
+
+/* NOTE is P's move while queued, and P has not been switched in since. */
+static __always_inline bool move_note_unread(const struct preempt_note *note, struct task_struct *p)
+{
+	return note->tid == p->pid && note->clock == NOTE_MIGRATED &&
+	       note->runs == switch_ins_of(p);
+}
+
 /*
  * Who is waking a task that is no target, by its tid modulo WAKE_NOTES:
  * sched_waking runs in the waker's context, sched_wakeup where the task is
@@ -797,8 +810,7 @@ static __always_inline bool rq_delay_from_sched_info(struct task_struct *next,
 		if (note && note->tid == next->pid && note->clock == queued) {
 			since = note->now;
 		} else if (note && note->tid == next->pid && note->clock == NOTE_MIGRATED) {
-			if (!bpf_core_field_exists(next->sched_info.pcount) ||
-			    note->runs == (__u32)next->sched_info.pcount)
+			if (move_note_unread(note, next))
 				since = note->now;
 			note->tid = 0;
 		}
@@ -1190,9 +1202,7 @@ static __always_inline bool migration_noted(struct task_struct *p)
 	__u32 slot = (__u32)p->pid & (PREEMPT_NOTES - 1);
 	struct preempt_note *note = bpf_map_lookup_elem(&preempt_notes, &slot);
 
-	if (!note || note->tid != p->pid || note->clock != NOTE_MIGRATED ||
-	    (bpf_core_field_exists(p->sched_info.pcount) &&
-	     note->runs != (__u32)p->sched_info.pcount))
+	if (!note || !move_note_unread(note, p))
 		return false;
 	/* Hidden once: the kernel's next switch-in of it is traced. */
 	note->runs--;
@@ -1507,7 +1517,7 @@ static __always_inline void note_migration(struct task_struct *p)
 	if (!note)
 		return;
 	note->tid = p->pid;
-	note->runs = bpf_core_field_exists(p->sched_info.pcount) ? (__u32)p->sched_info.pcount : 0;
+	note->runs = switch_ins_of(p);
 	note->clock = NOTE_MIGRATED;
 	note->now = st->runnable_since_ns;
 }
