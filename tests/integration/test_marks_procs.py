@@ -130,37 +130,48 @@ def run_reads_marks_of_a_child_forked_after_attach():
         check_dump(path, truth)
 
 
+def gamma_and_delta(out, control, watch, before_start=None, ends_with_them=True):
+    """Two programs, gamma and delta, started apart, then hybtrace with WATCH(procs) (its
+    target options) and OUT; BEFORE_START(procs) once it attached; a manual dump once both
+    wrote their marks. hybtrace ends with its last target (ENDS_WITH_THEM), else on SIGINT.
+    Returns (rc, hybtrace, the dump's path, the workload's log)."""
+    log = os.path.join(control.dir, "workload.log")
+    env = dict(os.environ, HT_WORKLOAD_LOG=log, **control.env)
+    procs = [subprocess.Popen([MARKS, "tree", role, str(COUNT)], env=env)
+             for role in ("gamma", "delta")]
+    ht = None
+    try:
+        wait_for(lambda: len([e for e in whole_lines(log) if e["event"] == "ready"]) == 2,
+                 10, "the two processes")
+        ht = Attached(watch(procs) + ["--output", out] + ARGS)
+        ht.wait_attached()
+        if before_start:
+            before_start(procs)
+        control.start()
+        names = ["gamma main", "gamma worker", "delta main", "delta worker"]
+        path = manual_dump(ht, out, log, names, ht.describe)
+        control.stop()
+        for p in procs:
+            p.wait(timeout=30)
+        rc = ht.wait(60) if ends_with_them else ht.stop()
+    finally:
+        control.stop()
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        if ht:
+            ht.close()
+    return rc, ht, path, log
+
+
 @test
 def pids_reads_marks_of_each_process_named():
     """--pid A,B: two programs started apart, each its own marks, each read."""
     need_processes()
     with tempfile.TemporaryDirectory() as out, Control(start=True, stop=True) as control:
-        log = os.path.join(control.dir, "workload.log")
-        env = dict(os.environ, HT_WORKLOAD_LOG=log, **control.env)
-        procs = [subprocess.Popen([MARKS, "tree", role, str(COUNT)], env=env)
-                 for role in ("gamma", "delta")]
-        ht = None
-        try:
-            wait_for(lambda: len([e for e in whole_lines(log) if e["event"] == "ready"]) == 2,
-                     10, "the two processes")
-            ht = Attached(["--pid", ",".join(str(p.pid) for p in procs), "--output", out] +
-                          ARGS)
-            ht.wait_attached()
-            control.start()
-            names = ["gamma main", "gamma worker", "delta main", "delta worker"]
-            path = manual_dump(ht, out, log, names, ht.describe)
-            control.stop()
-            for p in procs:
-                p.wait(timeout=30)
-            rc = ht.wait(60)
-        finally:
-            control.stop()
-            for p in procs:
-                if p.poll() is None:
-                    p.kill()
-                    p.wait()
-            if ht:
-                ht.close()
+        rc, ht, path, log = gamma_and_delta(
+            out, control, lambda procs: ["--pid", ",".join(str(p.pid) for p in procs)])
         check(rc == 0, "hybtrace --pid: rc %r\n%s" % (rc, ht.describe()))
         check_dump(path, writers(read_log(log)))
 
@@ -172,32 +183,9 @@ def cgroup_reads_marks_of_a_process_moved_in():
     need_processes("--cgroup")
     with tempfile.TemporaryDirectory() as out, Control(start=True, stop=True) as control, \
             Cgroup() as cg:
-        log = os.path.join(control.dir, "workload.log")
-        env = dict(os.environ, HT_WORKLOAD_LOG=log, **control.env)
-        procs = [subprocess.Popen([MARKS, "tree", role, str(COUNT)], env=env)
-                 for role in ("gamma", "delta")]
-        ht = None
-        try:
-            wait_for(lambda: len([e for e in whole_lines(log) if e["event"] == "ready"]) == 2,
-                     10, "the two processes")
-            ht = Attached(["--cgroup", cg.name, "--output", out] + ARGS)
-            ht.wait_attached()
-            cg.move(procs[0].pid, cg.dir())
-            control.start()
-            path = manual_dump(ht, out, log, ["gamma main", "gamma worker", "delta main",
-                                              "delta worker"], ht.describe)
-            control.stop()
-            for p in procs:
-                p.wait(timeout=30)
-            rc = ht.stop()
-        finally:
-            control.stop()
-            for p in procs:
-                if p.poll() is None:
-                    p.kill()
-                    p.wait()
-            if ht:
-                ht.close()
+        rc, ht, path, log = gamma_and_delta(
+            out, control, lambda procs: ["--cgroup", cg.name],
+            before_start=lambda procs: cg.move(procs[0].pid, cg.dir()), ends_with_them=False)
         check(rc == 0, "hybtrace --cgroup: rc %r\n%s" % (rc, ht.describe()))
         truth = writers(read_log(log))
         rep = json.loads(subprocess.run([HYBTRACE, "report", "--json", "--all", path],
