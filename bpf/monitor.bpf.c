@@ -66,7 +66,7 @@ struct held_off_cpu {
 	__u32 waker_tid;
 	__u32 waker_tgid;
 	__u32 wake_cpu;
-	__u32 flags; /* the wakeup's HT_BRF_JOINED */
+	__u32 flags; /* the wakeup's HT_BRF_JOINED, what went untraced */
 	__u32 softirq_vec;
 	__u32 block_stack_seq; /* --block-stacks: the stack sent for it; 0: lost */
 	__u32 waker_stack_seq; /* its waker's stacks, sent at the wakeup; 0: none */
@@ -96,6 +96,8 @@ struct task_state {
 	 * its tracepoints now and then), and the waker held is an older sleep's.
 	 */
 	__u32 sleep_unwoken;
+	/* ...so its waits since name no waker: HT_BRF_WAKEUP_UNTRACED. */
+	__u32 wakeup_untraced;
 	/* The syscall its last sleep began in (HT_FR_SWITCH's bits: nr + 1; 0: none). */
 	__u32 sleep_syscall;
 	/* syscall_stacks holds the stack seen at a switch-in past the threshold */
@@ -594,7 +596,7 @@ struct sleep_syscall {
 /* What the breach's wakeup says: its own thread woke it as it exited (a join). */
 static __always_inline __u32 waker_flags(const struct task_state *st)
 {
-	return st->joined ? HT_BRF_JOINED : 0;
+	return (st->joined ? HT_BRF_JOINED : 0) | (st->wakeup_untraced ? HT_BRF_WAKEUP_UNTRACED : 0);
 }
 
 /* No wakeup has ended the thread's waits since: its breaches name none. */
@@ -606,6 +608,21 @@ static __always_inline void forget_waker(struct task_state *st)
 	st->wake_ns = 0;
 	st->joined = 0;
 	st->waker_stack_seq = 0;
+	st->wakeup_untraced = 0;
+}
+
+/*
+ * The thread gets the CPU after a sleep whose wakeup went untraced: the
+ * waker held is an older sleep's, so its waits name none, and say why.
+ */
+static __always_inline void note_untraced_wakeup(struct task_state *st)
+{
+	if (!st->sleep_unwoken)
+		return;
+	count(HT_CNT_UNTRACED_WAKEUPS);
+	forget_waker(st);
+	st->sleep_unwoken = 0;
+	st->wakeup_untraced = 1;
 }
 
 /* A breach that names no wakeup. */
@@ -645,7 +662,7 @@ static __always_inline void fill_waker(struct ht_breach *b, const struct task_st
  * off-CPU breach's syscall; NULL: the syscall it is in, as sys_enter saw it.
  */
 static __always_inline void emit_breach(__u32 kind, struct task_struct *p, struct task_state *st,
-					__u64 start_ns, __u64 end_ns, bool want_stack,
+					__u64 start_ns, __u64 end_ns, bool traced,
 					const struct sleep_syscall *sleep)
 {
 	bool preempted = kind == HT_BREACH_RQ_DELAY && st->preempted;
@@ -691,10 +708,12 @@ static __always_inline void emit_breach(__u32 kind, struct task_struct *p, struc
 	b->block_stack_seq = 0;
 	if (kind == HT_BREACH_OFF_CPU)
 		block_stack_to_breach(b, stack, true);
-	if (want_stack)
+	if (traced) {
 		b->kstack_bytes = bpf_get_task_stack(p, b->kstack, sizeof(b->kstack), 0);
-	else
+	} else {
 		b->kstack_bytes = 0;
+		b->flags |= HT_BRF_SWITCH_IN_UNTRACED;
+	}
 	bpf_ringbuf_submit(b, BPF_RB_FORCE_WAKEUP);
 }
 
@@ -782,8 +801,11 @@ static __always_inline void judge_rq_delay(struct task_struct *next, struct task
 		return;
 	if (!st)
 		st = state_of(next);
-	if (st)
-		emit_breach(HT_BREACH_RQ_DELAY, next, st, since, now, true, NULL);
+	if (!st)
+		return;
+	/* Judged from sched_info, before target_switch_in() reads the state. */
+	note_untraced_wakeup(st);
+	emit_breach(HT_BREACH_RQ_DELAY, next, st, since, now, true, NULL);
 }
 
 /*
@@ -905,8 +927,12 @@ static __always_inline bool held_for_syscall(const struct task_state *st)
 	return syscall_thresh_ns && st->syscall_since_ns && syscall_watched(st->syscall_nr);
 }
 
-/* An off-CPU breach that ends at NOW inside a watched syscall: keep the longest. */
-static __always_inline void hold_off_cpu(struct task_struct *p, struct task_state *st, __u64 now)
+/*
+ * An off-CPU breach that ends at NOW inside a watched syscall: keep the
+ * longest. TRACED: as off_cpu_breach().
+ */
+static __always_inline void hold_off_cpu(struct task_struct *p, struct task_state *st, __u64 now,
+					 bool traced)
 {
 	struct held_off_cpu *h = &st->held;
 
@@ -930,8 +956,16 @@ static __always_inline void hold_off_cpu(struct task_struct *p, struct task_stat
 	h->softirq_vec = st->softirq_vec;
 	h->waker_stack_seq = st->waker_stack_seq;
 	__builtin_memcpy(h->waker_comm, st->waker_comm, sizeof(h->waker_comm));
-	/* The stack it slept on is the breach's, whichever kinds it ends with. */
-	keep_syscall_stack(p, st);
+	/*
+	 * The stack it slept on is the breach's, whichever kinds it ends with;
+	 * leaving the CPU again, it is elsewhere.
+	 */
+	if (traced) {
+		keep_syscall_stack(p, st);
+	} else {
+		st->syscall_kstack_bytes = 0;
+		h->flags |= HT_BRF_SWITCH_IN_UNTRACED;
+	}
 	/* Its user stack too: a later sleep of the syscall keeps another in its place. */
 	if (block_stack_mode)
 		h->block_stack_seq = send_block_stack(p, st->block_stack_seq);
@@ -953,7 +987,7 @@ static __always_inline void fill_held(struct ht_breach *b, const struct held_off
 	b->waker_tgid = h->waker_tgid;
 	b->wake_cpu = h->wake_cpu;
 	__builtin_memcpy(b->waker_comm, h->waker_comm, sizeof(b->waker_comm));
-	b->flags = (b->flags & ~HT_BRF_JOINED) | h->flags;
+	b->flags = (b->flags & ~(HT_BRF_JOINED | HT_BRF_WAKEUP_UNTRACED)) | h->flags;
 	b->softirq_vec = h->softirq_vec;
 	b->waker_stack_seq = h->waker_stack_seq;
 }
@@ -1072,7 +1106,7 @@ static __always_inline void off_cpu_breach(struct task_struct *next, struct task
 	}
 	/* Inside a syscall that may breach too, it waits for the syscall's end: one wait, one breach. */
 	if (held_for_syscall(st))
-		hold_off_cpu(next, st, now);
+		hold_off_cpu(next, st, now, traced);
 	else
 		emit_breach(HT_BREACH_OFF_CPU, next, st, st->off_cpu_since_ns, now, traced, &sc);
 }
@@ -1098,12 +1132,7 @@ static __always_inline void target_switch_in(struct task_struct *next, const str
 	st = state_find(next, true, &in_storage);
 	if (!st)
 		return;
-	/* Its wakeup went untraced: the waker held is an older sleep's. */
-	if (st->sleep_unwoken) {
-		count(HT_CNT_UNTRACED_WAKEUPS);
-		forget_waker(st);
-		st->sleep_unwoken = 0;
-	}
+	note_untraced_wakeup(st);
 	if (st->runnable_since_ns && !rq_done) {
 		count(HT_CNT_RQ_THREAD_STATE);
 		count_judged(in_storage);
@@ -1424,6 +1453,7 @@ static __always_inline void enqueued(struct task_struct *p, struct task_state *s
 	st->wake_cpu = cpu;
 	st->wake_ns = now;
 	st->sleep_unwoken = 0;
+	st->wakeup_untraced = 0;
 	/* A new task has no sched_waking: its waking_ns is another wakeup's. */
 	fr_write_any(!is_current(p), now, kind, flags, cpu, p->pid, st->waker_tid,
 		     with_prio(wake_arg(st->wake_source, st->waker_cpu, st->softirq_vec), p) |

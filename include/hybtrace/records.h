@@ -135,6 +135,18 @@ enum ht_wake_source {
  * or a condition, not for new work (wait_for_work.c).
  */
 #define HT_BRF_WAITS_ON_NOTICES 0x20
+/*
+ * What the kernel did not trace of the wait (this guest's kernel hands a CPU
+ * over without its tracepoints now and then; a program's recursion guard
+ * skips an event too): the wakeup that ended its sleep, so it names no
+ * waker...
+ */
+#define HT_BRF_WAKEUP_UNTRACED 0x40
+/*
+ * ...or the switch-in that ended it, judged at the switch-out after
+ * (untraced_switch_in()): no kernel stack of where it slept.
+ */
+#define HT_BRF_SWITCH_IN_UNTRACED 0x80
 
 /* The kernel's softirq vectors (include/linux/interrupt.h), as softirq_to_name. */
 #define HT_NR_SOFTIRQS 10

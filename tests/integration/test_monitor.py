@@ -1,13 +1,14 @@
 # SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 """The kernel monitor, for real: breaches of each kind against workloads' ground truth."""
+import glob
 import os
 import re
 import subprocess
 import tempfile
 
-from harness import (HYBTRACE, Attached, Control, Failure, Skip, check, check_new_dumps,
-                     hybtrace, need_root, our_bpf_links, read_log, report_json, test,
-                     tolerance_ns, wait_for, workload)
+from harness import (HYBTRACE, Attached, Control, Failure, NoTool, Skip, check,
+                     check_new_dumps, hybtrace, need_root, our_bpf_links, read_log,
+                     report_json, test, tolerance_ns, tp_query, wait_for, workload)
 
 
 def within(breach, lo_ns, hi_ns):
@@ -725,10 +726,13 @@ def untraced_switches_still_end_their_waits():
         # thread's 200 us sleep, judged in its futex, was given the futex's kernel stack):
         # the stack it slept on is not known then, and is not made up; its syscall is the
         # one noted as it fell asleep.
+        # Each says why it has no stack.
         told = [b for b in run.breaches("off-cpu") if b["tid"] == sleeps[0][0]["tid"]
-                and (b.get("kernel_stack") or b.get("syscall") != "clock_nanosleep")]
+                and (b.get("kernel_stack") or b.get("syscall") != "clock_nanosleep"
+                     or "switch-in" not in b["not_traced"])]
         check(not told, "%s: a sleep judged at its next switch-out names a stack, or a "
-              "syscall it did not sleep in: %r" % (name, told[:1]))
+              "syscall it did not sleep in, or says its switch-in was traced: %r"
+              % (name, told[:1]))
     if os.cpu_count() < 2:
         return
     with tempfile.TemporaryDirectory() as out:
@@ -803,6 +807,30 @@ UNTRACED_WAKEUPS = {"HYBTRACE_TEST_UNTRACED_WAKEUP": "2"}
 
 
 @test
+def a_run_queue_wait_after_an_untraced_wakeup_names_no_waker():
+    """A run-queue wait is judged from the kernel's sched_info before the thread's state is
+    read: after a wakeup the monitor never saw, it named the wakeup of the sleep before
+    (a demo dump's breach, beside stress-ng: woken 2 ms before its sleep began). With every
+    other wakeup of the demo's worker hidden, each of its run-queue breaches names the wakeup
+    that began it (raised at most 1 ms before) or none, saying why, and some name none."""
+    need_root()
+    run = hybtrace(["run", "--json", "--rq-delay", "1ms", "--max-dumps", "0", "--no-children",
+                    "--", workload("demo_service"), "2"], env=UNTRACED_WAKEUPS)
+    check(run.rc == 0, run.describe())
+    mine = [b for b in run.breaches("rq-delay") if b["comm"] == "worker"]
+    check(mine, "no run-queue breach of the worker\n" + run.describe())
+    stale = [b for b in mine if b["woken_by"] and
+             not b["start_ns"] - 1_000_000 <= b["woken_by"]["at_ns"] <= b["end_ns"]]
+    check(not stale, "a run-queue wait named a wakeup from before it: %r" % stale[:1])
+    # A wait begun by a preemption names none either (state R).
+    unnamed = [b for b in mine if not b["woken_by"] and not b["state"].startswith("R")]
+    unsaid = [b for b in unnamed if "wakeup" not in b["not_traced"]]
+    check(unnamed and not unsaid and judged(run)["untraced_wakeup"] >= len(unnamed),
+          "%d of %d run-queue waits name no waker, %d of them without saying why, %d counted"
+          % (len(unnamed), len(mine), len(unsaid), judged(run)["untraced_wakeup"]))
+
+
+@test
 def a_sleep_whose_wakeup_went_untraced_names_no_waker():
     """A sleep whose wakeup the monitor never saw names no waker: not the one that ended an
     older sleep (a futex dump's breach named a wakeup 325 us before its sleep began). With
@@ -818,6 +846,9 @@ def a_sleep_whose_wakeup_went_untraced_names_no_waker():
                  and not b["off_cpu"]["start_ns"] <= b["woken_by"]["at_ns"] <= b["end_ns"]]
         check(not stale, "%s: a waker from outside the sleep: %r" % (name, stale[:1]))
         unnamed = sum(1 for b in mine if not b["woken_by"])
+        # Each says why, and only those.
+        said = [b for b in mine if (not b["woken_by"]) != ("wakeup" in b["not_traced"])]
+        check(not said, "%s: a sleep's waker and its not_traced disagree: %r" % (name, said[:1]))
         check(len(mine) // 4 <= unnamed <= len(mine) * 3 // 4,
               "%s: %d of %d sleeps name no waker, with every other wakeup hidden"
               % (name, unnamed, len(mine)))
@@ -825,6 +856,44 @@ def a_sleep_whose_wakeup_went_untraced_names_no_waker():
         counted = judged(run)["untraced_wakeup"]
         check(unnamed <= counted <= unnamed + 10, "%s: %d sleeps name no waker, %d counted"
               % (name, unnamed, counted))
+
+
+@test
+def a_dump_says_what_the_kernel_did_not_trace():
+    """Every switch-in of the sleeper hidden and every other wakeup: each 15 ms sleep's dump
+    says what of it the kernel did not trace, as its live line does, in the report and in
+    the breach's arguments as Perfetto's importer reads them."""
+    need_root()
+    with tempfile.TemporaryDirectory() as out:
+        run = hybtrace(["run", "--json", "--off-cpu", "10ms", "--output", out,
+                        "--min-interval", "0ms", "--max-dumps", "6", "--off-cpu-syscalls",
+                        "clock_nanosleep", "--", workload("sleeper"), "15", "6", "late"],
+                       env=dict(UNTRACED_SWITCHES, **UNTRACED_WAKEUPS))
+        check(run.rc == 0, run.describe())
+        sleeps = run.events("sleep_start")
+        check(sleeps, "workload log incomplete\n" + run.describe())
+        live = {(b["tid"], b["start_ns"], b["end_ns"]): b["not_traced"]
+                for b in run.breaches("off-cpu") if b["tid"] == sleeps[0]["tid"]}
+        said = {}
+        for path in glob.glob(os.path.join(out, "*.perfetto-trace")):
+            r = report_json(path)
+            key = (r.get("tid"), r.get("start_ns"), r.get("end_ns"))
+            if key not in live:
+                continue
+            said[key] = r["not_traced"]
+            check(r["not_traced"] == live[key], "%s: report says %r not traced, live %r"
+                  % (path, r["not_traced"], live[key]))
+            try:
+                rows = tp_query(path, "select a.string_value as v from slice s join args a "
+                                "using (arg_set_id) where s.name = 'breach' and "
+                                "a.key = 'debug.not_traced'")
+            except NoTool:
+                continue
+            check(rows and all(row["v"].split(",") == live[key] for row in rows),
+                  "%s: Perfetto reads not_traced %r, live %r" % (path, rows, live[key]))
+        check(len(said) >= 3 and all("switch-in" in v for v in said.values())
+              and any("wakeup" in v for v in said.values()),
+              "dumps of the sleeps say %r; the live breaches %r" % (said, live))
 
 
 @test

@@ -91,6 +91,22 @@ class Result:
         return [o for o in self.run.json_lines() if o.get("type") == "trigger"]
 
 
+def untraced(b, what):
+    """Whether the kernel did not trace WHAT ("wakeup", "switch-in") of breach or dump B,
+    as B itself says: its waker, or the stack where it slept, is then not known. This
+    machine's kernel hides one now and then (about one sleep in a few hundred beside a
+    load; the matrix saw a live off-CPU breach with neither)."""
+    return what in b.get("not_traced", [])
+
+
+def few_untraced(breaches, what="wakeup"):
+    """Those of BREACHES that say the kernel did not trace WHAT: they must stay rare."""
+    out = [b for b in breaches if untraced(b, what)]
+    check(len(out) <= max(1, len(breaches) // 4), "%d of %d breaches say the kernel did not "
+          "trace their %s" % (len(out), len(breaches), what))
+    return out
+
+
 def culprit_names(ran_instead, min_share=0.0, total_ns=None):
     """comm[pid] of each task that ran instead, the longest first."""
     out = []
@@ -215,6 +231,8 @@ def check_off_cpu(stack_words, dumps=True):
         check(blocks, "the workload did not log its rounds\n" + r.run.describe())
         victim = blocks[0][0]["tid"]
         mine = [b for b in r.run.breaches("off-cpu") if b["tid"] == victim]
+        few_untraced(mine, "wakeup")
+        few_untraced(mine, "switch-in")
         for start, end, release in blocks:
             # A block is one breach between its bounds (the clock is coarse: 5 ms margin).
             b = [b for b in mine if b["start_ns"] >= start["ts_ns"] - 5_000_000
@@ -223,15 +241,19 @@ def check_off_cpu(stack_words, dumps=True):
                   % (victim, start["ts_ns"], end["ts_ns"], len(b), r.run.describe()))
             b = b[0]
             waker = b["woken_by"]
-            check(waker and waker["source"] == "task" and waker["tid"] == release["tid"],
+            check((waker and waker["source"] == "task" and waker["tid"] == release["tid"])
+                  or (not waker and untraced(b, "wakeup")),
                   "woken by %r, want releaser %d" % (waker, release["tid"]))
             check(b["state"] == "S", "state %r, want S" % b["state"])
             stack = " ".join(b["kernel_stack"])
-            check(any(w in stack for w in stack_words), "stack %s lacks %r" % (stack,
-                                                                               stack_words))
+            check(any(w in stack for w in stack_words)
+                  or (not stack and untraced(b, "switch-in")),
+                  "stack %s lacks %r" % (stack, stack_words))
         if not dumps:
             return
-        reports = [d for d in r.reports() if d["kind"] == "off-cpu" and d.get("tid") == victim]
+        # A dump's wakeup chain begins at the wakeup it recorded.
+        reports = [d for d in r.reports() if d["kind"] == "off-cpu" and d.get("tid") == victim
+                   and not untraced(d, "wakeup")]
         check(reports, "no off-cpu dump of tid %d: %r" % (victim, r.dumps))
         chain = reports[0]["wakeup_chain"]
         releasers = {e["tid"] for e in r.events("release")}
@@ -252,6 +274,7 @@ def check_loopback_wakeup(r):
     need(start and sends, "the workload did not log its rounds\n" + r.run.describe())
     receiver, sender, hog = start[0]["tid"], sends[0]["tid"], start[0]["hog_pid"]
     mine = [b for b in r.run.breaches("off-cpu") if b["tid"] == receiver]
+    unwoken = few_untraced(mine)
     named = slept = 0
     for send in sends:
         # A slow guest's receiver may reach its recv after the reply came: no wait then.
@@ -260,6 +283,8 @@ def check_loopback_wakeup(r):
             continue
         slept += 1
         b = b[0]
+        if b in unwoken:
+            continue
         waker = b["woken_by"] or {}
         check(waker.get("source") == "softirq" and waker.get("softirq") == "net_rx",
               "woken by %r, want softirq (net_rx)" % waker)
@@ -270,7 +295,7 @@ def check_loopback_wakeup(r):
               "for %d ns after its wakeup: %r" % (held, runnable_ns, b["ran_instead"]))
     check(slept >= len(sends) * 0.5, "only %d of %d replies came while the receiver slept\n%s"
           % (slept, len(sends), r.run.describe()))
-    check(named >= slept * 0.6, "%d of %d waits name pp_sender[%d]: %r"
+    check(named >= (slept - len(unwoken)) * 0.6, "%d of %d waits name pp_sender[%d]: %r"
           % (named, slept, sender, [b["woken_by"] for b in mine][:5]))
     for b in r.run.breaches():
         check(all(c["pid"] != 0 for c in b["ran_instead"]),
@@ -292,12 +317,15 @@ def check_softirq_on_irq_exit(r):
     need(start and sends, "the workload did not log its rounds\n" + r.run.describe())
     receiver = start[0]["tid"]
     mine = [b for b in r.run.breaches("off-cpu") if b["tid"] == receiver]
+    unwoken = few_untraced(mine)
     slept = 0
     for send in sends:
         b = [b for b in mine if b["start_ns"] < send["ts_ns"] < b["end_ns"]]
         if not b:
             continue
         slept += 1
+        if b[0] in unwoken:
+            continue
         waker = b[0]["woken_by"] or {}
         check(waker.get("source") == "softirq" and waker.get("softirq") == "net_rx"
               and waker.get("tid") not in (start[0]["bystander_pid"], sends[0]["tid"]),
@@ -306,8 +334,8 @@ def check_softirq_on_irq_exit(r):
         unnamed += "tid" not in waker
     check(slept >= len(sends) * 0.5, "only %d of %d replies came while the receiver slept\n%s"
           % (slept, len(sends), r.run.describe()))
-    check(rt or unnamed >= slept * 0.5, "%d of %d waits woken on an interrupt's exit: %r"
-          % (unnamed, slept, [b["woken_by"] for b in mine][:5]))
+    check(rt or unnamed >= (slept - len(unwoken)) * 0.5, "%d of %d waits woken on an "
+          "interrupt's exit: %r" % (unnamed, slept, [b["woken_by"] for b in mine][:5]))
 
 
 def sleeper_breaches(r):
@@ -344,7 +372,8 @@ def check_syscall(r):
     reports = [d for d in r.reports() if d["kind"] == "syscall" and d.get("tid") == tid]
     check(reports, "no syscall dump of tid %d: %r" % (tid, r.dumps))
     stack = " ".join(reports[0]["kernel_stack"])
-    check("nanosleep" in stack or (not stack and unseen_switch_ins(r)),
+    check("nanosleep" in stack or (not stack and (unseen_switch_ins(r) or
+                                                  untraced(reports[0], "switch-in"))),
           "the dump's stack lacks the nanosleep: %s" % stack)
     names = {l["name"] for l in reports[0]["timeline"]}
     check(names & {"clock_nanosleep", "nanosleep"}, "no nanosleep slice in the dump")
@@ -355,9 +384,10 @@ def check_sleeps_woken_by_the_timer(r):
     that ended its sleep, whatever preemptions follow it (on PREEMPT_RT the irq_work thread
     that wakes hybtrace preempts the sleeper right after its timer woke it)."""
     tid, breaches = sleeper_breaches(r)
-    unwoken = [b for b in breaches if not b["woken_by"]]
-    check(len(unwoken) <= unseen_switch_ins(r), "%d breaches without a waker, %d switch-ins "
-          "unseen" % (len(unwoken), unseen_switch_ins(r)))
+    untold = [b for b in breaches if not b["woken_by"] and not untraced(b, "wakeup")]
+    few_untraced(breaches)
+    check(len(untold) <= unseen_switch_ins(r), "%d breaches without a waker (none saying the "
+          "kernel did not trace it), %d switch-ins unseen" % (len(untold), unseen_switch_ins(r)))
     for b in breaches:
         check(not b["woken_by"] or b["woken_by"]["source"] == "timer",
               "syscall %.2fms tid %d state %s woken by %r, want the timer" % (

@@ -130,7 +130,7 @@ TEST(a_breach_line_with_every_part)
 		      .waker_tid = 4002,
 		      .waker_tgid = 4000,
 		      .wake_cpu = 0,
-		      .flags = HT_BRF_JOINED,
+		      .flags = HT_BRF_JOINED | HT_BRF_WAKEUP_UNTRACED | HT_BRF_SWITCH_IN_UNTRACED,
 		      .comm = "wor\"ker",
 		      .waker_comm = "waker",
 		      .kstack_bytes = 2 * 8,
@@ -172,7 +172,8 @@ TEST(a_breach_line_with_every_part)
 		  ":1,\"state\":\"S\",\"wake_cpu\":0,\"syscall_nr\":0,\"syscall\":\"read\",\"sy"
 		  "scall_ret\":-11,\"syscall_ret_name\":\"EAGAIN\",\"wait_for_work\":false,\"wo"
 		  "ken_by\":{\"source\":\"task\",\"at_ns\":19800000,\"tid\":4002,\"pid\":4000,"
-		  "\"comm\":\"waker\",\"exiting\":true},\"ran_instead\":[{\"pid\":9000,\"comm\""
+		  "\"comm\":\"waker\",\"exiting\":true},\"not_traced\":[\"wakeup\",\"switch-in\"],"
+		  "\"ran_instead\":[{\"pid\":9000,\"comm\""
 		  ":\"fifo_hog\",\"cpu\":1,\"ns\":1000000},{\"pid\":9001,\"comm\":\"a\\\\b\",\""
 		  "cpu\":0,\"ns\":500}],\"ran_instead_other_ns\":7,\"ran_instead_unknown_ns\":2"
 		  "00000,\"ran_instead_idle_ns\":3,\"runnable_ns\":1200000,\"preemptions\":1,\""
@@ -202,7 +203,7 @@ TEST(a_breach_line_with_the_fewest_parts)
 		  "{\"type\":\"breach\",\"time_s\":0.000000,\"kind\":\"rq-delay\",\"duration_ns"
 		  "\":4,\"threshold_ns\":1,\"start_ns\":5,\"end_ns\":9,\"pid\":7,\"tid\":7,\"co"
 		  "mm\":\"x\",\"process_comm\":\"x\",\"kinds\":[\"rq-delay\"],\"cpu\":0,\"state\":\"R\",\"wake_cpu\":0"
-		  ",\"wait_for_work\":false,\"woken_by\":null,\"kernel_stack\":[]}\n");
+		  ",\"wait_for_work\":false,\"woken_by\":null,\"not_traced\":[],\"kernel_stack\":[]}\n");
 	bi.b.kind = HT_BREACH_SYSCALL;
 	bi.b.syscall_nr = 100000;
 	bi.b.syscall_ret = 3;
@@ -214,7 +215,7 @@ TEST(a_breach_line_with_the_fewest_parts)
 		  "mm\":\"x\",\"process_comm\":\"x\",\"kinds\":[\"syscall\"],\"cpu\":0,\"state\":\"R\",\"wake_cpu\":0,"
 		  "\"syscall_nr\":100000,\"syscall\":null,\"syscall_ret\":3,\"syscall_ret_name"
 		  "\":null,\"wait_for_work\":false,\"woken_by\":{\"source\":\"softirq\",\"at_ns"
-		  "\":0,\"softirq\":\"net_rx\"},\"kernel_stack\":[]}\n");
+		  "\":0,\"softirq\":\"net_rx\"},\"not_traced\":[],\"kernel_stack\":[]}\n");
 	bi.b.waker_tid = 12;
 	bi.b.wake_source = HT_WAKE_SOFTIRQ;
 	CHECK_STR(breach_line(&bi),
@@ -224,5 +225,5 @@ TEST(a_breach_line_with_the_fewest_parts)
 		  "\"syscall_nr\":100000,\"syscall\":null,\"syscall_ret\":3,\"syscall_ret_name"
 		  "\":null,\"wait_for_work\":false,\"woken_by\":{\"source\":\"softirq\",\"at_ns"
 		  "\":0,\"softirq\":\"net_rx\",\"tid\":12,\"pid\":0,\"comm\":\"\",\"exiting\":f"
-		  "alse},\"kernel_stack\":[]}\n");
+		  "alse},\"not_traced\":[],\"kernel_stack\":[]}\n");
 }

@@ -1,4 +1,6 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+#include <stdlib.h>
+#include <string.h>
 #include "base/json.h"
 
 /*
@@ -138,6 +140,23 @@ void ht_json_str(struct ht_json *j, const char *key, const char *s)
 		put_string(j->f, s);
 	else
 		fputs_unlocked("null", j->f);
+}
+
+void ht_json_split(struct ht_json *j, const char *key, const char *list, char sep)
+{
+	const char seps[2] = { sep, 0 };
+
+	ht_json_array(j, key);
+	for (const char *p = list; p && *p;) {
+		size_t len = strcspn(p, seps);
+		char *item = strndup(p, len);
+
+		/* From a file, maybe: escaped as any string. */
+		ht_json_str(j, NULL, item ? item : "");
+		free(item);
+		p += len + (p[len] == sep);
+	}
+	ht_json_close(j);
 }
 
 void ht_json_data_str(struct ht_json *j, const char *key, const char *s)

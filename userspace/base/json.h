@@ -52,6 +52,8 @@ void ht_json_u64(struct ht_json *j, const char *key, uint64_t v);
 void ht_json_i64(struct ht_json *j, const char *key, int64_t v);
 void ht_json_bool(struct ht_json *j, const char *key, bool v);
 void ht_json_null(struct ht_json *j, const char *key);
+/* An array of the strings LIST holds between SEP characters: "a+b" -> ["a","b"]; NULL: []. */
+void ht_json_split(struct ht_json *j, const char *key, const char *list, char sep);
 /* V with DECIMALS digits after the point ("%.*f"): seconds, ratios. */
 void ht_json_fixed(struct ht_json *j, const char *key, double v, int decimals);
 

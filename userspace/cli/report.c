@@ -51,6 +51,7 @@ struct dump_view {
 	const char *kind;
 	bool has_breach;
 	bool wait_for_work; /* the breach is a thread parked waiting for new work */
+	const char *not_traced; /* what the kernel did not trace of it (HT_ARG_NOT_TRACED); NULL */
 	uint32_t tid;
 	const char *comm;
 	uint64_t start_ns, end_ns, threshold_ns;
@@ -221,6 +222,7 @@ static void view_init(struct dump_view *v, const struct timeline *tl, const char
 		v->tid = (uint32_t)tid;
 		v->comm = arg_str(tl, e, HT_ARG_COMM);
 		v->kinds = arg_str(tl, e, HT_ARG_KINDS);
+		v->not_traced = arg_str(tl, e, HT_ARG_NOT_TRACED);
 		arg_u64(tl, e, HT_ARG_OFF_CPU_START_NS, &v->off_cpu_start_ns);
 		arg_u64(tl, e, HT_ARG_OFF_CPU_NS, &v->off_cpu_ns);
 		arg_u64(tl, e, HT_ARG_OFF_CPU_THRESHOLD_NS, &v->off_cpu_threshold_ns);
@@ -1047,6 +1049,9 @@ static void print_headline(const struct dump_view *v)
 		printf(" in tid %u (%s) of pid %s (%s)%s\n", v->tid, v->comm,
 		       meta_str(tl, HT_META_TARGET_PID), meta_str(tl, HT_META_TARGET_COMM),
 		       v->wait_for_work ? ", waiting for work" : "");
+		/* Why it names no waker or no stack where it slept. */
+		if (v->not_traced)
+			printf("  the kernel did not trace its %s\n", v->not_traced);
 	} else if (v->trigger >= 0) {
 		const struct tl_event *e = tl_event(tl, (size_t)v->trigger);
 		uint64_t rdi = 0, rsi = 0, rdx = 0;
@@ -1464,19 +1469,8 @@ static void print_header_json(struct ht_json *j, const struct dump_view *v)
 		ht_json_close(j);
 	}
 	if (v->has_breach) {
-		const char *k = v->kinds;
-
 		/* "kinds":["off-cpu","syscall"] from "off-cpu+syscall". */
-		ht_json_array(j, "kinds");
-		while (*k) {
-			size_t len = strcspn(k, "+");
-			char *kind = strndup(k, len);
-
-			ht_json_str(j, NULL, kind ? kind : "");
-			free(kind);
-			k += len + (k[len] == '+');
-		}
-		ht_json_close(j);
+		ht_json_split(j, "kinds", v->kinds, '+');
 		if (v->off_cpu_ns) {
 			ht_json_u64(j, "off_cpu_duration_ns", v->off_cpu_ns);
 			ht_json_u64(j, "off_cpu_threshold_ns", v->off_cpu_threshold_ns);
@@ -1488,6 +1482,8 @@ static void print_header_json(struct ht_json *j, const struct dump_view *v)
 		ht_json_u64(j, "start_ns", v->start_ns);
 		ht_json_u64(j, "end_ns", v->end_ns);
 		ht_json_bool(j, "wait_for_work", v->wait_for_work);
+		/* Why it names no waker or no stack where it slept. */
+		ht_json_split(j, "not_traced", v->not_traced, ',');
 	}
 	ht_json_u64(j, "pid", meta_u64(tl, HT_META_TARGET_PID, 0));
 	ht_json_str(j, "process", meta_str(tl, HT_META_TARGET_COMM));

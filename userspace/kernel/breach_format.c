@@ -82,6 +82,16 @@ static void print_runnable_text(FILE *f, const struct ht_breach_info *bi)
 	print_culprits_text(f, bi);
 }
 
+const char *ht_breach_not_traced(const struct ht_breach *b)
+{
+	bool wakeup = b->flags & HT_BRF_WAKEUP_UNTRACED;
+	bool switch_in = b->flags & HT_BRF_SWITCH_IN_UNTRACED;
+
+	if (wakeup && switch_in)
+		return "wakeup,switch-in";
+	return wakeup ? "wakeup" : switch_in ? "switch-in" : NULL;
+}
+
 static void print_waker_text(FILE *f, const struct ht_breach *b, bool first)
 {
 	const char *sep = first ? ":" : ";";
@@ -178,6 +188,8 @@ void ht_breach_print_text(FILE *f, const struct ht_breach_info *bi)
 		print_runnable_text(f, bi);
 		break;
 	}
+	if (ht_breach_not_traced(b))
+		fprintf(f, " (the kernel did not trace its %s)", ht_breach_not_traced(b));
 	if (bi->block_stack)
 		ht_block_frames_print_text(f, bi->block_stack);
 	else if (bi->block_stack_missing)
@@ -340,6 +352,8 @@ void ht_breach_print_json(FILE *f, const struct ht_breach_info *bi, const struct
 		ht_json_u64(&j, "epoll_fd", epoll_fd);
 	ht_json_bool(&j, "wait_for_work", ht_breach_waits_for_work(b));
 	print_waker_json(&j, b);
+	/* Why it names no waker or no stack. */
+	ht_json_split(&j, "not_traced", ht_breach_not_traced(b), ',');
 	print_culprits_json(&j, bi);
 	print_kstack_json(&j, b, ksyms);
 	if (bi->waker_stack)

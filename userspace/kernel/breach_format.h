@@ -32,6 +32,13 @@ struct ht_breach_info {
 /* "task", "irq", "timer", "softirq" or "none" (enum ht_wake_source). */
 const char *ht_wake_source_name(uint32_t source);
 
+/*
+ * What the kernel did not trace of the wait (HT_BRF_WAKEUP_UNTRACED,
+ * HT_BRF_SWITCH_IN_UNTRACED): "wakeup", "switch-in", "wakeup,switch-in";
+ * NULL when it traced both.
+ */
+const char *ht_breach_not_traced(const struct ht_breach *b);
+
 /* "net_rx", "timer"...: the kernel's softirq_to_name, lower case; "unknown" past them. */
 const char *ht_softirq_name(uint32_t vec);
 

@@ -391,6 +391,8 @@ static void add_breach_args(struct builder *b, long ev, const struct ht_culprits
 	tl_event_arg_uint(b->tl, ev, HT_ARG_CPU, br->cpu);
 	tl_event_arg_uint(b->tl, ev, HT_ARG_WAIT_FOR_WORK, ht_breach_waits_for_work(br));
 	tl_event_arg_str(b->tl, ev, HT_ARG_KINDS, kinds);
+	if (ht_breach_not_traced(br))
+		tl_event_arg_str(b->tl, ev, HT_ARG_NOT_TRACED, ht_breach_not_traced(br));
 	if (br->ns_tid) {
 		tl_event_arg_uint(b->tl, ev, HT_ARG_NS_PID, br->ns_tgid);
 		tl_event_arg_uint(b->tl, ev, HT_ARG_NS_TID, br->ns_tid);

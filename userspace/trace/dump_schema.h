@@ -103,6 +103,8 @@
 #define HT_ARG_NS_TID	     "ns_tid"
 #define HT_ARG_CPU	     "cpu"
 #define HT_ARG_WAIT_FOR_WORK "wait_for_work"  /* breach: 1 when a thread parked for new work */
+/* breach: what the kernel did not trace of it, "wakeup,switch-in" (ht_breach_not_traced()) */
+#define HT_ARG_NOT_TRACED    "not_traced"
 #define HT_ARG_STATE	     "state"	      /* "S", "D", "R+" (preempted) ..., or: */
 #define HT_STATE_UNKNOWN     "unknown"	      /* asleep since before the rings' oldest record */
 #define HT_ARG_SYSCALL	     "syscall"
