@@ -82,5 +82,12 @@ const volatile bool test_miss_timer_entries = false;
  * (HYBTRACE_TEST_ONE_TGID). Its forks are no targets then.
  */
 const volatile __u32 test_one_tgid = 0;
+/*
+ * For make bench: the monitor's programs test a task by walking up its
+ * cgroup to the watched one's kernfs id at each test (in_target_cgroup()),
+ * the alternative to the set's bitmap, so that the two are measured against
+ * each other (HYBTRACE_TEST_CGROUP_WALK, --cgroup alone).
+ */
+const volatile bool test_cgroup_walk = false;
 
 #endif /* HT_SETTINGS_BPF_H */

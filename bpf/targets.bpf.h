@@ -43,8 +43,33 @@ static __always_inline bool tgid_is_target(__u32 tgid, __u32 pid)
 	return w && ((*w >> (tgid & 63)) & 1);
 }
 
+/* Deeper cgroups than this are not looked through (the kernel allows more; none seen). */
+#define TARGET_CGROUP_MAX_DEPTH 64
+
+/*
+ * Whether P's cgroup v2 is the watched one or under it: up through
+ * self.parent comparing kernfs ids. bpf_task_under_cgroup() would do it,
+ * but Linux 6.1 lacks it, and the verifier refuses ancestors[] indexing.
+ */
+static __always_inline bool in_target_cgroup(struct task_struct *p)
+{
+	struct cgroup *cg = p->cgroups->dfl_cgrp;
+
+	for (int i = 0; i < TARGET_CGROUP_MAX_DEPTH && cg; i++) {
+		if (cg->kn->id == target_cgroup_id)
+			return true;
+		if (!cg->self.parent)
+			return false;
+		/* self is a cgroup's own css: its cgroup is the cgroup itself. */
+		cg = cg->self.parent->cgroup;
+	}
+	return false;
+}
+
 static __always_inline bool is_target(struct task_struct *p)
 {
+	if (test_cgroup_walk)
+		return p->pid && in_target_cgroup(p);
 	return tgid_is_target(p->tgid, p->pid);
 }
 
@@ -123,29 +148,6 @@ static __always_inline bool target_bit_test(void *map, __u32 tgid)
 	__u64 *w = target_word(map, tgid);
 
 	return w && ((*w >> (tgid & 63)) & 1);
-}
-
-/* Deeper cgroups than this are not looked through (the kernel allows more; none seen). */
-#define TARGET_CGROUP_MAX_DEPTH 64
-
-/*
- * Whether P's cgroup v2 is the watched one or under it: up through
- * self.parent comparing kernfs ids. bpf_task_under_cgroup() would do it,
- * but Linux 6.1 lacks it, and the verifier refuses ancestors[] indexing.
- */
-static __always_inline bool in_target_cgroup(struct task_struct *p)
-{
-	struct cgroup *cg = p->cgroups->dfl_cgrp;
-
-	for (int i = 0; i < TARGET_CGROUP_MAX_DEPTH && cg; i++) {
-		if (cg->kn->id == target_cgroup_id)
-			return true;
-		if (!cg->self.parent)
-			return false;
-		/* self is a cgroup's own css: its cgroup is the cgroup itself. */
-		cg = cg->self.parent->cgroup;
-	}
-	return false;
 }
 
 /*

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Two builds of hybtrace against each other, in the same interleaved rounds.
 
-usage: paired_builds.py OLD_HYBTRACE NEW_HYBTRACE [--runs N] [--loops N] [--programs]
-                         [--old-env NAME=VALUE]...
+usage: paired_builds.py OLD_HYBTRACE NEW_HYBTRACE [--runs N] [--loops N] [--programs
+                         [--cgroup]] [--old-env NAME=VALUE]...
 
 What a change to the hot path costs is a few percent at most, less than a virtual
 machine drifts between two `make bench` runs. So both builds are measured in every
@@ -23,6 +23,12 @@ differences with its 95% bootstrap interval.
 with a test mode on one side. `--old-env HYBTRACE_TEST_ONE_TGID=1` makes the old side's
 programs test their one target process by its tgid, as they did before the target set
 (bpf/settings.bpf.h, test_one_tgid): what the target set's test costs, alone.
+
+--cgroup (with --programs) watches by cgroup instead of by pid: the benchmark runs in a
+cgroup two levels below the root (the one watched and a child of it), the idle process in
+another such pair. `--old-env HYBTRACE_TEST_CGROUP_WALK=1 --cgroup` makes the old side's
+programs walk up the task's cgroup to the watched one at every test instead of reading the
+set's bit (test_cgroup_walk): the alternative to the bitmap, measured against it.
 """
 import argparse
 import os
@@ -35,6 +41,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench  # noqa: E402
+import harness  # noqa: E402 (bench put the integration helpers on the path)
 
 
 def configs(hybtrace, idle_pid, out):
@@ -59,17 +66,28 @@ PROGRAMS = ("handle_sched_switch", "handle_sched_waking", "handle_sched_wakeup",
 PER_ROUND_TRIP = "all of them, a round trip"
 
 
-def program_costs(hybtrace, watched, opts, seconds, out):
+def join(cgroup_dir):
+    """For preexec_fn: the forked child moves itself into CGROUP_DIR before it execs."""
+    def move():
+        with open(os.path.join(cgroup_dir, "cgroup.procs"), "w") as f:
+            f.write("0\n")
+    return move
+
+
+def program_costs(hybtrace, watched, opts, seconds, out, bench_cgroup=None):
     """{program: ns a run} of HYBTRACE's programs (the command that runs it: a list) while
-    it watches WATCHED (None: the benchmark) with OPTS, SECONDS of the benchmark after it is
-    attached."""
+    it watches WATCHED (target options; None: the benchmark by its pid) with OPTS, SECONDS
+    of the benchmark after it is attached; the benchmark runs in BENCH_CGROUP (a
+    directory) if given."""
     bench_p = subprocess.Popen(bench.pipe_cmd(10 ** 9), stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL)
+                               stderr=subprocess.DEVNULL,
+                               preexec_fn=join(bench_cgroup) if bench_cgroup else None)
     helper = None
     try:
-        helper = bench.Background(hybtrace + ["--pid", str(watched or bench_p.pid), "--quiet",
-                                              "--json", "--max-dumps", "0", "--output", out]
-                                  + opts, r'"type":"attached"')
+        targets = watched or ["--pid", str(bench_p.pid)]
+        helper = bench.Background(hybtrace + targets + ["--quiet", "--json", "--max-dumps",
+                                                        "0", "--output", out] + opts,
+                                  r'"type":"attached"')
         time.sleep(seconds)
         bench_p.send_signal(signal.SIGSTOP)
         costs = bench.bpf_prog_costs()
@@ -90,32 +108,48 @@ def program_costs(hybtrace, watched, opts, seconds, out):
 
 
 def compare_programs(args):
-    idle = subprocess.Popen(["sleep", "100000"])
-    configs = (("self, all breaches", None,
-                ["--source", "none", "--rq-delay", "1ms", "--off-cpu", "1ms", "--syscall", "1ms"]),
-               ("others, defaults watching an idle process", idle.pid, []))
+    groups = []
+    if args.cgroup:
+        # Each a cgroup watched and a child of it, where its process runs.
+        groups = [harness.Cgroup(("service",), prefix="hybtrace-paired-self"),
+                  harness.Cgroup(("service",), prefix="hybtrace-paired-others")]
+    idle = subprocess.Popen(["sleep", "100000"],
+                            preexec_fn=join(groups[1].dir("service")) if groups else None)
+    all_kinds = ["--source", "none", "--rq-delay", "1ms", "--off-cpu", "1ms", "--syscall", "1ms"]
+    if groups:
+        configs = (("self, all breaches", ["--cgroup", groups[0].path], all_kinds,
+                    groups[0].dir("service")),
+                   ("others, defaults watching an idle process", ["--cgroup", groups[1].path],
+                    [], None))
+    else:
+        configs = (("self, all breaches", None, all_kinds, None),
+                   ("others, defaults watching an idle process", ["--pid", str(idle.pid)], [],
+                    None))
     costs = {}
     subprocess.run(["sysctl", "-q", "kernel.bpf_stats_enabled=1"], check=True)
     try:
         with tempfile.TemporaryDirectory(prefix="hybtrace-paired-") as out:
             for i in range(args.runs):
-                for name, watched, opts in configs:
+                for name, watched, opts, cgroup_dir in configs:
                     pair = [("old", old_command(args)), ("new", new_command(args))]
                     for which, hybtrace in (pair if i % 2 == 0 else pair[::-1]):
-                        for prog, ns in program_costs(hybtrace, watched, opts,
-                                                      args.seconds, out).items():
+                        for prog, ns in program_costs(hybtrace, watched, opts, args.seconds,
+                                                      out, cgroup_dir).items():
                             costs.setdefault((name, prog, which), []).append(ns)
     finally:
         subprocess.run(["sysctl", "-q", "kernel.bpf_stats_enabled=0"])
         idle.kill()
         idle.wait()
+        for g in groups:
+            g.remove()
     bench.log("programs of new %s against old %s, ns a run, %d alternating rounds of %.0f s "
-              "beside %s" % (args.new, " ".join(old_command(args)), args.runs, args.seconds,
-                             " ".join(bench.pipe_cmd(10 ** 9))))
+              "beside %s%s" % (args.new, " ".join(old_command(args)), args.runs, args.seconds,
+                               " ".join(bench.pipe_cmd(10 ** 9)),
+                               ", each watched by its cgroup" if groups else ""))
     # The benchmark's own round trip, untraced: what the programs' difference is a share of.
     trip_ns = statistics.median(bench.run_measured(bench.pipe_cmd(args.loops))
                                 for _ in range(3)) * 1000
-    for name, _, _ in configs:
+    for name, _, _, _ in configs:
         bench.log("  %s" % name)
         trip = None
         for prog in PROGRAMS + (PER_ROUND_TRIP,):
@@ -153,11 +187,15 @@ def main():
                     help="each BPF program's time a run instead of the benchmark's")
     ap.add_argument("--seconds", type=float, default=3.0,
                     help="with --programs: how long each build watches")
+    ap.add_argument("--cgroup", action="store_true",
+                    help="with --programs: watch by cgroup, not by pid")
     ap.add_argument("--old-env", action="append", default=[], metavar="NAME=VALUE",
                     help="in the old side's environment (repeatable)")
     args = ap.parse_args()
     if any("=" not in e for e in args.old_env):
         sys.exit("paired_builds: --old-env takes NAME=VALUE")
+    if args.cgroup and not args.programs:
+        sys.exit("paired_builds: --cgroup goes with --programs")
     for path in (args.old, args.new):
         if not os.access(path, os.X_OK):
             sys.exit("paired_builds: %s is not an executable" % path)

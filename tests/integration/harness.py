@@ -245,6 +245,20 @@ def report_json(path):
     return json.loads(p.stdout)
 
 
+def bpf_map_ids(pid):
+    """The ids of the BPF maps process PID holds, from its fds' fdinfo."""
+    ids = set()
+    for fd in os.listdir("/proc/%d/fd" % pid):
+        try:
+            if os.readlink("/proc/%d/fd/%s" % (pid, fd)) != "anon_inode:bpf-map":
+                continue
+            with open("/proc/%d/fdinfo/%s" % (pid, fd)) as f:
+                ids.update(int(l.split()[1]) for l in f if l.startswith("map_id:"))
+        except OSError:
+            continue
+    return ids
+
+
 def bpftool_json(*args):
     """`bpftool -j ARGS`, parsed. A bpftool that fails or prints what is not JSON fails the
     test: an empty answer would make every "nothing left attached" check pass."""

@@ -7,8 +7,8 @@ import subprocess
 import tempfile
 import time
 
-from harness import (Attached, Control, Failure, check, hybtrace, need_root, read_log, test,
-                     wait_for, workload, bpftool_json)
+from harness import (Attached, Control, Failure, bpf_map_ids, bpftool_json, check, hybtrace,
+                     need_root, read_log, test, wait_for, workload)
 
 SLEEP_NS = 50_000_000
 SLEEPS = 5
@@ -72,20 +72,6 @@ def run_follows_the_commands_grandchildren():
     check(not others and waits and waits[0]["duration_ns"] >= SLEEPS * SLEEP_NS,
           "--no-children: breaches of other processes %r; the script's waits %r"
           % ([(b["pid"], b["comm"]) for b in others], [b["duration_ns"] for b in waits]))
-
-
-def bpf_map_ids(pid):
-    """The ids of the BPF maps process PID holds, from its fds' fdinfo."""
-    ids = set()
-    for fd in os.listdir("/proc/%d/fd" % pid):
-        try:
-            if os.readlink("/proc/%d/fd/%s" % (pid, fd)) != "anon_inode:bpf-map":
-                continue
-            with open("/proc/%d/fdinfo/%s" % (pid, fd)) as f:
-                ids.update(int(l.split()[1]) for l in f if l.startswith("map_id:"))
-        except OSError:
-            continue
-    return ids
 
 
 def target_bits(hybtrace_pid, tgids):

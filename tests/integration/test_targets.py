@@ -12,9 +12,10 @@ import subprocess
 import tempfile
 import time
 
-from harness import (Attached, Cgroup, Control, Failure, NoTool, Skip, check, hybtrace,
-                     hybtrace_knows, need_root, open_fds, proc_status, read_log, report_json, test,
-                     tolerance_ns, tp_query, trace_processor, wait_for, workload)
+from harness import (Attached, Cgroup, Control, Failure, NoTool, Skip, bpf_map_ids,
+                     bpftool_json, check, hybtrace, hybtrace_knows, need_root, open_fds,
+                     proc_status, read_log, report_json, test, tolerance_ns, tp_query,
+                     trace_processor, wait_for, workload)
 
 def need_targets(*options):
     """Root, and hybtrace's target options: --children (with --no-children and pid lists,
@@ -158,6 +159,61 @@ def bench_baseline_tests_one_process_by_its_tgid():
                        env={"HYBTRACE_TEST_ONE_TGID": "1"})
     check(several.rc == 2 and "HYBTRACE_TEST_ONE_TGID takes one process" in several.stderr,
           "--all in the one-tgid mode: want exit 2 and its line\n" + several.describe())
+
+
+def rodata_setting(hybtrace_pid, name):
+    """The value of setting NAME (bpf/settings.bpf.h) in the read-only data of hybtrace
+    HYBTRACE_PID's monitor programs, read from the kernel (bpftool)."""
+    for i in bpf_map_ids(hybtrace_pid):
+        info = bpftool_json("map", "show", "id", str(i))
+        if not info.get("name", "").endswith(".rodata"):
+            continue
+        for entry in bpftool_json("map", "dump", "id", str(i)):
+            for section in entry.get("formatted", {}).get("value", {}).values():
+                for member in section:
+                    if name in member:
+                        return member[name]
+    raise Failure("no %s in hybtrace %d's programs' read-only data" % (name, hybtrace_pid))
+
+
+@test
+def bench_alternative_walks_the_cgroup():
+    """make bench's alternative to the set's bitmap (HYBTRACE_TEST_CGROUP_WALK,
+    paired_builds.py --cgroup --old-env): the monitor's programs walk up each task's cgroup
+    to the watched one at every test. The setting reaches the programs (their read-only
+    data, read from the kernel), a process in a child of the watched cgroup breaches and one
+    outside does not. It takes --cgroup alone."""
+    need_targets("--cgroup")
+    walk = {"HYBTRACE_TEST_CGROUP_WALK": "1"}
+    with Cgroup(subdirs=("sub",)) as cg, Control(start=True, stop=True) as control, \
+            tempfile.TemporaryDirectory() as tmp:
+        log = os.path.join(tmp, "log")
+        wl, kids = start_sleepers(["sleep", "2", "30", "0"], log, control)
+        ht = None
+        try:
+            check(len(kids) == 2, "many_procs forked %r" % kids)
+            inside, outside = kids
+            cg.move(inside, cg.dir("sub"))
+            ht = Attached(["--cgroup", cg.name, "--json", "--off-cpu", "20ms", "--rq-delay",
+                           "off", "--source", "none", "--max-dumps", "0"], env=walk)
+            ht.wait_attached()
+            walks = rodata_setting(ht.pid, "test_cgroup_walk")
+            control.start()
+            wait_for(lambda: slept(log, inside, 0, 5) and slept(log, outside, 0, 5), 10,
+                     "both processes' sleeps")
+            control.stop()
+            wl.wait(timeout=30)
+        finally:
+            control.stop()
+            end_workload_and_hybtrace(wl, ht)
+    check(walks is True, "test_cgroup_walk is %r in the programs" % walks)
+    pids = {b["pid"] for b in ht.breaches()}
+    check(pids == {inside}, "breaches of %r, want the member %d alone (%d is outside)\n%s"
+          % (sorted(pids), inside, outside, ht.describe()))
+    several = hybtrace(["--pid", str(os.getpid()), "--max-dumps", "0"], timeout=30, env=walk)
+    check(several.rc == 2 and "HYBTRACE_TEST_CGROUP_WALK takes --cgroup alone" in
+          several.stderr, "--pid in the walking mode: want exit 2 and its line\n"
+          + several.describe())
 
 
 def hog_process(control, log, cpu, ms):

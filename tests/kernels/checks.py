@@ -8,6 +8,7 @@ culprits, wakers, kinds and counts, never latencies.
 import glob
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -451,6 +452,12 @@ def check_migration(r):
 
 # --- on-CPU sampling -----------------------------------------------------------------------
 
+def samples_of(line):
+    """How many samples a report's timeline slice holds ("work_a 39.95ms (8 samples)")."""
+    m = re.search(r"\((\d+) samples\)", line["what"])
+    return int(m.group(1)) if m else 0
+
+
 def check_call_structure(r):
     r.ok()
     tid = r.first("a_start")["tid"]
@@ -460,9 +467,20 @@ def check_call_structure(r):
     base = rep["start_ns"]
     # Times from the breach's start: the round before it (a later round may begin in the
     # window's last milliseconds).
-    slices = [(l["name"], l["t_ns"], l["t_ns"] + l["dur_ns"]) for l in rep["timeline"]
+    slices = [(l["name"], l["t_ns"], l["t_ns"] + l["dur_ns"], samples_of(l))
+              for l in rep["timeline"]
               if l["thread"].endswith("[%d]" % tid) and "samples)" in l["what"]
               and l["t_ns"] < 0]
+    # A sample taken in work_b's first instructions, before its frame is set up, unwinds
+    # past work_a through the caller's frame pointer (perf's fp callchains alike): one
+    # sample of work_b outside work_a. Under TCG an interrupt lands on a translated
+    # block's boundary, a function's entry among them, so it shows there (6.1-rt, once
+    # in about 40 runs): at most one such sample a round, two rounds in the window.
+    a_slices = [s for s in slices if s[0] == "work_a"]
+    entry = [s for s in slices if s[0] == "work_b" and s[3] == 1 and
+             not any(a[1] <= s[1] and s[2] <= a[2] for a in a_slices)]
+    check(len(entry) <= 2, "%d lone samples of work_b outside work_a: %r" % (len(entry), entry))
+    slices = [s for s in slices if s not in entry]
 
     def span(name):
         found = [s for s in slices if s[0] == name]

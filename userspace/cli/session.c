@@ -1638,6 +1638,14 @@ static int start_session(struct session *s, const struct ht_options *o)
 		}
 		s->spec.test_one_tgid = s->spec.tgids[0];
 	}
+	/* For make bench: the alternative to the set's test, a walk up the task's cgroup. */
+	if (getenv("HYBTRACE_TEST_CGROUP_WALK")) {
+		if (!s->spec.cgroup_on || s->spec.ntgids || s->spec.children || s->spec.all) {
+			ht_fail("HYBTRACE_TEST_CGROUP_WALK takes --cgroup alone");
+			return HT_EXIT_USAGE;
+		}
+		s->spec.test_cgroup_walk = true;
+	}
 	/* A missing or bad BTF file is the user's to fix: say so before anything loads. */
 	btf = ht_btf_open(o->btf_path);
 	if (!btf)

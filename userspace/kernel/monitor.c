@@ -198,6 +198,7 @@ static void set_settings(struct monitor_bpf *skel, const struct ht_monitor_confi
 	skel->rodata->test_untraced_wakeup_every = cfg->test_untraced_wakeup_every;
 	skel->rodata->test_miss_timer_entries = cfg->test_miss_timer_entries;
 	skel->rodata->test_one_tgid = (__u32)cfg->targets->test_one_tgid;
+	skel->rodata->test_cgroup_walk = cfg->targets->test_cgroup_walk;
 }
 
 static int configure(struct monitor_bpf *skel, const struct ht_monitor_config *cfg,

@@ -27,6 +27,8 @@ struct ht_target_spec {
 	int self_tgid;		    /* hybtrace: never a target */
 	/* For make bench: 0, or the one process the programs test by its tgid, as before the set */
 	int test_one_tgid;
+	/* For make bench: the monitor's programs walk the cgroup at each test instead of the set */
+	bool test_cgroup_walk;
 };
 
 /* PID_MAX_LIMIT on 64-bit: the bitmaps have a bit for every pid there can be. */
