@@ -34,7 +34,7 @@ def main():
             continue
         start = time.monotonic()
         try:
-            fn()
+            note = fn()
         except harness.Skip as e:
             if harness.in_ci() and not isinstance(e, harness.NoHardware):
                 print("FAIL %s: cannot skip under CI: %s" % (name, e))
@@ -48,7 +48,9 @@ def main():
             print("FAIL %s: %s" % (name, traceback.format_exc().replace("\n", "\n     ")))
             failed += 1
         else:
-            print("PASS %s (%.1fs)" % (name, time.monotonic() - start))
+            # A test may say what it measured.
+            print("PASS %s (%.1fs)%s" % (name, time.monotonic() - start,
+                                         ": %s" % note if isinstance(note, str) else ""))
         sys.stdout.flush()
     return 1 if failed else 0
 
