@@ -56,7 +56,8 @@ def check_adds_up(c):
     ch = c["chain"]
     total = sum(s["duration_ns"] for s in leaves(ch))
     check(abs(total - ch["duration_ns"]) <= ch["duration_ns"] // 100,
-          "stretches add up to %d of a %d ns wait: %r" % (total, ch["duration_ns"], ch))
+          "stretches add up to %d of a %d ns wait (%s): %r" % (total, ch["duration_ns"],
+                                                             c["dump"], ch))
     check(ch["start_ns"] == c["breach_start_ns"] and ch["end_ns"] == c["breach_end_ns"],
           "the chain covers %d..%d, the breach %d..%d" % (
               ch["start_ns"], ch["end_ns"], c["breach_start_ns"], c["breach_end_ns"]))
@@ -290,8 +291,9 @@ def chain_depth_one_stops_at_the_direct_waker():
             check_adds_up(c)
             st = c["chain"]["stretches"]
             check(max(s["depth"] for s in st) == 1, "deeper than asked: %r" % st)
+            # The dump is named, so that a failure keeps it (harness.keep_evidence).
             check([s for s in st if s["depth"] == 1 and s.get("stop") == "depth"],
-                  "B's blocked stretch says where the walk stopped: %r" % st)
+                  "B's blocked stretch says where the walk stopped (%s): %r" % (c["dump"], st))
 
 
 @test
