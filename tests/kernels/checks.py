@@ -183,15 +183,20 @@ def check_not_a_culprit_itself(r):
     later = [b for b in breaches if b["start_ns"] >= told_ns]
     mine = [b for b in later if "hybtrace" in [c["comm"] for c in b["ran_instead"]]]
     # What finds the cause when it shows: which of hybtrace's threads ran, when (from the
-    # first wait there), and what hybtrace said of its CPUs.
+    # first wait there), what hybtrace said of its CPUs, and when it moved: after the
+    # wait (it reacted late) or before (it ran where it had left).
+    moved_ns = own_cpus_moved_ns(r, said[0])
     check(later and not mine,
           "hybtrace ran instead of its target in %d of %d waits after it knew its CPU, "
-          "%.2f ms in all: %r; the first wait there ended at %d; hybtrace said: %r" % (
+          "%.2f ms in all: %r; the first wait there ended at %d, hybtrace moved %s; "
+          "hybtrace said: %r" % (
               len(mine), len(later), sum(c["ns"] for b in mine for c in b["ran_instead"]
                                          if c["comm"] == "hybtrace") / 1e6,
               [("%+.1f ms" % ((b["start_ns"] - there[0]["end_ns"]) / 1e6), b["cpu"],
                 [(c["comm"], c["pid"], c["ns"]) for c in b["ran_instead"]])
                for b in mine][:3], there[0]["end_ns"],
+              "at %+.1f ms" % ((moved_ns - there[0]["end_ns"]) / 1e6) if moved_ns else
+              "(time unknown)",
               [line for line in r.run.stderr.splitlines() if "CPU" in line][:5]))
     # What hybtrace still costs: each breach wakes it through an irq_work, which PREEMPT_RT
     # runs in the irq_work/N thread of the breach's CPU, ahead of the victim.
@@ -201,6 +206,17 @@ def check_not_a_culprit_itself(r):
     return ("irq_work/N ran instead of the victim in %d of its %d waits%s" % (
         len(ran), len(later), ", %.0f us each (median), %.0f us at most"
         % (ran[len(ran) // 2] / 1e3, ran[-1] / 1e3) if ran else ""))
+
+
+def own_cpus_moved_ns(r, line):
+    """When hybtrace moved its threads, as CLOCK_MONOTONIC: its LINE says when since its
+    start ("from 1.883075 s on"), and a breach line's time_s is its end since that start."""
+    m = re.search(r"from (\d+\.\d+) s on", line)
+    live = r.run.breaches()
+    if not m or not live:
+        return None
+    start_ns = live[0]["end_ns"] - round(live[0]["time_s"] * 1e9)
+    return start_ns + round(float(m.group(1)) * 1e9)
 
 
 def preempt_rt(r):
