@@ -47,7 +47,8 @@ struct clock_sync {
 	__u64 wake_clock; /* rq->clock as the latest wakeup on this rq left it */
 	__u32 last_next;  /* 1 + pid of the task the latest switch took in; 0: none yet */
 	__u32 pad32;
-	__u64 pad[3];	  /* one cache line per CPU */
+	__u64 last_next_task; /* and that task (read only through probes: it may be gone) */
+	__u64 pad[2];	      /* one cache line per CPU */
 };
 
 struct {
@@ -68,6 +69,7 @@ struct switch_time {
 	 */
 	bool untraced;
 	__u32 last_next;      /* that task's pid */
+	__u64 last_task;      /* that task (untraced_left_state()) */
 	__u64 last_switch_ns; /* and the time of that switch */
 };
 
@@ -91,9 +93,11 @@ static __always_inline void switch_now(struct task_struct *prev, struct task_str
 		if (sync->last_next && sync->last_next != (__u32)prev->pid + 1) {
 			t->untraced = true;
 			t->last_next = sync->last_next - 1;
+			t->last_task = sync->last_next_task;
 			t->last_switch_ns = sync->last_ns;
 		}
 		sync->last_next = (__u32)next->pid + 1;
+		sync->last_next_task = (__u64)next;
 	}
 	if (!rq || !sync) {
 		t->clock = 0;

@@ -1159,6 +1159,25 @@ static __always_inline void target_switch_in(struct task_struct *next, const str
 }
 
 /*
+ * The state in which the task that switch T's CPU last took in (T's
+ * last_next) left it, untraced: asleep, as it still is, if it is on no run
+ * queue now (an exited task is dead), else runnable. The record may be
+ * written late, at the CPU's next traced switch: a task woken by then was
+ * asleep too, which its wakeup's record shows (wait_chain.c).
+ */
+static __always_inline __u32 untraced_left_state(const struct switch_time *t)
+{
+	struct task_struct *p = (struct task_struct *)t->last_task;
+
+	/* Read through probes: the task may be gone, its memory another's. */
+	if (!p || BPF_CORE_READ(p, pid) != (pid_t)t->last_next || BPF_CORE_READ(p, on_rq))
+		return TASK_RUNNING;
+	if (bpf_core_field_exists(p->__state))
+		return BPF_CORE_READ(p, __state);
+	return BPF_CORE_READ((struct task_struct___pre514 *)p, state);
+}
+
+/*
  * PREV leaves a CPU whose latest switch took another task in: the kernel
  * switched to PREV without the tracepoint (on some kernels a few tasks hand
  * their CPU over that way). sched_info.last_arrival says when PREV began to
@@ -1191,7 +1210,7 @@ static __always_inline void untraced_switch_in(struct task_struct *prev, bool ta
 		in.now = t->now;
 	count(HT_CNT_UNTRACED_SWITCH_INS);
 	fr_write_sched(in.now, HT_FR_SWITCH, HT_FRF_UNTRACED | (target ? HT_FRF_NEXT_TARGET : 0),
-		       prev->prio, t->last_next, prev->pid, TASK_RUNNING);
+		       prev->prio, t->last_next, prev->pid, untraced_left_state(t));
 	if (target)
 		target_switch_in(prev, &in, false);
 }
@@ -1223,6 +1242,19 @@ static __always_inline __u64 switch_out_syscall(struct task_struct *prev)
 		return 0;
 	nr = syscall_in_regs(regs);
 	return nr < 0 ? 0 : (__u64)(nr + 1) << HT_FR_SWITCH_SYSCALL_SHIFT;
+}
+
+/* For tests: P is named test_untraced_sleep_comm. */
+static __always_inline bool named_untraced_sleeper(struct task_struct *p)
+{
+#pragma unroll
+	for (int i = 0; i < sizeof(test_untraced_sleep_comm); i++) {
+		if (p->comm[i] != test_untraced_sleep_comm[i])
+			return false;
+		if (!test_untraced_sleep_comm[i])
+			break;
+	}
+	return true;
 }
 
 /* For tests: a move of P while queued is noted and not yet read (test_untraced_after_migration). */
@@ -1258,6 +1290,9 @@ int BPF_PROG(handle_sched_switch, bool preempt, struct task_struct *prev, struct
 		return 0;
 	if (test_untraced_after_migration && next_target && !prev_target &&
 	    migration_noted(next))
+		return 0;
+	if (test_untraced_sleep_comm[0] && !preempt && state != TASK_RUNNING &&
+	    named_untraced_sleeper(prev))
 		return 0;
 	switch_now(prev, next, &t, prev_target || next_target);
 	if (t.untraced)

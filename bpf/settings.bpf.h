@@ -74,6 +74,12 @@ const volatile __u32 test_untraced_switch_every = 0;
 const volatile bool test_untraced_after_migration = false;
 /* For tests: act as if the kernel did not trace every Nth wakeup of a target (it hides some with a switch). */
 const volatile __u32 test_untraced_wakeup_every = 0;
+/*
+ * For tests: act as if the kernel did not trace the switches out of threads
+ * so named as they go to sleep (the CPU's next traced switch then records
+ * them, untraced_switch_in()); "" for none.
+ */
+const volatile char test_untraced_sleep_comm[16] = {};
 /* For tests: miss every timer callback's entry, as a program preempted mid-run on PREEMPT_RT makes others miss. */
 const volatile bool test_miss_timer_entries = false;
 /*

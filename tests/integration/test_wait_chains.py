@@ -15,12 +15,12 @@ from perfetto_checks import critical_path
 BOUNDARY_NS = 50_000
 
 
-def run_chain(mode, out, rounds=3, extra=()):
+def run_chain(mode, out, rounds=3, extra=(), env=None):
     """wait_chain MODE under `run --no-children`: only A is a target; every breach dumped."""
     run = hybtrace(["run", "--json", "--off-cpu", "10ms", "--rq-delay", "1s",
                     "--min-interval", "0ms", "--output", out] + list(extra) +
                    ["--no-children", "--", workload("wait_chain"), mode, "20", str(rounds)],
-                   timeout=120)
+                   timeout=120, env=env)
     check(run.rc == 0, run.describe())
     pids = run.events("chain")
     check(pids, "the workload did not start:\n" + run.describe())
@@ -294,6 +294,49 @@ def chain_depth_one_stops_at_the_direct_waker():
             # The dump is named, so that a failure keeps it (harness.keep_evidence).
             check([s for s in st if s["depth"] == 1 and s.get("stop") == "depth"],
                   "B's blocked stretch says where the walk stopped (%s): %r" % (c["dump"], st))
+
+
+def busy_cpus():
+    """On each CPU a spinner (nice 19) and a thread that sleeps 1 ms at a time, none of them
+    targets: a CPU a task leaves is never idle, and it switches again within a millisecond."""
+    procs = []
+    for cpu in sorted(os.sched_getaffinity(0)):
+        for code, nice in (("while True: pass", 19),
+                           ("import time\nwhile True: time.sleep(0.001)", 0)):
+            procs.append(subprocess.Popen(
+                ["taskset", "-c", str(cpu), "nice", "-n", str(nice), "python3", "-c", code]))
+    return procs
+
+
+@test
+def a_sleep_the_kernel_switched_out_untraced_keeps_its_state():
+    """B's switches out into its read hidden (HYBTRACE_TEST_UNTRACED_SLEEP_COMM, as this
+    guest's kernel hides a few): the CPU's next traced switch records each, and B, still
+    asleep then, is blocked in S in A's chain, woken by C, never runnable across its sleep
+    (a loop run showed B runnable 20 ms behind an idle CPU)."""
+    need_root()
+    with tempfile.TemporaryDirectory() as out:
+        load = busy_cpus()
+        try:
+            # The window reaches back past A's 50 ms pause to B's last sleep.
+            run, pids = run_chain("pipes", out, rounds=3,
+                                  extra=["--chain-depth", "1", "--pre", "100ms"],
+                                  env={"HYBTRACE_TEST_UNTRACED_SLEEP_COMM": "chain_b"})
+        finally:
+            for p in load:
+                p.kill()
+                p.wait()
+        check(run.summary()["judged"]["untraced_switch_in"] >= 3,
+              "B's switches out were not hidden: %r" % run.summary()["judged"])
+        chains = chains_of(run, pids["a"])
+        check(len(chains) >= 2, "chains of A's reads: %d\n%s" % (len(chains), run.describe()))
+        for c in chains:
+            check_adds_up(c)
+            b = [s for s in c["chain"]["stretches"] if s["depth"] == 1]
+            check(b and b[0]["tid"] == pids["b"] and b[0]["stretch"] == "blocked" and
+                  b[0].get("state") == "S" and b[0].get("stop") == "depth" and
+                  b[0].get("waker", {}).get("tid") == pids["c"],
+                  "B blocked in S until C woke it (%s): %r" % (c["dump"], b))
 
 
 @test

@@ -217,6 +217,40 @@ TEST(the_walk_stops_at_the_depth_asked)
 	ht_wait_chain_free(&c);
 }
 
+/*
+ * B's switch out into its read the kernel did not trace: the CPU's next
+ * traced switch recorded it (at C's arrival), after C had woken it already,
+ * so as left runnable. C's wakeup says B slept: blocked, its state unknown.
+ */
+TEST(a_sleeper_recorded_runnable_by_an_untraced_switch_is_blocked_once_woken)
+{
+	struct ht_fr_window w;
+	struct ht_breach b = off_cpu_breach();
+	struct ht_wait_chain c;
+
+	pipe_chain(C, C);
+	CHECK(events[0].rec.tid_a == B && events[0].rec.ts_ns == 500);
+	events[0] = fx_fr_event(1, 500, HT_FR_SWITCH, HT_FRF_UNTRACED, B, C, 120, 0);
+	w = fx_fr_window(events, nevents, 0, 30000);
+	CHECK(compute(&w, &b, 1, &c));
+	CHECK(c.count >= 2);
+	if (c.count >= 2) {
+		check_stretch(&c.stretches[1], B, 1, HT_STRETCH_BLOCKED, 1000, 22500);
+		CHECK(c.stretches[1].stop == HT_CHAIN_STOP_DEPTH);
+		CHECK_EQ_U64(c.stretches[1].waker, C);
+		CHECK_EQ_U64(c.stretches[1].state, HT_CHAIN_STATE_UNKNOWN);
+	}
+	CHECK_EQ_U64(leaves_ns(&c), 23100 - 1000);
+	ht_wait_chain_free(&c);
+
+	/* Left runnable for real (preempted, traced): the wakeup changes nothing. */
+	events[0].rec.flags = HT_FRF_PREEMPT;
+	w = fx_fr_window(events, nevents, 0, 30000);
+	CHECK(compute(&w, &b, 1, &c));
+	CHECK(c.count >= 2 && c.stretches[1].tid == B && c.stretches[1].kind != HT_STRETCH_BLOCKED);
+	ht_wait_chain_free(&c);
+}
+
 TEST(a_cycle_ends_the_walk)
 {
 	struct ht_fr_window w = pipe_chain(A, C);

@@ -1665,6 +1665,8 @@ static int start_session(struct session *s, const struct ht_options *o)
 	cfg.test_untraced_after_migration = getenv("HYBTRACE_TEST_UNTRACED_AFTER_MIGRATION") != NULL;
 	/* For tests: the wakeups such a switch hides with it, on demand. */
 	cfg.test_untraced_wakeup_every = test_every("HYBTRACE_TEST_UNTRACED_WAKEUP", 2);
+	/* For tests: a sleeper's switch-outs the kernel did not trace, on demand. */
+	cfg.test_untraced_sleep_comm = getenv("HYBTRACE_TEST_UNTRACED_SLEEP_COMM");
 	/* For tests: the timer callbacks' entries PREEMPT_RT's preemptible programs miss. */
 	cfg.test_miss_timer_entries = getenv("HYBTRACE_TEST_MISS_TIMER_ENTRIES") != NULL;
 	memcpy(cfg.threshold_ns, o->threshold_ns, sizeof(cfg.threshold_ns));

@@ -19,6 +19,7 @@ struct span {
 	bool before_window; /* blocked since before the window: start and state unknown */
 	bool lost_wakeup;   /* blocked, then ran again with no wakeup on record */
 	bool untraced_in;   /* ... through a switch-in the kernel did not trace */
+	bool untraced_out;  /* runnable: left so by a switch the kernel did not trace */
 	/* blocked: the wakeup that ended it, and when its waker raised it */
 	bool woken;
 	uint32_t wake_source, waker;
@@ -160,6 +161,8 @@ static bool task_spans(const struct chain_walk *k, uint32_t tid, struct spans *s
 				cur->kind = HT_STRETCH_RUNNING;
 			cur = spans_next(s, t, runnable ? HT_STRETCH_RUNNABLE : HT_STRETCH_BLOCKED,
 					 runnable ? (int)e->cpu : -1);
+			if (cur && runnable)
+				cur->untraced_out = (r->flags & HT_FRF_UNTRACED) != 0;
 			if (cur && !runnable) {
 				cur->state = ht_fr_switch_prev_state(r);
 				cur->syscall = ht_fr_switch_syscall(r);
@@ -185,6 +188,17 @@ static bool task_spans(const struct chain_walk *k, uint32_t tid, struct spans *s
 			}
 			cur = spans_next(s, t, HT_STRETCH_RUNNING, (int)e->cpu);
 		} else if (is_wakeup_of(e, tid)) {
+			if (cur->kind == HT_STRETCH_RUNNABLE && cur->untraced_out &&
+			    raised_within(r, cur->start_ns, r->ts_ns)) {
+				/*
+				 * Its record, written at the CPU's next traced
+				 * switch, found it woken already: it slept, as the
+				 * kernel traces no wakeup of a runnable task.
+				 */
+				cur->kind = HT_STRETCH_BLOCKED;
+				cur->state = HT_CHAIN_STATE_UNKNOWN;
+				cur->cpu = -1;
+			}
 			if (cur->kind == HT_STRETCH_UNKNOWN) {
 				/*
 				 * Woken, so blocked since before the window (state
