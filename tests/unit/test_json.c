@@ -182,6 +182,30 @@ TEST(a_breach_line_with_every_part)
 		  "-14,\"block_stack_missing\":\"never\\tblocked\"}\n");
 }
 
+TEST(the_text_line_says_what_the_kernel_did_not_trace_in_words)
+{
+	struct ht_breach_info bi = {
+		.b = {.kind = HT_BREACH_OFF_CPU, .tid = 1, .tgid = 1, .state = 1, .comm = "w",
+		      .flags = HT_BRF_WAKEUP_UNTRACED | HT_BRF_SWITCH_IN_UNTRACED},
+		.threshold_ns = 1000,
+	};
+	FILE *f = open_text();
+
+	CHECK(f != NULL);
+	if (!f)
+		return;
+	ht_breach_print_text(f, &bi);
+	fclose(f);
+	CHECK(strstr(text, " (the kernel did not trace its wakeup and switch-in)") != NULL);
+	bi.b.flags = HT_BRF_SWITCH_IN_UNTRACED;
+	f = open_text();
+	if (!f)
+		return;
+	ht_breach_print_text(f, &bi);
+	fclose(f);
+	CHECK(strstr(text, " (the kernel did not trace its switch-in)") != NULL);
+}
+
 TEST(a_breach_line_with_the_fewest_parts)
 {
 	struct ht_breach_info bi = {

@@ -16,6 +16,7 @@
 #include <sys/stat.h>
 #include "base/breach_kinds.h"
 #include "kernel/block_stacks.h"
+#include "kernel/breach_format.h"
 #include "kernel/sched_read.h"
 #include "dump/dump_policy.h"
 #include "trace/dump_schema.h"
@@ -1051,7 +1052,8 @@ static void print_headline(const struct dump_view *v)
 		       v->wait_for_work ? ", waiting for work" : "");
 		/* Why it names no waker or no stack where it slept. */
 		if (v->not_traced)
-			printf("  the kernel did not trace its %s\n", v->not_traced);
+			printf("  the kernel did not trace its %s\n",
+			       ht_not_traced_words(v->not_traced));
 	} else if (v->trigger >= 0) {
 		const struct tl_event *e = tl_event(tl, (size_t)v->trigger);
 		uint64_t rdi = 0, rsi = 0, rdx = 0;

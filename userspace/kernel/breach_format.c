@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 #include <inttypes.h>
+#include <string.h>
 #include "kernel/breach_format.h"
 #include "kernel/waker_stacks.h"
 #include "base/breach_kinds.h"
@@ -90,6 +91,11 @@ const char *ht_breach_not_traced(const struct ht_breach *b)
 	if (wakeup && switch_in)
 		return "wakeup,switch-in";
 	return wakeup ? "wakeup" : switch_in ? "switch-in" : NULL;
+}
+
+const char *ht_not_traced_words(const char *list)
+{
+	return list && !strcmp(list, "wakeup,switch-in") ? "wakeup and switch-in" : list;
 }
 
 static void print_waker_text(FILE *f, const struct ht_breach *b, bool first)
@@ -189,7 +195,8 @@ void ht_breach_print_text(FILE *f, const struct ht_breach_info *bi)
 		break;
 	}
 	if (ht_breach_not_traced(b))
-		fprintf(f, " (the kernel did not trace its %s)", ht_breach_not_traced(b));
+		fprintf(f, " (the kernel did not trace its %s)",
+			ht_not_traced_words(ht_breach_not_traced(b)));
 	if (bi->block_stack)
 		ht_block_frames_print_text(f, bi->block_stack);
 	else if (bi->block_stack_missing)

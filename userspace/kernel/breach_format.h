@@ -38,6 +38,8 @@ const char *ht_wake_source_name(uint32_t source);
  * NULL when it traced both.
  */
 const char *ht_breach_not_traced(const struct ht_breach *b);
+/* That list (or the dump's HT_ARG_NOT_TRACED) as words: "wakeup and switch-in". */
+const char *ht_not_traced_words(const char *list);
 
 /* "net_rx", "timer"...: the kernel's softirq_to_name, lower case; "unknown" past them. */
 const char *ht_softirq_name(uint32_t vec);
