@@ -83,19 +83,23 @@ static void print_runnable_text(FILE *f, const struct ht_breach_info *bi)
 	print_culprits_text(f, bi);
 }
 
+/* Both untraced: the list the dump's argument holds, and its words. */
+#define NOT_TRACED_BOTH	      "wakeup,switch-in"
+#define NOT_TRACED_BOTH_WORDS "wakeup and switch-in"
+
 const char *ht_breach_not_traced(const struct ht_breach *b)
 {
 	bool wakeup = b->flags & HT_BRF_WAKEUP_UNTRACED;
 	bool switch_in = b->flags & HT_BRF_SWITCH_IN_UNTRACED;
 
 	if (wakeup && switch_in)
-		return "wakeup,switch-in";
+		return NOT_TRACED_BOTH;
 	return wakeup ? "wakeup" : switch_in ? "switch-in" : NULL;
 }
 
 const char *ht_not_traced_words(const char *list)
 {
-	return list && !strcmp(list, "wakeup,switch-in") ? "wakeup and switch-in" : list;
+	return list && !strcmp(list, NOT_TRACED_BOTH) ? NOT_TRACED_BOTH_WORDS : list;
 }
 
 static void print_waker_text(FILE *f, const struct ht_breach *b, bool first)
