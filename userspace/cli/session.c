@@ -1604,6 +1604,7 @@ static int probe_bpf_maps(void *ctx)
 static int start_session(struct session *s, const struct ht_options *o)
 {
 	int tgid = s->tgid;
+	const char *sleeper;
 	struct ht_monitor_config cfg = {
 		.targets = &s->spec,
 		.syscall_filter_on = o->syscall_filter_on,
@@ -1666,7 +1667,9 @@ static int start_session(struct session *s, const struct ht_options *o)
 	/* For tests: the wakeups such a switch hides with it, on demand. */
 	cfg.test_untraced_wakeup_every = test_every("HYBTRACE_TEST_UNTRACED_WAKEUP", 2);
 	/* For tests: a sleeper's switch-outs the kernel did not trace, on demand. */
-	cfg.test_untraced_sleep_comm = getenv("HYBTRACE_TEST_UNTRACED_SLEEP_COMM");
+	sleeper = getenv("HYBTRACE_TEST_UNTRACED_SLEEP_COMM");
+	snprintf(cfg.test_untraced_sleep_comm, sizeof(cfg.test_untraced_sleep_comm), "%s",
+		 sleeper ? sleeper : "");
 	/* For tests: the timer callbacks' entries PREEMPT_RT's preemptible programs miss. */
 	cfg.test_miss_timer_entries = getenv("HYBTRACE_TEST_MISS_TIMER_ENTRIES") != NULL;
 	memcpy(cfg.threshold_ns, o->threshold_ns, sizeof(cfg.threshold_ns));

@@ -196,10 +196,12 @@ static void set_settings(struct monitor_bpf *skel, const struct ht_monitor_confi
 	skel->rodata->test_untraced_switch_every = cfg->test_untraced_switch_every;
 	skel->rodata->test_untraced_after_migration = cfg->test_untraced_after_migration;
 	skel->rodata->test_untraced_wakeup_every = cfg->test_untraced_wakeup_every;
+	_Static_assert(sizeof(skel->rodata->test_untraced_sleep_comm) ==
+			       sizeof(cfg->test_untraced_sleep_comm),
+		       "a task's comm either side");
+	memcpy((void *)skel->rodata->test_untraced_sleep_comm, cfg->test_untraced_sleep_comm,
+	       sizeof(skel->rodata->test_untraced_sleep_comm));
 	skel->rodata->test_miss_timer_entries = cfg->test_miss_timer_entries;
-	if (cfg->test_untraced_sleep_comm)
-		strncpy((char *)skel->rodata->test_untraced_sleep_comm, cfg->test_untraced_sleep_comm,
-			sizeof(skel->rodata->test_untraced_sleep_comm) - 1);
 	skel->rodata->test_one_tgid = (__u32)cfg->targets->test_one_tgid;
 	skel->rodata->test_cgroup_walk = cfg->targets->test_cgroup_walk;
 }

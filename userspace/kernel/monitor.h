@@ -38,8 +38,8 @@ struct ht_monitor_config {
 	/* for tests: 0, or hide every Nth wakeup of a target from the monitor */
 	unsigned int test_untraced_wakeup_every;
 	bool test_miss_timer_entries; /* for tests: miss every timer callback's entry */
-	/* for tests: NULL, or hide the switch-outs into sleep of the threads so named */
-	const char *test_untraced_sleep_comm;
+	/* for tests: "", or hide the switch-outs into sleep of the threads so named */
+	char test_untraced_sleep_comm[16];
 	const char *btf_path;	  /* NULL: the running kernel's */
 	/* [start, end) of do_softirq() and its callers' text (find_do_softirq); zero: unknown */
 	uint64_t do_softirq_ranges[HT_DO_SOFTIRQ_RANGES][2];
