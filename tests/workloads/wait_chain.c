@@ -338,6 +338,13 @@ int main(int argc, char **argv)
 			return 1;
 		}
 	close_end(&ready_p[0]);
+	/*
+	 * B, long-lived, asleep in its read before A's first round, as before
+	 * every later one: else B, preempted by A right after its "ready", may
+	 * fall asleep only after A's first read began.
+	 */
+	while (b && !wl_proc_sleeping(b))
+		wl_sleep_ns(50000);
 
 	printf("chain_a %d chain_b %d chain_c %d chain_hog %d\n", (int)a_pid, (int)b, (int)c,
 	       (int)hog);
