@@ -70,8 +70,8 @@ static void finish_write(struct sim *s)
 	ht_dump_kept_free(&victim);
 }
 
-/* What the dumper's tick does at NOW. */
-static void run(struct sim *s, uint64_t now_ns)
+/* What the dumper's tick does at NOW, the ring not read since. */
+static void tick_unread(struct sim *s, uint64_t now_ns)
 {
 	for (;;) {
 		struct ht_dump_action a = ht_dump_engine_next(&s->e, now_ns);
@@ -93,6 +93,13 @@ static void run(struct sim *s, uint64_t now_ns)
 			say(s, "%sX%llu", a.id, 0);
 		}
 	}
+}
+
+/* What the event loop does at NOW: it reads the ring to its end, then ticks. */
+static void run(struct sim *s, uint64_t now_ns)
+{
+	ht_dump_engine_read(&s->e, now_ns);
+	tick_unread(s, now_ns);
 }
 
 /* A breach of RATIO ending at NOW (offered at once), its window ending POST_NS later. */
@@ -340,6 +347,38 @@ TEST(intervals_follow_when_breaches_ended_not_when_they_were_read)
 	CHECK(offer_late(&s, 4, 1.5, 360 * MS, 401 * MS) == HT_DUMP_NOW);
 	run_until(&s, 2000 * MS);
 	CHECK_STR(s.log, "X1 F2 W2 F4 W4");
+	sim_free(&s);
+}
+
+TEST(a_breach_read_after_its_intervals_end_competes_until_the_ring_is_read)
+{
+	static struct sim s;
+
+	sim_init(&s, HT_DUMP_RULE_WORST, 200 * MS, 20, 1ULL << 30);
+	s.e.p.read_lag_ns = 20 * MS;
+	offer_late(&s, 1, 2.0, 100 * MS, 101 * MS);
+	/* The interval's timer fires while a worse breach, ended 70 us before its end, is in the
+	 * ring: nothing is chosen before the ring is read past the end. */
+	CHECK(ht_dump_engine_deadline(&s.e) == 102 * MS);
+	tick_unread(&s, 102 * MS);
+	CHECK(ht_dump_engine_deadline(&s.e) == 320 * MS);
+	tick_unread(&s, 320 * MS);
+	CHECK(offer_late(&s, 2, 3.0, 300 * MS - 70000, 320 * MS) == HT_DUMP_NOW);
+	/* Read on past the end (and its lag): the interval's worst is chosen. */
+	run(&s, 321 * MS);
+	/* One more that ended in it, though read later still, is passed over. */
+	CHECK(offer_late(&s, 3, 9.0, 299 * MS, 330 * MS) == HT_DUMP_SKIP_INTERVAL);
+	run_until(&s, 2000 * MS);
+	CHECK_STR(s.log, "F1 X1 F2 W2");
+	sim_free(&s);
+
+	/* A breach that ended after the interval closes it, read or not. */
+	sim_init(&s, HT_DUMP_RULE_WORST, 200 * MS, 20, 1ULL << 30);
+	s.e.p.read_lag_ns = 20 * MS;
+	offer_late(&s, 1, 2.0, 100 * MS, 101 * MS);
+	tick_unread(&s, 305 * MS);
+	CHECK(offer_late(&s, 2, 1.5, 301 * MS, 305 * MS) == HT_DUMP_NOW);
+	CHECK_STR(s.log, "F1 F2 W1");
 	sim_free(&s);
 }
 

@@ -55,6 +55,12 @@
 #define COMM_KEEP_NS 250000000ULL
 /* The flight recorder's rate is measured over this much: shorter is too noisy to warn on. */
 #define REACH_WINDOW_NS 1000000000ULL
+/*
+ * How long after its clock read a breach may take to reach the ring: a
+ * program the host preempts between the two (a vCPU's steal), or a record
+ * reserved before and committed after others. Intervals are chosen this late.
+ */
+#define BREACH_READ_LAG_NS 20000000ULL
 /* How long the ring is drained at exit for breaches still being sent. */
 #define DRAIN_TRIES 500
 
@@ -1357,6 +1363,21 @@ static void check_targets(struct session *s)
 		handle_trigger_hits(s);
 }
 
+/*
+ * Read the breach ring (and the target set's changes beside it) to its end,
+ * and tell the dumper: an interval's choice waits for this (plus
+ * BREACH_READ_LAG_NS), so that a breach that ended just before the
+ * interval's end, still in the ring as its timer fires, competes in it.
+ */
+static void read_breaches(struct session *s)
+{
+	uint64_t t0 = monotonic_ns();
+
+	ht_monitor_consume(&s->monitor);
+	ht_dumper_read(&s->dumper, t0);
+	check_targets(s);
+}
+
 static int run_loop(struct session *s)
 {
 	struct epoll_event events[8];
@@ -1381,8 +1402,7 @@ static int run_loop(struct session *s)
 		for (int i = 0; i < n; i++) {
 			switch (events[i].data.u64) {
 			case EV_BREACH:
-				ht_monitor_consume(&s->monitor);
-				check_targets(s);
+				read_breaches(s);
 				break;
 			case EV_SIGNAL:
 				handle_signal(s);
@@ -1394,6 +1414,7 @@ static int run_loop(struct session *s)
 				break;
 			case EV_DUMP:
 				drain_timer(s->dumpfd);
+				read_breaches(s);
 				ht_dumper_tick(&s->dumper, monotonic_ns());
 				break;
 			case EV_TRIGGER:
@@ -1525,7 +1546,7 @@ static int start_dumper(struct session *s)
 		.pre_ns = o->pre_ns,
 		.post_ns = o->post_ns,
 		.policy = { o->min_interval_ns, o->max_dumps, o->max_disk_bytes, o->dump_rule,
-			    o->max_dumps_per_process },
+			    o->max_dumps_per_process, BREACH_READ_LAG_NS },
 		.tgid = s->tgid,
 		.target_comm = s->target_comm,
 		.cmdline = o->cmdline,

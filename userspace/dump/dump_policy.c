@@ -205,23 +205,35 @@ static void hold(struct ht_dump_cand *slot, const struct ht_dump_offer *o)
 				       .window_end_ns = o->window_end_ns };
 }
 
-/* Why a candidate that lost within the open interval is not dumped. */
-static enum ht_dump_decision lost_in_interval(const struct ht_dump_engine *e, uint64_t now_ns)
+/* Why a candidate that ended at ENDED_NS and lost within the open interval is not dumped. */
+static enum ht_dump_decision lost_in_interval(const struct ht_dump_engine *e, uint64_t ended_ns)
 {
 	/* Past its end, the interval goes on only while its choice waits for the builder. */
-	return now_ns < e->interval_end_ns ? HT_DUMP_SKIP_INTERVAL : HT_DUMP_SKIP_BUSY;
+	return ended_ns < e->interval_end_ns ? HT_DUMP_SKIP_INTERVAL : HT_DUMP_SKIP_BUSY;
 }
 
 /*
- * The interval's best becomes its choice once the slot for it is free: at
- * the interval's end, at once under `first` (nothing can beat the first), or
- * when the session ends. Returns whether it did.
+ * Whether every breach that ended in the open interval has been offered: one
+ * that ended at PAST_NS, after the interval, is (the ring hands breaches over
+ * as they end), or the event loop read the ring far enough past its end.
  */
-static bool close_interval(struct ht_dump_engine *e, uint64_t now_ns)
+static bool interval_read(const struct ht_dump_engine *e, uint64_t past_ns)
+{
+	return past_ns >= e->interval_end_ns ||
+	       e->read_ns >= e->interval_end_ns + e->p.read_lag_ns;
+}
+
+/*
+ * The interval's best becomes its choice once the slot for it is free: once
+ * the interval is over and read (PAST_NS: interval_read()), at once under
+ * `first` (nothing can beat the first), or when the session ends. Returns
+ * whether it did.
+ */
+static bool close_interval(struct ht_dump_engine *e, uint64_t past_ns)
 {
 	if (!e->best.used || e->chosen.used)
 		return false;
-	if (e->p.rule != HT_DUMP_RULE_FIRST && !e->finishing && now_ns < e->interval_end_ns)
+	if (e->p.rule != HT_DUMP_RULE_FIRST && !e->finishing && !interval_read(e, past_ns))
 		return false;
 	e->chosen = e->best;
 	e->best.used = false;
@@ -231,10 +243,16 @@ static bool close_interval(struct ht_dump_engine *e, uint64_t now_ns)
 	return true;
 }
 
-static void expire_interval(struct ht_dump_engine *e, uint64_t now_ns)
+static void expire_interval(struct ht_dump_engine *e, uint64_t past_ns)
 {
-	if (e->interval_open && !e->best.used && now_ns >= e->interval_end_ns)
+	if (e->interval_open && !e->best.used && interval_read(e, past_ns))
 		e->interval_open = false;
+}
+
+void ht_dump_engine_read(struct ht_dump_engine *e, uint64_t read_ns)
+{
+	if (read_ns > e->read_ns)
+		e->read_ns = read_ns;
 }
 
 static struct ht_dump_offer_result offer_asked(struct ht_dump_engine *e,
@@ -273,9 +291,15 @@ struct ht_dump_offer_result ht_dump_engine_offer(struct ht_dump_engine *e,
 
 	if (o->asked)
 		return offer_asked(e, o);
-	/* An interval that has ended is closed before the newcomer is judged, tick or not. */
-	close_interval(e, now_ns);
-	expire_interval(e, now_ns);
+	/* The ring hands breaches over in the order they were sent: those before it are read. */
+	if (o->ended_ns)
+		ht_dump_engine_read(e, ended_ns);
+	/*
+	 * An interval that has ended is closed before the newcomer is judged if the
+	 * newcomer ended after it; one that ended in it, read late, still competes.
+	 */
+	close_interval(e, ended_ns);
+	expire_interval(e, ended_ns);
 	/* Read late, it ended in an interval whose dump is chosen: not another one of it. */
 	if (!e->interval_open && ended_ns < e->interval_end_ns) {
 		r.decision = HT_DUMP_SKIP_INTERVAL;
@@ -299,12 +323,12 @@ struct ht_dump_offer_result ht_dump_engine_offer(struct ht_dump_engine *e,
 		    ht_dump_rank_cmp(o->rank, e->best.rank) > 0) {
 			r.dropped = true;
 			r.dropped_id = e->best.id;
-			r.dropped_reason = lost_in_interval(e, now_ns);
+			r.dropped_reason = lost_in_interval(e, ended_ns);
 			skip(e, r.dropped_reason);
 			hold(&e->best, o);
 			return r;
 		}
-		r.decision = lost_in_interval(e, now_ns);
+		r.decision = lost_in_interval(e, ended_ns);
 		skip(e, r.decision);
 		return r;
 	}
@@ -394,11 +418,11 @@ struct ht_dump_action ht_dump_engine_next(struct ht_dump_engine *e, uint64_t now
 			e->pending.used = false;
 			continue;
 		}
-		if (close_interval(e, now_ns))
+		if (close_interval(e, 0))
 			continue;
 		break;
 	}
-	expire_interval(e, now_ns);
+	expire_interval(e, 0);
 	if (e->building)
 		return none;
 	if (e->asked.used && e->asked.frozen)
@@ -442,8 +466,10 @@ uint64_t ht_dump_engine_deadline(const struct ht_dump_engine *e)
 	if (e->pending.used && !e->asked.used)
 		due = 1;
 	if (e->best.used && !e->chosen.used) {
-		uint64_t close =
-			e->p.rule == HT_DUMP_RULE_WORST && !e->finishing ? e->interval_end_ns : 1;
+		/* The event loop reads the ring then, and says so before it ticks. */
+		uint64_t close = e->p.rule == HT_DUMP_RULE_WORST && !e->finishing
+					 ? e->interval_end_ns + e->p.read_lag_ns
+					 : 1;
 
 		if (!due || close < due)
 			due = close;

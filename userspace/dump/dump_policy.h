@@ -7,10 +7,14 @@
  *
  * An interval opens with the first candidate that ended while none was open
  * and lasts --min-interval from that candidate's end. A candidate belongs to
- * the interval its breach ended in, however late the event loop read it: one
- * that ended in an interval already closed is passed over, so two dumps are
- * never of breaches closer than --min-interval. Its candidates compete: under the `worst` rule the
- * worst (ht_dump_rank_cmp) is its dump, under `first` the first. A candidate
+ * the interval its breach ended in, however late the event loop read it. The
+ * interval's choice waits until every breach that ended in it has been read:
+ * until one that ended after it is offered, or the event loop says it read
+ * the ring up to a time past its end (plus the lag of a breach on its way).
+ * One that still came after the choice is passed over, so two dumps are
+ * never of breaches closer than --min-interval. Its candidates compete:
+ * under the `worst` rule the worst (ht_dump_rank_cmp) is its dump, under
+ * `first` the first. A candidate
  * is frozen at its own window's end (the rings cover milliseconds, PT's
  * fewer), but only the interval's best so far is held: a worse one is never
  * frozen, a displaced one is dropped at once. When the interval ends its best
@@ -50,6 +54,12 @@ struct ht_dump_policy {
 	uint64_t max_disk_bytes;  /* all dumps of this session together */
 	enum ht_dump_rule rule;
 	unsigned int max_dumps_per_process; /* 0: no limit but the session's */
+	/*
+	 * How long after its end a breach may still be on its way to the event
+	 * loop (clock read, then sent); an interval is chosen once the loop has
+	 * read that far past its end. 0 in tests that read at once.
+	 */
+	uint64_t read_lag_ns;
 };
 
 /*
@@ -141,6 +151,7 @@ struct ht_dump_engine {
 	struct ht_dump_cand best, chosen, asked, pending;
 	bool interval_open;
 	uint64_t interval_end_ns;
+	uint64_t read_ns; /* every breach sent before this has been offered */
 	bool building;	/* the builder has a dump */
 	bool finishing; /* the session ends: each choice is made at once */
 	struct ht_dump_kept *kept;
@@ -191,6 +202,12 @@ struct ht_dump_action {
 	uint64_t not_dumped;	      /* WRITE: candidates not dumped since the previous one */
 	enum ht_dump_decision reason; /* DROP */
 };
+
+/*
+ * The event loop has read every breach sent before READ_NS: an interval
+ * that ended READ_LAG before is complete and its best is chosen.
+ */
+void ht_dump_engine_read(struct ht_dump_engine *e, uint64_t read_ns);
 
 /* The next thing due at NOW_NS; call again until it answers HT_DUMP_ACT_NONE. */
 struct ht_dump_action ht_dump_engine_next(struct ht_dump_engine *e, uint64_t now_ns);

@@ -480,6 +480,15 @@ void ht_dumper_exec(struct ht_dumper *d, int tgid)
 	pthread_mutex_unlock(&d->lock);
 }
 
+void ht_dumper_read(struct ht_dumper *d, uint64_t read_ns)
+{
+	if (!d->started)
+		return;
+	pthread_mutex_lock(&d->lock);
+	ht_dump_engine_read(&d->engine, read_ns);
+	pthread_mutex_unlock(&d->lock);
+}
+
 void ht_dumper_tick(struct ht_dumper *d, uint64_t now_ns)
 {
 	if (!d->started)

@@ -86,6 +86,9 @@ uint64_t ht_dumper_deadline(struct ht_dumper *d);
  */
 void ht_dumper_exec(struct ht_dumper *d, int tgid);
 
+/* The event loop has read every breach sent before READ_NS (ht_dump_engine_read). */
+void ht_dumper_read(struct ht_dumper *d, uint64_t read_ns);
+
 /* Freeze what is due at NOW_NS and hand it to the builder. Event loop only. */
 void ht_dumper_tick(struct ht_dumper *d, uint64_t now_ns);
 
