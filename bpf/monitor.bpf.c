@@ -987,7 +987,10 @@ static __always_inline void fill_held(struct ht_breach *b, const struct held_off
 	b->waker_tgid = h->waker_tgid;
 	b->wake_cpu = h->wake_cpu;
 	__builtin_memcpy(b->waker_comm, h->waker_comm, sizeof(b->waker_comm));
-	b->flags = (b->flags & ~(HT_BRF_JOINED | HT_BRF_WAKEUP_UNTRACED)) | h->flags;
+	/* What the kernel did not trace is the held sleep's too. */
+	b->flags = (b->flags &
+		    ~(HT_BRF_JOINED | HT_BRF_WAKEUP_UNTRACED | HT_BRF_SWITCH_IN_UNTRACED)) |
+		   h->flags;
 	b->softirq_vec = h->softirq_vec;
 	b->waker_stack_seq = h->waker_stack_seq;
 }
@@ -1152,10 +1155,15 @@ static __always_inline void target_switch_in(struct task_struct *next, const str
 	/*
 	 * A syscall already too long: keep the stack it sleeps on for its
 	 * breach, unless an off-CPU interval held is the breach's (its stack).
+	 * Untraced, NEXT is elsewhere by now: that stack is not known.
 	 */
 	if (syscall_thresh_ns && st->syscall_since_ns && !st->held.start_ns &&
-	    now - st->syscall_since_ns >= syscall_thresh_ns && !syscall_ignored(st->syscall_nr))
-		keep_syscall_stack(next, st);
+	    now - st->syscall_since_ns >= syscall_thresh_ns && !syscall_ignored(st->syscall_nr)) {
+		if (traced)
+			keep_syscall_stack(next, st);
+		else
+			st->syscall_kstack_bytes = 0;
+	}
 }
 
 /*
@@ -1213,6 +1221,33 @@ static __always_inline void untraced_switch_in(struct task_struct *prev, bool ta
 		       prev->prio, t->last_next, prev->pid, untraced_left_state(t));
 	if (target)
 		target_switch_in(prev, &in, false);
+}
+
+/*
+ * CUR returns from its syscall while its state says it still sleeps: the
+ * kernel took it in without the tracepoint, and the CPU's next traced
+ * switch will record that switch (untraced_switch_in()), after the
+ * syscall's breach is sent. What the switch-in ended is judged now, so that
+ * the breach holds its off-CPU part and says what was not traced: at the
+ * kernel's sched_info.last_arrival where this CPU's clock offset places it
+ * after the CPU's last traced switch, else right after that switch.
+ */
+static __always_inline void untraced_switch_in_at_exit(struct task_struct *cur,
+						       struct task_state *st, __u64 now)
+{
+	__u32 cpu = bpf_get_smp_processor_id();
+	struct clock_sync *sync = bpf_map_lookup_elem(&clock_syncs, &cpu);
+	struct switch_time in = { .now = now };
+	__u64 arrival = 0, at;
+
+	if (bpf_core_field_exists(cur->sched_info.last_arrival))
+		arrival = cur->sched_info.last_arrival;
+	if (sync && sync->last_ns && sync->last_ns < now) {
+		at = arrival + sync->offset;
+		in.now = sync->rq_clock && arrival && at > sync->last_ns && at <= now ? at
+										 : sync->last_ns;
+	}
+	target_switch_in(cur, &in, false);
 }
 
 /* PREV was preempted: sched_info_enqueue stamps it with t->clock. */
@@ -1822,6 +1857,10 @@ int BPF_PROG(handle_sys_exit, struct pt_regs *regs, long ret)
 	if (!st || !st->syscall_since_ns)
 		return 0;
 	now = bpf_ktime_get_ns();
+	if (st->off_cpu_since_ns) {
+		untraced_switch_in_at_exit(cur, st, now);
+		flags = HT_BRF_SWITCH_IN_UNTRACED;
+	}
 	delta = now - st->syscall_since_ns;
 	count_judged(in_storage);
 	fr_write(now, HT_FR_SYS_EXIT, HT_FRF_TARGET, st->syscall_nr, cur->pid, 0, ret);
@@ -1842,7 +1881,7 @@ int BPF_PROG(handle_sys_exit, struct pt_regs *regs, long ret)
 		return 0;
 	}
 	if (st->syscall_nr == NR_IO_URING_ENTER && io_uring_waits(regs->dx, regs->r10))
-		flags = HT_BRF_URING_GETEVENTS;
+		flags |= HT_BRF_URING_GETEVENTS;
 	/* The registers saved at its entry: its first argument is still there. */
 	emit_syscall_end(cur, st, breach, held, now, ret, flags | HT_BRF_SYSCALL_FD,
 			 (__u32)regs->di);
