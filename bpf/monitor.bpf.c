@@ -790,8 +790,9 @@ static __always_inline void target_switch_out(void *ctx, struct task_struct *pre
 	}
 }
 
+/* TRACED: as target_switch_in()'s; untraced, NEXT's kernel stack is not where it waited. */
 static __always_inline void judge_rq_delay(struct task_struct *next, struct task_state *st,
-					   __u64 since, __u64 now)
+					   __u64 since, __u64 now, bool traced)
 {
 	/* Two CPUs' clock estimates (clock_sync) may put a short wait's end before its start. */
 	__u64 delta = now > since ? now - since : 0;
@@ -805,7 +806,7 @@ static __always_inline void judge_rq_delay(struct task_struct *next, struct task
 		return;
 	/* Judged from sched_info, before target_switch_in() reads the state. */
 	note_untraced_wakeup(st);
-	emit_breach(HT_BREACH_RQ_DELAY, next, st, since, now, true, NULL);
+	emit_breach(HT_BREACH_RQ_DELAY, next, st, since, now, traced, NULL);
 }
 
 /*
@@ -839,7 +840,7 @@ static __always_inline bool rq_delay_from_sched_info(struct task_struct *next,
 		if (since > t->now)
 			since = t->now;
 		count(HT_CNT_RQ_SCHED_INFO);
-		judge_rq_delay(next, NULL, since, t->now);
+		judge_rq_delay(next, NULL, since, t->now, true);
 	}
 	return true;
 }
@@ -1139,7 +1140,7 @@ static __always_inline void target_switch_in(struct task_struct *next, const str
 	if (st->runnable_since_ns && !rq_done) {
 		count(HT_CNT_RQ_THREAD_STATE);
 		count_judged(in_storage);
-		judge_rq_delay(next, st, st->runnable_since_ns, now);
+		judge_rq_delay(next, st, st->runnable_since_ns, now, traced);
 	}
 	st->runnable_since_ns = 0;
 	if (st->off_cpu_since_ns && off_cpu_thresh_ns) {

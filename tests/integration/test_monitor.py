@@ -905,21 +905,26 @@ def a_syscall_whose_switch_in_went_untraced_is_one_breach_that_says_so():
     nothing said, its off-CPU part judged later on its own. With every switch-in of the
     sleeper hidden and every other wakeup, each 15 ms sleep under --syscall 10ms --off-cpu
     10ms is one breach of both kinds that says its switch-in was not traced and names no
-    stack, and that names the timer as its waker or says the wakeup was not traced."""
+    stack, and that names the timer as its waker or says the wakeup was not traced. Its
+    run-queue wait after a traced wakeup (--rq-delay 1us: each breaches), judged at the exit
+    too, says so and names no stack either (it named the sys_exit tracepoint's own)."""
     need_root()
-    run = hybtrace(["run", "--json", "--syscall", "10ms", "--off-cpu", "10ms", "--max-dumps",
-                    "0", "--", workload("sleeper"), "15", "6", "late"],
+    run = hybtrace(["run", "--json", "--syscall", "10ms", "--off-cpu", "10ms", "--rq-delay",
+                    "1us", "--max-dumps", "0", "--", workload("sleeper"), "15", "6", "late"],
                    env=dict(UNTRACED_SWITCHES, **UNTRACED_WAKEUPS))
     check(run.rc == 0, run.describe())
     sleeps = list(zip(run.events("sleep_start"), run.events("sleep_end")))
     check(len(sleeps) == 6, "workload log incomplete\n" + run.describe())
     tid = sleeps[0][0]["tid"]
     mine = [b for b in run.breaches() if b["tid"] == tid]
+    queued = []
     for s, e in sleeps:
         covering = [b for b in mine if b["end_ns"] > s["ts_ns"] and b["start_ns"] < e["ts_ns"]]
-        check(len(covering) == 1, "the sleep from %d to %d: want one breach, got %r"
+        waits = [b for b in covering if b["kind"] != "rq-delay"]
+        check(len(waits) == 1, "the sleep from %d to %d: want one breach of its sleep, got %r"
               % (s["ts_ns"], e["ts_ns"], covering))
-        b = covering[0]
+        queued += [b for b in covering if b["kind"] == "rq-delay"]
+        b = waits[0]
         kinds = sorted(k if isinstance(k, str) else k["kind"] for k in b["kinds"])
         check(b["kind"] == "syscall" and kinds == ["off-cpu", "syscall"] and
               within(b, s["ts_ns"], e["ts_ns"]),
@@ -931,6 +936,12 @@ def a_syscall_whose_switch_in_went_untraced_is_one_breach_that_says_so():
         waker = (b["woken_by"] or {}).get("source")
         check(waker == "timer" if "wakeup" not in b["not_traced"] else waker is None,
               "a sleep woken by %r says %r was not traced" % (b["woken_by"], b["not_traced"]))
+    # Most runs have some: 1 to 3 idle, none in one of three runs beside stress-ng.
+    told = [b for b in queued if "switch-in" not in b["not_traced"] or b["kernel_stack"]]
+    check(not told, "%d run-queue waits after the sleeps; judged at the exit, these say their "
+          "switch-in was traced or name a stack: %r" % (len(queued), told[:1]))
+    print("    %d sleeps, %d run-queue waits after them judged at the exit"
+          % (len(sleeps), len(queued)))
 
 
 @test
