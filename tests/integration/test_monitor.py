@@ -810,24 +810,42 @@ UNTRACED_WAKEUPS = {"HYBTRACE_TEST_UNTRACED_WAKEUP": "2"}
 def a_run_queue_wait_after_an_untraced_wakeup_names_no_waker():
     """A run-queue wait is judged from the kernel's sched_info before the thread's state is
     read: after a wakeup the monitor never saw, it named the wakeup of the sleep before
-    (a demo dump's breach, beside stress-ng: woken 2 ms before its sleep began). With every
-    other wakeup of the demo's worker hidden, each of its run-queue breaches names the wakeup
-    that began it (raised at most 1 ms before) or none, saying why, and some name none."""
+    (a demo dump's breach, beside stress-ng: woken 2 ms before its sleep began). A thread
+    woken each round by a real-time thread on its CPU waits in the run queue for the
+    waker's 2 ms hold, one wait per round. With every third wakeup of the process hidden
+    (two a round, the waker's timer and the futex wake, so a third of the rounds' wakes),
+    each wait names the wake that began it or none, saying why; some name none."""
     need_root()
+    rounds = 30
     run = hybtrace(["run", "--json", "--rq-delay", "1ms", "--max-dumps", "0", "--no-children",
-                    "--", workload("demo_service"), "2"], env=UNTRACED_WAKEUPS)
+                    "--", workload("queued_after_wakeup"), str(rounds), "2", "3"],
+                   env={"HYBTRACE_TEST_UNTRACED_WAKEUP": "3"})
     check(run.rc == 0, run.describe())
-    mine = [b for b in run.breaches("rq-delay") if b["comm"] == "worker"]
-    check(mine, "no run-queue breach of the worker\n" + run.describe())
+    wakes = run.events("round")
+    check(len(wakes) == rounds, "workload log incomplete\n" + run.describe())
+    waker = wakes[0]["waker_tid"]
+    mine = [b for b in run.breaches("rq-delay") if b["comm"] == "queued"]
+    # Each round's wait, alone: begun at its wake, ended when the queued thread ran.
+    waits = [[b for b in mine if w["wake_ns"] - 1_000_000 <= b["start_ns"] <= w["ran_ns"]]
+             for w in wakes]
+    check(sum(1 for w in waits if len(w) == 1) >= rounds * 3 // 4,
+          "%d of %d rounds have one run-queue breach\n%s"
+          % (sum(1 for w in waits if len(w) == 1), rounds, run.describe()))
     stale = [b for b in mine if b["woken_by"] and
              not b["start_ns"] - 1_000_000 <= b["woken_by"]["at_ns"] <= b["end_ns"]]
     check(not stale, "a run-queue wait named a wakeup from before it: %r" % stale[:1])
-    # A wait begun by a preemption names none either (state R).
-    unnamed = [b for b in mine if not b["woken_by"] and not b["state"].startswith("R")]
+    # The rounds' waits (not the pinning's, nor a preemption by a load's task: state R).
+    waits = [b for w in waits for b in w if not b["state"].startswith("R")]
+    named = [b for b in waits if b["woken_by"]]
+    unnamed = [b for b in waits if not b["woken_by"]]
     unsaid = [b for b in unnamed if "wakeup" not in b["not_traced"]]
-    check(unnamed and not unsaid and judged(run)["untraced_wakeup"] >= len(unnamed),
+    check(all(b["woken_by"]["tid"] == waker for b in named),
+          "a round's wait named another waker: %r" % named[:1])
+    check(named and rounds // 6 <= len(unnamed) <= rounds // 2 and not unsaid
+          and judged(run)["untraced_wakeup"] >= len(unnamed),
           "%d of %d run-queue waits name no waker, %d of them without saying why, %d counted"
-          % (len(unnamed), len(mine), len(unsaid), judged(run)["untraced_wakeup"]))
+          % (len(unnamed), len(waits), len(unsaid), judged(run)["untraced_wakeup"]))
+    print("    %d rounds: %d waits, %d name no waker" % (rounds, len(waits), len(unnamed)))
 
 
 @test
