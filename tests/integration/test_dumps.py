@@ -78,7 +78,7 @@ def rq_delay_dump_names_the_culprit():
         name = "rq_hog[%d]" % hog
         is_hog = lambda c: (c["comm"], c["pid"]) == ("rq_hog", hog)
         own = lambda r: sum(c["ns"] for c in r["ran_instead"] if is_hog(c)
-                            or c["comm"] == "hybtrace")
+                            or c["comm"].startswith("hybtrace"))
         quiet = [r for r in inside
                  if 2 * (sum(c["ns"] for c in r["ran_instead"]) - own(r)) < r["duration_ns"]]
         led = [r for r in quiet if is_hog(r["ran_instead"][0])]

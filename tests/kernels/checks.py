@@ -182,7 +182,7 @@ def check_not_a_culprit_itself(r):
          % (start["cpu"], r.run.describe()))
     told_ns = there[0]["end_ns"] + SELF_MOVE_NS
     later = [b for b in breaches if b["start_ns"] >= told_ns]
-    mine = [b for b in later if "hybtrace" in [c["comm"] for c in b["ran_instead"]]]
+    mine = [b for b in later if any(c["comm"].startswith("hybtrace") for c in b["ran_instead"])]
     # What finds the cause when it shows: which of hybtrace's threads ran, when (from the
     # first wait there), what hybtrace said of its CPUs, and when it moved: after the
     # wait (it reacted late) or before (it ran where it had left).
@@ -192,7 +192,7 @@ def check_not_a_culprit_itself(r):
           "%.2f ms in all: %r; the first wait there ended at %d, hybtrace moved %s; "
           "hybtrace said: %r" % (
               len(mine), len(later), sum(c["ns"] for b in mine for c in b["ran_instead"]
-                                         if c["comm"] == "hybtrace") / 1e6,
+                                         if c["comm"].startswith("hybtrace")) / 1e6,
               [("%+.1f ms" % ((b["start_ns"] - there[0]["end_ns"]) / 1e6), b["cpu"],
                 [(c["comm"], c["pid"], c["ns"]) for c in b["ran_instead"]])
                for b in mine][:3], there[0]["end_ns"],

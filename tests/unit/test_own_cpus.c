@@ -1,6 +1,9 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /* Where hybtrace's own threads run: off the target's CPUs, where there is another. */
 #include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -134,7 +137,40 @@ TEST(the_first_breach_of_a_thread_pinned_later_moves_it)
 	CHECK(write(go[1], "x", 1) == 1 && read(ready[0], &byte, 1) == 1);
 	CHECK(ht_own_cpus_breach(&o, 0, child, now_ns()));
 	CHECK(!sched_getaffinity(0, sizeof(mine), &mine) && !CPU_ISSET(0, &mine));
+	/* Its one thread, the one the move waited on, and not for long. */
+	CHECK(o.slowest_tid == getpid() && o.slowest_move_ns > 0 &&
+	      o.slowest_move_ns < 1000000000ULL);
 	kill(child, SIGKILL);
 	waitpid(child, NULL, 0);
 	sched_setaffinity(0, sizeof(before), &before);
+}
+
+/*
+ * A move that waited on one of its threads says which and how long (the
+ * kernel moves a thread only once it may migrate); a quick one says nothing.
+ * The time is the move's own: the real move above took far less.
+ */
+TEST(a_move_that_waited_on_a_thread_says_which_and_how_long)
+{
+	struct ht_own_cpus o;
+	char line[256], want[128];
+
+	memset(&o, 0, sizeof(o));
+	o.allowed = cpus(3, 0, 1, 2);
+	o.current = cpus(2, 1, 2);
+	o.slowest_tid = (int)syscall(SYS_gettid);
+	o.slowest_move_ns = 473100000;
+	CHECK(ht_own_cpus_slow_move(&o, 10000000, line, sizeof(line)));
+	snprintf(want, sizeof(want), "moving its thread %d (test_own_cpus) off CPU 0 took 473.1 ms:",
+		 o.slowest_tid);
+	CHECK(!strncmp(line, want, strlen(want)));
+	o.slowest_move_ns = 9000000;
+	CHECK(!ht_own_cpus_slow_move(&o, 10000000, line, sizeof(line)));
+	/* Given back to all of its CPUs: from nowhere in particular. */
+	o.current = o.allowed;
+	o.slowest_move_ns = 20000000;
+	CHECK(ht_own_cpus_slow_move(&o, 10000000, line, sizeof(line)));
+	snprintf(want, sizeof(want), "moving its thread %d (test_own_cpus) took 20.0 ms:",
+		 o.slowest_tid);
+	CHECK(!strncmp(line, want, strlen(want)));
 }

@@ -50,13 +50,26 @@ static int add_thread_cpus(void *ctx, int tid)
 	return 0;
 }
 
+/* What keep_thread() keeps hybtrace's threads to, and the one that took longest. */
+struct keep {
+	const cpu_set_t *cpus;
+	int slowest_tid;
+	uint64_t slowest_ns;
+};
+
 static int keep_thread(void *ctx, int tid)
 {
-	const cpu_set_t *cpus = ctx;
+	struct keep *k = ctx;
+	uint64_t start_ns = ht_clock_ns(CLOCK_MONOTONIC), took_ns;
 
 	/* A thread that exited meanwhile needs nothing. */
-	if (sched_setaffinity(tid, sizeof(*cpus), cpus) && errno != ESRCH)
+	if (sched_setaffinity(tid, sizeof(*k->cpus), k->cpus) && errno != ESRCH)
 		return ht_fail("cannot keep thread %d to its CPUs: %s", tid, strerror(errno));
+	took_ns = ht_clock_ns(CLOCK_MONOTONIC) - start_ns;
+	if (took_ns > k->slowest_ns) {
+		k->slowest_ns = took_ns;
+		k->slowest_tid = tid;
+	}
 	return 0;
 }
 
@@ -65,6 +78,8 @@ static bool update(struct ht_own_cpus *o)
 {
 	uint64_t read_start_ns = thread_cpu_ns();
 	cpu_set_t target, want;
+	struct keep keep;
+	int failed;
 
 	CPU_ZERO(&target);
 	if (ht_proc_cover_threads(o->tgid, add_thread_cpus, &target, true) || !CPU_COUNT(&target))
@@ -74,14 +89,19 @@ static bool update(struct ht_own_cpus *o)
 	ht_own_cpus_choose(&o->allowed, &target, &want);
 	if (CPU_EQUAL(&want, &o->current))
 		return false;
-	if (ht_proc_cover_threads(getpid(), keep_thread, &want, true)) {
+	keep = (struct keep){ .cpus = &want };
+	failed = ht_proc_cover_threads(getpid(), keep_thread, &keep, true);
+	o->slowest_tid = keep.slowest_tid;
+	o->slowest_move_ns = keep.slowest_ns;
+	if (failed) {
 		/*
 		 * Where that cannot be done (a CPU went offline, a cpuset
 		 * changed), hybtrace gives back what it took and runs where the
 		 * kernel puts it: never kept to CPUs it may not run on.
 		 */
 		ht_warn("%s; hybtrace's threads may run on the target's CPUs", ht_last_error());
-		ht_proc_cover_threads(getpid(), keep_thread, &o->allowed, true);
+		keep = (struct keep){ .cpus = &o->allowed };
+		ht_proc_cover_threads(getpid(), keep_thread, &keep, true);
 		o->current = o->allowed;
 		o->on = false;
 		return false;
@@ -127,6 +147,34 @@ static void format_cpus(const cpu_set_t *cpus, char *buf, size_t len)
 						 cpu);
 		cpu = last;
 	}
+}
+
+bool ht_own_cpus_slow_move(const struct ht_own_cpus *o, uint64_t slow_ns, char *buf, size_t len)
+{
+	char path[64], comm[32] = "";
+	char from[256];
+	cpu_set_t left;
+	FILE *f;
+
+	if (!o->slowest_tid || o->slowest_move_ns <= slow_ns)
+		return false;
+	snprintf(path, sizeof(path), "/proc/self/task/%d/comm", o->slowest_tid);
+	f = fopen(path, "re");
+	if (f) {
+		if (fgets(comm, sizeof(comm), f))
+			comm[strcspn(comm, "\n")] = 0;
+		fclose(f);
+	}
+	CPU_XOR(&left, &o->allowed, &o->current);
+	from[0] = 0;
+	if (CPU_COUNT(&left)) {
+		strcpy(from, " off CPU ");
+		format_cpus(&left, from + strlen(from), sizeof(from) - strlen(from));
+	}
+	snprintf(buf, len, "moving its thread %d (%s)%s took %.1f ms: the kernel moves a thread "
+		 "only once it may migrate, and it could not until it ran again where it was",
+		 o->slowest_tid, comm[0] ? comm : "?", from, (double)o->slowest_move_ns / 1e6);
+	return true;
 }
 
 void ht_own_cpus_describe(const struct ht_own_cpus *o, char *buf, size_t len)

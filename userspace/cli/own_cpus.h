@@ -29,6 +29,14 @@ struct ht_own_cpus {
 	uint64_t breach_read_ns, refresh_read_ns;
 	uint64_t read_cost_ns; /* the CPU time the last read took */
 	unsigned int moves;    /* how often its threads were moved */
+	/*
+	 * The thread the last move waited on longest, and how long: the kernel
+	 * moves a thread only once it may migrate (on PREEMPT_RT not inside a
+	 * spinlock section, preemptible there), so a thread preempted inside one
+	 * on the target's busy CPU holds the move until it runs there again.
+	 */
+	int slowest_tid;
+	uint64_t slowest_move_ns;
 };
 
 /*
@@ -55,6 +63,12 @@ bool ht_own_cpus_breach(struct ht_own_cpus *o, unsigned int cpu, int tid, uint64
 
 /* Now and then: the target's threads come and go, and may change their CPUs. */
 bool ht_own_cpus_refresh(struct ht_own_cpus *o, uint64_t now_ns);
+
+/*
+ * Whether the last move waited on one thread longer than SLOW_NS: then BUF
+ * says which and how long, for a line.
+ */
+bool ht_own_cpus_slow_move(const struct ht_own_cpus *o, uint64_t slow_ns, char *buf, size_t len);
 
 /* Where they are kept now, for a line: "its threads keep to CPU 1, off its target's CPU 0". */
 void ht_own_cpus_describe(const struct ht_own_cpus *o, char *buf, size_t len);

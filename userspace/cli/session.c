@@ -159,21 +159,30 @@ static void clear_status_line(struct session *s)
 
 /*
  * hybtrace's threads moved off its target's CPUs (own_cpus.h): said the first
- * time, where to and from when (since attach); later moves follow the
- * target's CPUs as that line says, without a line each.
+ * time, where to and from when (since attach, once the move is done); later
+ * moves follow the target's CPUs as that line says, without a line each. A
+ * move that waited long on one of its threads is said each time.
  */
-static void say_own_cpus(struct session *s, bool moved, uint64_t now_ns)
+#define SLOW_MOVE_NS 10000000ULL
+
+static void say_own_cpus(struct session *s, bool moved)
 {
 	char where[600];
 
-	if (!moved || s->own_cpus.moves != 1)
+	if (!moved)
+		return;
+	if (ht_own_cpus_slow_move(&s->own_cpus, SLOW_MOVE_NS, where, sizeof(where))) {
+		clear_status_line(s);
+		fprintf(stderr, "hybtrace: %s\n", where);
+	}
+	if (s->own_cpus.moves != 1)
 		return;
 	ht_own_cpus_describe(&s->own_cpus, where, sizeof(where));
 	clear_status_line(s);
 	fprintf(stderr,
 		"hybtrace: %s, from %.6f s on; they follow the CPUs the target may run on, so "
 		"as not to run instead of it\n",
-		where, (double)(int64_t)(now_ns - s->start_ns) / 1e9);
+		where, (double)(int64_t)(monotonic_ns() - s->start_ns) / 1e9);
 }
 
 /* What ran instead while the breached thread waited in a run queue (ht_breach_culprit_interval()). */
@@ -394,7 +403,7 @@ static int on_breach(void *ctx, void *data, size_t size)
 	 * the freeze itself); a no-op once hybtrace keeps off it.
 	 */
 	now_ns = monotonic_ns();
-	say_own_cpus(s, ht_own_cpus_breach(&s->own_cpus, bi.b.cpu, (int)bi.b.tid, now_ns), now_ns);
+	say_own_cpus(s, ht_own_cpus_breach(&s->own_cpus, bi.b.cpu, (int)bi.b.tid, now_ns));
 	note_breach(s, &bi.b, bi.process_comm);
 	if (s->out_gone) {
 		s->unwritten++;
@@ -1288,7 +1297,7 @@ static void housekeeping(struct session *s)
 	}
 	ht_monitor_forget_exited(&s->monitor, forget_before);
 	take_gone_processes(s);
-	say_own_cpus(s, ht_own_cpus_refresh(&s->own_cpus, now), now);
+	say_own_cpus(s, ht_own_cpus_refresh(&s->own_cpus, now));
 	report_new_losses(s);
 	check_recorder_reach(s, now);
 	/* The dump builder writes to the stream too: its failures are seen here. */
@@ -1778,8 +1787,7 @@ static int start_session(struct session *s, const struct ht_options *o)
 		return HT_EXIT_FAILURE;
 	/* The dump builder runs by now: both threads keep off the target's CPUs. */
 	if (tgid)
-		say_own_cpus(s, ht_own_cpus_init(&s->own_cpus, tgid, monotonic_ns()),
-			     monotonic_ns());
+		say_own_cpus(s, ht_own_cpus_init(&s->own_cpus, tgid, monotonic_ns()));
 	return open_loop_fds(s) ? HT_EXIT_FAILURE : 0;
 }
 

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -21,6 +22,7 @@
 
 /* Nice value of the builder: it never takes the CPU from the target. */
 #define BUILDER_NICE 19
+#define BUILDER_NAME "hybtrace-build"
 
 /*
  * How often an idle builder re-reads the target's mappings: often at first,
@@ -240,6 +242,8 @@ static void *builder_main(void *arg)
 {
 	struct ht_dumper *d = arg;
 
+	/* Named apart from the event loop: a culprit, a move that waits on it, tell them apart. */
+	prctl(PR_SET_NAME, BUILDER_NAME);
 	setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), BUILDER_NICE);
 	pthread_mutex_lock(&d->lock);
 	for (;;) {
