@@ -172,7 +172,7 @@ bool ht_own_cpus_slow_move(const struct ht_own_cpus *o, uint64_t slow_ns, char *
 		format_cpus(&left, from + strlen(from), sizeof(from) - strlen(from));
 	}
 	snprintf(buf, len, "moving its thread %d (%s)%s took %.1f ms: the kernel moves a thread "
-		 "only once it may migrate, and it could not until it ran again where it was",
+		 "only once it may migrate (one preempted where it may not runs there first)",
 		 o->slowest_tid, comm[0] ? comm : "?", from, (double)o->slowest_move_ns / 1e6);
 	return true;
 }
