@@ -151,20 +151,12 @@ static void format_cpus(const cpu_set_t *cpus, char *buf, size_t len)
 
 bool ht_own_cpus_slow_move(const struct ht_own_cpus *o, uint64_t slow_ns, char *buf, size_t len)
 {
-	char path[64], comm[32] = "";
-	char from[256];
+	char comm[32] = "", from[256];
 	cpu_set_t left;
-	FILE *f;
 
 	if (!o->slowest_tid || o->slowest_move_ns <= slow_ns)
 		return false;
-	snprintf(path, sizeof(path), "/proc/self/task/%d/comm", o->slowest_tid);
-	f = fopen(path, "re");
-	if (f) {
-		if (fgets(comm, sizeof(comm), f))
-			comm[strcspn(comm, "\n")] = 0;
-		fclose(f);
-	}
+	ht_proc_thread_comm(o->slowest_tid, comm, sizeof(comm));
 	CPU_XOR(&left, &o->allowed, &o->current);
 	from[0] = 0;
 	if (CPU_COUNT(&left)) {
