@@ -5,6 +5,12 @@
 #include "base/log.h"
 
 static __thread char last_error[512];
+static __thread FILE *log_stream; /* NULL: stderr */
+
+void ht_log_to(FILE *f)
+{
+	log_stream = f;
+}
 
 int ht_fail(const char *fmt, ...)
 {
@@ -26,24 +32,38 @@ const char *ht_last_error(void)
 	return last_error;
 }
 
-void ht_error(const char *fmt, ...)
+/* One line on this thread's stream: "hybtrace: ", KIND, the message. */
+static void say(const char *kind, const char *fmt, va_list ap)
 {
 	char line[1024];
+
+	vsnprintf(line, sizeof(line), fmt, ap);
+	fprintf(log_stream ? log_stream : stderr, "hybtrace: %s%s\n", kind, line);
+}
+
+void ht_error(const char *fmt, ...)
+{
 	va_list ap;
 
 	va_start(ap, fmt);
-	vsnprintf(line, sizeof(line), fmt, ap);
+	say("", fmt, ap);
 	va_end(ap);
-	fprintf(stderr, "hybtrace: %s\n", line);
+}
+
+void ht_note(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	say("", fmt, ap);
+	va_end(ap);
 }
 
 void ht_warn(const char *fmt, ...)
 {
-	char line[1024];
 	va_list ap;
 
 	va_start(ap, fmt);
-	vsnprintf(line, sizeof(line), fmt, ap);
+	say("warning: ", fmt, ap);
 	va_end(ap);
-	fprintf(stderr, "hybtrace: warning: %s\n", line);
 }

@@ -7,6 +7,7 @@
 #define HT_LOG_H
 
 #include <stdarg.h>
+#include <stdio.h>
 
 /* Exit status for errors a user can cause (bad options, bad pid, bad file). */
 #define HT_EXIT_USAGE 2
@@ -24,5 +25,15 @@ void ht_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* Print "hybtrace: warning: MESSAGE" on stderr, one line. */
 void ht_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Print "hybtrace: MESSAGE" on stderr, one line: news, not an error. */
+void ht_note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/*
+ * This thread's ht_error(), ht_warn() and ht_note() lines go to F instead of stderr
+ * (NULL: stderr again). The dump builder keeps its lines apart this way and
+ * hands them to the event loop, which alone writes to the shared streams.
+ */
+void ht_log_to(FILE *f);
 
 #endif /* HT_LOG_H */

@@ -270,7 +270,7 @@ static void pt_written(const void *state, const void *frozen, struct ht_source_w
 	} else {
 		snprintf(wr->kept_path, wr->kept_len, "%s", final);
 		if (!wr->json)
-			fprintf(stderr, "hybtrace: raw capture kept: %s\n", final);
+			ht_note("raw capture kept: %s", final);
 	}
 	free(raw.comms);
 	for (size_t i = 0; i < raw.nksyms; i++)
