@@ -1526,6 +1526,25 @@ static uint64_t test_builder_late_ns(void)
 	return n <= 10000 ? n * 1000000ULL : 0;
 }
 
+/*
+ * HYBTRACE_TEST_BUILDER_BUSY_CPU: the dump builder starts on that CPU (one
+ * the target keeps busy) and re-reads the maps every 2 ms while idle.
+ */
+static void test_builder_busy(struct ht_dumper_config *cfg)
+{
+	const char *v = getenv("HYBTRACE_TEST_BUILDER_BUSY_CPU");
+	char *end;
+	unsigned long cpu;
+
+	if (!v || !*v)
+		return;
+	cpu = strtoul(v, &end, 10);
+	if (*end || cpu >= CPU_SETSIZE)
+		return;
+	cfg->test_builder_busy = true;
+	cfg->test_builder_busy_cpu = (unsigned int)cpu;
+}
+
 /* A target process runs a new program: the ring's callback, on the event loop. */
 static void on_target_exec(void *ctx, int tgid)
 {
@@ -1572,6 +1591,7 @@ static int start_dumper(struct session *s)
 		.test_builder_late_ns = test_builder_late_ns(),
 	};
 
+	test_builder_busy(&cfg);
 	return ht_dumper_start(&s->dumper, &cfg);
 }
 

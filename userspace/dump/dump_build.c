@@ -757,7 +757,7 @@ static void print_chain(struct ht_dump_builder *b, const struct ht_dump_job *job
 	char (*names)[3][HT_CHAIN_NAME_LEN] = calloc(chain->count, sizeof(*names));
 	char (*states)[16] = calloc(chain->count, sizeof(*states));
 	struct ht_chain_line *lines = calloc(chain->count, sizeof(*lines));
-	FILE *out = b->cfg->json_out;
+	FILE *out = b->json_out;
 	struct ht_json j;
 
 	if (chain->count && (!names || !states || !lines))
@@ -765,7 +765,6 @@ static void print_chain(struct ht_dump_builder *b, const struct ht_dump_job *job
 	for (size_t i = 0; i < chain->count; i++)
 		ht_chain_line_of(chain, i, ht_comm_name, b->comms, names[i], states[i],
 				 sizeof(states[i]), &lines[i]);
-	flockfile(out);
 	ht_json_begin(&j, out);
 	ht_json_str(&j, "type", "chain");
 	ht_json_str(&j, "kind", job->kind);
@@ -777,7 +776,6 @@ static void print_chain(struct ht_dump_builder *b, const struct ht_dump_job *job
 	ht_chain_json(&j, "chain", &sum, lines, chain->count);
 	ht_json_end_line(&j);
 	fflush(out);
-	funlockfile(out);
 out:
 	free(names);
 	free(states);
@@ -982,6 +980,7 @@ int ht_dump_builder_init(struct ht_dump_builder *b, const struct ht_dumper_confi
 
 	memset(b, 0, sizeof(*b));
 	b->cfg = cfg;
+	b->json_out = cfg->json_out;
 	b->comms = malloc(sizeof(*b->comms));
 	if (!b->comms)
 		return ht_fail("out of memory");

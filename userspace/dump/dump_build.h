@@ -48,6 +48,12 @@ struct ht_dumper_config {
 	unsigned int chain_depth; /* levels of wakers a breach's wait chain follows; 0: none */
 	/* Tests: the builder neither builds nor re-reads maps idle this long after its start. */
 	uint64_t test_builder_late_ns;
+	/*
+	 * Tests: the builder starts on CPU test_builder_busy_cpu (the target's, kept
+	 * busy) and re-reads the maps every 2 ms while idle, in and out of the kernel.
+	 */
+	bool test_builder_busy;
+	unsigned int test_builder_busy_cpu;
 };
 
 struct ht_dump_job {
@@ -112,6 +118,7 @@ struct ht_dump_capture {
 /* The builder's own symbol state, kept across dumps (one thread uses it). */
 struct ht_dump_builder {
 	const struct ht_dumper_config *cfg;
+	FILE *json_out; /* its JSON lines (a wait chain's): cfg->json_out, or the dumper's own */
 	struct ht_comm_cache *comms;
 	/* Each target process's, for a source that asks (HT_SOURCE_SYMBOLS, _DWARF). */
 	struct ht_symbolizer_set *symbols;

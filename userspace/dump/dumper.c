@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 #include <errno.h>
 #include <limits.h>
+#include <poll.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,6 +33,8 @@
 #define WARM_FAST_INTERVAL_NS 50000000ULL
 #define WARM_FAST_PERIOD_NS   2000000000ULL
 #define WARM_INTERVAL_NS      1000000000ULL
+/* The test mode's (test_builder_busy): the builder is in and out of the kernel all along. */
+#define WARM_BUSY_INTERVAL_NS 2000000ULL
 
 /*
  * When a process's maps are read after its exec: at once, then as the
@@ -39,6 +43,12 @@
 static const uint64_t exec_reads_ns[] = { 0, 10000000ULL, 100000000ULL };
 #define EXEC_READS (sizeof(exec_reads_ns) / sizeof(exec_reads_ns[0]))
 
+/* The builder's lines, by the stream the event loop writes them to. */
+enum { LINES_STDERR, LINES_JSON };
+#define LINES_RING_BYTES (256U * 1024U)
+/* While the ring or the result slot is full, the builder looks again this often. */
+#define BUILDER_RETRY_MS 1
+
 static void sleep_until(uint64_t monotonic_ns)
 {
 	struct timespec ts = { (time_t)(monotonic_ns / 1000000000ULL),
@@ -46,6 +56,39 @@ static void sleep_until(uint64_t monotonic_ns)
 
 	while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
 		;
+}
+
+static bool taken(const int *flag)
+{
+	return __atomic_load_n(flag, __ATOMIC_ACQUIRE);
+}
+
+static void turn_over(int *flag, int to)
+{
+	__atomic_store_n(flag, to, __ATOMIC_RELEASE);
+}
+
+/*
+ * Wake the side that waits on FD (an eventfd). A write fails only with the
+ * count at its maximum, when FD is readable already.
+ */
+static void ring_bell(int fd)
+{
+	uint64_t one = 1;
+
+	if (write(fd, &one, sizeof(one)) < 0)
+		return;
+}
+
+/* Wait until FD (an eventfd) rang or TIMEOUT_MS passed (-1: no limit); then clear it. */
+static void wait_bell(int fd, int timeout_ms)
+{
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+	uint64_t count;
+
+	/* Nonblocking: a read finds nothing only where the other side read it already. */
+	if (poll(&p, 1, timeout_ms) > 0 && read(fd, &count, sizeof(count)) < 0)
+		return;
 }
 
 /* ---- the builder thread ---- */
@@ -58,17 +101,77 @@ static void json_ratio(struct ht_json *j, const char *key, struct ht_dump_rank r
 		ht_json_null(j, key);
 }
 
+/*
+ * Hand the builder's lines to the event loop: STREAM's LEN bytes, in pieces
+ * the ring takes, each ending at a line's end where one does. A ring full
+ * for now is waited out: the builder waits on the event loop, never the
+ * other way round.
+ */
+static void hand_lines(struct ht_dumper *d, unsigned int stream, const char *text, size_t len)
+{
+	size_t max = ht_text_ring_max(&d->lines) / 2;
+
+	while (len) {
+		size_t piece = len;
+
+		if (piece > max) {
+			piece = max;
+			while (piece > 1 && text[piece - 1] != '\n')
+				piece--;
+			if (piece <= 1)
+				piece = max;
+		}
+		while (!ht_text_ring_put(&d->lines, stream, text, piece)) {
+			ring_bell(d->wake_fd);
+			wait_bell(d->builder_fd, BUILDER_RETRY_MS);
+		}
+		text += piece;
+		len -= piece;
+	}
+}
+
+/* What the builder wrote into its own streams goes to the event loop now. */
+static void flush_lines(struct ht_dumper *d)
+{
+	bool any;
+
+	fflush(d->err_lines);
+	fflush(d->out_lines);
+	any = d->err_len || d->out_len;
+	if (d->err_len)
+		hand_lines(d, LINES_STDERR, d->err_buf, d->err_len);
+	if (d->out_len)
+		hand_lines(d, LINES_JSON, d->out_buf, d->out_len);
+	rewind(d->err_lines);
+	rewind(d->out_lines);
+	fflush(d->err_lines);
+	fflush(d->out_lines);
+	if (any)
+		ring_bell(d->wake_fd);
+}
+
+/* Give R to the event loop, once it took the one before. */
+static void give_result(struct ht_dumper *d, const struct ht_dump_result *r)
+{
+	flush_lines(d);
+	while (taken(&d->result_full)) {
+		ring_bell(d->wake_fd);
+		wait_bell(d->builder_fd, BUILDER_RETRY_MS);
+	}
+	d->result = *r;
+	turn_over(&d->result_full, 1);
+	ring_bell(d->wake_fd);
+}
+
 static void report_written(struct ht_dumper *d, const struct ht_dump_job *job, const char *path,
 			   uint64_t bytes, size_t events, uint64_t took_ns, uint64_t cpu_ns)
 {
 	char size[32], took[32];
 
 	if (d->cfg.json) {
-		FILE *out = d->cfg.json_out;
 		struct ht_json j;
 
-		flockfile(out);
-		ht_json_begin(&j, out);
+		ht_json_begin(&j, d->out_lines);
 		ht_json_str(&j, "type", "dump");
 		ht_json_str(&j, "kind", job->kind);
 		ht_json_str(&j, "path", path);
@@ -83,90 +186,108 @@ static void report_written(struct ht_dumper *d, const struct ht_dump_job *job, c
 		ht_json_u64(&j, "cpu_ns", cpu_ns);
 		json_ratio(&j, "ratio", ht_dump_job_rank(job));
 		ht_json_end_line(&j);
-		fflush(out);
-		funlockfile(out);
 	}
 	ht_format_count((double)bytes, size, sizeof(size));
 	/* The time is the builder's, not the breach's: say so. */
-	fprintf(stderr, "hybtrace: dump written: %s (%sB, %zu events, built and written in %s)\n",
-		path, size, events, ht_format_duration(took_ns, took, sizeof(took)));
+	fprintf(d->err_lines,
+		"hybtrace: dump written: %s (%sB, %zu events, built and written in %s)\n", path,
+		size, events, ht_format_duration(took_ns, took, sizeof(took)));
 }
 
-/* A worse dump was written: the least bad one kept goes, with its raw capture. */
-static void replace(struct ht_dumper *d, const struct ht_dump_job *job, const char *path,
-		    struct ht_dump_kept *victim)
+/* Build and write the dump the event loop handed over; its capture goes back with the result. */
+static void build_one(struct ht_dumper *d)
 {
-	char old_rank[64], new_rank[64];
-	bool gone = !ht_output_remove(victim->path, victim->dev, victim->ino);
+	uint64_t started = ht_clock_ns(CLOCK_MONOTONIC);
+	uint64_t cpu_started = ht_clock_ns(CLOCK_THREAD_CPUTIME_ID);
+	struct ht_dump_builder *b = &d->builder;
+	struct ht_dump_result r = { .what = HT_DUMP_RESULT_BUILT, .seq = d->build_seq };
+	struct ht_dump_job job = d->build_job;
+	size_t events = 0;
+
+	r.capture = d->build_capture;
+	/* The slot is free for the next dump; what it held is in R and JOB now. */
+	turn_over(&d->build_full, 0);
+	r.ok = !ht_dump_builder_write(b, &job, &r.capture, d->build_not_dumped, r.path,
+				      sizeof(r.path), &r.bytes, &events);
+	if (!r.ok) {
+		ht_error("dump failed: %s (monitoring goes on)", ht_last_error());
+	} else {
+		snprintf(r.raw_path, sizeof(r.raw_path), "%s", b->raw_path);
+		r.dev = b->written_dev;
+		r.ino = b->written_ino;
+		report_written(d, &job, r.path, r.bytes, events,
+			       ht_clock_ns(CLOCK_MONOTONIC) - started,
+			       ht_clock_ns(CLOCK_THREAD_CPUTIME_ID) - cpu_started);
+	}
+	give_result(d, &r);
+}
+
+/* Remove the files of dump K (replaced by a worse one); whether the dump itself is gone. */
+static bool remove_files(const struct ht_dump_kept *k)
+{
+	bool gone = !ht_output_remove(k->path, k->dev, k->ino);
 	struct stat st;
 
 	if (!gone)
 		ht_warn("%s", ht_last_error());
-	else if (victim->raw_path && !lstat(victim->raw_path, &st) && S_ISREG(st.st_mode) &&
-		 unlink(victim->raw_path))
-		ht_warn("cannot remove %s: %s", victim->raw_path, strerror(errno));
-	ht_dump_rank_format(victim->rank, old_rank, sizeof(old_rank));
-	ht_dump_rank_format(ht_dump_job_rank(job), new_rank, sizeof(new_rank));
-	if (d->cfg.json) {
-		FILE *out = d->cfg.json_out;
-		struct ht_json j;
-
-		flockfile(out);
-		ht_json_begin(&j, out);
-		ht_json_str(&j, "type", "dump_replaced");
-		ht_json_str(&j, "old", victim->path);
-		ht_json_str(&j, "new", path);
-		json_ratio(&j, "old_ratio", victim->rank);
-		json_ratio(&j, "new_ratio", ht_dump_job_rank(job));
-		ht_json_bool(&j, "removed", gone);
-		ht_json_end_line(&j);
-		fflush(out);
-		funlockfile(out);
-	}
-	fprintf(stderr, "hybtrace: dump replaced: %s (%s), the least bad kept, %s for %s (%s)\n",
-		victim->path, old_rank, gone ? "removed" : "not removed", path, new_rank);
-	pthread_mutex_lock(&d->lock);
-	ht_dump_engine_removed(&d->engine, victim->seq, gone);
-	pthread_mutex_unlock(&d->lock);
+	else if (k->raw_path && !lstat(k->raw_path, &st) && S_ISREG(st.st_mode) &&
+		 unlink(k->raw_path))
+		ht_warn("cannot remove %s: %s", k->raw_path, strerror(errno));
+	return gone;
 }
 
-/* Build and write one captured dump, outside the lock. */
-static void build_one(struct ht_dumper *d, const struct ht_dump_job *job,
-		      const struct ht_dump_capture *c, uint64_t seq, uint64_t not_dumped)
+static void remove_one(struct ht_dumper *d)
 {
-	uint64_t bytes = 0, started = ht_clock_ns(CLOCK_MONOTONIC);
-	uint64_t cpu_started = ht_clock_ns(CLOCK_THREAD_CPUTIME_ID);
-	struct ht_dump_builder *b = &d->builder;
-	char path[PATH_MAX + 64];
-	struct ht_dump_kept victim;
-	size_t events = 0;
-	bool ok, replaces;
+	struct ht_dump_result r = { .what = HT_DUMP_RESULT_REMOVED };
 
-	ok = !ht_dump_builder_write(b, job, c, not_dumped, path, sizeof(path), &bytes, &events);
-	if (!ok)
-		ht_error("dump failed: %s (monitoring goes on)", ht_last_error());
-	pthread_mutex_lock(&d->lock);
-	replaces = ht_dump_engine_written(&d->engine, seq, ok, bytes, path,
-					  b->raw_path[0] ? b->raw_path : NULL, b->written_dev,
-					  b->written_ino, &victim);
-	pthread_mutex_unlock(&d->lock);
-	if (!ok)
-		return;
-	report_written(d, job, path, bytes, events, ht_clock_ns(CLOCK_MONOTONIC) - started,
-		       ht_clock_ns(CLOCK_THREAD_CPUTIME_ID) - cpu_started);
-	if (replaces) {
-		replace(d, job, path, &victim);
-		ht_dump_kept_free(&victim);
-	}
+	r.gone = remove_files(&d->remove);
+	turn_over(&d->remove_full, 0);
+	give_result(d, &r);
 }
 
-/* Whether the builder may take a capture now (the test knob holds it back). */
-static bool may_build(const struct ht_dumper *d, uint64_t now_ns)
+/* Take the execs the event loop heard of into the builder's own schedule. */
+static void take_execs(struct ht_dumper *d)
 {
-	return d->queued && now_ns >= d->late_until_ns;
+	uint32_t head = __atomic_load_n(&d->exec_head, __ATOMIC_ACQUIRE);
+
+	for (; d->exec_tail != head; d->exec_tail++) {
+		const struct ht_dump_exec *x = &d->exec_ring[d->exec_tail % HT_DUMP_EXECS];
+		unsigned int i = 0;
+
+		while (i < d->nexecs && d->execs[i].tgid != x->tgid)
+			i++;
+		/* Full: the idle re-reads and the next dump's still come. */
+		if (i == HT_DUMP_EXECS)
+			continue;
+		d->execs[i] = (struct ht_dump_exec){ .tgid = x->tgid, .exec_ns = x->exec_ns };
+		if (i == d->nexecs)
+			d->nexecs++;
+	}
+	__atomic_store_n(&d->exec_tail, d->exec_tail, __ATOMIC_RELEASE);
 }
 
-/* When the builder has something to do next, waiting: CLOCK_MONOTONIC ns. Lock held. */
+/* Read the maps of the processes whose exec is due a read at NOW_NS. */
+static void serve_execs(struct ht_dumper *d, uint64_t now_ns)
+{
+	unsigned int kept = 0;
+
+	for (unsigned int i = 0; i < d->nexecs; i++) {
+		struct ht_dump_exec *x = &d->execs[i];
+
+		if (x->exec_ns + exec_reads_ns[x->step] <= now_ns) {
+			ht_dump_builder_reread(&d->builder, x->tgid);
+			/* Reads missed while a dump was built are one read now. */
+			while (x->step < EXEC_READS &&
+			       x->exec_ns + exec_reads_ns[x->step] <= now_ns)
+				x->step++;
+		}
+		if (x->step < EXEC_READS)
+			d->execs[kept++] = *x;
+	}
+	d->nexecs = kept;
+}
+
+/* When the builder has something to do next, idle: CLOCK_MONOTONIC ns. */
 static uint64_t next_due(const struct ht_dumper *d)
 {
 	uint64_t due = d->warm_due_ns;
@@ -177,65 +298,88 @@ static uint64_t next_due(const struct ht_dumper *d)
 		if (at < due)
 			due = at;
 	}
-	if (d->queued && d->late_until_ns < due)
+	if (taken(&d->build_full) && d->late_until_ns < due)
 		due = d->late_until_ns;
 	return due;
 }
 
-/* Read the maps of the processes whose exec is due a read at NOW_NS. Lock held. */
-static void serve_execs(struct ht_dumper *d, uint64_t now_ns)
+/*
+ * Idle: re-read the target's mappings now and then, so the symbols of its
+ * files are at hand even if it exits just as a breach happens, and those of
+ * a process that ran a new program at once; then wait for work until the
+ * next of those is due.
+ */
+static void idle(struct ht_dumper *d, uint64_t now)
 {
-	int due[HT_DUMP_EXECS];
-	unsigned int n = 0, kept = 0;
+	uint64_t due;
 
-	for (unsigned int i = 0; i < d->nexecs; i++) {
-		struct ht_dump_exec *x = &d->execs[i];
+	serve_execs(d, now);
+	if (now >= d->warm_due_ns && now >= d->late_until_ns) {
+		bool young = now - d->started_ns < WARM_FAST_PERIOD_NS;
 
-		if (x->exec_ns + exec_reads_ns[x->step] <= now_ns) {
-			due[n++] = x->tgid;
-			/* Reads missed while a dump was built are one read now. */
-			while (x->step < EXEC_READS &&
-			       x->exec_ns + exec_reads_ns[x->step] <= now_ns)
-				x->step++;
-		}
-		if (x->step < EXEC_READS)
-			d->execs[kept++] = *x;
+		d->warm_due_ns = now + (d->cfg.test_builder_busy ? WARM_BUSY_INTERVAL_NS
+					: young			 ? WARM_FAST_INTERVAL_NS
+								 : WARM_INTERVAL_NS);
+		ht_dump_builder_refresh(&d->builder);
 	}
-	d->nexecs = kept;
-	if (!n)
+	flush_lines(d);
+	now = ht_clock_ns(CLOCK_MONOTONIC);
+	due = next_due(d);
+	if (due > now)
+		wait_bell(d->builder_fd, (int)((due - now + 999999) / 1000000));
+}
+
+/* The test mode's start: on the CPU it names, which the target may keep busy. */
+static void test_start_on_cpu(const struct ht_dumper_config *cfg)
+{
+	cpu_set_t one;
+
+	if (!cfg->test_builder_busy)
 		return;
-	pthread_mutex_unlock(&d->lock);
-	for (unsigned int i = 0; i < n; i++)
-		ht_dump_builder_reread(&d->builder, due[i]);
-	pthread_mutex_lock(&d->lock);
+	CPU_ZERO(&one);
+	CPU_SET(cfg->test_builder_busy_cpu, &one);
+	if (sched_setaffinity(0, sizeof(one), &one))
+		ht_warn("test mode: cannot start the builder on CPU %u: %s",
+			cfg->test_builder_busy_cpu, strerror(errno));
+}
+
+/* The builder's streams: memory of its own, whose lines flush_lines() hands over. */
+static int open_lines(struct ht_dumper *d)
+{
+	d->err_lines = open_memstream(&d->err_buf, &d->err_len);
+	d->out_lines = open_memstream(&d->out_buf, &d->out_len);
+	if (!d->err_lines || !d->out_lines)
+		return ht_fail("cannot open the dump builder's streams: %s", strerror(errno));
+	d->builder.json_out = d->out_lines;
+	return 0;
+}
+
+static void close_lines(struct ht_dumper *d)
+{
+	if (d->err_lines)
+		fclose(d->err_lines);
+	if (d->out_lines)
+		fclose(d->out_lines);
+	free(d->err_buf);
+	free(d->out_buf);
 }
 
 /*
- * Wait for a capture; meanwhile re-read the target's mappings now and then,
- * so the symbols of its files are at hand even if it exits just as a breach
- * happens, and those of a process that ran a new program at once. Called
- * and returns with the lock held.
+ * Its symbol state and streams are allocated here, on its own thread: glibc
+ * gives it a malloc arena of its own, so that neither side frees or grows
+ * the other's memory, which would take the other's arena lock. Set up at the
+ * event loop's own nice value (ht_dumper_start waits for it), then at 19.
  */
-static void idle_wait(struct ht_dumper *d)
+static int builder_setup(struct ht_dumper *d)
 {
-	uint64_t now = ht_clock_ns(CLOCK_MONOTONIC), due = next_due(d);
-	uint64_t deadline = ht_clock_ns(CLOCK_REALTIME) + (due > now ? due - now : 0);
-	struct timespec ts = { (time_t)(deadline / 1000000000ULL), (long)(deadline % 1000000000ULL) };
-	bool young;
-
-	if (due > now)
-		pthread_cond_timedwait(&d->wake, &d->lock, &ts);
-	if (d->stopping)
-		return;
-	now = ht_clock_ns(CLOCK_MONOTONIC);
-	serve_execs(d, now);
-	if (now < d->warm_due_ns || may_build(d, now) || d->stopping)
-		return;
-	young = now - d->started_ns < WARM_FAST_PERIOD_NS;
-	d->warm_due_ns = now + (young ? WARM_FAST_INTERVAL_NS : WARM_INTERVAL_NS);
-	pthread_mutex_unlock(&d->lock);
-	ht_dump_builder_refresh(&d->builder);
-	pthread_mutex_lock(&d->lock);
+	if (ht_dump_builder_init(&d->builder, &d->cfg))
+		return -1;
+	if (open_lines(d)) {
+		close_lines(d);
+		ht_dump_builder_free(&d->builder);
+		return -1;
+	}
+	return 0;
 }
 
 static void *builder_main(void *arg)
@@ -244,41 +388,52 @@ static void *builder_main(void *arg)
 
 	/* Named apart from the event loop: a culprit, a move that waits on it, tell them apart. */
 	prctl(PR_SET_NAME, BUILDER_NAME);
-	setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), BUILDER_NICE);
-	pthread_mutex_lock(&d->lock);
-	for (;;) {
-		struct ht_dump_capture capture;
-		struct ht_dump_job job;
-		uint64_t seq, not_dumped, one = 1;
-
-		while (!may_build(d, ht_clock_ns(CLOCK_MONOTONIC)) && !d->stopping)
-			idle_wait(d);
-		if (!d->queued)
-			break;
-		job = d->queue_job;
-		capture = d->queue_capture;
-		seq = d->queue_seq;
-		not_dumped = d->queue_not_dumped;
-		d->queued = false;
-		d->building = true;
-		d->building_t0 = capture.t0;
-		pthread_mutex_unlock(&d->lock);
-		build_one(d, &job, &capture, seq, not_dumped);
-		ht_dump_capture_free(&capture);
-		/* The next dump may come now. */
-		if (write(d->wake_fd, &one, sizeof(one)) < 0)
-			ht_warn("cannot wake the event loop: %s", strerror(errno));
-		pthread_mutex_lock(&d->lock);
-		d->building = false;
-		pthread_cond_broadcast(&d->idle);
+	if (builder_setup(d)) {
+		snprintf(d->setup_error, sizeof(d->setup_error), "%s", ht_last_error());
+		turn_over(&d->ready, -1);
+		ring_bell(d->wake_fd);
+		return NULL;
 	}
-	pthread_cond_broadcast(&d->idle);
-	pthread_mutex_unlock(&d->lock);
+	ht_log_to(d->err_lines);
+	turn_over(&d->ready, 1);
+	ring_bell(d->wake_fd);
+	setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), BUILDER_NICE);
+	test_start_on_cpu(&d->cfg);
+	for (;;) {
+		uint64_t now = ht_clock_ns(CLOCK_MONOTONIC);
+
+		take_execs(d);
+		/* A replaced dump goes before the next one is written, as the policy counts. */
+		if (taken(&d->remove_full))
+			remove_one(d);
+		else if (taken(&d->build_full) && now >= d->late_until_ns)
+			build_one(d);
+		else if (taken(&d->stopping))
+			break;
+		else
+			idle(d, now);
+	}
+	flush_lines(d);
+	ht_log_to(NULL);
+	close_lines(d);
+	ht_dump_builder_free(&d->builder);
+	turn_over(&d->exited, 1);
+	ring_bell(d->wake_fd);
 	return NULL;
+}
+
+static void close_fds(struct ht_dumper *d)
+{
+	if (d->wake_fd >= 0)
+		close(d->wake_fd);
+	if (d->builder_fd >= 0)
+		close(d->builder_fd);
 }
 
 int ht_dumper_start(struct ht_dumper *d, const struct ht_dumper_config *cfg)
 {
+	int ready;
+
 	memset(d, 0, sizeof(*d));
 	d->cfg = *cfg;
 	d->started_ns = ht_clock_ns(CLOCK_MONOTONIC);
@@ -286,22 +441,29 @@ int ht_dumper_start(struct ht_dumper *d, const struct ht_dumper_config *cfg)
 	d->warm_due_ns = (cfg->test_builder_late_ns ? d->late_until_ns : d->started_ns) +
 			 WARM_FAST_INTERVAL_NS;
 	d->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	if (d->wake_fd < 0)
+	d->builder_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (d->wake_fd < 0 || d->builder_fd < 0) {
+		close_fds(d);
 		return ht_fail("eventfd: %s", strerror(errno));
-	if (ht_dump_builder_init(&d->builder, &d->cfg)) {
-		close(d->wake_fd);
+	}
+	if (ht_text_ring_init(&d->lines, LINES_RING_BYTES)) {
+		close_fds(d);
 		return -1;
 	}
-	ht_dump_engine_init(&d->engine, &d->cfg.policy);
-	pthread_mutex_init(&d->lock, NULL);
-	pthread_cond_init(&d->wake, NULL);
-	pthread_cond_init(&d->idle, NULL);
 	if (pthread_create(&d->thread, NULL, builder_main, d)) {
-		ht_dump_engine_free(&d->engine);
-		ht_dump_builder_free(&d->builder);
-		close(d->wake_fd);
+		ht_text_ring_free(&d->lines);
+		close_fds(d);
 		return ht_fail("cannot start the dump thread");
 	}
+	while (!(ready = __atomic_load_n(&d->ready, __ATOMIC_ACQUIRE)))
+		wait_bell(d->wake_fd, -1);
+	if (ready < 0) {
+		pthread_join(d->thread, NULL);
+		ht_text_ring_free(&d->lines);
+		close_fds(d);
+		return ht_fail("%s", d->setup_error);
+	}
+	ht_dump_engine_init(&d->engine, &d->cfg.policy);
 	d->started = true;
 	return 0;
 }
@@ -320,12 +482,8 @@ uint64_t ht_dumper_oldest_window(struct ht_dumper *d)
 	for (unsigned int i = 0; i < HT_DUMP_HELD; i++)
 		if (d->held[i].used && window_start(d, &d->held[i].job) < oldest)
 			oldest = window_start(d, &d->held[i].job);
-	pthread_mutex_lock(&d->lock);
-	if (d->queued && d->queue_capture.t0 < oldest)
-		oldest = d->queue_capture.t0;
 	if (d->building && d->building_t0 < oldest)
 		oldest = d->building_t0;
-	pthread_mutex_unlock(&d->lock);
 	return oldest;
 }
 
@@ -371,6 +529,142 @@ struct ht_dump_rank ht_dump_job_rank(const struct ht_dump_job *job)
 				   duration_ns, threshold_ns, 2);
 }
 
+int ht_dumper_fd(const struct ht_dumper *d)
+{
+	return d->started ? d->wake_fd : -1;
+}
+
+uint64_t ht_dumper_deadline(struct ht_dumper *d)
+{
+	return ht_dump_engine_deadline(&d->engine);
+}
+
+/* A held candidate's window has ended: freeze its sources now. */
+static void freeze(struct ht_dumper *d, const struct ht_dump_action *a)
+{
+	struct ht_dump_held *h = &d->held[a->id];
+	int rc;
+
+	h->job.deferred = a->deferred;
+	rc = ht_dump_capture_take(&d->cfg, &h->job, &h->capture);
+	if (rc)
+		ht_error("dump failed: %s (monitoring goes on)", ht_last_error());
+	h->have_capture = !rc;
+	ht_dump_engine_frozen(&d->engine, a->id, !rc);
+	if (rc)
+		release(h);
+}
+
+/* The policy chose a frozen candidate: the builder takes it (the policy knows it is idle). */
+static void hand_over(struct ht_dumper *d, const struct ht_dump_action *a)
+{
+	struct ht_dump_held *h = &d->held[a->id];
+
+	d->build_job = h->job;
+	d->build_capture = h->capture;
+	d->build_seq = a->seq;
+	d->build_not_dumped = a->not_dumped;
+	d->building = true;
+	d->building_t0 = h->capture.t0;
+	d->building_rank = ht_dump_job_rank(&h->job);
+	h->have_capture = false;
+	release(h);
+	memset(d->said, 0, sizeof(d->said));
+	turn_over(&d->build_full, 1);
+	ring_bell(d->builder_fd);
+}
+
+/* The builder removed the dump that the one at replacing_path replaces: say so. */
+static void say_replaced(struct ht_dumper *d, bool gone)
+{
+	const struct ht_dump_kept *victim = &d->remove;
+	char old_rank[64], new_rank[64];
+
+	ht_dump_rank_format(victim->rank, old_rank, sizeof(old_rank));
+	ht_dump_rank_format(d->replacing_rank, new_rank, sizeof(new_rank));
+	if (d->cfg.json) {
+		FILE *out = d->cfg.json_out;
+		struct ht_json j;
+
+		ht_json_begin(&j, out);
+		ht_json_str(&j, "type", "dump_replaced");
+		ht_json_str(&j, "old", victim->path);
+		ht_json_str(&j, "new", d->replacing_path);
+		json_ratio(&j, "old_ratio", victim->rank);
+		json_ratio(&j, "new_ratio", d->replacing_rank);
+		ht_json_bool(&j, "removed", gone);
+		ht_json_end_line(&j);
+		fflush(out);
+	}
+	fprintf(stderr, "hybtrace: dump replaced: %s (%s), the least bad kept, %s for %s (%s)\n",
+		victim->path, old_rank, gone ? "removed" : "not removed", d->replacing_path,
+		new_rank);
+}
+
+static void removed(struct ht_dumper *d, bool gone)
+{
+	say_replaced(d, gone);
+	ht_dump_engine_removed(&d->engine, d->remove.seq, gone);
+	ht_dump_kept_free(&d->remove);
+	d->removing = false;
+}
+
+/* The builder is done with the dump R: the policy hears of it, and what it replaces goes. */
+static void built(struct ht_dumper *d, struct ht_dump_result *r)
+{
+	struct ht_dump_kept victim;
+	bool replaces;
+
+	ht_dump_capture_free(&r->capture);
+	d->building = false;
+	replaces = ht_dump_engine_written(&d->engine, r->seq, r->ok, r->bytes, r->path,
+					  r->raw_path[0] ? r->raw_path : NULL, r->dev, r->ino,
+					  &victim);
+	if (!replaces)
+		return;
+	d->remove = victim;
+	d->removing = true;
+	snprintf(d->replacing_path, sizeof(d->replacing_path), "%s", r->path);
+	d->replacing_rank = d->building_rank;
+	if (taken(&d->exited)) {
+		/* No builder any more (the session is stopping): the event loop removes it. */
+		removed(d, remove_files(&d->remove));
+		return;
+	}
+	turn_over(&d->remove_full, 1);
+	ring_bell(d->builder_fd);
+}
+
+static void print_lines(void *ctx, unsigned int stream, const char *a, size_t alen, const char *b,
+			size_t blen)
+{
+	struct ht_dumper *d = ctx;
+	FILE *f = stream == LINES_JSON ? d->cfg.json_out : stderr;
+
+	fwrite(a, 1, alen, f);
+	fwrite(b, 1, blen, f);
+	fflush(f);
+}
+
+/* What the builder gave back: its lines, then its result. Never waits. */
+static void collect(struct ht_dumper *d)
+{
+	struct ht_dump_result *r = &d->result;
+
+	ht_text_ring_drain(&d->lines, print_lines, d);
+	if (!taken(&d->result_full))
+		return;
+	/* The lines it wrote before this result, printed before what the result brings. */
+	ht_text_ring_drain(&d->lines, print_lines, d);
+	if (r->what == HT_DUMP_RESULT_BUILT)
+		built(d, r);
+	else
+		removed(d, r->gone);
+	turn_over(&d->result_full, 0);
+	/* A builder waiting for the slot looks again now. */
+	ring_bell(d->builder_fd);
+}
+
 enum ht_dump_decision ht_dumper_offer(struct ht_dumper *d, const struct ht_dump_job *job)
 {
 	uint64_t now = ht_clock_ns(CLOCK_MONOTONIC), t0, t1;
@@ -401,9 +695,7 @@ enum ht_dump_decision ht_dumper_offer(struct ht_dumper *d, const struct ht_dump_
 		.asked = job->asked,
 	};
 	d->held[id] = (struct ht_dump_held){ .used = true, .job = *job };
-	pthread_mutex_lock(&d->lock);
 	r = ht_dump_engine_offer(&d->engine, &o, now);
-	pthread_mutex_unlock(&d->lock);
 	if (r.decision != HT_DUMP_NOW && r.decision != HT_DUMP_LATER)
 		release(&d->held[id]);
 	if (r.dropped) {
@@ -414,83 +706,28 @@ enum ht_dump_decision ht_dumper_offer(struct ht_dumper *d, const struct ht_dump_
 	return r.decision;
 }
 
-int ht_dumper_fd(const struct ht_dumper *d)
-{
-	return d->started ? d->wake_fd : -1;
-}
-
-uint64_t ht_dumper_deadline(struct ht_dumper *d)
-{
-	uint64_t due;
-
-	pthread_mutex_lock(&d->lock);
-	due = ht_dump_engine_deadline(&d->engine);
-	pthread_mutex_unlock(&d->lock);
-	return due;
-}
-
-/* A held candidate's window has ended: freeze its sources now. Called with the lock held. */
-static void freeze(struct ht_dumper *d, const struct ht_dump_action *a)
-{
-	struct ht_dump_held *h = &d->held[a->id];
-	int rc;
-
-	h->job.deferred = a->deferred;
-	/* Outside the lock: the builder never waits on a freeze, nor a freeze on it. */
-	pthread_mutex_unlock(&d->lock);
-	rc = ht_dump_capture_take(&d->cfg, &h->job, &h->capture);
-	if (rc)
-		ht_error("dump failed: %s (monitoring goes on)", ht_last_error());
-	pthread_mutex_lock(&d->lock);
-	h->have_capture = !rc;
-	ht_dump_engine_frozen(&d->engine, a->id, !rc);
-	if (rc)
-		release(h);
-}
-
-/* The policy chose a frozen candidate: the builder takes it (it is idle). Lock held. */
-static void hand_over(struct ht_dumper *d, const struct ht_dump_action *a)
-{
-	struct ht_dump_held *h = &d->held[a->id];
-
-	d->queue_job = h->job;
-	d->queue_capture = h->capture;
-	d->queue_seq = a->seq;
-	d->queue_not_dumped = a->not_dumped;
-	d->queued = true;
-	h->have_capture = false;
-	release(h);
-	memset(d->said, 0, sizeof(d->said));
-	pthread_cond_signal(&d->wake);
-}
-
 void ht_dumper_exec(struct ht_dumper *d, int tgid)
 {
-	unsigned int i = 0;
+	uint32_t tail;
 
 	if (!d->started || tgid <= 0)
 		return;
-	pthread_mutex_lock(&d->lock);
-	while (i < d->nexecs && d->execs[i].tgid != tgid)
-		i++;
+	tail = __atomic_load_n(&d->exec_tail, __ATOMIC_ACQUIRE);
 	/* Full: the idle re-reads and the next dump's still come. */
-	if (i < HT_DUMP_EXECS) {
-		d->execs[i] = (struct ht_dump_exec){ .tgid = tgid,
-						     .exec_ns = ht_clock_ns(CLOCK_MONOTONIC) };
-		if (i == d->nexecs)
-			d->nexecs++;
-		pthread_cond_signal(&d->wake);
-	}
-	pthread_mutex_unlock(&d->lock);
+	if (d->exec_head - tail == HT_DUMP_EXECS)
+		return;
+	d->exec_ring[d->exec_head % HT_DUMP_EXECS] = (struct ht_dump_exec){
+		.tgid = tgid, .exec_ns = ht_clock_ns(CLOCK_MONOTONIC)
+	};
+	__atomic_store_n(&d->exec_head, d->exec_head + 1, __ATOMIC_RELEASE);
+	ring_bell(d->builder_fd);
 }
 
 void ht_dumper_read(struct ht_dumper *d, uint64_t read_ns)
 {
 	if (!d->started)
 		return;
-	pthread_mutex_lock(&d->lock);
 	ht_dump_engine_read(&d->engine, read_ns);
-	pthread_mutex_unlock(&d->lock);
 }
 
 void ht_dumper_tick(struct ht_dumper *d, uint64_t now_ns)
@@ -504,7 +741,7 @@ void ht_dumper_tick(struct ht_dumper *d, uint64_t now_ns)
 		if (read(d->wake_fd, &count, sizeof(count)) < 0 && errno != EAGAIN)
 			ht_warn("eventfd: %s", strerror(errno));
 	}
-	pthread_mutex_lock(&d->lock);
+	collect(d);
 	for (;;) {
 		struct ht_dump_action a = ht_dump_engine_next(&d->engine, now_ns);
 
@@ -519,33 +756,26 @@ void ht_dumper_tick(struct ht_dumper *d, uint64_t now_ns)
 			release(&d->held[a.id]);
 		}
 	}
-	pthread_mutex_unlock(&d->lock);
 }
 
 void ht_dumper_wait_idle(struct ht_dumper *d)
 {
 	if (!d->started)
 		return;
-	pthread_mutex_lock(&d->lock);
 	ht_dump_engine_finish(&d->engine);
-	pthread_mutex_unlock(&d->lock);
 	/* The event loop no longer runs: what is held is frozen and written from here. */
 	for (;;) {
 		uint64_t due = ht_dumper_deadline(d);
-		bool idle;
 
 		if (due) {
 			sleep_until(due);
-			ht_dumper_tick(d, ht_clock_ns(CLOCK_MONOTONIC));
-			continue;
-		}
-		pthread_mutex_lock(&d->lock);
-		while (d->queued || d->building)
-			pthread_cond_wait(&d->idle, &d->lock);
-		idle = ht_dump_engine_idle(&d->engine);
-		pthread_mutex_unlock(&d->lock);
-		if (idle)
+		} else if (d->building || d->removing) {
+			wait_bell(d->wake_fd, -1);
+		} else if (ht_dump_engine_idle(&d->engine)) {
+			/* Lines of the last idle re-read, if any. */
+			collect(d);
 			break;
+		}
 		ht_dumper_tick(d, ht_clock_ns(CLOCK_MONOTONIC));
 	}
 }
@@ -554,37 +784,33 @@ void ht_dumper_stop(struct ht_dumper *d)
 {
 	if (!d->started)
 		return;
-	pthread_mutex_lock(&d->lock);
-	d->stopping = true;
-	pthread_cond_broadcast(&d->wake);
-	pthread_mutex_unlock(&d->lock);
+	turn_over(&d->stopping, 1);
+	ring_bell(d->builder_fd);
+	/* A dump being written is finished; what the builder gives back meanwhile is taken. */
+	while (!taken(&d->exited)) {
+		collect(d);
+		wait_bell(d->wake_fd, 100);
+	}
 	pthread_join(d->thread, NULL);
-	/* What the builder never took, and what the policy still held. */
-	if (d->queued)
-		ht_dump_capture_free(&d->queue_capture);
-	d->queued = false;
+	collect(d);
+	/* What the builder never took: a replaced dump to remove, a dump to write. */
+	if (taken(&d->remove_full))
+		removed(d, remove_files(&d->remove));
+	if (taken(&d->build_full))
+		ht_dump_capture_free(&d->build_capture);
+	turn_over(&d->build_full, 0);
 	for (unsigned int i = 0; i < HT_DUMP_HELD; i++)
 		release(&d->held[i]);
 	ht_dump_engine_free(&d->engine);
-	pthread_mutex_destroy(&d->lock);
-	pthread_cond_destroy(&d->wake);
-	pthread_cond_destroy(&d->idle);
-	ht_dump_builder_free(&d->builder);
-	close(d->wake_fd);
+	ht_text_ring_free(&d->lines);
+	close_fds(d);
 	d->started = false;
 }
 
 void ht_dumper_stats(struct ht_dumper *d, struct ht_dump_stats *out)
 {
-	if (!d->started) {
-		*out = d->engine.st;
-		out->bytes = d->engine.disk_bytes;
-		return;
-	}
-	pthread_mutex_lock(&d->lock);
 	*out = d->engine.st;
 	out->bytes = d->engine.disk_bytes;
-	pthread_mutex_unlock(&d->lock);
 }
 
 void ht_dump_job_for_breach(struct ht_dump_job *job, const struct ht_breach *b,

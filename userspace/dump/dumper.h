@@ -7,13 +7,27 @@
  * a builder thread, which builds and writes the file at nice 19 and removes
  * the dump it replaces. So the monitor never waits on a dump, and a slow
  * dump never delays the next freeze.
+ *
+ * Nor does the event loop ever wait on the builder: they share no lock. A
+ * thread at nice 19 on a CPU its target keeps busy gets a sliver of it, and
+ * priority inheritance does not lift a nice value: a lock it held would stall
+ * the event loop for as long (on PREEMPT_RT, until RCU boosting frees it,
+ * half a second on). Work goes to the builder, and its results and lines
+ * come back, through slots with one writer and one reader each, turned over
+ * with atomic flags, and eventfds that wake the other side. The builder's
+ * lines go through a text ring (text_ring.h); the event loop alone writes
+ * to stderr and the output stream. What the event loop allocates, the event
+ * loop frees: a free() of it elsewhere takes the lock of its malloc arena.
  */
 #ifndef HT_DUMPER_H
 #define HT_DUMPER_H
 
+#include <limits.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
+#include "base/text_ring.h"
 #include "dump/dump_build.h"
 #include "dump/dump_policy.h"
 
@@ -40,32 +54,75 @@ struct ht_dump_held {
 	struct ht_dump_capture capture;
 };
 
+/* What the builder gives back: a dump written (or not), or a replaced one removed. */
+enum ht_dump_result_kind {
+	HT_DUMP_RESULT_BUILT,
+	HT_DUMP_RESULT_REMOVED,
+};
+
+struct ht_dump_result {
+	enum ht_dump_result_kind what;
+	/* BUILT: the dump SEQ, its file (when OK), and the capture for the event loop to free. */
+	uint64_t seq;
+	bool ok;
+	uint64_t bytes;
+	char path[PATH_MAX + 64];
+	char raw_path[PATH_MAX + 64]; /* "" when none was kept */
+	uint64_t dev, ino;
+	struct ht_dump_capture capture;
+	/* REMOVED: whether the replaced dump's file is gone. */
+	bool gone;
+};
+
 struct ht_dumper {
 	struct ht_dumper_config cfg;
-	struct ht_dump_builder builder; /* the builder thread's */
 	pthread_t thread;
 	bool started;
 	uint64_t started_ns;
-	int wake_fd; /* eventfd: the builder is done, the next dump may go to it */
-	pthread_mutex_t lock;
-	pthread_cond_t wake, idle;
-	bool stopping;
-	/* The event loop's: the candidates the policy holds, by the policy's ids. */
+	int wake_fd;	/* eventfd: the builder gave something back (read ht_dumper_tick) */
+	int builder_fd; /* eventfd: the builder has work, or is to stop */
+
+	/*
+	 * Shared, each with one writer and one reader: a flag is 1 while its slot
+	 * is the reader's, 0 while it is the writer's (__atomic, acquire and release).
+	 */
+	int build_full; /* the event loop's dump for the builder: */
+	struct ht_dump_job build_job;
+	struct ht_dump_capture build_capture;
+	uint64_t build_seq, build_not_dumped;
+	int remove_full;	   /* the dump for the builder to remove: the event loop's */
+	struct ht_dump_kept remove; /* copy, which the builder only reads */
+	int result_full;	   /* the builder's answer, one at a time */
+	struct ht_dump_result result;
+	int ready; /* the builder is set up (1), or could not be (-1, why in setup_error) */
+	char setup_error[512];
+	int stopping, exited;
+	/* Execs for the builder: the event loop moves the head, the builder the tail. */
+	struct ht_dump_exec exec_ring[HT_DUMP_EXECS];
+	uint32_t exec_head, exec_tail;
+	struct ht_text_ring lines; /* the builder's lines: stream 0 stderr, 1 the JSON stream */
+
+	/* The event loop's: the candidates the policy holds (by its ids) and the policy. */
 	struct ht_dump_held held[HT_DUMP_HELD];
-	/* Under the lock: the policy, the dump handed to the builder, and what it is doing. */
 	struct ht_dump_engine engine;
-	bool queued;
-	struct ht_dump_job queue_job;
-	struct ht_dump_capture queue_capture;
-	uint64_t queue_seq, queue_not_dumped;
-	bool building;
-	uint64_t building_t0; /* the window start of the dump being written */
-	struct ht_dump_exec execs[HT_DUMP_EXECS];
-	unsigned int nexecs;
-	/* The builder's: its next idle re-read of the maps; no builds before late_until_ns. */
-	uint64_t warm_due_ns, late_until_ns;
+	bool building;	      /* a dump is with the builder */
+	uint64_t building_t0; /* the window start of that dump */
+	struct ht_dump_rank building_rank;
+	bool removing; /* a replaced dump is with the builder, for the dump at: */
+	char replacing_path[PATH_MAX + 64];
+	struct ht_dump_rank replacing_rank;
 	/* Skip reasons already printed since the last dump: each is said once. */
 	bool said[HT_DUMP_DECISIONS];
+
+	/* The builder's: its symbol state, its own streams, its schedule of map reads. */
+	struct ht_dump_builder builder;
+	FILE *err_lines, *out_lines;
+	char *err_buf, *out_buf;
+	size_t err_len, out_len;
+	struct ht_dump_exec execs[HT_DUMP_EXECS];
+	unsigned int nexecs;
+	/* Its next idle re-read of the maps; no builds before late_until_ns. */
+	uint64_t warm_due_ns, late_until_ns;
 };
 
 int ht_dumper_start(struct ht_dumper *d, const struct ht_dumper_config *cfg);
@@ -82,7 +139,7 @@ uint64_t ht_dumper_deadline(struct ht_dumper *d);
 /*
  * Process TGID runs a new program: the builder reads its maps now and again
  * shortly after (the dynamic loader maps its libraries), for a program that
- * may exit before the next dump. Any thread.
+ * may exit before the next dump. Event loop only.
  */
 void ht_dumper_exec(struct ht_dumper *d, int tgid);
 
