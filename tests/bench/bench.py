@@ -1107,11 +1107,13 @@ def section_nginx(args, out):
 WAIT_CHAIN_DELAY_MS = 20
 
 
-def chain_round(depth, rounds, out):
+def chain_round(depth, rounds, out, smoke):
     """One run of wait_chain pipes (A reads B's pipe, B reads C's, C sleeps 20 ms) under
     hybtrace run --off-cpu 10ms --chain-depth DEPTH, a dump of each of A's reads: A's mean
     round and median wait (ms, its log), the run's CPU seconds, the off-CPU dumps' cpu_ns,
-    and the counts of dumps of other kinds and of chain lines."""
+    and the counts of dumps of other kinds and of chain lines. A smoke run asks for one dump:
+    on a loaded machine the builder, at nice 19, may not finish one within A's pause, and
+    the next read is then not dumped (the figures of a smoke run are not kept)."""
     with tempfile.TemporaryDirectory(prefix="hybtrace-bench-chain-", dir=out) as d:
         log_path, dumps = os.path.join(d, "log"), os.path.join(d, "dumps")
         os.mkdir(dumps)
@@ -1146,7 +1148,7 @@ def chain_round(depth, rounds, out):
     off_cpu = [o["cpu_ns"] for o in dumps if o["kind"] == "off-cpu"]
     chains = sum(o["type"] == "chain" for o in lines)
     # A dump of (nearly) every read; with chains a chain line with each dump, without none.
-    if len(off_cpu) < rounds // 2 + 1:
+    if len(off_cpu) < (1 if smoke else rounds // 2 + 1):
         raise BenchFailure("%s dumped %d of %d off-CPU waits" % (what, len(off_cpu), rounds))
     if (chains == 0) != (depth == 0):
         raise BenchFailure("%s wrote %d chain lines for %d dumps" % (what, chains, len(dumps)))
@@ -1175,7 +1177,7 @@ def section_chain(args, out):
     results = {0: [], 3: []}
     for i in range(args.runs):
         for depth in ((0, 3) if i % 2 == 0 else (3, 0)):
-            results[depth].append(chain_round(depth, rounds, out))
+            results[depth].append(chain_round(depth, rounds, out, args.smoke))
     log("\n%s (medians; ratios: median of per-round ratios, 95%% interval)" % title)
     log("  %-52s %9s %9s  %s" % ("", "no chains", "chains", "chains / no chains"))
 
