@@ -105,9 +105,10 @@ struct ht_breakpoints {
 
 /*
  * Whether an execute breakpoint fires on this machine: one on a function of
- * hybtrace's own, for the calling thread, hit a few times. 1: it fired; 0:
- * the kernel took it but it never fired (a virtual machine that does not
- * give its guests the debug registers); -1 (errno): it could not be opened.
+ * hybtrace's own, in a child process, hit a few times. 1: it fired; 0: the
+ * kernel took it but it never fired (a virtual machine that does not give
+ * its guests the debug registers), or it killed the child with a stray
+ * SIGTRAP; -1 (errno): it could not be opened.
  */
 int ht_bp_fires(void);
 
