@@ -28,8 +28,6 @@ char LICENSE[] SEC("license") = "GPL";
 #include "block_stacks.bpf.h"
 #include "targets.bpf.h"
 
-/* test_skip_switch_in_every's count. */
-__u32 test_switch_ins = 0;
 /* test_untraced_switch_every's count. */
 __u32 test_switches_to_target = 0;
 /* test_untraced_wakeup_every's count. */
@@ -1129,7 +1127,7 @@ static __always_inline void target_switch_in(struct task_struct *next, const str
 	__u64 now = t->now;
 	bool in_storage;
 
-	if (test_skip_switch_in_every && ++test_switch_ins % test_skip_switch_in_every == 0)
+	if (test_skip_switch_in_one_in && bpf_get_prandom_u32() % test_skip_switch_in_one_in == 0)
 		return;
 	if (rq_done && !off_cpu_thresh_ns && !syscall_thresh_ns)
 		return;

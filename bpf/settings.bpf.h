@@ -62,8 +62,12 @@ const volatile bool waker_stacks_on = false;
 #define DO_SOFTIRQ_RANGES 4
 const volatile __u64 do_softirq_ranges[DO_SOFTIRQ_RANGES][2] = {};
 
-/* For tests: ignore every Nth switch-in of a target thread, as the kernel sometimes skips one. */
-const volatile __u32 test_skip_switch_in_every = 0;
+/*
+ * For tests: ignore one switch-in of a target thread in N, at random, as the
+ * kernel sometimes skips one (at random: every Nth would fall in step with a
+ * thread's own pattern of switches, on the sleeps' ends or never).
+ */
+const volatile __u32 test_skip_switch_in_one_in = 0;
 /* For tests: act as if the kernel did not trace every Nth switch from another task to a target. */
 const volatile __u32 test_untraced_switch_every = 0;
 /*

@@ -668,7 +668,8 @@ def sleeps_reported(rounds, env, extra=()):
     return run, sleeps, unreported
 
 
-# Skipped on purpose: every 4th switch-in of a target thread.
+# Skipped on purpose: one switch-in of a target thread in four, at random (every 4th fell in
+# step with the sleeper's own switches under load: on 3 sleeps' ends of 60, once, not 15).
 SKIP_SWITCH_INS = {"HYBTRACE_TEST_SKIP_SWITCH_IN": "4"}
 
 
@@ -682,8 +683,9 @@ def unseen_switch_ins_are_counted_lost():
     for name, env in (("default", {}), ("task storage", SHARED_SLOTS)):
         run, sleeps, unreported = sleeps_reported(60, dict(env, **SKIP_SWITCH_INS))
         lost = run.summary()["lost"]
-        # A quarter of the switch-ins skipped: most of them end a sleep.
-        check(len(unreported) >= 5, "%s: the test mode left %d sleeps unreported\n%s"
+        # A quarter of the sleeps' ends skipped, each at random: 15 of 60, 3 or fewer once in
+        # 20000 runs.
+        check(len(unreported) >= 4, "%s: the test mode left %d sleeps unreported\n%s"
               % (name, len(unreported), run.describe()))
         # Each unreported sleep is one unseen switch-in; the main thread's few waits (the
         # start file, its 200 ms sleep, the join) may add some.

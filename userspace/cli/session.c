@@ -1613,7 +1613,6 @@ static unsigned int test_proc_hist_slots(void)
 	return n && n <= HT_PROC_HIST_SLOTS && !(n & (n - 1)) ? (unsigned int)n : 0;
 }
 
-/* HYBTRACE_TEST_SKIP_SWITCH_IN: N from 2 to 1000 ignores every Nth target switch-in, else 0. */
 /* For tests: a count N from LEAST to 1000 in the environment variable NAME; 0 without one. */
 static unsigned int test_every(const char *name, unsigned long least)
 {
@@ -1709,8 +1708,8 @@ static int start_session(struct session *s, const struct ht_options *o)
 	cfg.thread_slots = test_thread_slots();
 	/* For tests: so few histogram slots that processes find none and count in the rest. */
 	cfg.proc_hist_slots = test_proc_hist_slots();
-	/* For tests: the switch-ins the kernel sometimes skips, on demand. */
-	cfg.test_skip_switch_in_every = test_every("HYBTRACE_TEST_SKIP_SWITCH_IN", 2);
+	/* For tests: the switch-ins the kernel sometimes skips, one in N at random. */
+	cfg.test_skip_switch_in_one_in = test_every("HYBTRACE_TEST_SKIP_SWITCH_IN", 2);
 	/* For tests: the switches some kernels make without the tracepoint, on demand. */
 	cfg.test_untraced_switch_every = test_every("HYBTRACE_TEST_UNTRACED_SWITCH", 1);
 	cfg.test_untraced_after_migration = getenv("HYBTRACE_TEST_UNTRACED_AFTER_MIGRATION") != NULL;

@@ -192,7 +192,7 @@ static void set_settings(struct monitor_bpf *skel, const struct ht_monitor_confi
 		       "HT_DO_SOFTIRQ_RANGES is DO_SOFTIRQ_RANGES");
 	memcpy((void *)skel->rodata->do_softirq_ranges, cfg->do_softirq_ranges,
 	       sizeof(skel->rodata->do_softirq_ranges));
-	skel->rodata->test_skip_switch_in_every = cfg->test_skip_switch_in_every;
+	skel->rodata->test_skip_switch_in_one_in = cfg->test_skip_switch_in_one_in;
 	skel->rodata->test_untraced_switch_every = cfg->test_untraced_switch_every;
 	skel->rodata->test_untraced_after_migration = cfg->test_untraced_after_migration;
 	skel->rodata->test_untraced_wakeup_every = cfg->test_untraced_wakeup_every;

@@ -30,7 +30,7 @@ struct ht_monitor_config {
 	bool rq_from_thread_state; /* run-queue waits timed in the thread's state, not sched_info */
 	unsigned int thread_slots; /* 0: ht_monitor_thread_slots(pid_max); else a power of two */
 	unsigned int proc_hist_slots; /* 0: HT_PROC_HIST_SLOTS; else a power of two */
-	unsigned int test_skip_switch_in_every; /* for tests: 0, or ignore every Nth switch-in */
+	unsigned int test_skip_switch_in_one_in; /* for tests: 0, or ignore 1 switch-in in N at random */
 	/* for tests: 0, or hide every Nth switch to a target from the monitor, as some kernels do */
 	unsigned int test_untraced_switch_every;
 	/* for tests: hide a target's first switch-in after its move while queued to another CPU */
