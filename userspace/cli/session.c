@@ -1584,7 +1584,6 @@ static int start_dumper(struct session *s)
 		.ksyms = s->ksyms,
 		.sources = s->sources,
 		.nsources = s->nsources,
-		.rt_priority = o->rt_priority,
 		.marks = &s->marks,
 		.trigger_threads_left_out = o->ntriggers ? &s->trigger_left_out : NULL,
 		.chain_depth = o->chain_depth,

@@ -41,7 +41,6 @@ struct ht_dumper_config {
 	unsigned int nsources;
 	const char *base_name;	  /* the file's name without suffix; NULL: from the dump */
 	const char *decoded_from; /* `hybtrace decode`: the raw capture's path */
-	unsigned int rt_priority; /* the builder thread's, while urgent; 0: off */
 	const struct ht_marks_source *marks; /* NULL: no user marks are read */
 	/* --trigger: threads left without breakpoints so far (the event loop's count); else NULL. */
 	const uint64_t *trigger_threads_left_out;
