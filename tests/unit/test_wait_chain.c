@@ -251,6 +251,55 @@ TEST(a_sleeper_recorded_runnable_by_an_untraced_switch_is_blocked_once_woken)
 	ht_wait_chain_free(&c);
 }
 
+/*
+ * The wakeup of WAKEE raised at RAISED recorded at LATE instead (its
+ * enqueue's clock), the records in time order again: the window.
+ */
+static struct ht_fr_window record_wakeup_late(uint32_t wakee, uint64_t raised, uint64_t late)
+{
+	for (size_t i = 0; i < nevents; i++)
+		if (events[i].rec.kind == HT_FR_WAKEUP && events[i].rec.tid_a == wakee) {
+			events[i].rec.ts_ns = late;
+			events[i].rec.arg |= (late - raised) / 1000 << HT_FR_WAKE_DELAY_SHIFT;
+		}
+	qsort(events, nevents, sizeof(events[0]), by_time);
+	return fx_fr_window(events, nevents, 0, 30000);
+}
+
+/*
+ * As above, and C's wakeup of B, raised at 22500, recorded at LATE, after
+ * B's switch-in at 22600 by more than the skew (its enqueue's clock): B
+ * still slept until C woke it (seen under load: B runnable 20 ms behind a
+ * spinner in the chain, the wakeup 3 us before its switch-in).
+ */
+static void check_untraced_sleep_woken_late(uint64_t late)
+{
+	struct ht_fr_window w;
+	struct ht_breach b = off_cpu_breach();
+	struct ht_wait_chain c;
+
+	pipe_chain(C, C);
+	events[0] = fx_fr_event(1, 500, HT_FR_SWITCH, HT_FRF_UNTRACED, B, C, 120, 0);
+	w = record_wakeup_late(B, 22500, late);
+	CHECK(compute(&w, &b, 1, &c));
+	CHECK(c.count >= 2);
+	if (c.count >= 2) {
+		CHECK(c.stretches[1].tid == B && c.stretches[1].kind == HT_STRETCH_BLOCKED);
+		CHECK_EQ_U64(c.stretches[1].start_ns, 1000);
+		CHECK(c.stretches[1].stop == HT_CHAIN_STOP_DEPTH);
+		CHECK_EQ_U64(c.stretches[1].waker, C);
+		CHECK_EQ_U64(c.stretches[1].state, HT_CHAIN_STATE_UNKNOWN);
+	}
+	CHECK_EQ_U64(leaves_ns(&c), 23100 - 1000);
+	ht_wait_chain_free(&c);
+}
+
+TEST(a_sleeper_recorded_runnable_and_woken_late_is_blocked_once_woken)
+{
+	check_untraced_sleep_woken_late(22600 + 25000);
+	check_untraced_sleep_woken_late(22600 + 900000);
+}
+
 TEST(a_cycle_ends_the_walk)
 {
 	struct ht_fr_window w = pipe_chain(A, C);
@@ -414,13 +463,7 @@ static void check_wakeup_recorded_late(uint64_t late)
 	bool found = false;
 
 	pipe_chain(C, C);
-	for (size_t i = 0; i < nevents; i++)
-		if (events[i].rec.kind == HT_FR_WAKEUP && events[i].rec.tid_a == C) {
-			events[i].rec.ts_ns = late;
-			events[i].rec.arg |= (late - 22000) / 1000 << HT_FR_WAKE_DELAY_SHIFT;
-		}
-	qsort(events, nevents, sizeof(events[0]), by_time);
-	w = fx_fr_window(events, nevents, 0, 30000);
+	w = record_wakeup_late(C, 22000, late);
 	CHECK(compute(&w, &b, 3, &c));
 	for (size_t i = 0; i < c.count; i++) {
 		if (c.stretches[i].tid == C && c.stretches[i].start_ns == 2000) {

@@ -169,11 +169,24 @@ static bool task_spans(const struct chain_walk *k, uint32_t tid, struct spans *s
 				s->exited |= ht_task_state_letter(cur->state) == 'X';
 			}
 		} else if (r->kind == HT_FR_SWITCH && r->tid_b == tid && r->tid_a != r->tid_b) {
+			const struct ht_fr_event *late;
+
+			/*
+			 * Left runnable by an untraced switch's record and woken,
+			 * that wakeup recorded after this switch-in (its enqueue's
+			 * clock): it slept, as below for one recorded in time.
+			 */
+			if (cur->kind == HT_STRETCH_RUNNABLE && cur->untraced_out &&
+			    (late = skewed_wakeup(w, i, tid, cur->start_ns)) &&
+			    raised_within(&late->rec, cur->start_ns, r->ts_ns)) {
+				cur->kind = HT_STRETCH_BLOCKED;
+				cur->state = HT_CHAIN_STATE_UNKNOWN;
+				cur->cpu = -1;
+				take_wakeup(cur, &late->rec);
+			}
 			if ((cur->kind == HT_STRETCH_BLOCKED || cur->kind == HT_STRETCH_UNKNOWN) &&
 			    !cur->woken) {
-				const struct ht_fr_event *late =
-					skewed_wakeup(w, i, tid, cur->start_ns);
-
+				late = skewed_wakeup(w, i, tid, cur->start_ns);
 				if (late && late->rec.kind == HT_FR_WAKEUP &&
 				    cur->kind == HT_STRETCH_UNKNOWN) {
 					cur->kind = HT_STRETCH_BLOCKED;
