@@ -329,18 +329,27 @@ static void idle(struct ht_dumper *d, uint64_t now)
 		wait_bell(d->builder_fd, (int)((due - now + 999999) / 1000000));
 }
 
-/* The test mode's start: on the CPU it names, which the target may keep busy. */
-static void test_start_on_cpu(const struct ht_dumper_config *cfg)
+/*
+ * The test mode's start: the builder is created on the CPU it names, which
+ * the target may keep busy. Set at its creation, never by the builder
+ * itself: hybtrace moves its threads off the target's CPUs (own_cpus.h) any
+ * time after ht_dumper_start, and a builder that set its own CPU after it
+ * was ready, at nice 19 on a loaded machine, came to it after such a move
+ * and undid it.
+ */
+static void test_start_on_cpu(const struct ht_dumper_config *cfg, pthread_attr_t *attr)
 {
 	cpu_set_t one;
+	int err;
 
 	if (!cfg->test_builder_busy)
 		return;
 	CPU_ZERO(&one);
 	CPU_SET(cfg->test_builder_busy_cpu, &one);
-	if (sched_setaffinity(0, sizeof(one), &one))
+	err = pthread_attr_setaffinity_np(attr, sizeof(one), &one);
+	if (err)
 		ht_warn("test mode: cannot start the builder on CPU %u: %s",
-			cfg->test_builder_busy_cpu, strerror(errno));
+			cfg->test_builder_busy_cpu, strerror(err));
 }
 
 /* The builder's streams: memory of its own, whose lines flush_lines() hands over. */
@@ -395,10 +404,10 @@ static void *builder_main(void *arg)
 		return NULL;
 	}
 	ht_log_to(d->err_lines);
+	d->builder_tid = (int)syscall(SYS_gettid);
 	turn_over(&d->ready, 1);
 	ring_bell(d->wake_fd);
 	setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), BUILDER_NICE);
-	test_start_on_cpu(&d->cfg);
 	for (;;) {
 		uint64_t now = ht_clock_ns(CLOCK_MONOTONIC);
 
@@ -432,7 +441,8 @@ static void close_fds(struct ht_dumper *d)
 
 int ht_dumper_start(struct ht_dumper *d, const struct ht_dumper_config *cfg)
 {
-	int ready;
+	pthread_attr_t attr;
+	int ready, err;
 
 	memset(d, 0, sizeof(*d));
 	d->cfg = *cfg;
@@ -450,10 +460,19 @@ int ht_dumper_start(struct ht_dumper *d, const struct ht_dumper_config *cfg)
 		close_fds(d);
 		return -1;
 	}
-	if (pthread_create(&d->thread, NULL, builder_main, d)) {
+	pthread_attr_init(&attr);
+	test_start_on_cpu(cfg, &attr);
+	err = pthread_create(&d->thread, &attr, builder_main, d);
+	if (err == EINVAL && cfg->test_builder_busy) {
+		ht_warn("test mode: cannot start the builder on CPU %u: %s",
+			cfg->test_builder_busy_cpu, strerror(err));
+		err = pthread_create(&d->thread, NULL, builder_main, d);
+	}
+	pthread_attr_destroy(&attr);
+	if (err) {
 		ht_text_ring_free(&d->lines);
 		close_fds(d);
-		return ht_fail("cannot start the dump thread");
+		return ht_fail("cannot start the dump thread: %s", strerror(err));
 	}
 	while (!(ready = __atomic_load_n(&d->ready, __ATOMIC_ACQUIRE)))
 		wait_bell(d->wake_fd, -1);
@@ -527,6 +546,11 @@ struct ht_dump_rank ht_dump_job_rank(const struct ht_dump_job *job)
 	return ht_dump_rank_breach(ht_breach_waits_for_work(b) ? HT_RANK_WAIT_FOR_WORK
 							: HT_RANK_BREACH,
 				   duration_ns, threshold_ns, 2);
+}
+
+int ht_dumper_builder_tid(const struct ht_dumper *d)
+{
+	return d->builder_tid;
 }
 
 int ht_dumper_fd(const struct ht_dumper *d)

@@ -95,6 +95,7 @@ struct ht_dumper {
 	int result_full;	   /* the builder's answer, one at a time */
 	struct ht_dump_result result;
 	int ready; /* the builder is set up (1), or could not be (-1, why in setup_error) */
+	int builder_tid; /* set before ready */
 	char setup_error[512];
 	int stopping, exited;
 	/* Execs for the builder: the event loop moves the head, the builder the tail. */
@@ -126,6 +127,9 @@ struct ht_dumper {
 };
 
 int ht_dumper_start(struct ht_dumper *d, const struct ht_dumper_config *cfg);
+
+/* The builder thread's id, once ht_dumper_start returned 0. */
+int ht_dumper_builder_tid(const struct ht_dumper *d);
 
 /* Offer a job; returns what the policy decided (and prints it). Event loop only. */
 enum ht_dump_decision ht_dumper_offer(struct ht_dumper *d, const struct ht_dump_job *job);
