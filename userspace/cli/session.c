@@ -1720,6 +1720,7 @@ static int start_session(struct session *s, const struct ht_options *o)
 		 sleeper ? sleeper : "");
 	/* For tests: the timer callbacks' entries PREEMPT_RT's preemptible programs miss. */
 	cfg.test_miss_timer_entries = getenv("HYBTRACE_TEST_MISS_TIMER_ENTRIES") != NULL;
+	cfg.test_miss_timer_exits = getenv("HYBTRACE_TEST_MISS_TIMER_EXITS") != NULL;
 	memcpy(cfg.threshold_ns, o->threshold_ns, sizeof(cfg.threshold_ns));
 	memcpy(cfg.syscall_filter, o->syscall_filter, sizeof(cfg.syscall_filter));
 	s->comms = malloc(sizeof(*s->comms));

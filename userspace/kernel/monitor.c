@@ -202,6 +202,7 @@ static void set_settings(struct monitor_bpf *skel, const struct ht_monitor_confi
 	memcpy((void *)skel->rodata->test_untraced_sleep_comm, cfg->test_untraced_sleep_comm,
 	       sizeof(skel->rodata->test_untraced_sleep_comm));
 	skel->rodata->test_miss_timer_entries = cfg->test_miss_timer_entries;
+	skel->rodata->test_miss_timer_exits = cfg->test_miss_timer_exits;
 	skel->rodata->test_one_tgid = (__u32)cfg->targets->test_one_tgid;
 	skel->rodata->test_cgroup_walk = cfg->targets->test_cgroup_walk;
 }

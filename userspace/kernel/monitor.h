@@ -38,6 +38,7 @@ struct ht_monitor_config {
 	/* for tests: 0, or hide every Nth wakeup of a target from the monitor */
 	unsigned int test_untraced_wakeup_every;
 	bool test_miss_timer_entries; /* for tests: miss every timer callback's entry */
+	bool test_miss_timer_exits;   /* for tests: miss every timer callback's exit */
 	/* for tests: "", or hide the switch-outs into sleep of the threads so named */
 	char test_untraced_sleep_comm[16];
 	const char *btf_path;	  /* NULL: the running kernel's */
