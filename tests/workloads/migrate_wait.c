@@ -87,18 +87,19 @@ static pid_t start_hog(const char *name, int cpu, uint64_t hold_ns, int ready, i
 }
 
 /*
- * Spin until UNTIL, then log the stretches the thread did not run, as it saw
- * them ("gaps": [last seen running, running again] pairs over 500 us): its
- * own account of when each wait began. Under load the kernel may give a
- * starved thread a turn between two FIFO hogs' (the fair server), and a wait
- * that spans the move then begins at its last turn, not at the start.
+ * Spin until UNTIL, then log the stretches the thread did not run since
+ * SINCE, when it last saw itself running, as it saw them ("gaps": [last seen
+ * running, running again] pairs over 500 us): its own account of when each
+ * wait began. Under load the kernel may give a starved thread a turn between
+ * two FIFO hogs' (the fair server), and a wait that spans the move then
+ * begins at its last turn, not at the start.
  */
-static void spin_noting_gaps(uint64_t until)
+static void spin_noting_gaps(uint64_t since, uint64_t until)
 {
 	char gaps[16 * 48] = "";
 	size_t used = 0;
 	int n = 0;
-	uint64_t last = wl_now_ns(), now;
+	uint64_t last = since, now;
 
 	while ((now = wl_now_ns()) < until) {
 		if (now - last > 500000 && n < 16) {
@@ -122,7 +123,7 @@ static void nap(void)
 
 static int queued(uint64_t hold_ns)
 {
-	uint64_t start_ns, move_ns;
+	uint64_t seen_ns, start_ns, move_ns;
 	pid_t me = getpid(), hogs[2], mover;
 	int ready[2], go[3];
 	cpu_set_t cpu0;
@@ -148,15 +149,21 @@ static int queued(uint64_t hold_ns)
 	for (int i = 0; i < 3; i++)
 		if (read(ready[0], &byte, 1) != 1)
 			return 1;
-	start_ns = wl_now_ns() + 20000000ULL;
+	/*
+	 * Runnable throughout: preempted at the start, waiting until the CPU 0
+	 * hog is done. Its gaps are noted from before the start is handed out:
+	 * a thread held up between the two (once, under load, past the hogs'
+	 * start) still tells when it stopped running. Its line comes after.
+	 */
+	seen_ns = wl_now_ns();
+	start_ns = seen_ns + 20000000ULL;
 	move_ns = start_ns + hold_ns / 4;
 	for (int i = 0; i < 3; i++)
 		if (write(go[i], &start_ns, sizeof(start_ns)) != sizeof(start_ns))
 			return 1;
+	spin_noting_gaps(seen_ns, start_ns + hold_ns + 10000000ULL);
 	wl_log("hogs", "\"cpu0_hog\":%d,\"cpu1_hog\":%d,\"start_ns\":%llu,\"move_ns\":%llu",
 	       hogs[0], hogs[1], (unsigned long long)start_ns, (unsigned long long)move_ns);
-	/* Runnable throughout: preempted at the start, waiting until the CPU 0 hog is done. */
-	spin_noting_gaps(start_ns + hold_ns + 10000000ULL);
 	wl_log("waited", "\"cpu\":%d", sched_getcpu());
 	for (int i = 0; i < 2; i++)
 		waitpid(hogs[i], NULL, 0);
