@@ -219,10 +219,8 @@ struct cpu_context {
 	__u64 in_task_seq;
 	/* An address on the stack the softirq entered last runs on: its tracepoint's arguments. */
 	__u64 softirq_sp;
-	/* The same for each timer callback's last entry (the timer kinds'; 0 for the others). */
-	__u64 entry_sp[CTX_KINDS];
-	/* The waking tracepoint's: stored and read back, a number the verifier lets us compare. */
-	__u64 wake_sp;
+	/* Whether the timer callback entered last of each kind entered inside a softirq. */
+	bool in_softirq[CTX_KINDS];
 };
 
 struct {
@@ -417,31 +415,20 @@ static __always_inline bool context_active(struct cpu_context *c, int kind, __u3
 	return c->entry[kind] > c->exit[kind] && c->owner[kind] == cur;
 }
 
-/* The size of a kernel stack, a task's or an irq stack (x86-64); 0 where not known. */
-static __always_inline __u64 kernel_stack_bytes(void)
-{
-	/* IRQ_STACK_SIZE, and THREAD_SIZE too on x86-64 (page_64_types.h); 0: not x86-64 */
-	return bpf_core_type_exists(struct irq_stack) ? bpf_core_type_size(struct irq_stack) : 0;
-}
-
 /*
- * A timer callback of KIND still runs where the wakeup at WAKE_SP (its
- * tracepoint's arguments) happens: its entry was seen and its exit not, no
- * softirq began since (none begins inside a callback: a hard one runs in
- * interrupt context, a soft one inside its own softirq), and the wakeup is
- * deeper on the stack the callback entered on. A callback whose exit went
- * unseen (PREEMPT_RT's preemptible programs miss some: lost.recursion) is
- * over once a softirq began after it, or once its interrupt returned to
- * what it interrupted: a wakeup there is not the timer's (6.1-rt: a
- * receiver woken in net_rx was named a timer's whose exit was missed).
+ * A timer callback of KIND still runs: its entry was seen and its exit not,
+ * and no softirq began since (none begins inside a callback: a hard one runs
+ * in interrupt context, a soft one inside its own softirq). One whose exit
+ * went unseen (PREEMPT_RT's preemptible programs miss some: lost.recursion)
+ * is over once a softirq began after it: a wakeup there is that softirq's
+ * (6.1-rt: a receiver woken in net_rx was named a timer's whose exit had
+ * been missed). Not a hard one that interrupted a softirq and returned to
+ * it unseen: only preempt_count would tell that softirq's later wakeups
+ * from the callback's.
  */
-static __always_inline bool timer_active(struct cpu_context *c, int kind, __u32 cur, __u64 wake_sp)
+static __always_inline bool timer_active(struct cpu_context *c, int kind, __u32 cur)
 {
-	__u64 entry_sp = c->entry_sp[kind], stack_bytes = kernel_stack_bytes();
-
-	if (!context_active(c, kind, cur) || c->entry[kind] < c->entry[CTX_SOFTIRQ])
-		return false;
-	return !stack_bytes || (wake_sp <= entry_sp && entry_sp - wake_sp < stack_bytes);
+	return context_active(c, kind, cur) && c->entry[kind] > c->entry[CTX_SOFTIRQ];
 }
 
 static __always_inline bool in_do_softirq(__u64 ip)
@@ -478,7 +465,9 @@ static __always_inline bool in_do_softirq(__u64 ip)
  */
 static __always_inline bool softirq_in_task(struct cpu_context *c, struct task_struct *cur)
 {
-	__u64 stack_bytes = kernel_stack_bytes();
+	/* IRQ_STACK_SIZE, and THREAD_SIZE too on x86-64 (page_64_types.h); 0: not x86-64 */
+	__u64 stack_bytes =
+		bpf_core_type_exists(struct irq_stack) ? bpf_core_type_size(struct irq_stack) : 0;
 	__u64 seq = c->entry[CTX_SOFTIRQ], sp = c->softirq_sp, stack, top;
 	__u64 slots[2]; /* the outermost return address on the irq stack, the stack pointer left */
 	bool in_task = false;
@@ -507,25 +496,21 @@ static __always_inline bool softirq_in_task(struct cpu_context *c, struct task_s
 /*
  * Who is waking: a task, or interrupt context as the irq, softirq and timer
  * tracepoints saw it (*VEC: the softirq's vector; *IN_TASK: a softirq that
- * runs in current's context, on its behalf; WAKE_CTX: the waking
- * tracepoint's arguments, on the stack the wakeup runs on). preempt_count would say
+ * runs in current's context, on its behalf). preempt_count would say
  * interrupt context directly, but its per-CPU variable cannot be resolved
  * on kernels without CONFIG_KALLSYMS_ALL.
  */
-static __always_inline __u32 wake_context(__u32 *vec, bool *in_task, void *wake_ctx)
+static __always_inline __u32 wake_context(__u32 *vec, bool *in_task)
 {
 	__u32 zero = 0, cur = (__u32)bpf_get_current_pid_tgid();
 	struct cpu_context *c = bpf_map_lookup_elem(&cpu_contexts, &zero);
-	__u64 wake_sp;
 
 	*vec = 0;
 	*in_task = false;
 	if (!c)
 		return HT_WAKE_TASK;
-	*(volatile __u64 *)&c->wake_sp = (__u64)wake_ctx;
-	wake_sp = *(volatile __u64 *)&c->wake_sp;
-	if (timer_active(c, CTX_HRTIMER_HARD, cur, wake_sp) ||
-	    timer_active(c, CTX_HRTIMER_SOFT, cur, wake_sp) || timer_active(c, CTX_TIMER, cur, wake_sp))
+	if (timer_active(c, CTX_HRTIMER_HARD, cur) || timer_active(c, CTX_HRTIMER_SOFT, cur) ||
+	    timer_active(c, CTX_TIMER, cur))
 		return HT_WAKE_TIMER;
 	if (context_active(c, CTX_HARDIRQ, cur))
 		return HT_WAKE_IRQ;
@@ -1427,8 +1412,8 @@ static __always_inline __u64 with_prio(__u64 arg, struct task_struct *p)
 	return arg | (__u64)(p->prio & 0xff) << HT_FR_WAKE_PRIO_SHIFT;
 }
 
-/* The waker of P, no target, for its sched_wakeup (WAKE_CTX: see wake_context): see wake_notes. */
-static __always_inline void note_other_waking(struct task_struct *p, void *wake_ctx)
+/* The waker of P, no target, for its sched_wakeup: see wake_notes. */
+static __always_inline void note_other_waking(struct task_struct *p)
 {
 	__u32 slot = (__u32)p->pid & (WAKE_NOTES - 1);
 	struct wake_note *note = bpf_map_lookup_elem(&wake_notes, &slot);
@@ -1437,7 +1422,7 @@ static __always_inline void note_other_waking(struct task_struct *p, void *wake_
 
 	if (!note)
 		return;
-	source = wake_context(&vec, &in_task, wake_ctx);
+	source = wake_context(&vec, &in_task);
 	if (source == HT_WAKE_TASK || in_task)
 		waker = (__u32)bpf_get_current_pid_tgid();
 	note->tid = p->pid;
@@ -1504,13 +1489,13 @@ int BPF_PROG(handle_sched_waking, struct task_struct *p)
 	bool in_task;
 
 	if (!is_target(p)) {
-		note_other_waking(p, ctx);
+		note_other_waking(p);
 		return 0;
 	}
 	st = state_of(p);
 	if (!st)
 		return 0;
-	source = wake_context(&vec, &in_task, ctx);
+	source = wake_context(&vec, &in_task);
 	cur = bpf_get_current_task_btf();
 	st->wake_source = source;
 	st->softirq_vec = vec;
@@ -1799,23 +1784,33 @@ static __always_inline int hrtimer_kind(struct hrtimer *hrtimer)
 	return CTX_HRTIMER_HARD;
 }
 
-/* A timer callback of KIND begins; SP: its tracepoint's arguments, on the stack it runs on. */
-static __always_inline int timer_entry(int kind, __u64 sp)
+/* A timer callback of KIND begins. */
+static __always_inline int timer_entry(int kind)
 {
-	__u32 zero = 0;
+	__u32 zero = 0, cur = (__u32)bpf_get_current_pid_tgid();
 	struct cpu_context *c = bpf_map_lookup_elem(&cpu_contexts, &zero);
 
 	if (!c || test_miss_timer_entries)
 		return 0;
 	if (kind >= 0 && kind < CTX_KINDS)
-		c->entry_sp[kind] = sp;
+		c->in_softirq[kind] = context_active(c, CTX_SOFTIRQ, cur);
 	return context_mark(kind, true);
+}
+
+/*
+ * For tests: miss the exit of a callback of KIND, as PREEMPT_RT's preempted
+ * programs make some miss; those that did not enter inside a softirq (the
+ * ones timer_active() can tell are over).
+ */
+static __always_inline bool test_miss_exit(struct cpu_context *c, int kind)
+{
+	return test_miss_timer_exits && kind >= 0 && kind < CTX_KINDS && !c->in_softirq[kind];
 }
 
 SEC("tp_btf/hrtimer_expire_entry")
 int BPF_PROG(handle_hrtimer_entry, struct hrtimer *hrtimer)
 {
-	return timer_entry(hrtimer_kind(hrtimer), (__u64)ctx);
+	return timer_entry(hrtimer_kind(hrtimer));
 }
 
 /*
@@ -1829,26 +1824,33 @@ int BPF_PROG(handle_hrtimer_exit)
 	__u32 zero = 0;
 	struct cpu_context *c = bpf_map_lookup_elem(&cpu_contexts, &zero);
 	bool hard, soft;
+	int kind;
 
-	if (!c || test_miss_timer_exits)
+	if (!c)
 		return 0;
 	hard = c->entry[CTX_HRTIMER_HARD] > c->exit[CTX_HRTIMER_HARD];
 	soft = c->entry[CTX_HRTIMER_SOFT] > c->exit[CTX_HRTIMER_SOFT];
-	if (soft && (!hard || c->entry[CTX_HRTIMER_SOFT] > c->entry[CTX_HRTIMER_HARD]))
-		return context_mark(CTX_HRTIMER_SOFT, false);
-	return context_mark(CTX_HRTIMER_HARD, false);
+	kind = soft && (!hard || c->entry[CTX_HRTIMER_SOFT] > c->entry[CTX_HRTIMER_HARD])
+		       ? CTX_HRTIMER_SOFT
+		       : CTX_HRTIMER_HARD;
+	if (test_miss_exit(c, kind))
+		return 0;
+	return context_mark(kind, false);
 }
 
 SEC("tp_btf/timer_expire_entry")
 int BPF_PROG(handle_timer_entry)
 {
-	return timer_entry(CTX_TIMER, (__u64)ctx);
+	return timer_entry(CTX_TIMER);
 }
 
 SEC("tp_btf/timer_expire_exit")
 int BPF_PROG(handle_timer_exit)
 {
-	if (test_miss_timer_exits)
+	__u32 zero = 0;
+	struct cpu_context *c = bpf_map_lookup_elem(&cpu_contexts, &zero);
+
+	if (!c || test_miss_exit(c, CTX_TIMER))
 		return 0;
 	return context_mark(CTX_TIMER, false);
 }
