@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 """The sampling source, for real: user-space slices in the dumps, fp and DWARF, perl, containers."""
+import collections
 import glob
 import json
 import os
@@ -120,6 +121,16 @@ def dwarf_stacks_show_the_call_structure_without_frame_pointers():
     call_structure("callstack_nofp", ["--callgraph", "dwarf"])
 
 
+def in_order(names, nested):
+    """Whether NAMES come in NESTED's order, each name of NESTED taken once."""
+    at = 0
+    for name in names:
+        if name not in nested[at:]:
+            return False
+        at = nested.index(name, at) + 1
+    return True
+
+
 @test
 def sampled_flame_nests_as_the_program_calls_in_perfetto():
     """A sampled dump as Perfetto's own importer nests it: the workload's calls (main ->
@@ -160,19 +171,27 @@ def sampled_flame_nests_as_the_program_calls_in_perfetto():
                 check(nested, "%s: %s at depth %d under %r, its caller is %s"
                       % (path, name, depth, up, callers[name]))
                 seen.add(name)
-            # report's timeline: slices that begin together, outermost first.
+            # report's timeline: slices that begin together, outermost first. By the
+            # order of each time's slices, not by name: a function may sit twice in one
+            # stack (the kernel's kfree -> __put_partials -> ... -> kfree).
             rep = report(path)
-            depth = {(r["ts"], r["name"]): r["depth"] for r in tp_query(
-                path, "select s.ts, s.name, s.depth from slice s join thread_track tt on "
-                "tt.id = s.track_id join thread t using (utid) where t.tid = %d and "
-                "s.category = 'user' and s.dur > 0" % tid)}
-            lines = [(l["t_ns"] + rep.get("start_ns", 0), l["name"]) for l in rep["timeline"]
-                     if l["thread"].endswith("[%d]" % tid) and "samples)" in l["what"]]
-            for a, b in zip(lines, lines[1:]):
-                if a[0] == b[0] and a in depth and b in depth:
-                    together += 1
-                    check(depth[a] < depth[b], "report lists %s before %s at %d, Perfetto "
-                          "nests them at %d and %d" % (a[1], b[1], a[0], depth[a], depth[b]))
+            nested = collections.defaultdict(list)
+            for r in tp_query(path, "select s.ts, s.name, s.depth from slice s join thread_track "
+                              "tt on tt.id = s.track_id join thread t using (utid) where "
+                              "t.tid = %d and s.category = 'user' and s.dur > 0 order by "
+                              "s.ts, s.depth" % tid):
+                nested[r["ts"]].append(r["name"])
+            listed = collections.defaultdict(list)
+            for l in rep["timeline"]:
+                if l["thread"].endswith("[%d]" % tid) and "samples)" in l["what"]:
+                    listed[l["t_ns"] + rep.get("start_ns", 0)].append(l["name"])
+            for ts, names in listed.items():
+                names = [n for n in names if n in nested.get(ts, ())]
+                if len(names) < 2:
+                    continue
+                together += 1
+                check(in_order(names, nested[ts]), "report lists %r at %d, Perfetto nests %r "
+                      "from depth 0 down" % (names, ts, nested[ts]))
         check({"work_a", "work_b", "work_c"} <= seen, "slices seen: %r" % seen)
         check(together > 0, "no two slices of report's timeline begin together")
 
