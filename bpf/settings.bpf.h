@@ -86,7 +86,11 @@ const volatile __u32 test_untraced_wakeup_every = 0;
 const volatile char test_untraced_sleep_comm[16] = {};
 /* For tests: miss every timer callback's entry, as a program preempted mid-run on PREEMPT_RT makes others miss. */
 const volatile bool test_miss_timer_entries = false;
-/* For tests: miss every timer callback's exit, as the same preempted programs make others miss. */
+/*
+ * For tests: miss the exit of every timer callback that did not interrupt a
+ * softirq, as the same preempted programs make others miss (one that did
+ * cannot be told over; see timer_active()).
+ */
 const volatile bool test_miss_timer_exits = false;
 /*
  * For make bench: 0, or the one process whose tgid is_target() compares, the

@@ -329,6 +329,12 @@ static void idle(struct ht_dumper *d, uint64_t now)
 		wait_bell(d->builder_fd, (int)((due - now + 999999) / 1000000));
 }
 
+static void say_no_start_cpu(const struct ht_dumper_config *cfg, int err)
+{
+	ht_warn("test mode: cannot start the builder on CPU %u: %s", cfg->test_builder_busy_cpu,
+		strerror(err));
+}
+
 /*
  * The test mode's start: the builder is created on the CPU it names, which
  * the target may keep busy. Set at its creation, never by the builder
@@ -348,8 +354,7 @@ static void test_start_on_cpu(const struct ht_dumper_config *cfg, pthread_attr_t
 	CPU_SET(cfg->test_builder_busy_cpu, &one);
 	err = pthread_attr_setaffinity_np(attr, sizeof(one), &one);
 	if (err)
-		ht_warn("test mode: cannot start the builder on CPU %u: %s",
-			cfg->test_builder_busy_cpu, strerror(err));
+		say_no_start_cpu(cfg, err);
 }
 
 /* The builder's streams: memory of its own, whose lines flush_lines() hands over. */
@@ -407,7 +412,7 @@ static void *builder_main(void *arg)
 	d->builder_tid = (int)syscall(SYS_gettid);
 	turn_over(&d->ready, 1);
 	ring_bell(d->wake_fd);
-	setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), BUILDER_NICE);
+	setpriority(PRIO_PROCESS, (id_t)d->builder_tid, BUILDER_NICE);
 	for (;;) {
 		uint64_t now = ht_clock_ns(CLOCK_MONOTONIC);
 
@@ -464,8 +469,7 @@ int ht_dumper_start(struct ht_dumper *d, const struct ht_dumper_config *cfg)
 	test_start_on_cpu(cfg, &attr);
 	err = pthread_create(&d->thread, &attr, builder_main, d);
 	if (err == EINVAL && cfg->test_builder_busy) {
-		ht_warn("test mode: cannot start the builder on CPU %u: %s",
-			cfg->test_builder_busy_cpu, strerror(err));
+		say_no_start_cpu(cfg, err);
 		err = pthread_create(&d->thread, NULL, builder_main, d);
 	}
 	pthread_attr_destroy(&attr);

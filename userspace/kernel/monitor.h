@@ -38,7 +38,8 @@ struct ht_monitor_config {
 	/* for tests: 0, or hide every Nth wakeup of a target from the monitor */
 	unsigned int test_untraced_wakeup_every;
 	bool test_miss_timer_entries; /* for tests: miss every timer callback's entry */
-	bool test_miss_timer_exits;   /* for tests: miss every timer callback's exit */
+	/* for tests: miss the exit of every timer callback that did not interrupt a softirq */
+	bool test_miss_timer_exits;
 	/* for tests: "", or hide the switch-outs into sleep of the threads so named */
 	char test_untraced_sleep_comm[16];
 	const char *btf_path;	  /* NULL: the running kernel's */
