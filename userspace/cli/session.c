@@ -28,6 +28,7 @@
 #include "kernel/kernel_btf.h"
 #include "symbols/ksyms.h"
 #include "base/log.h"
+#include "base/main_stack.h"
 #include "kernel/monitor.h"
 #include "base/out_stream.h"
 #include "base/output.h"
@@ -1666,6 +1667,8 @@ static int start_session(struct session *s, const struct ht_options *o)
 	struct btf *btf;
 
 	s->opt = o;
+	/* This thread is the event loop: its stack grown now, before the dump builder starts. */
+	ht_main_stack_reserve(HT_MAIN_STACK_RESERVE);
 	s->status_on_tty = isatty(STDERR_FILENO);
 	if (tgid && ht_proc_thread_comm(tgid, s->target_comm, sizeof(s->target_comm)))
 		snprintf(s->target_comm, sizeof(s->target_comm), "?");
