@@ -63,6 +63,13 @@ TEST(never_more_than_its_own_cpus_nor_none)
 	CHECK(CPU_EQUAL(&out, &allowed));
 }
 
+/* Whether this thread may run on CPUs 0 and 1; where it may run, in BEFORE. */
+static bool may_use_cpus_0_and_1(cpu_set_t *before)
+{
+	return !sched_getaffinity(0, sizeof(*before), before) && CPU_ISSET(0, before) &&
+	       CPU_ISSET(1, before);
+}
+
 /*
  * For real: a child pinned to CPU 0 is the target; this process keeps off
  * CPU 0. The child moves to CPU 1: a breach there moves this process back.
@@ -75,8 +82,7 @@ TEST(the_threads_follow_the_targets_cpus)
 	pid_t child;
 	char byte;
 
-	if (sched_getaffinity(0, sizeof(before), &before) || !CPU_ISSET(0, &before) ||
-	    !CPU_ISSET(1, &before))
+	if (!may_use_cpus_0_and_1(&before))
 		SKIP_TEST("needs CPUs 0 and 1");
 	CHECK(!pipe(ready) && !pipe(go));
 	child = fork();
@@ -89,14 +95,14 @@ TEST(the_threads_follow_the_targets_cpus)
 		_exit(0);
 	}
 	CHECK(child > 0 && read(ready[0], &byte, 1) == 1);
-	ht_own_cpus_init(&o, child, now_ns());
+	CHECK(ht_own_cpus_init(&o, child, now_ns()) && ht_own_cpus_update(&o));
 	CHECK(!sched_getaffinity(0, sizeof(mine), &mine));
 	CHECK(!CPU_ISSET(0, &mine) && CPU_COUNT(&mine) == CPU_COUNT(&before) - 1);
 	/* A breach on a CPU it already avoids changes nothing. */
-	ht_own_cpus_breach(&o, 0, child, now_ns());
+	CHECK(!ht_own_cpus_breach_due(&o, 0, child, now_ns()));
 	CHECK(!sched_getaffinity(0, sizeof(mine), &mine) && !CPU_ISSET(0, &mine));
 	CHECK(write(go[1], "x", 1) == 1 && read(ready[0], &byte, 1) == 1);
-	ht_own_cpus_breach(&o, 1, child, now_ns());
+	CHECK(ht_own_cpus_breach_due(&o, 1, child, now_ns()) && ht_own_cpus_update(&o));
 	CHECK(!sched_getaffinity(0, sizeof(mine), &mine));
 	CHECK(CPU_ISSET(0, &mine) && !CPU_ISSET(1, &mine));
 	kill(child, SIGKILL);
@@ -105,23 +111,17 @@ TEST(the_threads_follow_the_targets_cpus)
 }
 
 /*
- * A target that pins itself after the start: its first breach there moves
- * this process at once, however recent the last read (under emulation a read
- * takes milliseconds, and waiting for the next left hybtrace on the target's
- * CPU for hundreds).
+ * A child that may run anywhere until told (a byte on GO[1]), then pins
+ * itself to CPU 0 and says so (a byte on READY[0]).
  */
-TEST(the_first_breach_of_a_thread_pinned_later_moves_it)
+static pid_t late_pinner(int ready[2], int go[2])
 {
-	cpu_set_t mine, before, zero = cpus(1, 0);
-	int ready[2], go[2];
-	struct ht_own_cpus o;
+	cpu_set_t zero = cpus(1, 0);
 	pid_t child;
 	char byte;
 
-	if (sched_getaffinity(0, sizeof(before), &before) || !CPU_ISSET(0, &before) ||
-	    !CPU_ISSET(1, &before))
-		SKIP_TEST("needs CPUs 0 and 1");
-	CHECK(!pipe(ready) && !pipe(go));
+	if (pipe(ready) || pipe(go))
+		return -1;
 	child = fork();
 	if (child == 0) {
 		if (read(go[0], &byte, 1) != 1 || sched_setaffinity(0, sizeof(zero), &zero) ||
@@ -130,12 +130,37 @@ TEST(the_first_breach_of_a_thread_pinned_later_moves_it)
 		pause();
 		_exit(0);
 	}
+	return child;
+}
+
+/*
+ * A target that pins itself after the start: its first breach there moves
+ * this process at once, however recent the last read (under emulation a read
+ * takes milliseconds, and waiting for the next left hybtrace on the target's
+ * CPU for hundreds): off the breached thread's CPUs even before the read.
+ */
+TEST(the_first_breach_of_a_thread_pinned_later_moves_it)
+{
+	cpu_set_t mine, before;
+	int ready[2], go[2], self[1] = { 0 };
+	struct ht_own_cpus o;
+	pid_t child;
+	char byte;
+
+	if (!may_use_cpus_0_and_1(&before))
+		SKIP_TEST("needs CPUs 0 and 1");
+	child = late_pinner(ready, go);
 	CHECK(child > 0);
 	/* It may run anywhere: nothing moves, not even at its breach. */
-	CHECK(!ht_own_cpus_init(&o, child, now_ns()));
-	CHECK(!ht_own_cpus_breach(&o, 0, child, now_ns()));
+	CHECK(ht_own_cpus_init(&o, child, now_ns()) && !ht_own_cpus_update(&o));
+	CHECK(!ht_own_cpus_breach_due(&o, 0, child, now_ns()));
 	CHECK(write(go[1], "x", 1) == 1 && read(ready[0], &byte, 1) == 1);
-	CHECK(ht_own_cpus_breach(&o, 0, child, now_ns()));
+	CHECK(ht_own_cpus_breach_due(&o, 0, child, now_ns()));
+	/* Off the breached thread's CPUs before the read; the read's move is the one counted. */
+	ht_own_cpus_leave_breached(&o, self, 1);
+	CHECK(!sched_getaffinity(0, sizeof(mine), &mine) && !CPU_ISSET(0, &mine));
+	CHECK(o.moves == 0 && CPU_EQUAL(&o.current, &before));
+	CHECK(ht_own_cpus_update(&o) && o.moves == 1 && !CPU_ISSET(0, &o.current));
 	CHECK(!sched_getaffinity(0, sizeof(mine), &mine) && !CPU_ISSET(0, &mine));
 	/* Its one thread, the one the move waited on, and not for long. */
 	CHECK(o.slowest_tid == getpid() && o.slowest_move_ns > 0 &&

@@ -73,8 +73,7 @@ static int keep_thread(void *ctx, int tid)
 	return 0;
 }
 
-/* Read the target's CPUs now; keep hybtrace's threads off them. Whether that moved them. */
-static bool update(struct ht_own_cpus *o)
+bool ht_own_cpus_update(struct ht_own_cpus *o)
 {
 	uint64_t read_start_ns = thread_cpu_ns();
 	cpu_set_t target, want;
@@ -91,8 +90,15 @@ static bool update(struct ht_own_cpus *o)
 		return false;
 	keep = (struct keep){ .cpus = &want };
 	failed = ht_proc_cover_threads(getpid(), keep_thread, &keep, true);
+	/* The move began at the breach where ht_own_cpus_leave_breached() came first. */
 	o->slowest_tid = keep.slowest_tid;
 	o->slowest_move_ns = keep.slowest_ns;
+	if (o->early_slowest_ns > o->slowest_move_ns) {
+		o->slowest_tid = o->early_slowest_tid;
+		o->slowest_move_ns = o->early_slowest_ns;
+	}
+	o->early_slowest_tid = 0;
+	o->early_slowest_ns = 0;
 	if (failed) {
 		/*
 		 * Where that cannot be done (a CPU went offline, a cpuset
@@ -191,10 +197,10 @@ bool ht_own_cpus_init(struct ht_own_cpus *o, int tgid, uint64_t now_ns)
 	o->current = o->allowed;
 	o->on = true;
 	o->refresh_read_ns = now_ns;
-	return update(o);
+	return true;
 }
 
-bool ht_own_cpus_breach(struct ht_own_cpus *o, unsigned int cpu, int tid, uint64_t now_ns)
+bool ht_own_cpus_breach_due(struct ht_own_cpus *o, unsigned int cpu, int tid, uint64_t now_ns)
 {
 	cpu_set_t thread;
 
@@ -210,12 +216,24 @@ bool ht_own_cpus_breach(struct ht_own_cpus *o, unsigned int cpu, int tid, uint64
 	if (CPU_EQUAL(&thread, &o->allowed) ||
 	    !read_due(o, &o->breach_read_ns, now_ns, BREACH_READ_NS, BREACH_SHARE))
 		return false;
-	return update(o);
+	o->breached = thread;
+	return true;
 }
 
-bool ht_own_cpus_refresh(struct ht_own_cpus *o, uint64_t now_ns)
+void ht_own_cpus_leave_breached(struct ht_own_cpus *o, const int *tids, unsigned int n)
 {
-	if (!o->on || !read_due(o, &o->refresh_read_ns, now_ns, REFRESH_NS, REFRESH_SHARE))
-		return false;
-	return update(o);
+	cpu_set_t want;
+	struct keep keep = { .cpus = &want };
+
+	ht_own_cpus_choose(&o->allowed, &o->breached, &want);
+	/* What fails here fails again in ht_own_cpus_update(), which says so. */
+	for (unsigned int i = 0; i < n; i++)
+		keep_thread(&keep, tids[i] ? tids[i] : (int)gettid());
+	o->early_slowest_tid = keep.slowest_tid;
+	o->early_slowest_ns = keep.slowest_ns;
+}
+
+bool ht_own_cpus_refresh_due(struct ht_own_cpus *o, uint64_t now_ns)
+{
+	return o->on && read_due(o, &o->refresh_read_ns, now_ns, REFRESH_NS, REFRESH_SHARE);
 }

@@ -37,6 +37,10 @@ struct ht_own_cpus {
 	 */
 	int slowest_tid;
 	uint64_t slowest_move_ns;
+	/* The last breach's thread's CPUs, and what moving off them at once waited on. */
+	cpu_set_t breached;
+	int early_slowest_tid;
+	uint64_t early_slowest_ns;
 };
 
 /*
@@ -48,21 +52,38 @@ void ht_own_cpus_choose(const cpu_set_t *allowed, const cpu_set_t *target, cpu_s
 
 /*
  * Start keeping hybtrace's threads (all of them, and those they start later,
- * which inherit where they run) off TGID's CPUs. Nothing where hybtrace may
- * use only one CPU. This and the calls below return whether they moved them.
+ * which inherit where they run) off TGID's CPUs: whether hybtrace may use
+ * more than one CPU; then ht_own_cpus_update() makes the first move.
  */
 bool ht_own_cpus_init(struct ht_own_cpus *o, int tgid, uint64_t now_ns);
 
 /*
- * A breach of thread TID on CPU. Where hybtrace may run there and the thread
- * is kept to some of hybtrace's CPUs, the target's CPUs may have changed
- * since they were read: read them again (at most every 10 ms). A thread that
- * may run anywhere costs one system call.
+ * Read the target's CPUs now (its threads in /proc) and keep hybtrace's
+ * threads off them. Whether that moved them. It may wait on hybtrace's own
+ * threads (reading /proc, moving one): the caller raises the dump builder for
+ * that time (dumper.h).
  */
-bool ht_own_cpus_breach(struct ht_own_cpus *o, unsigned int cpu, int tid, uint64_t now_ns);
+bool ht_own_cpus_update(struct ht_own_cpus *o);
+
+/*
+ * Whether a breach of thread TID on CPU calls for ht_own_cpus_update() now:
+ * where hybtrace may run there and the thread is kept to some of hybtrace's
+ * CPUs, the target's CPUs may have changed since they were read (at most
+ * every 10 ms). A thread that may run anywhere costs one system call.
+ */
+bool ht_own_cpus_breach_due(struct ht_own_cpus *o, unsigned int cpu, int tid, uint64_t now_ns);
+
+/*
+ * After ht_own_cpus_breach_due(): keep the threads TIDS (0: the calling one)
+ * off the breached thread's CPUs at once, before ht_own_cpus_update() reads
+ * the target's other threads and moves all of hybtrace's: reading /proc
+ * takes long under emulation, and the dump builder raised meanwhile
+ * (dumper.h) would run instead of the target all that time.
+ */
+void ht_own_cpus_leave_breached(struct ht_own_cpus *o, const int *tids, unsigned int n);
 
 /* Now and then: the target's threads come and go, and may change their CPUs. */
-bool ht_own_cpus_refresh(struct ht_own_cpus *o, uint64_t now_ns);
+bool ht_own_cpus_refresh_due(struct ht_own_cpus *o, uint64_t now_ns);
 
 /*
  * Whether the last move waited on one thread longer than SLOW_NS: then BUF

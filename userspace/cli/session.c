@@ -186,6 +186,17 @@ static void say_own_cpus(struct session *s, bool moved)
 		where, (double)(int64_t)(monotonic_ns() - s->start_ns) / 1e9);
 }
 
+/*
+ * Read the target's CPUs and keep off them, the dump builder raised meanwhile:
+ * the event loop may wait on it there (dumper.h's ht_dumper_raise()).
+ */
+static void update_own_cpus(struct session *s)
+{
+	ht_dumper_raise(&s->dumper);
+	say_own_cpus(s, ht_own_cpus_update(&s->own_cpus));
+	ht_dumper_lower(&s->dumper);
+}
+
 /* What ran instead while the breached thread waited in a run queue (ht_breach_culprit_interval()). */
 static void fill_culprits(struct session *s, struct ht_breach_info *bi)
 {
@@ -363,7 +374,7 @@ static int on_breach(void *ctx, void *data, size_t size)
 {
 	struct session *s = ctx;
 	struct ht_breach_info bi = { 0 };
-	uint64_t now_ns;
+	bool own_cpus_due;
 
 	if (size < sizeof(bi.b))
 		return 0;
@@ -373,6 +384,22 @@ static int on_breach(void *ctx, void *data, size_t size)
 	if (s->child && bi.b.tid == (uint32_t)s->child && bi.b.start_ns < s->child_held_until_ns) {
 		s->child_hold_breaches++;
 		return 0;
+	}
+	/*
+	 * Woken on the breach's CPU, maybe: the target's, where the dump builder
+	 * may be too. This thread and the builder leave the breached thread's
+	 * CPUs now, the builder raised first (a move waits for it to leave a
+	 * kernel section) and until all is done: what comes first may wait on it
+	 * as well (their mmap lock). The target's other threads are read after
+	 * the freeze, which reading them would put off.
+	 */
+	own_cpus_due = ht_own_cpus_breach_due(&s->own_cpus, bi.b.cpu, (int)bi.b.tid,
+					      monotonic_ns());
+	if (own_cpus_due) {
+		int early[2] = { 0, ht_dumper_builder_tid(&s->dumper) };
+
+		ht_dumper_raise(&s->dumper);
+		ht_own_cpus_leave_breached(&s->own_cpus, early, s->dumper.started ? 2 : 1);
 	}
 	bi.threshold_ns = threshold_of(s->opt, bi.b.kind);
 	/* Sent at the end for a thread still in its syscall, by tid alone: its name is ours to find. */
@@ -398,13 +425,8 @@ static int on_breach(void *ctx, void *data, size_t size)
 	}
 	/* The dump first: its sources freeze at the window's end, whatever we do here. */
 	offer_breach_dump(s, &bi);
-	/*
-	 * Woken on the breach's CPU, maybe: the target's. Off it now, after the
-	 * freeze (reading the target's CPUs and moving threads take longer than
-	 * the freeze itself); a no-op once hybtrace keeps off it.
-	 */
-	now_ns = monotonic_ns();
-	say_own_cpus(s, ht_own_cpus_breach(&s->own_cpus, bi.b.cpu, (int)bi.b.tid, now_ns));
+	if (own_cpus_due)
+		update_own_cpus(s);
 	note_breach(s, &bi.b, bi.process_comm);
 	if (s->out_gone) {
 		s->unwritten++;
@@ -1298,7 +1320,8 @@ static void housekeeping(struct session *s)
 	}
 	ht_monitor_forget_exited(&s->monitor, forget_before);
 	take_gone_processes(s);
-	say_own_cpus(s, ht_own_cpus_refresh(&s->own_cpus, now));
+	if (ht_own_cpus_refresh_due(&s->own_cpus, now))
+		update_own_cpus(s);
 	report_new_losses(s);
 	check_recorder_reach(s, now);
 	/* The dump builder writes to the stream too: its failures are seen here. */
@@ -1808,8 +1831,8 @@ static int start_session(struct session *s, const struct ht_options *o)
 	if (o->rt_priority && set_realtime(o->rt_priority))
 		return HT_EXIT_FAILURE;
 	/* The dump builder runs by now: both threads keep off the target's CPUs. */
-	if (tgid)
-		say_own_cpus(s, ht_own_cpus_init(&s->own_cpus, tgid, monotonic_ns()));
+	if (tgid && ht_own_cpus_init(&s->own_cpus, tgid, monotonic_ns()))
+		update_own_cpus(s);
 	return open_loop_fds(s) ? HT_EXIT_FAILURE : 0;
 }
 

@@ -557,6 +557,29 @@ int ht_dumper_builder_tid(const struct ht_dumper *d)
 	return d->builder_tid;
 }
 
+bool ht_dumper_raise(struct ht_dumper *d)
+{
+	int nice;
+
+	if (!d->started || d->raised || taken(&d->exited))
+		return d->raised;
+	/* This thread's own nice value (PRIO_PROCESS 0 is the calling thread on Linux). */
+	errno = 0;
+	nice = getpriority(PRIO_PROCESS, 0);
+	if (errno || nice >= BUILDER_NICE)
+		return false;
+	d->raised = !setpriority(PRIO_PROCESS, (id_t)d->builder_tid, nice);
+	return d->raised;
+}
+
+void ht_dumper_lower(struct ht_dumper *d)
+{
+	if (!d->raised)
+		return;
+	setpriority(PRIO_PROCESS, (id_t)d->builder_tid, BUILDER_NICE);
+	d->raised = false;
+}
+
 int ht_dumper_fd(const struct ht_dumper *d)
 {
 	return d->started ? d->wake_fd : -1;
@@ -820,6 +843,7 @@ void ht_dumper_stop(struct ht_dumper *d)
 		wait_bell(d->wake_fd, 100);
 	}
 	pthread_join(d->thread, NULL);
+	d->raised = false;
 	collect(d);
 	/* What the builder never took: a replaced dump to remove, a dump to write. */
 	if (taken(&d->remove_full))

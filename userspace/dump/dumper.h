@@ -106,6 +106,7 @@ struct ht_dumper {
 	/* The event loop's: the candidates the policy holds (by its ids) and the policy. */
 	struct ht_dump_held held[HT_DUMP_HELD];
 	struct ht_dump_engine engine;
+	bool raised;	      /* the builder runs at SCHED_FIFO (ht_dumper_raise) */
 	bool building;	      /* a dump is with the builder */
 	uint64_t building_t0; /* the window start of that dump */
 	struct ht_dump_rank building_rank;
@@ -130,6 +131,25 @@ int ht_dumper_start(struct ht_dumper *d, const struct ht_dumper_config *cfg);
 
 /* The builder thread's id, once ht_dumper_start returned 0. */
 int ht_dumper_builder_tid(const struct ht_dumper *d);
+
+/*
+ * Run the builder at the event loop's own nice value until ht_dumper_lower(),
+ * while the event loop reads the target's threads in /proc and moves
+ * hybtrace's own off its CPUs (own_cpus.h). At nice 19 on the target's busy
+ * CPU the builder may wait there hundreds of ms, preempted inside a kernel
+ * section that the event loop then waits on too: on PREEMPT_RT a sleeping
+ * spinlock (a /proc dentry's, the target's task lock), their process's mmap
+ * lock, or a migrate-disabled section that holds up the builder's own move.
+ * Priority inheritance does not lift a nice value; raised, it gets its turn
+ * there within milliseconds and leaves the section. Not above the event
+ * loop: SCHED_FIFO was tried, and once moved to the event loop's CPU the
+ * builder kept it from the event loop, which was to lower it, for as long as
+ * it had work. Whether it is raised (that needs CAP_SYS_NICE). Event loop only.
+ */
+bool ht_dumper_raise(struct ht_dumper *d);
+
+/* Back to SCHED_OTHER at its nice value; nothing where it was not raised. */
+void ht_dumper_lower(struct ht_dumper *d);
 
 /* Offer a job; returns what the policy decided (and prints it). Event loop only. */
 enum ht_dump_decision ht_dumper_offer(struct ht_dumper *d, const struct ht_dump_job *job);
