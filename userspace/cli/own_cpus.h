@@ -77,8 +77,8 @@ bool ht_own_cpus_breach_due(struct ht_own_cpus *o, unsigned int cpu, int tid, ui
  * After ht_own_cpus_breach_due(): keep the threads TIDS (0: the calling one)
  * off the breached thread's CPUs at once, before ht_own_cpus_update() reads
  * the target's other threads and moves all of hybtrace's: reading /proc
- * takes long under emulation, and the dump builder raised meanwhile
- * (dumper.h) would run instead of the target all that time.
+ * takes long under emulation, and the dump builder, raised meanwhile
+ * (dumper.h), would take its turns on the target's CPU all that time.
  */
 void ht_own_cpus_leave_breached(struct ht_own_cpus *o, const int *tids, unsigned int n);
 

@@ -142,9 +142,9 @@ int ht_dumper_builder_tid(const struct ht_dumper *d);
  * lock, or a migrate-disabled section that holds up the builder's own move.
  * Priority inheritance does not lift a nice value; raised, it gets its turn
  * there within milliseconds and leaves the section. Not above the event
- * loop: SCHED_FIFO was tried, and once moved to the event loop's CPU the
- * builder kept it from the event loop, which was to lower it, for as long as
- * it had work. Whether it is raised (that needs CAP_SYS_NICE). Event loop only.
+ * loop: at SCHED_FIFO, once moved to the event loop's CPU, the builder could
+ * keep it from the event loop, which is to lower it, for as long as it had
+ * work. Whether it is raised (that needs CAP_SYS_NICE). Event loop only.
  */
 bool ht_dumper_raise(struct ht_dumper *d);
 
