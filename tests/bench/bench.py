@@ -159,9 +159,9 @@ class Output:
             self.done = True
             self.cond.notify_all()
 
-    def wait_for(self, pattern, timeout_s, what, start=0):
+    def wait_for(self, pattern, timeout_s, what, start=0, context=None):
         """Index of the first line from START on that matches PATTERN; BenchFailure when the
-        output ends first or TIMEOUT_S passes."""
+        output ends first or TIMEOUT_S passes, with what CONTEXT() says about the child."""
         deadline = time.monotonic() + timeout_s
         i = start
         with self.cond:
@@ -172,9 +172,9 @@ class Output:
                     i += 1
                 left = deadline - time.monotonic()
                 if self.done or left <= 0:
-                    raise BenchFailure("%s: %s; its output ends with: %s" % (
+                    raise BenchFailure("%s: %s; its output ends with: %s%s" % (
                         what, "it exited" if self.done else "timed out after %d s" % timeout_s,
-                        "".join(self.lines[-20:])[-2000:]))
+                        "".join(self.lines[-20:])[-2000:], context() if context else ""))
                 self.cond.wait(left)
 
     def count(self, pattern):
@@ -739,6 +739,22 @@ def wait_exit(p, timeout_s):
         time.sleep(0.02)
 
 
+def said_by(h, err, target=None):
+    """What a wait_for failure adds: how hybtrace H ended, the end of its stderr ERR, and
+    whether TARGET (a Popen, or a name for one hybtrace runs) had ended."""
+    def context():
+        time.sleep(0.5)
+        parts = ["hybtrace %s" % ("runs" if h.poll() is None else "exited with %d" % h.returncode)]
+        if isinstance(target, subprocess.Popen):
+            rc = target.poll()
+            parts.append("%s %s" % (os.path.basename(target.args[0]),
+                                    "runs" if rc is None else "exited with %d" % rc))
+        lines = err.lines[-12:]
+        parts.append("its stderr ends with: %s" % ("".join(lines)[-1500:] if lines else "(nothing)"))
+        return "; " + "; ".join(parts)
+    return context
+
+
 def manual_dumps(args):
     """A 20 ms window of 4 busy threads: trigger to file on disk, size; CPU and RSS over a run.
 
@@ -763,7 +779,7 @@ def manual_dumps(args):
             for _ in range(3 if args.smoke else 10):
                 h.send_signal(signal.SIGUSR2)
                 at = out.wait_for(r'"type":"dump"', 60, "hybtrace wrote no dump for SIGUSR2",
-                                  at + 1)
+                                  at + 1, said_by(h, err, wl))
             time.sleep(max(0.0, seconds - (time.monotonic() - attached_s)))
             cpu_s = cpu_seconds_of(h.pid)
             # Its CPU goes by the breach: the busy threads' run-queue waits pass --rq-delay.
@@ -870,22 +886,27 @@ def window_dumps(binary, scenario, smoke):
                 raise BenchFailure("the demo under %s exited with %d: %s" % (
                     binary, p.returncode, p.stderr[-1000:]))
         else:
-            loops = 200_000 if smoke else 1_000_000
+            # pipe -T runs until hybtrace, told SIGTERM, passes it on: a loop count that
+            # ended it between a SIGUSR2 and its dump would leave that dump unwritten.
             h = subprocess.Popen([binary, "run", "--json", "--quiet", "--rq-delay", "off",
                                   "--pre", "20ms", "--post", "0ms", "--output", d, "--",
-                                  "perf", "bench", "sched", "pipe", "-T", "-l", str(loops)],
+                                  "perf", "bench", "sched", "pipe", "-T", "-l", "1000000000"],
                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-            o = Output(h.stdout)
-            at = o.wait_for(r'"type":"attached"', ATTACH_TIMEOUT_S,
-                            "hybtrace did not say it was attached")
-            for _ in range(3 if smoke else 8):
-                time.sleep(0.5)
-                if h.poll() is not None:
-                    break
-                h.send_signal(signal.SIGUSR2)
-                at = o.wait_for(r'"type":"dump"', 60, "hybtrace wrote no dump for SIGUSR2",
-                                at + 1)
-            h.wait(timeout=300)
+            o, err = Output(h.stdout), Output(h.stderr)
+            try:
+                at = o.wait_for(r'"type":"attached"', ATTACH_TIMEOUT_S,
+                                "hybtrace did not say it was attached", 0, said_by(h, err))
+                for _ in range(3 if smoke else 8):
+                    time.sleep(0.5)
+                    h.send_signal(signal.SIGUSR2)
+                    at = o.wait_for(r'"type":"dump"', 60, "hybtrace wrote no dump for SIGUSR2",
+                                    at + 1, said_by(h, err))
+                h.send_signal(signal.SIGTERM)
+                h.wait(timeout=60)
+            finally:
+                if h.poll() is None:
+                    h.kill()
+                    h.wait()
             lines = o.text().splitlines()
         dumps = [json.loads(l) for l in lines if '"type":"dump"' in l]
     if not dumps:
