@@ -137,6 +137,8 @@ TEST(a_raised_builder_runs_at_once_where_its_cpu_is_busy)
 		SKIP_TEST("needs two CPUs");
 	cfg.test_builder_busy_cpu = (unsigned int)last;
 	CHECK(ht_dumper_start(d, &cfg) == 0);
+	/* This thread sleeps as an event loop in epoll_wait would: no stall for the guard. */
+	ht_loop_beat_waits(&d->beat);
 	tid = ht_dumper_builder_tid(d);
 	/* It lowers itself to nice 19 once ready. */
 	for (int i = 0; i < 100 && getpriority(PRIO_PROCESS, (id_t)tid) != 19; i++)
@@ -156,8 +158,11 @@ TEST(a_raised_builder_runs_at_once_where_its_cpu_is_busy)
 		SKIP_TEST("cannot lower a thread's nice value (CAP_SYS_NICE)");
 	}
 	CHECK(getpriority(PRIO_PROCESS, (id_t)tid) == getpriority(PRIO_PROCESS, 0));
+	/* Raises nest (the event loop's, the guard's): lowered with the last. */
 	CHECK(ht_dumper_raise(d));
 	raised = runs_in(tid, 400);
+	ht_dumper_lower(d);
+	CHECK(getpriority(PRIO_PROCESS, (id_t)tid) == getpriority(PRIO_PROCESS, 0));
 	ht_dumper_lower(d);
 	hogs_stop = 1;
 	for (int i = 0; i < 2; i++)

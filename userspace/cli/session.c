@@ -398,6 +398,7 @@ static int on_breach(void *ctx, void *data, size_t size)
 	if (own_cpus_due) {
 		int early[2] = { 0, ht_dumper_builder_tid(&s->dumper) };
 
+		/* Lowered once update_own_cpus() below is done. */
 		ht_dumper_raise(&s->dumper);
 		ht_own_cpus_leave_breached(&s->own_cpus, early, s->dumper.started ? 2 : 1);
 	}
@@ -425,8 +426,10 @@ static int on_breach(void *ctx, void *data, size_t size)
 	}
 	/* The dump first: its sources freeze at the window's end, whatever we do here. */
 	offer_breach_dump(s, &bi);
-	if (own_cpus_due)
+	if (own_cpus_due) {
 		update_own_cpus(s);
+		ht_dumper_lower(&s->dumper);
+	}
 	note_breach(s, &bi.b, bi.process_comm);
 	if (s->out_gone) {
 		s->unwritten++;
@@ -555,6 +558,10 @@ static void print_dump_stats_text(struct session *s, FILE *f)
 		(unsigned long long)d.skipped[HT_DUMP_SKIP_DISK],
 		(unsigned long long)d.skipped[HT_DUMP_SKIP_BUSY],
 		s->opt->dump_rule == HT_DUMP_RULE_FIRST ? "first" : "worst");
+	/* The builder_guard.h figure: said where it happened. */
+	if (ht_dumper_stalls_lifted(&s->dumper))
+		fprintf(f, "  dump builder: raised %llu times while hybtrace's event loop waited on "
+			   "it\n", (unsigned long long)ht_dumper_stalls_lifted(&s->dumper));
 }
 
 static uint64_t recorder_records_per_cpu(const struct session *s)
@@ -749,6 +756,7 @@ static void print_dump_stats_json(struct session *s, struct ht_json *j)
 	ht_json_u64(j, "written", d.written);
 	ht_json_u64(j, "replaced", d.replaced);
 	ht_json_u64(j, "failed", d.failed);
+	ht_json_u64(j, "builder_lifts", ht_dumper_stalls_lifted(&s->dumper));
 	ht_json_object(j, "skipped");
 	ht_json_u64(j, "min_interval", d.skipped[HT_DUMP_SKIP_INTERVAL]);
 	ht_json_u64(j, "max_dumps", d.skipped[HT_DUMP_SKIP_COUNT]);
@@ -1425,7 +1433,10 @@ static int run_loop(struct session *s)
 		int n;
 
 		arm_dump_timer(s);
+		/* Waiting here is no stall: the dump builder's guard looks at the rest. */
+		ht_loop_beat_waits(&s->dumper.beat);
 		n = epoll_wait(s->epfd, events, 8, -1);
+		ht_loop_beat_woke(&s->dumper.beat);
 
 		if (n < 0) {
 			if (errno == EINTR)

@@ -325,8 +325,12 @@ static void idle(struct ht_dumper *d, uint64_t now)
 	flush_lines(d);
 	now = ht_clock_ns(CLOCK_MONOTONIC);
 	due = next_due(d);
-	if (due > now)
+	if (due > now) {
+		/* Waiting, it holds nothing the event loop could wait on: the guard sleeps too. */
+		ht_guard_idle_enter(&d->builder_idle);
 		wait_bell(d->builder_fd, (int)((due - now + 999999) / 1000000));
+		ht_guard_idle_leave(&d->builder_idle);
+	}
 }
 
 static void say_no_start_cpu(const struct ht_dumper_config *cfg, int err)
@@ -444,6 +448,35 @@ static void close_fds(struct ht_dumper *d)
 		close(d->builder_fd);
 }
 
+static bool guard_raise(void *ctx)
+{
+	return ht_dumper_raise(ctx);
+}
+
+static void guard_lower(void *ctx)
+{
+	ht_dumper_lower(ctx);
+}
+
+/*
+ * The guard watches the calling thread, the event loop, from here on. Without
+ * one the session goes on: only a stall of the event loop lasts longer.
+ */
+static void start_guard(struct ht_dumper *d)
+{
+	struct ht_builder_guard *g = &d->guard;
+	int err;
+
+	*g = (struct ht_builder_guard){ .beat = &d->beat, .builder = &d->builder_idle,
+					.raise = guard_raise, .lower = guard_lower, .ctx = d };
+	err = pthread_getcpuclockid(pthread_self(), &g->loop_clock);
+	if (err)
+		ht_fail("cannot read the event loop's CPU clock: %s", strerror(err));
+	if (err || ht_builder_guard_start(g))
+		ht_warn("%s; a stall of the event loop on the dump builder lasts until the "
+			"builder gets its turn", ht_last_error());
+}
+
 int ht_dumper_start(struct ht_dumper *d, const struct ht_dumper_config *cfg)
 {
 	pthread_attr_t attr;
@@ -452,6 +485,14 @@ int ht_dumper_start(struct ht_dumper *d, const struct ht_dumper_config *cfg)
 	memset(d, 0, sizeof(*d));
 	d->cfg = *cfg;
 	d->started_ns = ht_clock_ns(CLOCK_MONOTONIC);
+	pthread_mutex_init(&d->raise_lock, NULL);
+	/* The event loop is busy until its first epoll_wait. */
+	d->beat.busy = 1;
+	/* What a raise lifts the builder to: this thread's (PRIO_PROCESS 0 is the caller). */
+	errno = 0;
+	d->loop_nice = getpriority(PRIO_PROCESS, 0);
+	if (errno)
+		d->loop_nice = BUILDER_NICE;
 	d->late_until_ns = d->started_ns + cfg->test_builder_late_ns;
 	d->warm_due_ns = (cfg->test_builder_late_ns ? d->late_until_ns : d->started_ns) +
 			 WARM_FAST_INTERVAL_NS;
@@ -488,6 +529,7 @@ int ht_dumper_start(struct ht_dumper *d, const struct ht_dumper_config *cfg)
 	}
 	ht_dump_engine_init(&d->engine, &d->cfg.policy);
 	d->started = true;
+	start_guard(d);
 	return 0;
 }
 
@@ -559,25 +601,35 @@ int ht_dumper_builder_tid(const struct ht_dumper *d)
 
 bool ht_dumper_raise(struct ht_dumper *d)
 {
-	int nice;
+	bool raised;
 
-	if (!d->started || d->raised || taken(&d->exited))
-		return d->raised;
-	/* This thread's own nice value (PRIO_PROCESS 0 is the calling thread on Linux). */
-	errno = 0;
-	nice = getpriority(PRIO_PROCESS, 0);
-	if (errno || nice >= BUILDER_NICE)
+	if (!d->started)
 		return false;
-	d->raised = !setpriority(PRIO_PROCESS, (id_t)d->builder_tid, nice);
-	return d->raised;
+	pthread_mutex_lock(&d->raise_lock);
+	/* Not a thread that exited: its id may be another's by now. */
+	if (d->raise_holds++ == 0 && !taken(&d->exited) && d->loop_nice < BUILDER_NICE)
+		d->raised = !setpriority(PRIO_PROCESS, (id_t)d->builder_tid, d->loop_nice);
+	raised = d->raised;
+	pthread_mutex_unlock(&d->raise_lock);
+	return raised;
 }
 
 void ht_dumper_lower(struct ht_dumper *d)
 {
-	if (!d->raised)
+	if (!d->started)
 		return;
-	setpriority(PRIO_PROCESS, (id_t)d->builder_tid, BUILDER_NICE);
-	d->raised = false;
+	pthread_mutex_lock(&d->raise_lock);
+	if (d->raise_holds && --d->raise_holds == 0 && d->raised) {
+		if (!taken(&d->exited))
+			setpriority(PRIO_PROCESS, (id_t)d->builder_tid, BUILDER_NICE);
+		d->raised = false;
+	}
+	pthread_mutex_unlock(&d->raise_lock);
+}
+
+uint64_t ht_dumper_stalls_lifted(const struct ht_dumper *d)
+{
+	return ht_builder_guard_lifts(&d->guard);
 }
 
 int ht_dumper_fd(const struct ht_dumper *d)
@@ -843,7 +895,8 @@ void ht_dumper_stop(struct ht_dumper *d)
 		wait_bell(d->wake_fd, 100);
 	}
 	pthread_join(d->thread, NULL);
-	d->raised = false;
+	/* Lowers what it raised: to a builder that is gone, nothing is done. */
+	ht_builder_guard_stop(&d->guard);
 	collect(d);
 	/* What the builder never took: a replaced dump to remove, a dump to write. */
 	if (taken(&d->remove_full))

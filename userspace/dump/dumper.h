@@ -28,6 +28,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include "base/text_ring.h"
+#include "dump/builder_guard.h"
 #include "dump/dump_build.h"
 #include "dump/dump_policy.h"
 
@@ -106,7 +107,15 @@ struct ht_dumper {
 	/* The event loop's: the candidates the policy holds (by its ids) and the policy. */
 	struct ht_dump_held held[HT_DUMP_HELD];
 	struct ht_dump_engine engine;
-	bool raised;	      /* the builder runs at SCHED_FIFO (ht_dumper_raise) */
+	/* The builder's raise (ht_dumper_raise), by the event loop and the guard. */
+	pthread_mutex_t raise_lock;
+	unsigned int raise_holds;
+	bool raised;	/* it runs at loop_nice, not BUILDER_NICE */
+	int loop_nice;	/* the event loop's nice value at the start */
+	/* The event loop keeps the beat around its epoll_wait; the guard reads it. */
+	struct ht_loop_beat beat;
+	struct ht_guard_idle builder_idle;
+	struct ht_builder_guard guard;
 	bool building;	      /* a dump is with the builder */
 	uint64_t building_t0; /* the window start of that dump */
 	struct ht_dump_rank building_rank;
@@ -135,21 +144,27 @@ int ht_dumper_builder_tid(const struct ht_dumper *d);
 /*
  * Run the builder at the event loop's own nice value until ht_dumper_lower(),
  * while the event loop reads the target's threads in /proc and moves
- * hybtrace's own off its CPUs (own_cpus.h). At nice 19 on the target's busy
- * CPU the builder may wait there hundreds of ms, preempted inside a kernel
- * section that the event loop then waits on too: on PREEMPT_RT a sleeping
- * spinlock (a /proc dentry's, the target's task lock), their process's mmap
- * lock, or a migrate-disabled section that holds up the builder's own move.
- * Priority inheritance does not lift a nice value; raised, it gets its turn
- * there within milliseconds and leaves the section. Not above the event
- * loop: at SCHED_FIFO, once moved to the event loop's CPU, the builder could
- * keep it from the event loop, which is to lower it, for as long as it had
- * work. Whether it is raised (that needs CAP_SYS_NICE). Event loop only.
+ * hybtrace's own off its CPUs (own_cpus.h), and while the guard finds the
+ * event loop stalled (builder_guard.h). At nice 19 on the target's busy CPU
+ * the builder may wait there hundreds of ms, preempted inside a kernel
+ * section that the event loop then waits on too: their process's mmap lock,
+ * its file table's lock, on PREEMPT_RT a sleeping spinlock (a /proc dentry's,
+ * the target's task lock), or a migrate-disabled section that holds up the
+ * builder's own move. Priority inheritance does not lift a nice value;
+ * raised, it gets its turn there within milliseconds and leaves the section.
+ * Not above the event loop: at SCHED_FIFO, once moved to the event loop's
+ * CPU, the builder could keep it from the event loop, which is to lower it,
+ * for as long as it had work. Raises nest: each ht_dumper_raise() has its
+ * ht_dumper_lower(), and the builder is lowered with the last. Whether it is
+ * raised (that needs CAP_SYS_NICE).
  */
 bool ht_dumper_raise(struct ht_dumper *d);
 
-/* Back to SCHED_OTHER at its nice value; nothing where it was not raised. */
+/* The raise's end: back at nice 19 once no raise holds. */
 void ht_dumper_lower(struct ht_dumper *d);
+
+/* The event loop's turns that stalled with the builder raised by the guard, so far. */
+uint64_t ht_dumper_stalls_lifted(const struct ht_dumper *d);
 
 /* Offer a job; returns what the policy decided (and prints it). Event loop only. */
 enum ht_dump_decision ht_dumper_offer(struct ht_dumper *d, const struct ht_dump_job *job);

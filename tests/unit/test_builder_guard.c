@@ -1,0 +1,306 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * The dump builder's guard (dump/builder_guard.h), with a builder of the
+ * test's own: a thread at nice 19 on a CPU two spinning threads keep busy,
+ * holding a lock the "event loop" (this thread) then waits on.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+#include "check.h"
+#include "dump/builder_guard.h"
+
+static uint64_t now_ns(clockid_t clock)
+{
+	struct timespec ts;
+
+	clock_gettime(clock, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+static void sleep_ms(long ms)
+{
+	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
+
+	nanosleep(&ts, NULL);
+}
+
+/* The last CPU this thread may use, or -1 where it has fewer than two. */
+static int last_of_two_cpus(void)
+{
+	cpu_set_t all;
+	int last = -1;
+
+	if (sched_getaffinity(0, sizeof(all), &all) || CPU_COUNT(&all) < 2)
+		return -1;
+	for (int cpu = 0; cpu < CPU_SETSIZE; cpu++)
+		if (CPU_ISSET(cpu, &all))
+			last = cpu;
+	return last;
+}
+
+static void pin_to(int cpu)
+{
+	cpu_set_t one;
+
+	CPU_ZERO(&one);
+	CPU_SET(cpu, &one);
+	sched_setaffinity(0, sizeof(one), &one);
+}
+
+/* The test's builder: on its CPU at nice 19, it holds LOCK while it computes WORK_NS. */
+struct fake_builder {
+	int cpu, tid;
+	struct ht_guard_idle idle;
+	pthread_mutex_t lock;
+	int go, holding, release, done;
+	uint64_t work_ns;
+	/* The raise the guard calls, nested as the dumper's. */
+	int holds, raised_to;
+};
+
+static bool fake_raise(void *ctx)
+{
+	struct fake_builder *b = ctx;
+
+	if (b->holds++ == 0 && b->tid)
+		setpriority(PRIO_PROCESS, (id_t)b->tid, b->raised_to);
+	return true;
+}
+
+static void fake_lower(void *ctx)
+{
+	struct fake_builder *b = ctx;
+
+	if (--b->holds == 0 && b->tid)
+		setpriority(PRIO_PROCESS, (id_t)b->tid, 19);
+}
+
+static void *fake_builder_main(void *arg)
+{
+	struct fake_builder *b = arg;
+
+	pin_to(b->cpu);
+	setpriority(PRIO_PROCESS, 0, 19);
+	__atomic_store_n(&b->tid, (int)syscall(SYS_gettid), __ATOMIC_RELEASE);
+	ht_guard_idle_enter(&b->idle);
+	while (!__atomic_load_n(&b->go, __ATOMIC_ACQUIRE))
+		sleep_ms(1);
+	ht_guard_idle_leave(&b->idle);
+	pthread_mutex_lock(&b->lock);
+	__atomic_store_n(&b->holding, 1, __ATOMIC_RELEASE);
+	/* Its own CPU time: on its busy CPU at nice 19 that takes long. */
+	for (uint64_t t0 = now_ns(CLOCK_THREAD_CPUTIME_ID);
+	     now_ns(CLOCK_THREAD_CPUTIME_ID) - t0 < b->work_ns &&
+	     !__atomic_load_n(&b->release, __ATOMIC_ACQUIRE);)
+		;
+	pthread_mutex_unlock(&b->lock);
+	ht_guard_idle_enter(&b->idle);
+	__atomic_store_n(&b->done, 1, __ATOMIC_RELEASE);
+	return NULL;
+}
+
+static volatile int hogs_stop;
+
+static void *hog(void *arg)
+{
+	pin_to(*(int *)arg);
+	while (!hogs_stop)
+		;
+	return NULL;
+}
+
+/*
+ * How long this thread, as the event loop in a turn, waits for the builder's
+ * lock, at most LIMIT_MS: the builder takes it before the hogs start, then
+ * computes behind them.
+ */
+static long stall_ms(struct fake_builder *b, struct ht_loop_beat *beat, long limit_ms)
+{
+	pthread_t thread, hogs[2];
+	struct timespec deadline;
+	uint64_t t0;
+	long ms;
+	int rc;
+
+	b->go = b->holding = b->release = b->done = b->tid = 0;
+	CHECK(!pthread_create(&thread, NULL, fake_builder_main, b));
+	while (!__atomic_load_n(&b->tid, __ATOMIC_ACQUIRE))
+		sleep_ms(1);
+	__atomic_store_n(&b->go, 1, __ATOMIC_RELEASE);
+	while (!__atomic_load_n(&b->holding, __ATOMIC_ACQUIRE))
+		sleep_ms(1);
+	hogs_stop = 0;
+	for (int i = 0; i < 2; i++)
+		CHECK(!pthread_create(&hogs[i], NULL, hog, &b->cpu));
+	ht_loop_beat_woke(beat);
+	t0 = now_ns(CLOCK_MONOTONIC);
+	clock_gettime(CLOCK_REALTIME, &deadline);
+	deadline.tv_sec += limit_ms / 1000;
+	deadline.tv_nsec += (limit_ms % 1000) * 1000000L;
+	if (deadline.tv_nsec >= 1000000000L) {
+		deadline.tv_sec++;
+		deadline.tv_nsec -= 1000000000L;
+	}
+	rc = pthread_mutex_timedlock(&b->lock, &deadline);
+	ms = (long)((now_ns(CLOCK_MONOTONIC) - t0) / 1000000);
+	if (rc) {
+		/* Still held: let it go, and wait until it has. */
+		__atomic_store_n(&b->release, 1, __ATOMIC_RELEASE);
+		pthread_mutex_lock(&b->lock);
+	}
+	pthread_mutex_unlock(&b->lock);
+	hogs_stop = 1;
+	for (int i = 0; i < 2; i++)
+		pthread_join(hogs[i], NULL);
+	pthread_join(thread, NULL);
+	ht_loop_beat_waits(beat);
+	return ms;
+}
+
+/*
+ * The event loop waits on a lock the builder holds while it computes 20 ms
+ * of CPU at nice 19 behind two spinning threads (0.7% of that CPU: seconds).
+ * Without the guard it waits on; with it, the builder is raised within two
+ * ticks and gives the lock back, raised once, and is lowered when the turn
+ * ends.
+ */
+TEST(a_stalled_event_loop_gets_the_builder_raised)
+{
+	struct fake_builder b = { .work_ns = 20000000ULL };
+	struct ht_loop_beat beat = { 0 };
+	struct ht_builder_guard g = { 0 };
+	long alone_ms, guarded_ms;
+
+	b.cpu = last_of_two_cpus();
+	if (b.cpu < 0)
+		SKIP_TEST("needs two CPUs");
+	errno = 0;
+	b.raised_to = getpriority(PRIO_PROCESS, 0);
+	if (setpriority(PRIO_PROCESS, 0, b.raised_to - 1))
+		SKIP_TEST("cannot lower a thread's nice value (CAP_SYS_NICE)");
+	setpriority(PRIO_PROCESS, 0, b.raised_to);
+	pthread_mutex_init(&b.lock, NULL);
+
+	alone_ms = stall_ms(&b, &beat, 1000);
+	b.tid = 0;
+
+	g = (struct ht_builder_guard){ .beat = &beat, .builder = &b.idle, .raise = fake_raise,
+				       .lower = fake_lower, .ctx = &b };
+	CHECK(!pthread_getcpuclockid(pthread_self(), &g.loop_clock));
+	CHECK(!ht_builder_guard_start(&g));
+	guarded_ms = stall_ms(&b, &beat, 1000);
+	/* The turn ended: lowered at the next tick. */
+	sleep_ms(3 * HT_GUARD_TICK_NS / 1000000);
+	CHECK(b.holds == 0);
+	ht_builder_guard_stop(&g);
+	if (alone_ms < 1000 || guarded_ms > 500 || ht_builder_guard_lifts(&g) != 1)
+		printf("     waited %ld ms alone, %ld ms with the guard (%llu lifts)\n", alone_ms,
+		       guarded_ms, (unsigned long long)ht_builder_guard_lifts(&g));
+	/* Alone, the premise: the builder keeps the lock past the limit. */
+	CHECK(alone_ms >= 1000);
+	/* Two ticks and 20 ms at a third of the CPU: 100 ms; 500 on a loaded machine. */
+	CHECK(guarded_ms <= 500);
+	CHECK(ht_builder_guard_lifts(&g) == 1);
+}
+
+/* The voluntary switches of this process's thread named NAME so far (-1: none such). */
+static long switches_of(const char *name)
+{
+	char path[300], line[128];
+	struct dirent *e;
+	long n = -1;
+	DIR *dir = opendir("/proc/self/task");
+
+	while (dir && n < 0 && (e = readdir(dir))) {
+		FILE *f;
+
+		snprintf(path, sizeof(path), "/proc/self/task/%s/comm", e->d_name);
+		f = fopen(path, "r");
+		if (!f)
+			continue;
+		if (fgets(line, sizeof(line), f) && !strncmp(line, name, strlen(name))) {
+			fclose(f);
+			snprintf(path, sizeof(path), "/proc/self/task/%s/status", e->d_name);
+			f = fopen(path, "r");
+			while (f && fgets(line, sizeof(line), f))
+				if (sscanf(line, "voluntary_ctxt_switches: %ld", &n) == 1)
+					break;
+		}
+		if (f)
+			fclose(f);
+	}
+	if (dir)
+		closedir(dir);
+	return n;
+}
+
+static int raises;
+
+static bool count_raise(void *ctx)
+{
+	(void)ctx;
+	raises++;
+	return true;
+}
+
+static void count_lower(void *ctx)
+{
+	(void)ctx;
+}
+
+/*
+ * No stall, no raise: an event loop waiting for events, or computing in a
+ * turn, is left alone while the builder works; while the builder waits for
+ * work the guard does too, with no ticks.
+ */
+TEST(the_guard_raises_for_stalls_only_and_sleeps_with_the_builder)
+{
+	struct ht_guard_idle idle = { 0 };
+	struct ht_loop_beat beat = { 0 };
+	struct ht_builder_guard g = { .beat = &beat, .builder = &idle, .raise = count_raise,
+				      .lower = count_lower };
+	long before, ticks_working, ticks_idle;
+	uint64_t t0;
+
+	CHECK(!pthread_getcpuclockid(pthread_self(), &g.loop_clock));
+	CHECK(!ht_builder_guard_start(&g));
+	sleep_ms(50);
+	raises = 0;
+	/* The builder works; the event loop waits in epoll_wait. */
+	before = switches_of("hybtrace-guard");
+	sleep_ms(300);
+	ticks_working = switches_of("hybtrace-guard") - before;
+	/* The event loop computes for 300 ms in one turn. */
+	ht_loop_beat_woke(&beat);
+	for (t0 = now_ns(CLOCK_THREAD_CPUTIME_ID); now_ns(CLOCK_THREAD_CPUTIME_ID) - t0 < 300000000ULL;)
+		;
+	ht_loop_beat_waits(&beat);
+	CHECK(raises == 0);
+	/* The builder waits for work: so does the guard. */
+	ht_guard_idle_enter(&idle);
+	sleep_ms(50);
+	before = switches_of("hybtrace-guard");
+	sleep_ms(300);
+	ticks_idle = switches_of("hybtrace-guard") - before;
+	/* And it wakes when the builder does. */
+	ht_guard_idle_leave(&idle);
+	before = switches_of("hybtrace-guard");
+	sleep_ms(100);
+	CHECK(switches_of("hybtrace-guard") - before >= 2);
+	ht_builder_guard_stop(&g);
+	if (ticks_working < 5 || ticks_idle > 1)
+		printf("     guard's switches in 300 ms: %ld while the builder works, %ld while "
+		       "it waits\n", ticks_working, ticks_idle);
+	/* 15 ticks in 300 ms while it works, none while it waits. */
+	CHECK(ticks_working >= 5);
+	CHECK(ticks_idle <= 1);
+	CHECK(ht_builder_guard_lifts(&g) == 0);
+}

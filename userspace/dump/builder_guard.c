@@ -1,0 +1,182 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+#include <alloca.h>
+#include <errno.h>
+#include <linux/futex.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#include "base/log.h"
+#include "dump/builder_guard.h"
+
+#define GUARD_NAME "hybtrace-guard"
+/* Its stack: small, and all of it touched at the start. */
+#define GUARD_STACK_BYTES (64 * 1024)
+#define GUARD_STACK_TOUCH (32 * 1024)
+
+/*
+ * The futex word is the generation, moved by whoever wakes the guard: a wake
+ * between the guard's last look and its wait makes the wait return at once.
+ */
+static void wake_guard(struct ht_guard_idle *w)
+{
+	__atomic_add_fetch(&w->gen, 1, __ATOMIC_SEQ_CST);
+	syscall(SYS_futex, &w->gen, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+}
+
+void ht_guard_idle_enter(struct ht_guard_idle *w)
+{
+	__atomic_store_n(&w->idle, 1, __ATOMIC_SEQ_CST);
+}
+
+void ht_guard_idle_leave(struct ht_guard_idle *w)
+{
+	__atomic_store_n(&w->idle, 0, __ATOMIC_SEQ_CST);
+	/* One syscall per wait of the builder, and only while the guard sleeps. */
+	if (__atomic_load_n(&w->sleeping, __ATOMIC_SEQ_CST))
+		wake_guard(w);
+}
+
+static bool stopping(const struct ht_builder_guard *g)
+{
+	return __atomic_load_n(&g->stop, __ATOMIC_SEQ_CST);
+}
+
+/* Until the builder leaves its wait (ht_guard_idle_leave) or the guard is stopped. */
+static void sleep_while_idle(struct ht_builder_guard *g)
+{
+	struct ht_guard_idle *w = g->builder;
+	uint32_t gen = __atomic_load_n(&w->gen, __ATOMIC_SEQ_CST);
+
+	__atomic_store_n(&w->sleeping, 1, __ATOMIC_SEQ_CST);
+	if (__atomic_load_n(&w->idle, __ATOMIC_SEQ_CST) && !stopping(g))
+		syscall(SYS_futex, &w->gen, FUTEX_WAIT_PRIVATE, gen, NULL, NULL, 0);
+	__atomic_store_n(&w->sleeping, 0, __ATOMIC_SEQ_CST);
+}
+
+static uint64_t loop_cpu_ns(const struct ht_builder_guard *g)
+{
+	struct timespec ts;
+
+	if (clock_gettime(g->loop_clock, &ts))
+		return 0;
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+/* What the guard saw of the event loop at a tick. */
+struct look {
+	bool valid, busy;
+	uint32_t turns;
+	uint64_t cpu_ns;
+};
+
+static struct look look_at_loop(const struct ht_builder_guard *g)
+{
+	struct look l = { .valid = true };
+
+	l.busy = __atomic_load_n(&g->beat->busy, __ATOMIC_ACQUIRE);
+	l.turns = __atomic_load_n(&g->beat->turns, __ATOMIC_RELAXED);
+	l.cpu_ns = loop_cpu_ns(g);
+	return l;
+}
+
+/*
+ * Stalled: busy in the turn it was in at the last look, having used under a
+ * quarter of the tick since. A turn that computes is no stall of the
+ * builder's making: raising the builder then would cost the CPU it shares
+ * for nothing.
+ */
+static bool stalled(const struct look *last, const struct look *now, uint64_t tick_ns)
+{
+	return last->valid && now->busy && last->busy && now->turns == last->turns &&
+	       now->cpu_ns - last->cpu_ns < tick_ns / 4;
+}
+
+static void tick_sleep(uint64_t ns)
+{
+	struct timespec ts = { (time_t)(ns / 1000000000ULL), (long)(ns % 1000000000ULL) };
+
+	while (clock_nanosleep(CLOCK_MONOTONIC, 0, &ts, &ts) == EINTR)
+		;
+}
+
+/* The guard's whole path once, and its stack's pages: none faults in later. */
+__attribute__((noinline)) static void touch_path(struct ht_builder_guard *g)
+{
+	volatile char *stack = alloca(GUARD_STACK_TOUCH);
+	struct look l;
+
+	memset((char *)stack, 0, GUARD_STACK_TOUCH);
+	l = look_at_loop(g);
+	(void)l;
+	tick_sleep(1);
+	g->raise(g->ctx);
+	g->lower(g->ctx);
+	syscall(SYS_futex, &g->builder->gen, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+}
+
+static void *guard_main(void *arg)
+{
+	struct ht_builder_guard *g = arg;
+	uint64_t tick_ns = g->tick_ns ? g->tick_ns : HT_GUARD_TICK_NS;
+	struct look last = { 0 };
+	bool holding = false;
+
+	prctl(PR_SET_NAME, GUARD_NAME);
+	touch_path(g);
+	while (!stopping(g)) {
+		struct look now;
+
+		if (!holding && __atomic_load_n(&g->builder->idle, __ATOMIC_SEQ_CST)) {
+			sleep_while_idle(g);
+			last.valid = false;
+			continue;
+		}
+		tick_sleep(tick_ns);
+		now = look_at_loop(g);
+		if (!holding && stalled(&last, &now, tick_ns)) {
+			g->raise(g->ctx);
+			holding = true;
+			__atomic_add_fetch(&g->lifts, 1, __ATOMIC_RELAXED);
+		} else if (holding && (!now.busy || now.turns != last.turns)) {
+			g->lower(g->ctx);
+			holding = false;
+		}
+		last = now;
+	}
+	if (holding)
+		g->lower(g->ctx);
+	return NULL;
+}
+
+int ht_builder_guard_start(struct ht_builder_guard *g)
+{
+	pthread_attr_t attr;
+	int err;
+
+	g->stop = 0;
+	g->lifts = 0;
+	pthread_attr_init(&attr);
+	pthread_attr_setstacksize(&attr, GUARD_STACK_BYTES);
+	err = pthread_create(&g->thread, &attr, guard_main, g);
+	pthread_attr_destroy(&attr);
+	if (err)
+		return ht_fail("cannot start the dump builder's guard: %s", strerror(err));
+	g->started = true;
+	return 0;
+}
+
+void ht_builder_guard_stop(struct ht_builder_guard *g)
+{
+	if (!g->started)
+		return;
+	__atomic_store_n(&g->stop, 1, __ATOMIC_SEQ_CST);
+	wake_guard(g->builder);
+	pthread_join(g->thread, NULL);
+	g->started = false;
+}
+
+uint64_t ht_builder_guard_lifts(const struct ht_builder_guard *g)
+{
+	return __atomic_load_n(&g->lifts, __ATOMIC_RELAXED);
+}

@@ -1,0 +1,85 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * The dump builder's guard: it raises the builder while the event loop is
+ * stalled, whatever the event loop waits on.
+ *
+ * The builder runs at nice 19 and shares kernel locks with the event loop:
+ * their process's mmap lock, its file table, the target's task lock (FACTS.md,
+ * "Threads of one process share kernel locks"). Preempted inside one of them
+ * on a CPU its target keeps busy, it holds the event loop up for hundreds of
+ * ms, and the event loop, stuck, cannot raise it: the guard, a thread of its
+ * own, does. Every tick while the builder has work it reads the event loop's
+ * beat (one count of turns, one flag around epoll_wait) and CPU clock; where
+ * the event loop is in the turn it was in at the last tick and used almost no
+ * CPU since, the guard raises the builder until that turn ends. While the
+ * builder waits for work, so does the guard, on a futex: no ticks then.
+ *
+ * It allocates nothing and opens nothing, and its stack and path are touched
+ * once at its start: a page fault takes the mmap lock for reading, behind the
+ * event loop when that waits to write it.
+ */
+#ifndef HT_BUILDER_GUARD_H
+#define HT_BUILDER_GUARD_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <time.h>
+
+/* How often the guard looks while the builder works: a stall is ended within two ticks. */
+#define HT_GUARD_TICK_NS 20000000ULL
+
+/* The event loop's beat, kept by the event loop alone. */
+struct ht_loop_beat {
+	uint32_t busy;	/* 1 from epoll_wait's return to its next call */
+	uint32_t turns; /* epoll_wait's returns so far */
+};
+
+static inline void ht_loop_beat_waits(struct ht_loop_beat *b)
+{
+	__atomic_store_n(&b->busy, 0, __ATOMIC_RELEASE);
+}
+
+static inline void ht_loop_beat_woke(struct ht_loop_beat *b)
+{
+	__atomic_store_n(&b->turns, b->turns + 1, __ATOMIC_RELAXED);
+	__atomic_store_n(&b->busy, 1, __ATOMIC_RELEASE);
+}
+
+/* Whether the builder waits for work: its side, before and after each wait. */
+struct ht_guard_idle {
+	uint32_t idle;	   /* 1 while the builder waits */
+	uint32_t sleeping; /* the guard waits for it to leave that wait */
+	uint32_t gen;	   /* the futex word: moved by each wake of the guard */
+};
+
+void ht_guard_idle_enter(struct ht_guard_idle *w);
+void ht_guard_idle_leave(struct ht_guard_idle *w);
+
+struct ht_builder_guard {
+	/* Set before ht_builder_guard_start. */
+	const struct ht_loop_beat *beat;
+	clockid_t loop_clock; /* the event loop's CPU clock (pthread_getcpuclockid) */
+	struct ht_guard_idle *builder;
+	/* Raise the builder (whether it is raised) and lower it again: called in pairs. */
+	bool (*raise)(void *ctx);
+	void (*lower)(void *ctx);
+	void *ctx;
+	uint64_t tick_ns; /* 0: HT_GUARD_TICK_NS */
+
+	pthread_t thread;
+	bool started;
+	uint32_t stop;
+	uint64_t lifts; /* stalled turns it raised the builder in */
+};
+
+/* Start the guard thread; a failure is said and leaves the session without one. */
+int ht_builder_guard_start(struct ht_builder_guard *g);
+
+/* Stop it, the builder lowered if the guard had raised it. */
+void ht_builder_guard_stop(struct ht_builder_guard *g);
+
+/* How many of the event loop's turns stalled with the builder lifted so far. */
+uint64_t ht_builder_guard_lifts(const struct ht_builder_guard *g);
+
+#endif
