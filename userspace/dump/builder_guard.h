@@ -4,14 +4,15 @@
  * stalled, whatever the event loop waits on.
  *
  * The builder runs at nice 19 and shares kernel locks with the event loop:
- * their process's mmap lock, its file table, the target's task lock (FACTS.md,
- * "Threads of one process share kernel locks"). Preempted inside one of them
- * on a CPU its target keeps busy, it holds the event loop up for hundreds of
- * ms, and the event loop, stuck, cannot raise it: the guard, a thread of its
- * own, does. Every tick while the builder has work it reads the event loop's
- * beat (one count of turns, one flag around epoll_wait) and CPU clock; where
- * the event loop is in the turn it was in at the last tick and used almost no
- * CPU since, the guard raises the builder until that turn ends. While the
+ * their process's mmap lock, its file table, the target's task lock (what a
+ * sampler of their kernel stacks caught: README, "Privileges and what
+ * hybtrace does to a process"). Preempted inside one of them on a CPU its
+ * target keeps busy, it holds the event loop up for hundreds of ms, and the
+ * event loop, stuck, cannot raise it: the guard, a thread of its own, does.
+ * Every tick while the builder has work it reads the event loop's beat (one
+ * count of turns, one flag around epoll_wait) and CPU clock; where the event
+ * loop is in the turn it was in at the last tick and used almost no CPU
+ * since, the guard raises the builder until that turn ends. While the
  * builder waits for work, so does the guard, on a futex: no ticks then.
  *
  * It allocates nothing and opens nothing, and its stack and path are touched

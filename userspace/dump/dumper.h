@@ -151,7 +151,10 @@ int ht_dumper_builder_tid(const struct ht_dumper *d);
  * its file table's lock, on PREEMPT_RT a sleeping spinlock (a /proc dentry's,
  * the target's task lock), or a migrate-disabled section that holds up the
  * builder's own move. Priority inheritance does not lift a nice value;
- * raised, it gets its turn there within milliseconds and leaves the section.
+ * raised, it gets its turn there within milliseconds and leaves the section
+ * where the kernel has EEVDF (6.6 on; before it a runnable thread keeps the
+ * virtual runtime nice 19 gave it, and raised waits for the threads beside
+ * it to catch up).
  * Not above the event loop: at SCHED_FIFO, once moved to the event loop's
  * CPU, the builder could keep it from the event loop, which is to lower it,
  * for as long as it had work. Raises nest: each ht_dumper_raise() has its
