@@ -740,8 +740,8 @@ def wait_exit(p, timeout_s):
 
 
 def said_by(h, err, target=None):
-    """What a wait_for failure adds: how hybtrace H ended, the end of its stderr ERR, and
-    whether TARGET (a Popen, or a name for one hybtrace runs) had ended."""
+    """What a wait_for failure adds: whether hybtrace H and its TARGET (a Popen, where the
+    bench started it) had ended, and how, and the end of hybtrace's stderr ERR."""
     def context():
         time.sleep(0.5)
         parts = ["hybtrace %s" % ("runs" if h.poll() is None else "exited with %d" % h.returncode)]
