@@ -15,15 +15,8 @@
 #include <time.h>
 #include <unistd.h>
 #include "check.h"
+#include "base/clock.h"
 #include "dump/builder_guard.h"
-
-static uint64_t now_ns(clockid_t clock)
-{
-	struct timespec ts;
-
-	clock_gettime(clock, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
-}
 
 static void sleep_ms(long ms)
 {
@@ -97,8 +90,8 @@ static void *fake_builder_main(void *arg)
 	pthread_mutex_lock(&b->lock);
 	__atomic_store_n(&b->holding, 1, __ATOMIC_RELEASE);
 	/* Its own CPU time: on its busy CPU at nice 19 that takes long. */
-	for (uint64_t t0 = now_ns(CLOCK_THREAD_CPUTIME_ID);
-	     now_ns(CLOCK_THREAD_CPUTIME_ID) - t0 < b->work_ns &&
+	for (uint64_t t0 = ht_clock_ns(CLOCK_THREAD_CPUTIME_ID);
+	     ht_clock_ns(CLOCK_THREAD_CPUTIME_ID) - t0 < b->work_ns &&
 	     !__atomic_load_n(&b->release, __ATOMIC_ACQUIRE);)
 		;
 	pthread_mutex_unlock(&b->lock);
@@ -141,7 +134,7 @@ static long stall_ms(struct fake_builder *b, struct ht_loop_beat *beat, long lim
 	for (int i = 0; i < 2; i++)
 		CHECK(!pthread_create(&hogs[i], NULL, hog, &b->cpu));
 	ht_loop_beat_woke(beat);
-	t0 = now_ns(CLOCK_MONOTONIC);
+	t0 = ht_clock_ns(CLOCK_MONOTONIC);
 	clock_gettime(CLOCK_REALTIME, &deadline);
 	deadline.tv_sec += limit_ms / 1000;
 	deadline.tv_nsec += (limit_ms % 1000) * 1000000L;
@@ -150,7 +143,7 @@ static long stall_ms(struct fake_builder *b, struct ht_loop_beat *beat, long lim
 		deadline.tv_nsec -= 1000000000L;
 	}
 	rc = pthread_mutex_timedlock(&b->lock, &deadline);
-	ms = (long)((now_ns(CLOCK_MONOTONIC) - t0) / 1000000);
+	ms = (long)((ht_clock_ns(CLOCK_MONOTONIC) - t0) / 1000000);
 	if (rc) {
 		/* Still held: let it go, and wait until it has. */
 		__atomic_store_n(&b->release, 1, __ATOMIC_RELEASE);
@@ -280,7 +273,8 @@ TEST(the_guard_raises_for_stalls_only_and_sleeps_with_the_builder)
 	ticks_working = switches_of("hybtrace-guard") - before;
 	/* The event loop computes for 300 ms in one turn. */
 	ht_loop_beat_woke(&beat);
-	for (t0 = now_ns(CLOCK_THREAD_CPUTIME_ID); now_ns(CLOCK_THREAD_CPUTIME_ID) - t0 < 300000000ULL;)
+	t0 = ht_clock_ns(CLOCK_THREAD_CPUTIME_ID);
+	while (ht_clock_ns(CLOCK_THREAD_CPUTIME_ID) - t0 < 300000000ULL)
 		;
 	ht_loop_beat_waits(&beat);
 	CHECK(raises == 0);

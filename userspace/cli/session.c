@@ -540,6 +540,7 @@ static void print_status(struct session *s)
 
 static void print_dump_stats_text(struct session *s, FILE *f)
 {
+	uint64_t lifts = ht_dumper_stalls_lifted(&s->dumper);
 	struct ht_dump_stats d;
 	char size[32];
 
@@ -559,9 +560,9 @@ static void print_dump_stats_text(struct session *s, FILE *f)
 		(unsigned long long)d.skipped[HT_DUMP_SKIP_BUSY],
 		s->opt->dump_rule == HT_DUMP_RULE_FIRST ? "first" : "worst");
 	/* The builder_guard.h figure: said where it happened. */
-	if (ht_dumper_stalls_lifted(&s->dumper))
+	if (lifts)
 		fprintf(f, "  dump builder: raised %llu times while hybtrace's event loop waited on "
-			   "it\n", (unsigned long long)ht_dumper_stalls_lifted(&s->dumper));
+			   "it\n", (unsigned long long)lifts);
 }
 
 static uint64_t recorder_records_per_cpu(const struct session *s)

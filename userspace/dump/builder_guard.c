@@ -6,6 +6,7 @@
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <unistd.h>
+#include "base/clock.h"
 #include "base/log.h"
 #include "dump/builder_guard.h"
 
@@ -54,15 +55,6 @@ static void sleep_while_idle(struct ht_builder_guard *g)
 	__atomic_store_n(&w->sleeping, 0, __ATOMIC_SEQ_CST);
 }
 
-static uint64_t loop_cpu_ns(const struct ht_builder_guard *g)
-{
-	struct timespec ts;
-
-	if (clock_gettime(g->loop_clock, &ts))
-		return 0;
-	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
-}
-
 /* What the guard saw of the event loop at a tick. */
 struct look {
 	bool valid, busy;
@@ -76,7 +68,7 @@ static struct look look_at_loop(const struct ht_builder_guard *g)
 
 	l.busy = __atomic_load_n(&g->beat->busy, __ATOMIC_ACQUIRE);
 	l.turns = __atomic_load_n(&g->beat->turns, __ATOMIC_RELAXED);
-	l.cpu_ns = loop_cpu_ns(g);
+	l.cpu_ns = ht_clock_ns(g->loop_clock);
 	return l;
 }
 
@@ -104,11 +96,9 @@ static void tick_sleep(uint64_t ns)
 __attribute__((noinline)) static void touch_path(struct ht_builder_guard *g)
 {
 	volatile char *stack = alloca(GUARD_STACK_TOUCH);
-	struct look l;
 
 	memset((char *)stack, 0, GUARD_STACK_TOUCH);
-	l = look_at_loop(g);
-	(void)l;
+	(void)look_at_loop(g);
 	tick_sleep(1);
 	g->raise(g->ctx);
 	g->lower(g->ctx);
