@@ -229,8 +229,11 @@ void ht_own_cpus_leave_breached(struct ht_own_cpus *o, const int *tids, unsigned
 	/* What fails here fails again in ht_own_cpus_update(), which says so. */
 	for (unsigned int i = 0; i < n; i++)
 		keep_thread(&keep, tids[i] ? tids[i] : (int)gettid());
-	o->early_slowest_tid = keep.slowest_tid;
-	o->early_slowest_ns = keep.slowest_ns;
+	/* The slowest of this breach's early moves, one call or several. */
+	if (keep.slowest_ns > o->early_slowest_ns) {
+		o->early_slowest_tid = keep.slowest_tid;
+		o->early_slowest_ns = keep.slowest_ns;
+	}
 }
 
 bool ht_own_cpus_refresh_due(struct ht_own_cpus *o, uint64_t now_ns)

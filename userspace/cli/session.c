@@ -397,7 +397,11 @@ static int on_breach(void *ctx, void *data, size_t size)
 					      monotonic_ns());
 	if (own_cpus_due) {
 		int early[2] = { 0, ht_dumper_builder_tid(&s->dumper) };
+		int guard = ht_dumper_guard_tid(&s->dumper);
 
+		/* The guard first: the raise wakes it, and it wakes where it is. */
+		if (guard)
+			ht_own_cpus_leave_breached(&s->own_cpus, &guard, 1);
 		/* Lowered once update_own_cpus() below is done. */
 		ht_dumper_raise(&s->dumper);
 		ht_own_cpus_leave_breached(&s->own_cpus, early, s->dumper.started ? 2 : 1);
@@ -559,10 +563,11 @@ static void print_dump_stats_text(struct session *s, FILE *f)
 		(unsigned long long)d.skipped[HT_DUMP_SKIP_DISK],
 		(unsigned long long)d.skipped[HT_DUMP_SKIP_BUSY],
 		s->opt->dump_rule == HT_DUMP_RULE_FIRST ? "first" : "worst");
-	/* The builder_guard.h figure: said where it happened. */
+	/* The builder_guard.h figures: said where it happened. */
 	if (lifts)
 		fprintf(f, "  dump builder: raised %llu times while hybtrace's event loop waited on "
-			   "it\n", (unsigned long long)lifts);
+			   "it, %llu turns at SCHED_FIFO\n", (unsigned long long)lifts,
+			(unsigned long long)ht_dumper_stall_rushes(&s->dumper));
 }
 
 static uint64_t recorder_records_per_cpu(const struct session *s)
@@ -758,6 +763,7 @@ static void print_dump_stats_json(struct session *s, struct ht_json *j)
 	ht_json_u64(j, "replaced", d.replaced);
 	ht_json_u64(j, "failed", d.failed);
 	ht_json_u64(j, "builder_lifts", ht_dumper_stalls_lifted(&s->dumper));
+	ht_json_u64(j, "builder_rushes", ht_dumper_stall_rushes(&s->dumper));
 	ht_json_object(j, "skipped");
 	ht_json_u64(j, "min_interval", d.skipped[HT_DUMP_SKIP_INTERVAL]);
 	ht_json_u64(j, "max_dumps", d.skipped[HT_DUMP_SKIP_COUNT]);

@@ -2,6 +2,7 @@
 #include <alloca.h>
 #include <errno.h>
 #include <linux/futex.h>
+#include <sched.h>
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
@@ -38,19 +39,38 @@ void ht_guard_idle_leave(struct ht_guard_idle *w)
 		wake_guard(w);
 }
 
+void ht_guard_watch_begin(struct ht_guard_idle *w)
+{
+	__atomic_add_fetch(&w->watch, 1, __ATOMIC_SEQ_CST);
+	if (__atomic_load_n(&w->sleeping, __ATOMIC_SEQ_CST))
+		wake_guard(w);
+}
+
+void ht_guard_watch_end(struct ht_guard_idle *w)
+{
+	__atomic_sub_fetch(&w->watch, 1, __ATOMIC_SEQ_CST);
+}
+
+/* Whether the guard may sleep: the builder waits for work and nothing is watched. */
+static bool may_sleep(const struct ht_guard_idle *w)
+{
+	return __atomic_load_n(&w->idle, __ATOMIC_SEQ_CST) &&
+	       !__atomic_load_n(&w->watch, __ATOMIC_SEQ_CST);
+}
+
 static bool stopping(const struct ht_builder_guard *g)
 {
 	return __atomic_load_n(&g->stop, __ATOMIC_SEQ_CST);
 }
 
-/* Until the builder leaves its wait (ht_guard_idle_leave) or the guard is stopped. */
+/* Until the builder leaves its wait, a watch begins or the guard is stopped. */
 static void sleep_while_idle(struct ht_builder_guard *g)
 {
 	struct ht_guard_idle *w = g->builder;
 	uint32_t gen = __atomic_load_n(&w->gen, __ATOMIC_SEQ_CST);
 
 	__atomic_store_n(&w->sleeping, 1, __ATOMIC_SEQ_CST);
-	if (__atomic_load_n(&w->idle, __ATOMIC_SEQ_CST) && !stopping(g))
+	if (may_sleep(w) && !stopping(g))
 		syscall(SYS_futex, &w->gen, FUTEX_WAIT_PRIVATE, gen, NULL, NULL, 0);
 	__atomic_store_n(&w->sleeping, 0, __ATOMIC_SEQ_CST);
 }
@@ -92,6 +112,49 @@ static void tick_sleep(uint64_t ns)
 		;
 }
 
+/* Back to what the guard was at its start. */
+static void guard_unrushed(struct ht_builder_guard *g)
+{
+	sched_setscheduler(0, g->own_policy, &g->own_param);
+}
+
+/*
+ * The builder's turn at SCHED_FIFO, the guard above it meanwhile: it ends
+ * when the event loop, stalled at AT, runs again (its turn ended, or it used
+ * some CPU) or after HT_GUARD_RUSH_NS. A builder that holds up the event
+ * loop gets its CPU at once, whatever runs there, and leaves its section
+ * within microseconds. Returns whether the builder had that turn.
+ */
+static bool rush(struct ht_builder_guard *g, const struct look *at)
+{
+	struct sched_param above = { .sched_priority = HT_GUARD_RUSH_PRIO };
+	bool rushed;
+
+	if (!g->rush || g->cannot_rush)
+		return false;
+	if (sched_setscheduler(0, SCHED_FIFO, &above)) {
+		g->cannot_rush = true;
+		return false;
+	}
+	rushed = g->rush(g->ctx);
+	for (uint64_t waited = 0; rushed && waited < HT_GUARD_RUSH_NS;
+	     waited += HT_GUARD_RUSH_LOOK_NS) {
+		struct look now;
+
+		tick_sleep(HT_GUARD_RUSH_LOOK_NS);
+		now = look_at_loop(g);
+		if (!now.busy || now.turns != at->turns ||
+		    now.cpu_ns - at->cpu_ns >= HT_GUARD_RUSH_LOOK_NS / 4)
+			break;
+	}
+	if (rushed) {
+		g->end_rush(g->ctx);
+		__atomic_add_fetch(&g->rushes, 1, __ATOMIC_RELAXED);
+	}
+	guard_unrushed(g);
+	return rushed;
+}
+
 /* The guard's whole path once, and its stack's pages: none faults in later. */
 __attribute__((noinline)) static void touch_path(struct ht_builder_guard *g)
 {
@@ -102,6 +165,10 @@ __attribute__((noinline)) static void touch_path(struct ht_builder_guard *g)
 	tick_sleep(1);
 	g->raise(g->ctx);
 	g->lower(g->ctx);
+	/* Ends a turn the builder does not have: a change to what it already is. */
+	if (g->end_rush)
+		g->end_rush(g->ctx);
+	guard_unrushed(g);
 	syscall(SYS_futex, &g->builder->gen, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
 }
 
@@ -113,18 +180,22 @@ static void *guard_main(void *arg)
 	bool holding = false;
 
 	prctl(PR_SET_NAME, GUARD_NAME);
+	__atomic_store_n(&g->tid, (int)syscall(SYS_gettid), __ATOMIC_RELEASE);
 	touch_path(g);
 	while (!stopping(g)) {
 		struct look now;
+		bool stall;
 
-		if (!holding && __atomic_load_n(&g->builder->idle, __ATOMIC_SEQ_CST)) {
+		if (!holding && may_sleep(g->builder)) {
 			sleep_while_idle(g);
-			last.valid = false;
+			/* Awake: a stall is judged from here, one tick on. */
+			last = look_at_loop(g);
 			continue;
 		}
 		tick_sleep(tick_ns);
 		now = look_at_loop(g);
-		if (!holding && stalled(&last, &now, tick_ns)) {
+		stall = stalled(&last, &now, tick_ns);
+		if (stall && !holding) {
 			g->raise(g->ctx);
 			holding = true;
 			__atomic_add_fetch(&g->lifts, 1, __ATOMIC_RELAXED);
@@ -132,6 +203,9 @@ static void *guard_main(void *arg)
 			g->lower(g->ctx);
 			holding = false;
 		}
+		/* At each tick of a stall; the next is judged from after the turn. */
+		if (stall && rush(g, &now))
+			now = look_at_loop(g);
 		last = now;
 	}
 	if (holding)
@@ -145,7 +219,18 @@ int ht_builder_guard_start(struct ht_builder_guard *g)
 	int err;
 
 	g->stop = 0;
-	g->lifts = 0;
+	g->tid = 0;
+	g->lifts = g->rushes = 0;
+	g->cannot_rush = false;
+	/* The creator's, which the guard inherits. */
+	g->own_policy = sched_getscheduler(0);
+	if (g->own_policy < 0 || sched_getparam(0, &g->own_param)) {
+		g->own_policy = SCHED_OTHER;
+		g->own_param = (struct sched_param){ 0 };
+	}
+	/* Already real-time, the builder with it: a turn at priority 1 would lower it. */
+	if (g->own_policy != SCHED_OTHER && g->own_policy != SCHED_BATCH)
+		g->cannot_rush = true;
 	pthread_attr_init(&attr);
 	pthread_attr_setstacksize(&attr, GUARD_STACK_BYTES);
 	err = pthread_create(&g->thread, &attr, guard_main, g);
@@ -169,4 +254,14 @@ void ht_builder_guard_stop(struct ht_builder_guard *g)
 uint64_t ht_builder_guard_lifts(const struct ht_builder_guard *g)
 {
 	return __atomic_load_n(&g->lifts, __ATOMIC_RELAXED);
+}
+
+int ht_builder_guard_tid(const struct ht_builder_guard *g)
+{
+	return g->started ? __atomic_load_n(&g->tid, __ATOMIC_ACQUIRE) : 0;
+}
+
+uint64_t ht_builder_guard_rushes(const struct ht_builder_guard *g)
+{
+	return __atomic_load_n(&g->rushes, __ATOMIC_RELAXED);
 }

@@ -24,6 +24,8 @@
 
 /* Nice value of the builder: it never takes the CPU from the target. */
 #define BUILDER_NICE 19
+/* Its priority in the guard's turns at SCHED_FIFO: the lowest, below the guard's. */
+#define BUILDER_RUSH_PRIO 1
 #define BUILDER_NAME "hybtrace-build"
 
 /*
@@ -448,14 +450,70 @@ static void close_fds(struct ht_dumper *d)
 		close(d->builder_fd);
 }
 
+/* The raise itself, the event loop's or the guard's. */
+static bool raise_builder(struct ht_dumper *d)
+{
+	bool raised;
+
+	pthread_mutex_lock(&d->raise_lock);
+	/* Not a thread that exited: its id may be another's by now. */
+	if (d->raise_holds++ == 0 && !taken(&d->exited) && d->loop_nice < BUILDER_NICE)
+		d->raised = !setpriority(PRIO_PROCESS, (id_t)d->builder_tid, d->loop_nice);
+	raised = d->raised;
+	pthread_mutex_unlock(&d->raise_lock);
+	return raised;
+}
+
+static void lower_builder(struct ht_dumper *d)
+{
+	pthread_mutex_lock(&d->raise_lock);
+	if (d->raise_holds && --d->raise_holds == 0 && d->raised) {
+		if (!taken(&d->exited))
+			setpriority(PRIO_PROCESS, (id_t)d->builder_tid, BUILDER_NICE);
+		d->raised = false;
+	}
+	pthread_mutex_unlock(&d->raise_lock);
+}
+
 static bool guard_raise(void *ctx)
 {
-	return ht_dumper_raise(ctx);
+	return raise_builder(ctx);
 }
 
 static void guard_lower(void *ctx)
 {
-	ht_dumper_lower(ctx);
+	lower_builder(ctx);
+}
+
+/*
+ * The guard's turn for the builder at SCHED_FIFO, below the guard. Only for
+ * a builder whose policy is the normal one: the end of the turn puts it
+ * back there, keeping the nice value a raise gave it.
+ */
+static bool guard_rush(void *ctx)
+{
+	struct sched_param fifo = { .sched_priority = BUILDER_RUSH_PRIO };
+	struct ht_dumper *d = ctx;
+	bool rushed;
+
+	pthread_mutex_lock(&d->raise_lock);
+	if (!d->rushed && !taken(&d->exited) && d->loop_policy == SCHED_OTHER)
+		d->rushed = !sched_setscheduler(d->builder_tid, SCHED_FIFO, &fifo);
+	rushed = d->rushed;
+	pthread_mutex_unlock(&d->raise_lock);
+	return rushed;
+}
+
+static void guard_end_rush(void *ctx)
+{
+	struct sched_param normal = { 0 };
+	struct ht_dumper *d = ctx;
+
+	pthread_mutex_lock(&d->raise_lock);
+	if (d->rushed && !taken(&d->exited))
+		sched_setscheduler(d->builder_tid, SCHED_OTHER, &normal);
+	d->rushed = false;
+	pthread_mutex_unlock(&d->raise_lock);
 }
 
 /*
@@ -468,7 +526,8 @@ static void start_guard(struct ht_dumper *d)
 	int err;
 
 	*g = (struct ht_builder_guard){ .beat = &d->beat, .builder = &d->builder_idle,
-					.raise = guard_raise, .lower = guard_lower, .ctx = d };
+					.raise = guard_raise, .lower = guard_lower,
+					.rush = guard_rush, .end_rush = guard_end_rush, .ctx = d };
 	err = pthread_getcpuclockid(pthread_self(), &g->loop_clock);
 	if (err)
 		ht_fail("cannot read the event loop's CPU clock: %s", strerror(err));
@@ -493,6 +552,7 @@ int ht_dumper_start(struct ht_dumper *d, const struct ht_dumper_config *cfg)
 	d->loop_nice = getpriority(PRIO_PROCESS, 0);
 	if (errno)
 		d->loop_nice = BUILDER_NICE;
+	d->loop_policy = sched_getscheduler(0);
 	d->late_until_ns = d->started_ns + cfg->test_builder_late_ns;
 	d->warm_due_ns = (cfg->test_builder_late_ns ? d->late_until_ns : d->started_ns) +
 			 WARM_FAST_INTERVAL_NS;
@@ -599,37 +659,35 @@ int ht_dumper_builder_tid(const struct ht_dumper *d)
 	return d->builder_tid;
 }
 
+int ht_dumper_guard_tid(const struct ht_dumper *d)
+{
+	return d->started ? ht_builder_guard_tid(&d->guard) : 0;
+}
+
 bool ht_dumper_raise(struct ht_dumper *d)
 {
-	bool raised;
-
 	if (!d->started)
 		return false;
-	pthread_mutex_lock(&d->raise_lock);
-	/* Not a thread that exited: its id may be another's by now. */
-	if (d->raise_holds++ == 0 && !taken(&d->exited) && d->loop_nice < BUILDER_NICE)
-		d->raised = !setpriority(PRIO_PROCESS, (id_t)d->builder_tid, d->loop_nice);
-	raised = d->raised;
-	pthread_mutex_unlock(&d->raise_lock);
-	return raised;
+	ht_guard_watch_begin(&d->builder_idle);
+	return raise_builder(d);
 }
 
 void ht_dumper_lower(struct ht_dumper *d)
 {
 	if (!d->started)
 		return;
-	pthread_mutex_lock(&d->raise_lock);
-	if (d->raise_holds && --d->raise_holds == 0 && d->raised) {
-		if (!taken(&d->exited))
-			setpriority(PRIO_PROCESS, (id_t)d->builder_tid, BUILDER_NICE);
-		d->raised = false;
-	}
-	pthread_mutex_unlock(&d->raise_lock);
+	lower_builder(d);
+	ht_guard_watch_end(&d->builder_idle);
 }
 
 uint64_t ht_dumper_stalls_lifted(const struct ht_dumper *d)
 {
 	return ht_builder_guard_lifts(&d->guard);
+}
+
+uint64_t ht_dumper_stall_rushes(const struct ht_dumper *d)
+{
+	return ht_builder_guard_rushes(&d->guard);
 }
 
 int ht_dumper_fd(const struct ht_dumper *d)
@@ -861,12 +919,22 @@ void ht_dumper_tick(struct ht_dumper *d, uint64_t now_ns)
 	}
 }
 
+/*
+ * The event loop's last turn is over: from here it waits for the builder's
+ * work, which is no stall for the guard to end.
+ */
+static void ends_its_turns(struct ht_dumper *d)
+{
+	ht_loop_beat_waits(&d->beat);
+}
+
 void ht_dumper_wait_idle(struct ht_dumper *d)
 {
 	if (!d->started)
 		return;
 	ht_dump_engine_finish(&d->engine);
 	/* The event loop no longer runs: what is held is frozen and written from here. */
+	ends_its_turns(d);
 	for (;;) {
 		uint64_t due = ht_dumper_deadline(d);
 
@@ -887,6 +955,7 @@ void ht_dumper_stop(struct ht_dumper *d)
 {
 	if (!d->started)
 		return;
+	ends_its_turns(d);
 	turn_over(&d->stopping, 1);
 	ring_bell(d->builder_fd);
 	/* A dump being written is finished; what the builder gives back meanwhile is taken. */

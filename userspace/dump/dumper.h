@@ -111,7 +111,9 @@ struct ht_dumper {
 	pthread_mutex_t raise_lock;
 	unsigned int raise_holds;
 	bool raised;	/* it runs at loop_nice, not BUILDER_NICE */
+	bool rushed;	/* it runs at SCHED_FIFO, the guard's turn for it */
 	int loop_nice;	/* the event loop's nice value at the start */
+	int loop_policy; /* and its scheduling policy: the builder's until a rush */
 	/* The event loop keeps the beat around its epoll_wait; the guard reads it. */
 	struct ht_loop_beat beat;
 	struct ht_guard_idle builder_idle;
@@ -141,6 +143,9 @@ int ht_dumper_start(struct ht_dumper *d, const struct ht_dumper_config *cfg);
 /* The builder thread's id, once ht_dumper_start returned 0. */
 int ht_dumper_builder_tid(const struct ht_dumper *d);
 
+/* Its guard thread's id, or 0 where it has none yet (builder_guard.h). */
+int ht_dumper_guard_tid(const struct ht_dumper *d);
+
 /*
  * Run the builder at the event loop's own nice value until ht_dumper_lower(),
  * while the event loop reads the target's threads in /proc and moves
@@ -154,12 +159,13 @@ int ht_dumper_builder_tid(const struct ht_dumper *d);
  * raised, it gets its turn there within milliseconds and leaves the section
  * where the kernel has EEVDF (6.6 on; before it a runnable thread keeps the
  * virtual runtime nice 19 gave it, and raised waits for the threads beside
- * it to catch up).
+ * it to catch up: there the guard's short turns at SCHED_FIFO end a stall).
  * Not above the event loop: at SCHED_FIFO, once moved to the event loop's
  * CPU, the builder could keep it from the event loop, which is to lower it,
  * for as long as it had work. Raises nest: each ht_dumper_raise() has its
- * ht_dumper_lower(), and the builder is lowered with the last. Whether it is
- * raised (that needs CAP_SYS_NICE).
+ * ht_dumper_lower(), and the builder is lowered with the last. The guard
+ * watches from the raise to its lower, the builder waiting for work or not.
+ * Whether it is raised (that needs CAP_SYS_NICE).
  */
 bool ht_dumper_raise(struct ht_dumper *d);
 
@@ -168,6 +174,9 @@ void ht_dumper_lower(struct ht_dumper *d);
 
 /* The event loop's turns that stalled with the builder raised by the guard, so far. */
 uint64_t ht_dumper_stalls_lifted(const struct ht_dumper *d);
+
+/* The builder's turns at SCHED_FIFO in those stalls, so far. */
+uint64_t ht_dumper_stall_rushes(const struct ht_dumper *d);
 
 /* Offer a job; returns what the policy decided (and prints it). Event loop only. */
 enum ht_dump_decision ht_dumper_offer(struct ht_dumper *d, const struct ht_dump_job *job);
