@@ -23,17 +23,12 @@ from harness import (HYBTRACE, Failure, Run, breakpoints_fire, check, check_rows
 # fix lands, its commit removes the kernel (or the whole entry) here, and the scenario must
 # pass from then on; one that passes while still listed says XPASS.
 KNOWN_DEFECTS = {
-    # The event loop shares no lock of hybtrace's own with the dump builder (dumper.h), but
-    # their process's kernel locks it does: the builder at nice 19 on the victim's busy CPU,
-    # preempted inside a section, holds the event loop up for hundreds of ms (a kernel-stack
-    # sampler caught it in mmap and in a stack-growing fault on the mmap lock, in openat on
-    # the file table's lock, and on PREEMPT_RT opening the target's /proc files). The stack
-    # is grown ahead now, and the breach that tells hybtrace the victim's CPU raises the
-    # builder while hybtrace moves (README, "it keeps its threads"); what comes before that
-    # breach still waits. Seen on both 6.1 kernels, never on the running one.
-    "2b": ("issue 14 defect 2b, seen again",
-           "hybtrace ran instead of its target after it knew the target's CPU",
-           {"6.1-rt", "6.1-cloud"}),
+    # None at present. The last, 2b (hybtrace ran instead of its target after it knew the
+    # target's CPU, on both 6.1 kernels), ended with the guard's turns at SCHED_FIFO for the
+    # dump builder (builder_guard.h): a builder preempted at nice 19 inside a kernel section
+    # the event loop waits on (their mmap lock, their file table's, on PREEMPT_RT a sleeping
+    # spinlock, or a section it may not migrate in while hybtrace moves it) had held the
+    # event loop up for hundreds of ms, which a nice raise could not end before EEVDF.
 }
 
 
@@ -761,12 +756,12 @@ NO_ADMIN = "$W/without_caps cap_sys_admin"
 
 SCENARIOS = [
     Scenario("rq-delay", 3, "run", RQ + " -- $W/rq_contention 0 1500", check_rq_delay),
-    also_checks("rq-delay", "rq-delay-self", check_not_a_culprit_itself, defect="2b"),
+    also_checks("rq-delay", "rq-delay-self", check_not_a_culprit_itself),
     # The same with the dump builder started on the victim's CPU, in and out of the kernel
     # every 2 ms while idle: at nice 19 behind the hog, a kernel lock of their process that
     # it holds preempted holds up the event loop, and the move off that CPU (2b).
     Scenario("rq-delay-builder-busy", 3, "run", "HYBTRACE_TEST_BUILDER_BUSY_CPU=0 " + RQ +
-             " -- $W/rq_contention 0 1500", check_not_a_culprit_itself, defect="2b"),
+             " -- $W/rq_contention 0 1500", check_not_a_culprit_itself),
     Scenario("rq-delay-task", 3, "run", RQ + " --prev-state task -- $W/rq_contention 0 1000",
              check_rq_delay),
     # The releaser's sleeps breach too, each right before the wait it ends: with

@@ -165,7 +165,7 @@ __attribute__((noinline)) static void touch_path(struct ht_builder_guard *g)
 	tick_sleep(1);
 	g->raise(g->ctx);
 	g->lower(g->ctx);
-	/* Ends a turn the builder does not have: a change to what it already is. */
+	/* The end of a turn the builder does not have: nothing changes but its path is in. */
 	if (g->end_rush)
 		g->end_rush(g->ctx);
 	guard_unrushed(g);
