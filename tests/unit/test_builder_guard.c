@@ -234,8 +234,29 @@ TEST(a_stalled_event_loop_gets_the_builder_raised)
 	CHECK(ht_builder_guard_lifts(&g) == 1);
 }
 
-/* The scheduling policy of this process's thread named NAME (-1: none such). */
-static int policy_of(const char *name);
+/* The id of this process's thread named NAME (0: none such). */
+static int tid_of(const char *name)
+{
+	char path[300], line[64];
+	struct dirent *e;
+	int tid = 0;
+	DIR *dir = opendir("/proc/self/task");
+
+	while (dir && !tid && (e = readdir(dir))) {
+		FILE *f;
+
+		snprintf(path, sizeof(path), "/proc/self/task/%s/comm", e->d_name);
+		f = fopen(path, "r");
+		if (!f)
+			continue;
+		if (fgets(line, sizeof(line), f) && !strncmp(line, name, strlen(name)))
+			tid = atoi(e->d_name);
+		fclose(f);
+	}
+	if (dir)
+		closedir(dir);
+	return tid;
+}
 
 /*
  * A raise the scheduler honours late: behind two threads at nice -20 the
@@ -250,7 +271,7 @@ TEST(a_stalled_event_loop_gets_the_builder_a_turn_at_sched_fifo)
 	struct ht_loop_beat beat = { 0 };
 	struct ht_builder_guard g = { 0 };
 	long raised_ms, rushed_ms;
-	int guard_policy, rushing;
+	int guard_tid, guard_policy, rushing;
 
 	b.cpu = last_of_two_cpus();
 	if (b.cpu < 0)
@@ -279,7 +300,8 @@ TEST(a_stalled_event_loop_gets_the_builder_a_turn_at_sched_fifo)
 	rushed_ms = stall_ms(&b, &beat, 1000);
 	/* The turn ended: no rush is left at the next tick. */
 	sleep_ms(3 * HT_GUARD_TICK_NS / 1000000);
-	guard_policy = policy_of("hybtrace-guard");
+	guard_tid = tid_of("hybtrace-guard");
+	guard_policy = guard_tid ? sched_getscheduler(guard_tid) : -1;
 	rushing = b.rushing;
 	ht_builder_guard_stop(&g);
 	hogs_nice = 0;
@@ -343,55 +365,21 @@ TEST(the_guard_ticks_while_the_event_loop_watches_a_waiting_builder)
 /* The voluntary switches of this process's thread named NAME so far (-1: none such). */
 static long switches_of(const char *name)
 {
-	char path[300], line[128];
-	struct dirent *e;
+	char path[64], line[128];
+	int tid = tid_of(name);
 	long n = -1;
-	DIR *dir = opendir("/proc/self/task");
+	FILE *f;
 
-	while (dir && n < 0 && (e = readdir(dir))) {
-		FILE *f;
-
-		snprintf(path, sizeof(path), "/proc/self/task/%s/comm", e->d_name);
-		f = fopen(path, "r");
-		if (!f)
-			continue;
-		if (fgets(line, sizeof(line), f) && !strncmp(line, name, strlen(name))) {
-			fclose(f);
-			snprintf(path, sizeof(path), "/proc/self/task/%s/status", e->d_name);
-			f = fopen(path, "r");
-			while (f && fgets(line, sizeof(line), f))
-				if (sscanf(line, "voluntary_ctxt_switches: %ld", &n) == 1)
-					break;
-		}
-		if (f)
-			fclose(f);
-	}
-	if (dir)
-		closedir(dir);
-	return n;
-}
-
-static int policy_of(const char *name)
-{
-	char path[300], line[64];
-	struct dirent *e;
-	int policy = -1;
-	DIR *dir = opendir("/proc/self/task");
-
-	while (dir && policy < 0 && (e = readdir(dir))) {
-		FILE *f;
-
-		snprintf(path, sizeof(path), "/proc/self/task/%s/comm", e->d_name);
-		f = fopen(path, "r");
-		if (!f)
-			continue;
-		if (fgets(line, sizeof(line), f) && !strncmp(line, name, strlen(name)))
-			policy = sched_getscheduler(atoi(e->d_name));
+	if (!tid)
+		return -1;
+	snprintf(path, sizeof(path), "/proc/self/task/%d/status", tid);
+	f = fopen(path, "r");
+	while (f && fgets(line, sizeof(line), f))
+		if (sscanf(line, "voluntary_ctxt_switches: %ld", &n) == 1)
+			break;
+	if (f)
 		fclose(f);
-	}
-	if (dir)
-		closedir(dir);
-	return policy;
+	return n;
 }
 
 static int raises;
