@@ -455,6 +455,56 @@ def hybtrace_keeps_off_its_targets_cpu():
                                                [b["ran_instead"] for b in mine][:3]))
 
 
+def stalled_session(wrap=None):
+    """rq_contention under hybtrace, whose event loop the test mode stalls 300 ms without CPU
+    at the breach that tells it the victim's CPU, the builder raised meanwhile. The builder
+    waits for work all through (no builds, no re-reads of the maps in the session's first
+    2.5 s): the guard, which sleeps while it does, sees the stall only as the event loop's
+    raise makes it watch. Returns the run's summary line."""
+    with Control(start=True) as control:
+        env = dict(control.env, HYBTRACE_TEST_LOOP_STALL_MS="300",
+                   HYBTRACE_TEST_BUILDER_LATE_MS="2500")
+        h = Attached(["run", "--json", "--rq-delay", "500us", "--min-interval", "100ms",
+                      "--no-children", "--", workload("rq_contention"), "0", "800"], env=env,
+                     wrap=wrap)
+        try:
+            h.wait_attached()
+            control.start()
+            h.wait(60)
+        finally:
+            h.close()
+    check(h.rc == 0, "hybtrace failed\n" + h.describe())
+    said = [line for line in h.stderr().splitlines() if "off its target's CPU 0" in line]
+    check(said, "hybtrace never learnt the victim's CPU: no stall\n" + h.describe())
+    summary = [j for j in h.json_lines() if j.get("type") == "summary"]
+    check(summary, "no summary\n" + h.describe())
+    return summary[-1]["dumps"]
+
+
+@test
+def a_stalled_event_loop_gives_the_builder_turns_at_sched_fifo_unless_niced():
+    """The guard (builder_guard.h) ends a stall of the event loop on the dump builder: it
+    raises the builder and, at each tick of the stall, gives it a turn at SCHED_FIFO, as any
+    session does it, its capabilities dropped. Here the event loop sleeps 300 ms in its turn,
+    the builder waiting for work but watched: one lift, a turn at each tick (about 12; at
+    least 3 on a loaded machine). Run with `nice -n 5`, hybtrace was told to give way: the
+    lift, no turns."""
+    need_root()
+    if 0 not in os.sched_getaffinity(0) or len(os.sched_getaffinity(0)) < 2:
+        raise Skip("needs CPU 0 and another")
+    plain = stalled_session()
+    niced = stalled_session(wrap=["nice", "-n", "5"])
+    check(plain["builder_lifts"] >= 1 and plain["builder_rushes"] >= 3,
+          "stalled 300 ms: %d lifts, %d turns at SCHED_FIFO, want 1 and 3 or more"
+          % (plain["builder_lifts"], plain["builder_rushes"]))
+    check(niced["builder_lifts"] >= 1 and niced["builder_rushes"] == 0,
+          "stalled 300 ms under nice 5: %d lifts, %d turns at SCHED_FIFO, want 1 and none"
+          % (niced["builder_lifts"], niced["builder_rushes"]))
+    return "%d lifts, %d turns; niced: %d lifts, %d turns" % (
+        plain["builder_lifts"], plain["builder_rushes"], niced["builder_lifts"],
+        niced["builder_rushes"])
+
+
 def pingpong_scenario(out, hog=False, rps=False):
     """tcp_pingpong: the receiver waits in recv, 10 ms each round, for a reply the sender
     process sends over loopback, which runs the receiver's net_rx softirq in its send.

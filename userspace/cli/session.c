@@ -138,6 +138,9 @@ struct session {
 	int perf_paranoid;
 	struct ht_own_cpus own_cpus;
 	struct ht_wait_sets wait_sets;
+	/* HYBTRACE_TEST_LOOP_STALL_MS (test_loop_stall()), and whether it was done. */
+	uint64_t test_loop_stall_ns;
+	bool test_loop_stalled;
 };
 
 static uint64_t monotonic_ns(void)
@@ -370,6 +373,20 @@ static const struct ht_block_frames *block_stack_of(struct session *s, const str
 	return fr;
 }
 
+/* The test mode's stall (test_loop_stall_ns()): once, in the turn, without CPU. */
+static void test_loop_stall(struct session *s)
+{
+	struct timespec ts;
+
+	if (!s->test_loop_stall_ns || s->test_loop_stalled)
+		return;
+	s->test_loop_stalled = true;
+	ts.tv_sec = (time_t)(s->test_loop_stall_ns / 1000000000ULL);
+	ts.tv_nsec = (long)(s->test_loop_stall_ns % 1000000000ULL);
+	while (nanosleep(&ts, &ts) && errno == EINTR)
+		;
+}
+
 static int on_breach(void *ctx, void *data, size_t size)
 {
 	struct session *s = ctx;
@@ -404,6 +421,7 @@ static int on_breach(void *ctx, void *data, size_t size)
 			ht_own_cpus_leave_breached(&s->own_cpus, &guard, 1);
 		/* Lowered once update_own_cpus() below is done. */
 		ht_dumper_raise(&s->dumper);
+		test_loop_stall(s);
 		ht_own_cpus_leave_breached(&s->own_cpus, early, s->dumper.started ? 2 : 1);
 	}
 	bi.threshold_ns = threshold_of(s->opt, bi.b.kind);
@@ -1556,6 +1574,20 @@ static int set_realtime(unsigned int priority)
 }
 
 /*
+ * HYBTRACE_TEST_LOOP_STALL_MS (up to 10000): the event loop sleeps that long
+ * once, at the first breach that tells it the target's CPU, the builder
+ * raised: a stall of the event loop while it watches the builder, which the
+ * guard is to see (builder_guard.h).
+ */
+static uint64_t test_loop_stall_ns(void)
+{
+	const char *v = getenv("HYBTRACE_TEST_LOOP_STALL_MS");
+	unsigned long n = v ? strtoul(v, NULL, 10) : 0;
+
+	return n <= 10000 ? n * 1000000ULL : 0;
+}
+
+/*
  * HYBTRACE_TEST_BUILDER_LATE_MS: for up to 10000 ms after its start the dump
  * builder neither builds nor re-reads the targets' maps when idle (a short
  * program has exited by then), else 0.
@@ -1633,6 +1665,7 @@ static int start_dumper(struct session *s)
 	};
 
 	test_builder_busy(&cfg);
+	s->test_loop_stall_ns = test_loop_stall_ns();
 	return ht_dumper_start(&s->dumper, &cfg);
 }
 

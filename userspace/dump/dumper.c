@@ -328,7 +328,10 @@ static void idle(struct ht_dumper *d, uint64_t now)
 	now = ht_clock_ns(CLOCK_MONOTONIC);
 	due = next_due(d);
 	if (due > now) {
-		/* Waiting, it holds nothing the event loop could wait on: the guard sleeps too. */
+		/*
+		 * The guard sleeps while it waits, unless the event loop watches:
+		 * on PREEMPT_RT the way into this wait may hold what its move waits on.
+		 */
 		ht_guard_idle_enter(&d->builder_idle);
 		wait_bell(d->builder_fd, (int)((due - now + 999999) / 1000000));
 		ht_guard_idle_leave(&d->builder_idle);
@@ -487,8 +490,10 @@ static void guard_lower(void *ctx)
 
 /*
  * The guard's turn for the builder at SCHED_FIFO, below the guard. Only for
- * a builder whose policy is the normal one: the end of the turn puts it
- * back there, keeping the nice value a raise gave it.
+ * a builder whose policy is the normal one (the end of the turn puts it
+ * back there, keeping the nice value a raise gave it), and where hybtrace
+ * was not started at a nice value above 0: one run with `nice` was told to
+ * give way, and gets no real-time turns.
  */
 static bool guard_rush(void *ctx)
 {
@@ -497,7 +502,8 @@ static bool guard_rush(void *ctx)
 	bool rushed;
 
 	pthread_mutex_lock(&d->raise_lock);
-	if (!d->rushed && !taken(&d->exited) && d->loop_policy == SCHED_OTHER)
+	if (!d->rushed && !taken(&d->exited) && d->loop_policy == SCHED_OTHER &&
+	    d->loop_nice <= 0)
 		d->rushed = !sched_setscheduler(d->builder_tid, SCHED_FIFO, &fifo);
 	rushed = d->rushed;
 	pthread_mutex_unlock(&d->raise_lock);
