@@ -76,6 +76,17 @@ def check_histograms_add_up(summary):
         check(sum(want.values()) > 0, "no %s interval counted at all" % kind)
 
 
+def largest_off_cpu(breaches, pid):
+    """What a failure shows of PID's largest off-CPU breach: its times and what the kernel
+    did not trace in it."""
+    mine = [b for b in breaches if b["pid"] == pid and has_kind(b, "off-cpu")]
+    if not mine:
+        return "none"
+    b = max(mine, key=lambda b: duration_of(b, "off-cpu"))
+    return "%r" % {k: b.get(k) for k in ("start_ns", "end_ns", "off_cpu", "syscall", "state",
+                                         "not_traced", "woken_by", "preemptions", "cpu")}
+
+
 @test
 def summary_counts_and_histograms_by_process():
     """Three processes breaching 4, 2 and 1 times: each one's counts, largest breach and
@@ -115,8 +126,10 @@ def summary_counts_and_histograms_by_process():
               % (pid, off["count"], len(mine), lost))
         longest = max(mine, key=lambda s: s[0])
         check(longest[0] <= off["max_ns"] <= longest[3] + tolerance_ns(longest[3]),
-              "pid %d: largest off-cpu %d ns, its longest sleep asked %d and took %d"
-              % (pid, off["max_ns"], longest[0], longest[3]))
+              "pid %d: largest off-cpu %d ns, its longest sleep asked %d and took %d; its "
+              "largest breach: %s; its sleeps (asked, start, end, slept): %r; lost %r, judged %r"
+              % (pid, off["max_ns"], longest[0], longest[3],
+                 largest_off_cpu(breaches, pid), mine, summary["lost"], summary["judged"]))
         # Each sleep is an off-CPU interval of its process of 16.384 ms or more.
         long_waits = sum(n for frm, n in hist_counts(p["histograms"]["off-cpu"]).items()
                          if frm >= 16384)
