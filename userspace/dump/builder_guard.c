@@ -104,6 +104,29 @@ static bool stalled(const struct look *last, const struct look *now, uint64_t ti
 	       now->cpu_ns - last->cpu_ns < tick_ns / 4;
 }
 
+/*
+ * Whether the event loop waits for its CPU (runnable: 'R' in its stat),
+ * where a turn without CPU time is the machine's load, not a wait on the
+ * builder (blocked, 'D' or 'S'; on PREEMPT_RT a sleeping spinlock's wait
+ * reads 'D'). An open file read at its start: no open, no allocation.
+ */
+static bool loop_waits_for_cpu(const struct ht_builder_guard *g)
+{
+	char stat[512];
+	const char *paren;
+	ssize_t n;
+
+	if (g->loop_stat_fd <= 0)
+		return false;
+	n = pread(g->loop_stat_fd, stat, sizeof(stat) - 1, 0);
+	if (n <= 0)
+		return false;
+	stat[n] = '\0';
+	/* "tid (comm) S ...": the name may hold spaces and parentheses. */
+	paren = strrchr(stat, ')');
+	return paren && paren[1] == ' ' && paren[2] == 'R';
+}
+
 static void tick_sleep(uint64_t ns)
 {
 	struct timespec ts = { (time_t)(ns / 1000000000ULL), (long)(ns % 1000000000ULL) };
@@ -162,6 +185,7 @@ __attribute__((noinline)) static void touch_path(struct ht_builder_guard *g)
 
 	memset((char *)stack, 0, GUARD_STACK_TOUCH);
 	(void)look_at_loop(g);
+	(void)loop_waits_for_cpu(g);
 	tick_sleep(1);
 	g->raise(g->ctx);
 	g->lower(g->ctx);
@@ -194,7 +218,7 @@ static void *guard_main(void *arg)
 		}
 		tick_sleep(tick_ns);
 		now = look_at_loop(g);
-		stall = stalled(&last, &now, tick_ns);
+		stall = stalled(&last, &now, tick_ns) && !loop_waits_for_cpu(g);
 		if (stall && !holding) {
 			g->raise(g->ctx);
 			holding = true;
@@ -235,8 +259,12 @@ int ht_builder_guard_start(struct ht_builder_guard *g)
 	pthread_attr_setstacksize(&attr, GUARD_STACK_BYTES);
 	err = pthread_create(&g->thread, &attr, guard_main, g);
 	pthread_attr_destroy(&attr);
-	if (err)
+	if (err) {
+		if (g->loop_stat_fd > 0)
+			close(g->loop_stat_fd);
+		g->loop_stat_fd = -1;
 		return ht_fail("cannot start the dump builder's guard: %s", strerror(err));
+	}
 	g->started = true;
 	return 0;
 }
@@ -249,6 +277,9 @@ void ht_builder_guard_stop(struct ht_builder_guard *g)
 	wake_guard(g->builder);
 	pthread_join(g->thread, NULL);
 	g->started = false;
+	if (g->loop_stat_fd > 0)
+		close(g->loop_stat_fd);
+	g->loop_stat_fd = -1;
 }
 
 uint64_t ht_builder_guard_lifts(const struct ht_builder_guard *g)

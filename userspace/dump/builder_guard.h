@@ -12,7 +12,8 @@
  * Every tick while the builder has work it reads the event loop's beat (one
  * count of turns, one flag around epoll_wait) and CPU clock; where the event
  * loop is in the turn it was in at the last tick and used almost no CPU
- * since, the guard raises the builder until that turn ends, and gives it a
+ * since, and is not merely waiting for its CPU (its state in /proc: a loaded
+ * machine's), the guard raises the builder until that turn ends, and gives it a
  * short turn at SCHED_FIFO at each such tick: a nice value the scheduler
  * may honour late (before EEVDF, 6.6, a raised thread keeps the virtual
  * runtime nice 19 gave it), a real-time one it honours at once. While the
@@ -88,6 +89,12 @@ struct ht_builder_guard {
 	/* Set before ht_builder_guard_start. */
 	const struct ht_loop_beat *beat;
 	clockid_t loop_clock; /* the event loop's CPU clock (pthread_getcpuclockid) */
+	/*
+	 * The event loop's /proc/thread-self/stat, open (the guard owns it from
+	 * ht_builder_guard_start): a loop that waits for its CPU is no stall the
+	 * builder can end. 0 or less: not known, every stall is the builder's.
+	 */
+	int loop_stat_fd;
 	struct ht_guard_idle *builder;
 	/* Raise the builder (whether it is raised) and lower it again: called in pairs. */
 	bool (*raise)(void *ctx);
