@@ -128,6 +128,26 @@ static void *fake_builder_main(void *arg)
 	return NULL;
 }
 
+/*
+ * B's CPU (the last of two), the nice value a raise gives it (this
+ * thread's), its lock. Whether this thread may go down to LOWEST_NICE (0:
+ * one step below its own) is tried first. Returns why the test cannot run,
+ * or NULL.
+ */
+static const char *fake_builder_setup(struct fake_builder *b, int lowest_nice)
+{
+	b->cpu = last_of_two_cpus();
+	if (b->cpu < 0)
+		return "needs two CPUs";
+	errno = 0;
+	b->raised_to = getpriority(PRIO_PROCESS, 0);
+	if (setpriority(PRIO_PROCESS, 0, lowest_nice ? lowest_nice : b->raised_to - 1))
+		return "cannot lower a thread's nice value (CAP_SYS_NICE)";
+	setpriority(PRIO_PROCESS, 0, b->raised_to);
+	pthread_mutex_init(&b->lock, NULL);
+	return NULL;
+}
+
 static volatile int hogs_stop;
 /* The hogs' nice value: 0, or -20 where a raise to 0 leaves the builder 0.6% of the CPU. */
 static int hogs_nice;
@@ -202,16 +222,11 @@ TEST(a_stalled_event_loop_gets_the_builder_raised)
 	struct ht_loop_beat beat = { 0 };
 	struct ht_builder_guard g = { 0 };
 	long alone_ms, guarded_ms;
+	const char *skip;
 
-	b.cpu = last_of_two_cpus();
-	if (b.cpu < 0)
-		SKIP_TEST("needs two CPUs");
-	errno = 0;
-	b.raised_to = getpriority(PRIO_PROCESS, 0);
-	if (setpriority(PRIO_PROCESS, 0, b.raised_to - 1))
-		SKIP_TEST("cannot lower a thread's nice value (CAP_SYS_NICE)");
-	setpriority(PRIO_PROCESS, 0, b.raised_to);
-	pthread_mutex_init(&b.lock, NULL);
+	skip = fake_builder_setup(&b, 0);
+	if (skip)
+		SKIP_TEST(skip);
 
 	alone_ms = stall_ms(&b, &beat, 1000);
 	b.tid = 0;
@@ -273,16 +288,11 @@ TEST(a_stalled_event_loop_gets_the_builder_a_turn_at_sched_fifo)
 	struct ht_builder_guard g = { 0 };
 	long raised_ms, rushed_ms;
 	int guard_tid, guard_policy, rushing;
+	const char *skip;
 
-	b.cpu = last_of_two_cpus();
-	if (b.cpu < 0)
-		SKIP_TEST("needs two CPUs");
-	errno = 0;
-	b.raised_to = getpriority(PRIO_PROCESS, 0);
-	if (setpriority(PRIO_PROCESS, 0, -20))
-		SKIP_TEST("cannot lower a thread's nice value (CAP_SYS_NICE)");
-	setpriority(PRIO_PROCESS, 0, b.raised_to);
-	pthread_mutex_init(&b.lock, NULL);
+	skip = fake_builder_setup(&b, -20);
+	if (skip)
+		SKIP_TEST(skip);
 	hogs_nice = -20;
 
 	/* Raised alone. */
@@ -335,16 +345,11 @@ TEST(the_guard_ticks_while_the_event_loop_watches_a_waiting_builder)
 	struct ht_loop_beat beat = { 0 };
 	struct ht_builder_guard g = { 0 };
 	long unwatched_ms, watched_ms;
+	const char *skip;
 
-	b.cpu = last_of_two_cpus();
-	if (b.cpu < 0)
-		SKIP_TEST("needs two CPUs");
-	errno = 0;
-	b.raised_to = getpriority(PRIO_PROCESS, 0);
-	if (setpriority(PRIO_PROCESS, 0, b.raised_to - 1))
-		SKIP_TEST("cannot lower a thread's nice value (CAP_SYS_NICE)");
-	setpriority(PRIO_PROCESS, 0, b.raised_to);
-	pthread_mutex_init(&b.lock, NULL);
+	skip = fake_builder_setup(&b, 0);
+	if (skip)
+		SKIP_TEST(skip);
 	g = (struct ht_builder_guard){ .beat = &beat, .builder = &b.idle, .raise = fake_raise,
 				       .lower = fake_lower, .rush = fake_rush,
 				       .end_rush = fake_end_rush, .ctx = &b };
