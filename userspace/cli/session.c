@@ -376,15 +376,10 @@ static const struct ht_block_frames *block_stack_of(struct session *s, const str
 /* The test mode's stall (test_loop_stall_ns()): once, in the turn, without CPU. */
 static void test_loop_stall(struct session *s)
 {
-	struct timespec ts;
-
 	if (!s->test_loop_stall_ns || s->test_loop_stalled)
 		return;
 	s->test_loop_stalled = true;
-	ts.tv_sec = (time_t)(s->test_loop_stall_ns / 1000000000ULL);
-	ts.tv_nsec = (long)(s->test_loop_stall_ns % 1000000000ULL);
-	while (nanosleep(&ts, &ts) && errno == EINTR)
-		;
+	ht_sleep_ns(s->test_loop_stall_ns);
 }
 
 static int on_breach(void *ctx, void *data, size_t size)

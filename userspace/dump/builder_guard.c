@@ -127,14 +127,6 @@ static bool loop_waits_for_cpu(const struct ht_builder_guard *g)
 	return paren && paren[1] == ' ' && paren[2] == 'R';
 }
 
-static void tick_sleep(uint64_t ns)
-{
-	struct timespec ts = { (time_t)(ns / 1000000000ULL), (long)(ns % 1000000000ULL) };
-
-	while (clock_nanosleep(CLOCK_MONOTONIC, 0, &ts, &ts) == EINTR)
-		;
-}
-
 /* Back to what the guard was at its start. */
 static void guard_unrushed(struct ht_builder_guard *g)
 {
@@ -164,7 +156,7 @@ static bool rush(struct ht_builder_guard *g, const struct look *at)
 	     waited += HT_GUARD_RUSH_LOOK_NS) {
 		struct look now;
 
-		tick_sleep(HT_GUARD_RUSH_LOOK_NS);
+		ht_sleep_ns(HT_GUARD_RUSH_LOOK_NS);
 		now = look_at_loop(g);
 		if (!now.busy || now.turns != at->turns ||
 		    now.cpu_ns - at->cpu_ns >= HT_GUARD_RUSH_LOOK_NS / 4)
@@ -186,7 +178,7 @@ __attribute__((noinline)) static void touch_path(struct ht_builder_guard *g)
 	memset((char *)stack, 0, GUARD_STACK_TOUCH);
 	(void)look_at_loop(g);
 	(void)loop_waits_for_cpu(g);
-	tick_sleep(1);
+	ht_sleep_ns(1);
 	g->raise(g->ctx);
 	g->lower(g->ctx);
 	/* The end of a turn the builder does not have: nothing changes but its path is in. */
@@ -216,7 +208,7 @@ static void *guard_main(void *arg)
 			last = look_at_loop(g);
 			continue;
 		}
-		tick_sleep(tick_ns);
+		ht_sleep_ns(tick_ns);
 		now = look_at_loop(g);
 		stall = stalled(&last, &now, tick_ns) && !loop_waits_for_cpu(g);
 		if (stall && !holding) {

@@ -52,15 +52,6 @@ enum { LINES_STDERR, LINES_JSON };
 /* While the ring or the result slot is full, the builder looks again this often. */
 #define BUILDER_RETRY_MS 1
 
-static void sleep_until(uint64_t monotonic_ns)
-{
-	struct timespec ts = { (time_t)(monotonic_ns / 1000000000ULL),
-			       (long)(monotonic_ns % 1000000000ULL) };
-
-	while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
-		;
-}
-
 static bool taken(const int *flag)
 {
 	return __atomic_load_n(flag, __ATOMIC_ACQUIRE);
@@ -951,7 +942,7 @@ void ht_dumper_wait_idle(struct ht_dumper *d)
 		uint64_t due = ht_dumper_deadline(d);
 
 		if (due) {
-			sleep_until(due);
+			ht_sleep_until_ns(due);
 		} else if (d->building || d->removing) {
 			wait_bell(d->wake_fd, -1);
 		} else if (ht_dump_engine_idle(&d->engine)) {
