@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 #include <alloca.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <linux/futex.h>
 #include <sched.h>
 #include <string.h>
@@ -116,7 +117,7 @@ static bool loop_waits_for_cpu(const struct ht_builder_guard *g)
 	const char *paren;
 	ssize_t n;
 
-	if (g->loop_stat_fd <= 0)
+	if (g->loop_stat_fd < 0)
 		return false;
 	n = pread(g->loop_stat_fd, stat, sizeof(stat) - 1, 0);
 	if (n <= 0)
@@ -229,6 +230,13 @@ static void *guard_main(void *arg)
 	return NULL;
 }
 
+static void close_loop_stat(struct ht_builder_guard *g)
+{
+	if (g->loop_stat_fd >= 0)
+		close(g->loop_stat_fd);
+	g->loop_stat_fd = -1;
+}
+
 int ht_builder_guard_start(struct ht_builder_guard *g)
 {
 	pthread_attr_t attr;
@@ -247,14 +255,17 @@ int ht_builder_guard_start(struct ht_builder_guard *g)
 	/* Already real-time, the builder with it: a turn at priority 1 would lower it. */
 	if (g->own_policy != SCHED_OTHER && g->own_policy != SCHED_BATCH)
 		g->cannot_rush = true;
+	err = pthread_getcpuclockid(pthread_self(), &g->loop_clock);
+	if (err)
+		return ht_fail("cannot read the event loop's CPU clock: %s", strerror(err));
+	/* Opened here, by the event loop: the guard itself opens nothing. */
+	g->loop_stat_fd = open("/proc/thread-self/stat", O_RDONLY | O_CLOEXEC);
 	pthread_attr_init(&attr);
 	pthread_attr_setstacksize(&attr, GUARD_STACK_BYTES);
 	err = pthread_create(&g->thread, &attr, guard_main, g);
 	pthread_attr_destroy(&attr);
 	if (err) {
-		if (g->loop_stat_fd > 0)
-			close(g->loop_stat_fd);
-		g->loop_stat_fd = -1;
+		close_loop_stat(g);
 		return ht_fail("cannot start the dump builder's guard: %s", strerror(err));
 	}
 	g->started = true;
@@ -269,9 +280,7 @@ void ht_builder_guard_stop(struct ht_builder_guard *g)
 	wake_guard(g->builder);
 	pthread_join(g->thread, NULL);
 	g->started = false;
-	if (g->loop_stat_fd > 0)
-		close(g->loop_stat_fd);
-	g->loop_stat_fd = -1;
+	close_loop_stat(g);
 }
 
 uint64_t ht_builder_guard_lifts(const struct ht_builder_guard *g)

@@ -88,13 +88,6 @@ void ht_guard_watch_end(struct ht_guard_idle *w);
 struct ht_builder_guard {
 	/* Set before ht_builder_guard_start. */
 	const struct ht_loop_beat *beat;
-	clockid_t loop_clock; /* the event loop's CPU clock (pthread_getcpuclockid) */
-	/*
-	 * The event loop's /proc/thread-self/stat, open (the guard owns it from
-	 * ht_builder_guard_start): a loop that waits for its CPU is no stall the
-	 * builder can end. 0 or less: not known, every stall is the builder's.
-	 */
-	int loop_stat_fd;
 	struct ht_guard_idle *builder;
 	/* Raise the builder (whether it is raised) and lower it again: called in pairs. */
 	bool (*raise)(void *ctx);
@@ -108,6 +101,14 @@ struct ht_builder_guard {
 	void *ctx;
 	uint64_t tick_ns; /* 0: HT_GUARD_TICK_NS */
 
+	/* The event loop, taken by ht_builder_guard_start from its caller. */
+	clockid_t loop_clock; /* its CPU clock */
+	/*
+	 * Its /proc/thread-self/stat, open: a loop that waits for its CPU is no
+	 * stall the builder can end. -1: not known, every stall is the builder's.
+	 */
+	int loop_stat_fd;
+
 	pthread_t thread;
 	bool started;
 	int tid; /* the guard thread's id, set at its first step */
@@ -120,7 +121,10 @@ struct ht_builder_guard {
 	bool cannot_rush; /* the guard could not be put at SCHED_FIFO */
 };
 
-/* Start the guard thread; a failure is said and leaves the session without one. */
+/*
+ * Start the guard thread, watching the calling thread as the event loop; a
+ * failure is said and leaves the session without one.
+ */
 int ht_builder_guard_start(struct ht_builder_guard *g);
 
 /* Stop it, the builder lowered if the guard had raised it. */

@@ -1,6 +1,5 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 #include <errno.h>
-#include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
 #include <sched.h>
@@ -521,20 +520,11 @@ static void guard_end_rush(void *ctx)
 static void start_guard(struct ht_dumper *d)
 {
 	struct ht_builder_guard *g = &d->guard;
-	int err;
 
 	*g = (struct ht_builder_guard){ .beat = &d->beat, .builder = &d->builder_idle,
 					.raise = guard_raise, .lower = guard_lower,
 					.rush = guard_rush, .end_rush = guard_end_rush, .ctx = d };
-	/* Without it every stall is taken for the builder's: the guard runs on. */
-	g->loop_stat_fd = open("/proc/thread-self/stat", O_RDONLY | O_CLOEXEC);
-	err = pthread_getcpuclockid(pthread_self(), &g->loop_clock);
-	if (err) {
-		ht_fail("cannot read the event loop's CPU clock: %s", strerror(err));
-		if (g->loop_stat_fd > 0)
-			close(g->loop_stat_fd);
-	}
-	if (err || ht_builder_guard_start(g))
+	if (ht_builder_guard_start(g))
 		ht_warn("%s; a stall of the event loop on the dump builder lasts until the "
 			"builder gets its turn", ht_last_error());
 }
