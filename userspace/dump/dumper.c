@@ -480,11 +480,10 @@ static void guard_lower(void *ctx)
 }
 
 /*
- * The guard's turn for the builder at SCHED_FIFO, below the guard. Only for
- * a builder whose policy is the normal one (the end of the turn puts it
- * back there, keeping the nice value a raise gave it), and where hybtrace
- * was not started at a nice value above 0: one run with `nice` was told to
- * give way, and gets no real-time turns.
+ * The guard's turn for the builder at SCHED_FIFO, below the guard; its end
+ * puts the builder back at the normal policy, keeping the nice value a
+ * raise gave it. Given to the guard only where that is the builder's policy
+ * (guard_may_rush()).
  */
 static bool guard_rush(void *ctx)
 {
@@ -493,8 +492,7 @@ static bool guard_rush(void *ctx)
 	bool rushed;
 
 	pthread_mutex_lock(&d->raise_lock);
-	if (!d->rushed && !taken(&d->exited) && d->loop_policy == SCHED_OTHER &&
-	    d->loop_nice <= 0)
+	if (!d->rushed && !taken(&d->exited))
 		d->rushed = !sched_setscheduler(d->builder_tid, SCHED_FIFO, &fifo);
 	rushed = d->rushed;
 	pthread_mutex_unlock(&d->raise_lock);
@@ -514,16 +512,28 @@ static void guard_end_rush(void *ctx)
 }
 
 /*
+ * Turns at SCHED_FIFO for the builder: where the event loop (the caller),
+ * and the builder it started, run at the normal policy, and hybtrace was not
+ * started at a nice value above 0 (one run with `nice` was told to give way).
+ */
+static bool guard_may_rush(const struct ht_dumper *d)
+{
+	return sched_getscheduler(0) == SCHED_OTHER && d->loop_nice <= 0;
+}
+
+/*
  * The guard watches the calling thread, the event loop, from here on. Without
  * one the session goes on: only a stall of the event loop lasts longer.
  */
 static void start_guard(struct ht_dumper *d)
 {
 	struct ht_builder_guard *g = &d->guard;
+	bool rush = guard_may_rush(d);
 
 	*g = (struct ht_builder_guard){ .beat = &d->beat, .builder = &d->builder_idle,
 					.raise = guard_raise, .lower = guard_lower,
-					.rush = guard_rush, .end_rush = guard_end_rush, .ctx = d };
+					.rush = rush ? guard_rush : NULL,
+					.end_rush = rush ? guard_end_rush : NULL, .ctx = d };
 	if (ht_builder_guard_start(g))
 		ht_warn("%s; a stall of the event loop on the dump builder lasts until the "
 			"builder gets its turn", ht_last_error());
@@ -545,7 +555,6 @@ int ht_dumper_start(struct ht_dumper *d, const struct ht_dumper_config *cfg)
 	d->loop_nice = getpriority(PRIO_PROCESS, 0);
 	if (errno)
 		d->loop_nice = BUILDER_NICE;
-	d->loop_policy = sched_getscheduler(0);
 	d->late_until_ns = d->started_ns + cfg->test_builder_late_ns;
 	d->warm_due_ns = (cfg->test_builder_late_ns ? d->late_until_ns : d->started_ns) +
 			 WARM_FAST_INTERVAL_NS;

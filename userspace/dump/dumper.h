@@ -113,7 +113,6 @@ struct ht_dumper {
 	bool raised;	/* it runs at loop_nice, not BUILDER_NICE */
 	bool rushed;	/* it runs at SCHED_FIFO, the guard's turn for it */
 	int loop_nice;	/* the event loop's nice value at the start */
-	int loop_policy; /* and its scheduling policy: the builder's until a rush */
 	/* The event loop keeps the beat around its epoll_wait; the guard reads it. */
 	struct ht_loop_beat beat;
 	struct ht_guard_idle builder_idle;
